@@ -1,0 +1,170 @@
+package cipher
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// KeySize is the size of a snapshot key: AES-256.
+const KeySize = 32
+
+// Key is a snapshot key: 32 random bytes, the AES-256-GCM key of v1 envelopes
+// and the Tink main key of v2 ones. Its text form is base64url without padding
+// (43 characters).
+type Key [KeySize]byte
+
+// GenerateKey returns a new random key from crypto/rand.
+func GenerateKey() (Key, error) {
+	var k Key
+	if _, err := rand.Read(k[:]); err != nil {
+		return Key{}, fmt.Errorf("generate key: %w", err)
+	}
+	return k, nil
+}
+
+// String returns the key's text form, 43 characters of unpadded base64url:
+// it is the secret itself. Only [WriteKeyFile] and tests should need it.
+func (k Key) String() string { return base64.RawURLEncoding.EncodeToString(k[:]) }
+
+// LogValue keeps the key out of structured logs.
+func (k Key) LogValue() slog.Value { return slog.StringValue("[REDACTED]") }
+
+// ParseKey parses a key's text form: base64url, with or without "=" padding,
+// surrounding whitespace ignored. Like the reference runtime, which maps
+// '-' to '+' and '_' to '/' before decoding, it also accepts the standard
+// base64 alphabet. The key must decode to exactly 32 bytes: a 16- or 24-byte
+// key is refused rather than silently giving AES-128 or AES-192. Errors wrap
+// ErrInvalidKey and never contain the key.
+func ParseKey(s string) (Key, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Key{}, fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	// Padding is optional, but when present it must be the right amount.
+	if len(s)%4 == 0 {
+		s = strings.TrimSuffix(s, "=")
+		s = strings.TrimSuffix(s, "=")
+	}
+	if strings.ContainsRune(s, '=') {
+		return Key{}, fmt.Errorf("%w: misplaced '=' padding", ErrInvalidKey)
+	}
+	s = strings.NewReplacer("+", "-", "/", "_").Replace(s)
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		var ce base64.CorruptInputError
+		if errors.As(err, &ce) {
+			return Key{}, fmt.Errorf("%w: not base64url (bad character or length at offset %d)", ErrInvalidKey, int64(ce))
+		}
+		return Key{}, fmt.Errorf("%w: not base64url", ErrInvalidKey)
+	}
+	if len(b) != KeySize {
+		hint := ""
+		if len(s) == 2*KeySize && isHex(s) {
+			hint = " (it looks like hex; keys are base64url)"
+		}
+		return Key{}, fmt.Errorf("%w: decoded to %d bytes, want %d (AES-256)%s; generate one with 'hermesd keygen'", ErrInvalidKey, len(b), KeySize, hint)
+	}
+	var k Key
+	copy(k[:], b)
+	return k, nil
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// maxKeyFileSize bounds how much of a key file is read: a key is 43 bytes
+// plus a newline, and the cap keeps a wrong path (a log, a device) harmless.
+const maxKeyFileSize = 4096
+
+// ReadKeyFile reads a key written by [WriteKeyFile] (or any file holding a
+// key's text form). Like ssh with a private key, it refuses a file that the
+// group or others can access.
+func ReadKeyFile(path string) (Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Key{}, fmt.Errorf("read key file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Key{}, fmt.Errorf("read key file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return Key{}, fmt.Errorf("read key file %s: not a regular file", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return Key{}, fmt.Errorf("key file %s is accessible by group or others (mode %04o); restrict it with 'chmod 600 %s'", path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
+	if err != nil {
+		return Key{}, fmt.Errorf("read key file: %w", err)
+	}
+	if len(b) > maxKeyFileSize {
+		return Key{}, fmt.Errorf("key file %s: %w: larger than %d bytes", path, ErrInvalidKey, maxKeyFileSize)
+	}
+	k, err := ParseKey(string(b))
+	if err != nil {
+		return Key{}, fmt.Errorf("key file %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// WriteKeyFile creates path with mode 0600 and writes the key's text form and
+// a newline. It never overwrites: if path exists the error wraps
+// fs.ErrExist. The file and its directory are synced before it returns.
+func WriteKeyFile(path string, k Key) (err error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("key file %s: %w; refusing to overwrite it", path, fs.ErrExist)
+		}
+		return fmt.Errorf("create key file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(path)
+		}
+	}()
+	// O_CREATE's mode is filtered by the umask, which can only remove bits;
+	// Chmod makes the mode exact anyway, in case the file system disagrees.
+	if err := f.Chmod(0o600); err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
+	if _, err := f.WriteString(k.String() + "\n"); err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

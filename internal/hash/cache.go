@@ -1,0 +1,360 @@
+package hash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Cache is the incremental form of Dir for one tree (one brain directory).
+// It remembers, per file, the stat data (size, mtime, ctime, inode, device,
+// mode) taken when the contents were read, with the contents' SHA-256 and
+// leaf, and the keys in order. A pass then reads only files that are new,
+// whose stat changed, or that were "racy" when read (modified within
+// racyWindow of the read, when an unchanged stat proves nothing), and
+// recomputes the bundle from the cached leaves.
+//
+// The first Update (after NewCache or Load) is a full Rescan, so loaded
+// entries are always stat-validated before they are trusted.
+//
+// A Cache is safe for concurrent use; its methods serialize.
+type Cache struct {
+	root    string
+	absRoot string
+	opts    Options
+
+	mu        sync.Mutex
+	entries   map[string]*entry
+	sorted    []*entry // key order
+	digest    Digest
+	bytes     int64
+	validated bool // a full scan has checked every entry since NewCache/Load
+}
+
+// NewCache returns an empty cache for the tree at root.
+func NewCache(root string, opts Options) *Cache {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		abs = filepath.Clean(root)
+	}
+	return &Cache{root: root, absRoot: abs, opts: opts, entries: map[string]*entry{}, digest: Null}
+}
+
+// Root returns the tree the cache describes.
+func (c *Cache) Root() string { return c.root }
+
+// Digest returns the bundle hash computed by the last Rescan or Update.
+func (c *Cache) Digest() Digest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.digest
+}
+
+// Files returns the cached files in key order.
+func (c *Cache) Files() []File {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	files := make([]File, len(c.sorted))
+	for i, e := range c.sorted {
+		files[i] = e.file()
+	}
+	return files
+}
+
+// Rescan walks the whole tree, stats every file (in parallel), reads the
+// files that are new, changed or racy, drops the ones that are gone and
+// returns the bundle hash. On error the cache is unchanged.
+func (c *Cache) Rescan(ctx context.Context) (Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rescan(ctx)
+}
+
+func (c *Cache) rescan(ctx context.Context) (Result, error) {
+	h, ok, err := openTree(c.root)
+	if err != nil {
+		return Result{}, err
+	}
+	if !ok {
+		c.reset()
+		c.validated = true
+		return c.result(scanStats{}), nil
+	}
+	defer h.close()
+	s := &scanner{root: h, workers: c.opts.workers(), prev: c.entries}
+	ents, st, err := s.walk(ctx, "")
+	if err != nil {
+		return Result{}, err
+	}
+	c.entries = make(map[string]*entry, len(ents))
+	for _, e := range ents {
+		c.entries[e.key] = e
+	}
+	c.sorted = ents
+	c.validated = true
+	c.recompute()
+	return c.result(st), nil
+}
+
+// Update brings the cache up to date after changes to the named paths and
+// returns the bundle hash. Paths are relative to the root ('/' or the OS
+// separator), or absolute paths inside it; each may name a file or a
+// directory that was created, modified, deleted or replaced (a directory is
+// walked, and cached files under a vanished one are dropped). Only those
+// paths, plus files that were racy when last read, are looked at.
+//
+// changed == nil means "unknown": a full Rescan. The first Update after
+// NewCache or Load is a Rescan too.
+func (c *Cache) Update(ctx context.Context, changed []string) (Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if changed == nil || !c.validated {
+		return c.rescan(ctx)
+	}
+	paths := make([]string, 0, len(changed))
+	for _, p := range changed {
+		rel, err := c.rel(p)
+		if err != nil {
+			return Result{}, err
+		}
+		if rel == "" {
+			return c.rescan(ctx) // the root itself changed
+		}
+		paths = append(paths, rel)
+	}
+	for _, e := range c.sorted {
+		if e.racy {
+			paths = append(paths, e.key)
+		}
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
+
+	h, ok, err := openTree(c.root)
+	if err != nil {
+		return Result{}, err
+	}
+	if !ok {
+		c.reset()
+		return c.result(scanStats{}), nil
+	}
+	defer h.close()
+
+	// Classify each path by what it is now.
+	var files, dirs, gone []string
+	for _, p := range paths {
+		st, err := statBeneath(h, p)
+		switch {
+		case err != nil && isVanished(err):
+			gone = append(gone, p)
+		case err != nil:
+			return Result{}, fmt.Errorf("hash: stat %s: %w", p, err)
+		case st.isRegular():
+			if err := checkKey(p); err != nil {
+				return Result{}, err
+			}
+			files = append(files, p)
+		case st.isDir():
+			if err := checkKey(p); err != nil {
+				return Result{}, err
+			}
+			dirs = append(dirs, p)
+		default: // now a symlink, fifo, ...: contributes nothing
+			gone = append(gone, p)
+		}
+	}
+
+	// Hash what is there, against the current entries (read-only meanwhile).
+	s := &scanner{root: h, workers: c.opts.workers(), prev: c.entries}
+	var total scanStats
+	var fresh []*entry
+	for _, d := range dirs {
+		ents, st, err := s.walk(ctx, d)
+		if err != nil {
+			return Result{}, err
+		}
+		fresh = append(fresh, ents...)
+		total.read += st.read
+		total.readBytes += st.readBytes
+	}
+	var named []string
+	for _, f := range files {
+		if !Excluded(f) {
+			named = append(named, f)
+		}
+	}
+	if len(named) > 0 {
+		ents, st, err := s.list(ctx, named)
+		if err != nil {
+			return Result{}, err
+		}
+		fresh = append(fresh, ents...)
+		total.read += st.read
+		total.readBytes += st.readBytes
+	}
+
+	// Apply: drop every key at or under a named path, then add the fresh
+	// entries back.
+	drop := make([]bool, len(c.sorted))
+	for _, p := range paths {
+		if i, ok := c.find(p); ok {
+			drop[i] = true
+		}
+		lo, hi := c.prefixRange(p + "/")
+		for i := lo; i < hi; i++ {
+			drop[i] = true
+		}
+	}
+	for i, d := range drop {
+		if d {
+			delete(c.entries, c.sorted[i].key)
+		}
+	}
+	kept := make([]*entry, 0, len(c.sorted))
+	for i, e := range c.sorted {
+		if !drop[i] {
+			kept = append(kept, e)
+		}
+	}
+	// A path can be reached twice (a file inside a named directory):
+	// the last entry wins, and the key is added once.
+	added := fresh[:0:0]
+	for _, e := range fresh {
+		if _, dup := c.entries[e.key]; !dup {
+			added = append(added, e)
+		}
+		c.entries[e.key] = e
+	}
+	for i, e := range added {
+		added[i] = c.entries[e.key]
+	}
+	slices.SortFunc(added, func(a, b *entry) int { return Compare(a.key, b.key) })
+	c.sorted = mergeSorted(kept, added)
+	c.recompute()
+	return c.result(total), nil
+}
+
+// Record stores a digest that another reader computed (the tar writer
+// reads every file once and hashes it on the way), so the next pass need
+// not read that file again. info must come from fstat of the descriptor the
+// contents were read from, taken before reading (its Sys() must be a
+// *syscall.Stat_t, as os.File.Stat returns), and readStart is the time just
+// before the file was opened. f.Size must equal info.Size(). It reports
+// whether the entry was stored; Record does not update Digest (the next
+// Update does).
+func (c *Cache) Record(f File, info fs.FileInfo, readStart time.Time) bool {
+	if Excluded(f.Path) || checkKey(f.Path) != nil {
+		return false
+	}
+	st, ok := statFromFileInfo(info)
+	if !ok || !st.isRegular() || st.size != f.Size {
+		return false
+	}
+	e := &entry{key: f.Path, st: st, size: f.Size, sum: f.SHA256, leaf: Leaf(f.Path, f.SHA256), racy: isRacy(st, readStart)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, found := c.find(f.Path)
+	if found {
+		c.bytes -= c.sorted[i].size
+		c.sorted[i] = e
+	} else {
+		c.sorted = slices.Insert(c.sorted, i, e)
+	}
+	c.bytes += e.size
+	c.entries[f.Path] = e
+	return true
+}
+
+// checkKey validates every component of a key.
+func checkKey(key string) error {
+	for name := range strings.SplitSeq(key, "/") {
+		if err := checkName(key, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rel turns a caller's path into a key-form path relative to the root; ""
+// is the root itself.
+func (c *Cache) rel(p string) (string, error) {
+	if filepath.IsAbs(p) {
+		r, err := filepath.Rel(c.absRoot, p)
+		if err != nil {
+			return "", fmt.Errorf("hash: %s is not inside %s", p, c.root)
+		}
+		p = r
+	}
+	p = filepath.ToSlash(filepath.Clean(p))
+	if p == ".." || strings.HasPrefix(p, "../") {
+		return "", fmt.Errorf("hash: %s is not inside %s", p, c.root)
+	}
+	if p == "." {
+		p = ""
+	}
+	return p, nil
+}
+
+func (c *Cache) reset() {
+	c.entries = map[string]*entry{}
+	c.sorted = nil
+	c.digest = Null
+	c.bytes = 0
+}
+
+func (c *Cache) recompute() {
+	c.digest = bundleOf(c.sorted)
+	c.bytes = 0
+	for _, e := range c.sorted {
+		c.bytes += e.size
+	}
+}
+
+func (c *Cache) result(st scanStats) Result {
+	return Result{Digest: c.digest, Count: len(c.sorted), Bytes: c.bytes, Read: st.read, ReadBytes: st.readBytes}
+}
+
+// find returns the index of key in sorted, or where it would be inserted.
+func (c *Cache) find(key string) (int, bool) {
+	i := sort.Search(len(c.sorted), func(i int) bool { return Compare(c.sorted[i].key, key) >= 0 })
+	return i, i < len(c.sorted) && c.sorted[i].key == key
+}
+
+// prefixRange returns the index range of the keys starting with prefix;
+// Compare is lexicographic, so they are contiguous.
+func (c *Cache) prefixRange(prefix string) (lo, hi int) {
+	lo, _ = c.find(prefix)
+	hi = lo
+	for hi < len(c.sorted) && strings.HasPrefix(c.sorted[hi].key, prefix) {
+		hi++
+	}
+	return lo, hi
+}
+
+func mergeSorted(a, b []*entry) []*entry {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]*entry, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if Compare(a[i].key, b[j].key) <= 0 {
+			out = append(out, a[i])
+			i++
+		} else {
+			out = append(out, b[j])
+			j++
+		}
+	}
+	out = append(out, a[i:]...)
+	return append(out, b[j:]...)
+}
+
+var errCacheFormat = errors.New("hash: invalid cache file")

@@ -1,0 +1,59 @@
+package hash
+
+import (
+	"context"
+	"fmt"
+)
+
+// Result describes one hash of a tree.
+type Result struct {
+	Digest Digest
+	// Files lists the hashed files in key order (excluded names are not
+	// in it). Dir fills it; the Cache methods leave it nil (see Cache.Files).
+	Files []File
+	// Count and Bytes are the number and total size of the hashed files.
+	Count int
+	Bytes int64
+	// Read and ReadBytes count the files whose contents were read in this
+	// pass (the rest came from the cache).
+	Read      int
+	ReadBytes int64
+}
+
+// Dir returns the bundle hash of the tree at root, reading every file once,
+// in parallel. A missing root, or one that is not a directory, hashes to
+// Null, as with the reference. Symlinks are never followed (the root itself
+// may be one); a name that is not valid UTF-8 or contains a backslash is an
+// ErrName error naming the file. Files that vanish while the walk runs are
+// left out.
+func Dir(ctx context.Context, root string, opts Options) (Result, error) {
+	h, ok, err := openTree(root)
+	if err != nil || !ok {
+		return Result{Digest: Null}, err
+	}
+	defer h.close()
+	s := &scanner{root: h, workers: opts.workers()}
+	ents, st, err := s.walk(ctx, "")
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Digest: bundleOf(ents), Files: make([]File, len(ents)), Count: len(ents), Read: st.read, ReadBytes: st.readBytes}
+	for i, e := range ents {
+		res.Files[i] = e.file()
+		res.Bytes += e.size
+	}
+	return res, nil
+}
+
+// openTree opens root; ok is false (and err nil) when root does not exist
+// or is not a directory.
+func openTree(root string) (h handle, ok bool, err error) {
+	h, err = openRoot(root)
+	if err != nil {
+		if isVanished(err) {
+			return noHandle, false, nil
+		}
+		return noHandle, false, fmt.Errorf("hash: %w", err)
+	}
+	return h, true, nil
+}

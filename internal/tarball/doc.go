@@ -1,0 +1,122 @@
+// Package tarball writes deterministic tar archives of a brain directory and
+// extracts untrusted ones defensively (DESIGN.md §4).
+//
+// # Archive format (a contract: identical trees give identical bytes)
+//
+// Write emits GNU-format tar (archive/tar FormatGNU, the format the
+// reference runtime's GNU tar produces):
+//
+//   - Entries are the directories and regular files below the root, not the
+//     root itself. Symlinks (never followed), sockets, fifos and devices are
+//     left out and listed in Manifest.Skipped. Nothing is excluded:
+//     bundle.lock.json and receipts.ndjson are archived too.
+//   - Names are relative, '/'-separated, without a "./" prefix; directory
+//     names end in '/'. Names must be valid UTF-8 and are stored verbatim.
+//   - Entries are sorted by the bytes of their full names (directories with
+//     their trailing '/'), which puts every directory before its contents.
+//     For example: "a-b/", "a.md", "a/", "a/x", "b".
+//   - Headers: typeflag '0' (file) or '5' (directory), mode = permission
+//     bits (mode & 0o777), uid = gid = 0, empty user and group names, mtime
+//     0 (the epoch), no access or change time, no devices, no PAX records or
+//     xattrs.
+//   - A name longer than 100 bytes is preceded by a GNU "././@LongLink"
+//     ('L') entry holding the full name, exactly as GNU tar writes it; a file
+//     of 8 GiB or more has a base-256 size field. Both are fixed functions of
+//     the name and size, so the output stays deterministic. GNU (not PAX)
+//     because it stores names as raw bytes: GNU tar extracts them unchanged
+//     in any locale, whereas PAX names are UTF-8 that GNU tar converts to the
+//     locale's charset.
+//   - The archive ends with two zero blocks and no further padding.
+//
+// Write reads every file exactly once: the same bytes go into the archive
+// and into a SHA-256 recorded in the Manifest, from which the caller
+// computes the bundle hash (tarball.File converts to hash.File). A file
+// whose size changes while it is archived, or that vanishes after the
+// directory listing, fails the write with ErrChanged; the caller retries.
+//
+// # Extraction
+//
+// Extract treats the archive as hostile. It writes only below its target
+// directory, through os.Root, and rejects absolute names, ".." components,
+// duplicate entries (including a file and a directory of the same name),
+// entries beneath a file or a skipped link, and archives over the
+// configured limits. It accepts GNU tar output from the reference runtime
+// ("./"-prefixed names, a "./" entry for the root, real mtimes, numeric
+// owners, GNU long names, PAX records). Symlinks, hard links, devices and
+// fifos are skipped with a warning in the Manifest; nothing is ever created
+// but regular files and directories, and no link is followed.
+//
+// Modes are set to exactly the archive's permission bits (mode & 0o777),
+// whatever the umask; directories get theirs after their contents are
+// written, so read-only ones can be filled, and a directory the archive
+// implies without listing it gets 0755. Ownership and mtimes are not
+// restored. The mode of the "./" entry is ignored: the root's mode is the
+// caller's choice.
+//
+// Extraction hashes the files on a second goroutine while it writes them;
+// the SHA-256 of every file written is in the returned Manifest.
+//
+// Extract does not fsync: syncing 50,000 files one by one is slow, so the
+// caller syncs the temporary directory once (syncfs or a walk) before
+// renaming it into place.
+package tarball
+
+import (
+	"errors"
+	"io/fs"
+)
+
+var (
+	// ErrChanged: a file changed or vanished while Write archived it.
+	ErrChanged = errors.New("tarball: file changed while being archived")
+	// ErrName: a file name Write cannot archive or Extract will not create.
+	ErrName = errors.New("tarball: unsupported file name")
+	// ErrUnsafePath: an archive entry would land outside the target or
+	// beneath a link.
+	ErrUnsafePath = errors.New("tarball: unsafe path in archive")
+	// ErrDuplicate: an archive names the same path twice, or a path beneath
+	// a file.
+	ErrDuplicate = errors.New("tarball: duplicate entry in archive")
+	// ErrLimit: an archive exceeds ExtractOptions' limits.
+	ErrLimit = errors.New("tarball: archive exceeds a limit")
+	// ErrTruncated: the archive ends early (also matches io.ErrUnexpectedEOF).
+	ErrTruncated = errors.New("tarball: archive is truncated")
+	// ErrFormat: the archive is not a well-formed tar, or non-zero data
+	// follows its end marker.
+	ErrFormat = errors.New("tarball: malformed archive")
+	// ErrTargetNotEmpty: Extract's target exists and is not an empty
+	// directory.
+	ErrTargetNotEmpty = errors.New("tarball: target is not an empty directory")
+)
+
+// File is a regular file of an archive: its path relative to the root
+// ('/'-separated), size, permission bits (mode & 0o777) and the SHA-256 of
+// its contents. It has the same fields as hash.File, so hash.File(f)
+// converts it.
+type File struct {
+	Path   string
+	Size   int64
+	Mode   fs.FileMode
+	SHA256 [32]byte
+}
+
+// Dir is a directory of an archive (path without trailing '/').
+type Dir struct {
+	Path string
+	Mode fs.FileMode
+}
+
+// Skipped is an entry that was left out, and why ("symlink", "hard link",
+// "fifo", "socket", "device", ...).
+type Skipped struct {
+	Path   string
+	Reason string
+}
+
+// Manifest lists what Write archived or Extract wrote, in archive order.
+type Manifest struct {
+	Files   []File
+	Dirs    []Dir
+	Skipped []Skipped
+	Bytes   int64 // total size of Files
+}

@@ -1,0 +1,473 @@
+package tarball
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Default limits of ExtractOptions.
+const (
+	DefaultMaxEntries   = 1 << 20
+	DefaultMaxTotalSize = 64 << 30
+)
+
+// maxTrailer bounds the zero padding accepted after the end-of-archive
+// marker (GNU tar pads to 10 KiB records; other blocking factors more).
+const maxTrailer = 1 << 20
+
+// ExtractOptions bounds what an archive may make Extract write.
+type ExtractOptions struct {
+	// MaxEntrySize is the largest file accepted; 0 means MaxTotalSize.
+	MaxEntrySize int64
+	// MaxTotalSize bounds the sum of all file sizes; 0 means
+	// DefaultMaxTotalSize.
+	MaxTotalSize int64
+	// MaxEntries bounds the number of entries of any type; 0 means
+	// DefaultMaxEntries.
+	MaxEntries int
+}
+
+func (o ExtractOptions) withDefaults() ExtractOptions {
+	if o.MaxTotalSize <= 0 {
+		o.MaxTotalSize = DefaultMaxTotalSize
+	}
+	if o.MaxEntrySize <= 0 {
+		o.MaxEntrySize = o.MaxTotalSize
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	return o
+}
+
+// node is what a path of the archive became.
+type node uint8
+
+const (
+	absent node = iota
+	nodeFile
+	nodeDir
+	nodeImplicitDir // created as the parent of a later entry
+	nodeSkipped     // a link or special file that was not created
+)
+
+type extractor struct {
+	root   *os.Root
+	opts   ExtractOptions
+	seen   map[string]node
+	dirIdx map[string]int // index in m.Dirs
+	m      Manifest
+	total  int64
+	sums   *sumPipe
+
+	// The parent directory of the last file, opened as a Root of its own:
+	// archives list a directory's files together, and opening "base" in
+	// it costs one openat instead of one per path component.
+	lastDir  string
+	lastRoot *os.Root
+}
+
+// Extract unpacks the tar stream r into dir, which must be an empty
+// directory or not exist yet (its parent must); it is created with mode
+// 0700 and its mode is never taken from the archive. See the package
+// documentation for what is accepted, skipped and rejected.
+//
+// Extract reads r to its very end: after the end-of-archive marker only
+// zero padding (up to 1 MiB) may follow, anything else is ErrFormat; a
+// stream that ends before the marker is ErrTruncated. So when r is a
+// decrypting reader, its final authentication has happened when Extract
+// returns nil.
+//
+// The returned Manifest lists the files written, with the SHA-256 of the
+// bytes written, so the caller can verify the bundle hash without reading
+// them back. On error, dir may hold a partial tree: the caller removes it.
+// Nothing is fsynced (see the package documentation).
+func Extract(ctx context.Context, r io.Reader, dir string, opts ExtractOptions) (Manifest, error) {
+	if err := prepareTarget(dir); err != nil {
+		return Manifest{}, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("tarball: %w", err)
+	}
+	defer root.Close()
+	x := &extractor{
+		root:   root,
+		opts:   opts.withDefaults(),
+		seen:   map[string]node{},
+		dirIdx: map[string]int{},
+		sums:   newSumPipe(),
+	}
+	defer func() {
+		if x.lastRoot != nil {
+			x.lastRoot.Close()
+		}
+		x.sums.close()
+	}()
+	br := &blockReader{r: r}
+	tr := tar.NewReader(br)
+	entries := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return Manifest{}, err
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			if !br.atEndMarker() {
+				return Manifest{}, fmt.Errorf("%w: no end-of-archive marker after %d bytes: %w", ErrTruncated, br.n, io.ErrUnexpectedEOF)
+			}
+			break
+		}
+		if err != nil && !(errors.Is(err, tar.ErrInsecurePath) && hdr != nil) {
+			return Manifest{}, readError(err)
+		}
+		if entries++; entries > x.opts.MaxEntries {
+			return Manifest{}, fmt.Errorf("%w: more than %d entries", ErrLimit, x.opts.MaxEntries)
+		}
+		if err := x.entry(ctx, hdr, tr); err != nil {
+			return Manifest{}, err
+		}
+	}
+	if err := drainTrailer(br); err != nil {
+		return Manifest{}, err
+	}
+	if err := x.applyDirModes(); err != nil {
+		return Manifest{}, err
+	}
+	for i, s := range x.sums.finish() {
+		x.m.Files[i].SHA256 = s
+	}
+	return x.m, nil
+}
+
+func (x *extractor) entry(ctx context.Context, hdr *tar.Header, tr *tar.Reader) error {
+	name, err := cleanName(hdr.Name)
+	if err != nil {
+		return err
+	}
+	switch hdr.Typeflag {
+	case tar.TypeReg, tar.TypeCont, tar.TypeGNUSparse: // (the reader maps the old TypeRegA to TypeReg)
+		if name == "" {
+			return fmt.Errorf("%w: %q: the root is not a file", ErrUnsafePath, hdr.Name)
+		}
+		return x.file(ctx, name, hdr, tr)
+	case tar.TypeDir:
+		if name == "" {
+			return nil // "./": the root's mode is the caller's, not the archive's
+		}
+		return x.dir(name, fs.FileMode(hdr.Mode).Perm())
+	case tar.TypeXGlobalHeader:
+		return nil // metadata only
+	}
+	if name == "" {
+		return fmt.Errorf("%w: %q: the root is not a directory", ErrUnsafePath, hdr.Name)
+	}
+	var reason string
+	switch hdr.Typeflag {
+	case tar.TypeSymlink:
+		reason = "symlink"
+	case tar.TypeLink:
+		reason = "hard link"
+	case tar.TypeChar, tar.TypeBlock:
+		reason = "device"
+	case tar.TypeFifo:
+		reason = "fifo"
+	default:
+		reason = fmt.Sprintf("unsupported entry type %q", hdr.Typeflag)
+	}
+	if x.seen[name] != absent {
+		return fmt.Errorf("%w: %s", ErrDuplicate, name)
+	}
+	if err := x.parents(name, false); err != nil {
+		return err
+	}
+	x.seen[name] = nodeSkipped
+	x.m.Skipped = append(x.m.Skipped, Skipped{Path: name, Reason: reason})
+	return nil
+}
+
+// cleanName turns an archive name into a clean relative path: "./"
+// prefixes, "." components, repeated and trailing slashes go; absolute
+// names, ".." components, NUL bytes and invalid UTF-8 are refused. ""
+// means the root.
+func cleanName(name string) (string, error) {
+	switch {
+	case name == "":
+		return "", fmt.Errorf("%w: empty name", ErrUnsafePath)
+	case name[0] == '/':
+		return "", fmt.Errorf("%w: %q is absolute", ErrUnsafePath, name)
+	case strings.IndexByte(name, 0) >= 0:
+		return "", fmt.Errorf("%w: %q contains NUL", ErrUnsafePath, name)
+	case !utf8.ValidString(name):
+		return "", fmt.Errorf("%w: %q is not valid UTF-8", ErrName, name)
+	}
+	parts := strings.Split(name, "/")
+	out := parts[:0]
+	for _, p := range parts {
+		switch p {
+		case "", ".":
+			continue
+		case "..":
+			return "", fmt.Errorf("%w: %q has a .. component", ErrUnsafePath, name)
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, "/"), nil
+}
+
+// parents checks that every ancestor of name is a directory of the
+// archive, creating missing ones (mode 0755 in the end) when create is set.
+func (x *extractor) parents(name string, create bool) error {
+	for i := 0; i < len(name); i++ {
+		if name[i] != '/' {
+			continue
+		}
+		p := name[:i]
+		switch x.seen[p] {
+		case nodeDir, nodeImplicitDir:
+		case nodeFile:
+			return fmt.Errorf("%w: %s is beneath the file %s", ErrDuplicate, name, p)
+		case nodeSkipped:
+			return fmt.Errorf("%w: %s is beneath %s, a link or special file", ErrUnsafePath, name, p)
+		default:
+			if !create {
+				continue
+			}
+			if err := x.root.Mkdir(p, 0o700); err != nil {
+				return fmt.Errorf("tarball: %w", err)
+			}
+			x.seen[p] = nodeImplicitDir
+			x.dirIdx[p] = len(x.m.Dirs)
+			x.m.Dirs = append(x.m.Dirs, Dir{Path: p, Mode: 0o755})
+		}
+	}
+	return nil
+}
+
+func (x *extractor) dir(name string, mode fs.FileMode) error {
+	switch x.seen[name] {
+	case nodeImplicitDir:
+		x.seen[name] = nodeDir
+		x.m.Dirs[x.dirIdx[name]].Mode = mode
+		return nil
+	case absent:
+	default:
+		return fmt.Errorf("%w: %s", ErrDuplicate, name)
+	}
+	if err := x.parents(name, true); err != nil {
+		return err
+	}
+	// 0700 while filling it; the archive's mode is applied at the end, so
+	// a read-only directory can still receive its contents.
+	if err := x.root.Mkdir(name, 0o700); err != nil {
+		return fmt.Errorf("tarball: %w", err)
+	}
+	x.seen[name] = nodeDir
+	x.dirIdx[name] = len(x.m.Dirs)
+	x.m.Dirs = append(x.m.Dirs, Dir{Path: name, Mode: mode})
+	return nil
+}
+
+func (x *extractor) file(ctx context.Context, name string, hdr *tar.Header, tr *tar.Reader) error {
+	if x.seen[name] != absent {
+		return fmt.Errorf("%w: %s", ErrDuplicate, name)
+	}
+	size := hdr.Size
+	switch {
+	case size < 0:
+		return fmt.Errorf("%w: %s: negative size", ErrFormat, name)
+	case size > x.opts.MaxEntrySize:
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrLimit, name, size, x.opts.MaxEntrySize)
+	case size > x.opts.MaxTotalSize-x.total:
+		return fmt.Errorf("%w: files total more than %d bytes", ErrLimit, x.opts.MaxTotalSize)
+	}
+	x.total += size
+	if err := x.parents(name, true); err != nil {
+		return err
+	}
+	dir, base := x.root, name
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		if x.lastRoot == nil || x.lastDir != name[:i] {
+			if x.lastRoot != nil {
+				x.lastRoot.Close()
+				x.lastRoot = nil
+			}
+			r, err := x.root.OpenRoot(name[:i])
+			if err != nil {
+				return fmt.Errorf("tarball: %w", err)
+			}
+			x.lastDir, x.lastRoot = name[:i], r
+		}
+		dir, base = x.lastRoot, name[i+1:]
+	}
+	f, err := dir.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("tarball: %s: %w", name, err)
+	}
+	x.seen[name] = nodeFile
+	n, err := x.copy(ctx, f, tr, size)
+	if err == nil && n != size {
+		err = fmt.Errorf("%w: %s: %d of %d bytes", ErrTruncated, name, n, size)
+	}
+	if err == nil {
+		// fchmod: exactly the archive's bits, whatever the umask.
+		err = f.Chmod(fs.FileMode(hdr.Mode).Perm())
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("tarball: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	x.m.Files = append(x.m.Files, File{Path: name, Size: size, Mode: fs.FileMode(hdr.Mode).Perm()}) // SHA256 filled in at the end
+	x.m.Bytes += size
+	return nil
+}
+
+// copy streams one entry's data into f; the sum pipe hashes it.
+func (x *extractor) copy(ctx context.Context, f *os.File, tr *tar.Reader, size int64) (n int64, err error) {
+	for n < size {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		buf := x.sums.space()
+		buf = buf[:min(int64(len(buf)), size-n)]
+		m, rerr := tr.Read(buf)
+		if m > 0 {
+			x.sums.fill(m)
+			if _, werr := f.Write(buf[:m]); werr != nil {
+				return n, fmt.Errorf("tarball: %w", werr)
+			}
+			n += int64(m)
+		}
+		if rerr == io.EOF && n < size {
+			rerr = io.ErrUnexpectedEOF
+		}
+		if rerr != nil && rerr != io.EOF {
+			return n, readError(rerr)
+		}
+	}
+	x.sums.endFile()
+	return n, nil
+}
+
+// applyDirModes sets every directory's final mode, deepest first, so
+// that search permission on the parents lasts until the children are done.
+func (x *extractor) applyDirModes() error {
+	dirs := slices.Clone(x.m.Dirs)
+	slices.SortFunc(dirs, func(a, b Dir) int { return strings.Compare(b.Path, a.Path) })
+	for _, d := range dirs {
+		if err := x.root.Chmod(d.Path, d.Mode); err != nil {
+			return fmt.Errorf("tarball: %w", err)
+		}
+	}
+	return nil
+}
+
+func readError(err error) error {
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: %w", ErrTruncated, err)
+	case errors.Is(err, tar.ErrHeader), errors.Is(err, tar.ErrFieldTooLong):
+		return fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	return fmt.Errorf("tarball: read archive: %w", err)
+}
+
+// prepareTarget makes sure dir is an empty directory (creating it if
+// missing). A symlink is refused.
+func prepareTarget(dir string) error {
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return fmt.Errorf("tarball: create target: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("tarball: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s is not a directory", ErrTargetNotEmpty, dir)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("tarball: %w", err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if len(names) > 0 {
+		return fmt.Errorf("%w: %s", ErrTargetNotEmpty, dir)
+	}
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("tarball: %w", err)
+	}
+	return nil
+}
+
+// blockReader counts what archive/tar consumes so Extract can tell a real
+// end-of-archive marker from a stream that merely stops at an entry
+// boundary: archive/tar reports io.EOF for both (and for a stream cut
+// inside the padding of the last entry). archive/tar reads headers with
+// exact 512-byte reads, so the marker was read iff the consumed length is
+// block-aligned, ends in at least two zero blocks, and the last read
+// returned data (a stream that stops makes the last read return nothing).
+type blockReader struct {
+	r     io.Reader
+	n     int64 // bytes consumed
+	zeros int64 // length of the run of zero bytes ending at n
+	lastN int
+}
+
+func (b *blockReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.n += int64(n)
+		i := n - 1
+		for i >= 0 && p[i] == 0 {
+			i--
+		}
+		if i >= 0 {
+			b.zeros = int64(n - 1 - i)
+		} else {
+			b.zeros += int64(n)
+		}
+	}
+	b.lastN = n
+	return n, err
+}
+
+func (b *blockReader) atEndMarker() bool {
+	return b.lastN > 0 && b.n%512 == 0 && b.zeros >= 1024
+}
+
+// drainTrailer consumes what follows the end-of-archive marker: zero
+// padding is fine, anything else is a format error.
+func drainTrailer(r io.Reader) error {
+	buf := make([]byte, 32<<10)
+	var total int
+	for {
+		n, err := r.Read(buf)
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return fmt.Errorf("%w: data after the end-of-archive marker", ErrFormat)
+			}
+		}
+		if total += n; total > maxTrailer {
+			return fmt.Errorf("%w: more than %d bytes of padding after the end-of-archive marker", ErrFormat, maxTrailer)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("tarball: read archive: %w", err)
+		}
+	}
+}

@@ -1,0 +1,452 @@
+package tarball
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"io/fs"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// WriteOptions tunes Write.
+type WriteOptions struct {
+	// Workers is the number of read-ahead goroutines that open, read and
+	// hash upcoming small files while the archive is being written; 0
+	// means runtime.GOMAXPROCS(0).
+	Workers int
+	// OnFile, if set, is called for every archived file, in archive order,
+	// on Write's goroutine, once its bytes are in the archive. info is the
+	// fstat of the descriptor the bytes were read from, taken before they
+	// were read (Sys() is a *syscall.Stat_t on Linux), and readStart the
+	// time just before the file was opened: what hash.Cache.Record needs.
+	OnFile func(f File, info fs.FileInfo, readStart time.Time)
+}
+
+// Read-ahead shape: batchCount batches of up to batchJobs entries are in
+// flight; a batch's small files (up to smallMax bytes) are read whole into
+// its arena, bigger ones are streamed by the writer goroutine itself. Peak
+// memory: batchCount × arenaSize + the hash pipe's buffers ≈ 3 MiB.
+const (
+	batchJobs  = 32
+	batchCount = 8
+	arenaSize  = 256 << 10
+	smallMax   = 64 << 10
+)
+
+// epoch is the mtime of every header.
+var epoch = time.Unix(0, 0)
+
+// job is one archive entry on its way through the pipeline.
+type job struct {
+	name string // entry name; a directory's ends in '/'
+	rel  string // path below the root, without trailing '/'
+	dir  bool
+	mode fs.FileMode // directories: permission bits
+
+	// Files, filled by a reader:
+	start time.Time
+	fi    fileInfo
+	data  []byte // contents read ahead (in the batch arena) unless streamed
+	h     handle // open file for the writer to stream, else noHandle
+	sum   [32]byte
+	err   error
+}
+
+type batch struct {
+	jobs  []job
+	arena []byte
+	ready chan struct{} // a reader signals once the batch's files are read
+}
+
+type writer struct {
+	root    handle
+	opts    WriteOptions
+	free    chan *batch
+	work    chan *batch // to readers
+	ordered chan *batch // to the writer, in archive order
+	walkErr error       // set before ordered is closed
+	skipped []Skipped   // walker-owned until ordered is closed
+	pipe    *hashPipe
+}
+
+// Write archives the tree at root into w (see the package documentation
+// for the exact format) and returns what it archived. Output is buffered;
+// w need not be. On error the bytes already written are not a valid
+// archive; an ErrChanged error means a retry may succeed.
+func Write(ctx context.Context, w io.Writer, root string, opts WriteOptions) (Manifest, error) {
+	rh, err := openRoot(root)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("tarball: %w", err)
+	}
+	defer rh.close()
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	wr := &writer{
+		root:    rh,
+		opts:    opts,
+		free:    make(chan *batch, batchCount),
+		work:    make(chan *batch, batchCount),
+		ordered: make(chan *batch, batchCount),
+	}
+	all := make([]*batch, batchCount)
+	for i := range all {
+		all[i] = &batch{jobs: make([]job, 0, batchJobs), arena: make([]byte, 0, arenaSize), ready: make(chan struct{}, 1)}
+		wr.free <- all[i]
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { wr.walk(ctx) })
+	for range workers {
+		wg.Go(func() { wr.read(ctx) })
+	}
+	defer func() {
+		cancel()
+		wg.Wait()
+		for _, b := range all { // files handed over but never streamed
+			for i := range b.jobs {
+				if b.jobs[i].h != noHandle {
+					b.jobs[i].h.close()
+					b.jobs[i].h = noHandle
+				}
+			}
+		}
+		if wr.pipe != nil {
+			wr.pipe.close()
+		}
+	}()
+
+	bw := bufio.NewWriterSize(w, 64<<10)
+	tw := tar.NewWriter(bw)
+	var m Manifest
+	for b := range wr.ordered {
+		<-b.ready
+		if err := ctx.Err(); err != nil {
+			return Manifest{}, err
+		}
+		for i := range b.jobs {
+			if err := wr.emit(ctx, tw, &b.jobs[i], &m); err != nil {
+				return Manifest{}, err
+			}
+		}
+		b.jobs = b.jobs[:0]
+		b.arena = b.arena[:0]
+		wr.free <- b
+	}
+	if wr.walkErr != nil {
+		return Manifest{}, wr.walkErr
+	}
+	if err := tw.Close(); err != nil {
+		return Manifest{}, fmt.Errorf("tarball: write: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return Manifest{}, fmt.Errorf("tarball: write: %w", err)
+	}
+	m.Skipped = wr.skipped
+	return m, nil
+}
+
+// walk lists the tree depth-first, each directory sorted so that the
+// entries come out in byte order of their full names, and feeds batches
+// to the readers and, in the same order, to the writer.
+func (wr *writer) walk(ctx context.Context) {
+	defer close(wr.ordered)
+	defer close(wr.work)
+	var cur *batch
+	send := func() bool {
+		select {
+		case wr.ordered <- cur:
+		case <-ctx.Done():
+			return false
+		}
+		wr.work <- cur // cannot block: at most batchCount batches exist
+		cur = nil
+		return true
+	}
+	add := func(j job) error {
+		j.h = noHandle
+		if cur == nil {
+			select {
+			case cur = <-wr.free:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		cur.jobs = append(cur.jobs, j)
+		if len(cur.jobs) == batchJobs && !send() {
+			return ctx.Err()
+		}
+		return nil
+	}
+	buf := make([]byte, 64<<10)
+	var dir func(rel string) error
+	dir = func(rel string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var dfi fileInfo
+		ents, err := readDir(wr.root, rel, buf, &dfi)
+		if err != nil {
+			if rel != "" && isVanished(err) {
+				return fmt.Errorf("%w: directory %s vanished", ErrChanged, rel)
+			}
+			return fmt.Errorf("tarball: read directory %s: %w", displayPath(rel), err)
+		}
+		if rel != "" {
+			if err := add(job{name: rel + "/", rel: rel, dir: true, mode: dfi.Mode().Perm()}); err != nil {
+				return err
+			}
+		}
+		slices.SortFunc(ents, func(a, b dirent) int {
+			return compareEntry(a.name, a.typ.IsDir(), b.name, b.typ.IsDir())
+		})
+		for _, e := range ents {
+			p := e.name
+			if rel != "" {
+				p = rel + "/" + e.name
+			}
+			switch {
+			case e.typ.IsRegular():
+				if err := checkName(p); err != nil {
+					return err
+				}
+				if err := add(job{name: p, rel: p}); err != nil {
+					return err
+				}
+			case e.typ.IsDir():
+				if err := checkName(p); err != nil {
+					return err
+				}
+				if err := dir(p); err != nil {
+					return err
+				}
+			default:
+				wr.skipped = append(wr.skipped, Skipped{Path: p, Reason: typeReason(e.typ)})
+			}
+		}
+		return nil
+	}
+	if err := dir(""); err != nil {
+		wr.walkErr = err
+		return
+	}
+	if cur != nil && len(cur.jobs) > 0 {
+		send()
+	}
+}
+
+// read is a read-ahead goroutine: it opens, reads and hashes the small
+// files of each batch and opens the big ones for the writer to stream.
+func (wr *writer) read(ctx context.Context) {
+	for b := range wr.work {
+		for i := range b.jobs {
+			j := &b.jobs[i]
+			if j.dir {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				j.err = err
+				continue
+			}
+			wr.prefetch(b, j)
+		}
+		b.ready <- struct{}{}
+	}
+}
+
+func (wr *writer) prefetch(b *batch, j *job) {
+	j.start = time.Now()
+	h, err := openBeneath(wr.root, j.rel, openFileFlags)
+	if err != nil {
+		if isVanished(err) {
+			j.err = fmt.Errorf("%w: %s vanished", ErrChanged, j.rel)
+		} else {
+			j.err = fmt.Errorf("tarball: open %s: %w", j.rel, err)
+		}
+		return
+	}
+	if err := h.stat(j.rel, &j.fi); err != nil {
+		h.close()
+		j.err = fmt.Errorf("tarball: stat %s: %w", j.rel, err)
+		return
+	}
+	if !j.fi.Mode().IsRegular() {
+		h.close()
+		j.err = fmt.Errorf("%w: %s is no longer a regular file", ErrChanged, j.rel)
+		return
+	}
+	size := j.fi.Size()
+	off := len(b.arena)
+	if size > smallMax || int64(off)+size+1 > int64(cap(b.arena)) {
+		j.h = h // the writer streams it
+		return
+	}
+	defer h.close()
+	// Read up to one byte more than the stat size to notice growth. A
+	// short read that reaches the size is the end of a regular file.
+	buf := b.arena[off : off+int(size)+1]
+	n := 0
+	for n < len(buf) {
+		m, err := h.read(buf[n:])
+		if err != nil {
+			j.err = fmt.Errorf("tarball: read %s: %w", j.rel, err)
+			return
+		}
+		n += m
+		if m == 0 || n >= int(size) {
+			break
+		}
+	}
+	if int64(n) != size {
+		j.err = fmt.Errorf("%w: %s: %d bytes at stat, %d read", ErrChanged, j.rel, size, n)
+		return
+	}
+	j.data = buf[:n:n]
+	b.arena = b.arena[:off+n]
+	j.sum = sha256.Sum256(j.data)
+}
+
+// emit writes one entry to the archive.
+func (wr *writer) emit(ctx context.Context, tw *tar.Writer, j *job, m *Manifest) error {
+	if j.err != nil {
+		return j.err
+	}
+	if j.dir {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: j.name, Mode: int64(j.mode), ModTime: epoch, Format: tar.FormatGNU}); err != nil {
+			return fmt.Errorf("tarball: write %s: %w", j.name, err)
+		}
+		m.Dirs = append(m.Dirs, Dir{Path: j.rel, Mode: j.mode})
+		return nil
+	}
+	size := j.fi.Size()
+	mode := j.fi.Mode().Perm()
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: j.name, Size: size, Mode: int64(mode), ModTime: epoch, Format: tar.FormatGNU}); err != nil {
+		return fmt.Errorf("tarball: write %s: %w", j.name, err)
+	}
+	if j.h != noHandle {
+		if err := wr.stream(ctx, tw, j, size); err != nil {
+			return err
+		}
+	} else if _, err := tw.Write(j.data); err != nil {
+		return fmt.Errorf("tarball: write %s: %w", j.name, err)
+	}
+	f := File{Path: j.rel, Size: size, Mode: mode, SHA256: j.sum}
+	m.Files = append(m.Files, f)
+	m.Bytes += size
+	if wr.opts.OnFile != nil {
+		fi := j.fi
+		wr.opts.OnFile(f, &fi, j.start)
+	}
+	return nil
+}
+
+// stream copies a big file into the archive while the hash pipe digests
+// the same chunks on another core.
+func (wr *writer) stream(ctx context.Context, tw *tar.Writer, j *job, size int64) error {
+	defer func() { j.h.close(); j.h = noHandle }()
+	if wr.pipe == nil {
+		wr.pipe = newHashPipe()
+	}
+	p := wr.pipe
+	var n int64
+	for n < size {
+		if err := ctx.Err(); err != nil {
+			p.sum()
+			return err
+		}
+		buf := p.buffer()
+		m, err := j.h.read(buf[:min(int64(len(buf)), size-n)])
+		if m > 0 {
+			p.hash(buf[:m])
+			if _, werr := tw.Write(buf[:m]); werr != nil {
+				p.sum()
+				return fmt.Errorf("tarball: write %s: %w", j.name, werr)
+			}
+			n += int64(m)
+		} else {
+			p.free <- buf
+		}
+		if err != nil {
+			p.sum()
+			return fmt.Errorf("tarball: read %s: %w", j.rel, err)
+		}
+		if m == 0 {
+			p.sum()
+			return fmt.Errorf("%w: %s: %d bytes at stat, %d read", ErrChanged, j.rel, size, n)
+		}
+	}
+	j.sum = p.sum()
+	var one [1]byte
+	if m, _ := j.h.read(one[:]); m > 0 {
+		return fmt.Errorf("%w: %s grew past %d bytes", ErrChanged, j.rel, size)
+	}
+	return nil
+}
+
+func checkName(p string) error {
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrName, p)
+	}
+	return nil
+}
+
+func displayPath(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
+}
+
+func typeReason(t fs.FileMode) string {
+	switch {
+	case t&fs.ModeSymlink != 0:
+		return "symlink"
+	case t&fs.ModeNamedPipe != 0:
+		return "fifo"
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "not a regular file or directory"
+}
+
+// compareEntry orders two names of one directory by the bytes of their
+// entry names (a directory's with its trailing '/'). Sorting each listing
+// this way and walking depth-first yields the whole tree in byte order of
+// full entry names. Names never contain '/'.
+func compareEntry(a string, aDir bool, b string, bDir bool) int {
+	n := min(len(a), len(b))
+	if c := strings.Compare(a[:n], b[:n]); c != 0 {
+		return c
+	}
+	switch {
+	case len(a) < len(b):
+		if !aDir {
+			return -1
+		}
+		return cmpByte('/', b[n])
+	case len(a) > len(b):
+		if !bDir {
+			return +1
+		}
+		return cmpByte(a[n], '/')
+	}
+	return 0
+}
+
+func cmpByte(x, y byte) int {
+	if x < y {
+		return -1
+	}
+	return +1
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Fetches the real ENS contract artifacts that the local chain deploys:
+#   @ensdomains/ens@0.6.2      build/contracts/ENSRegistry.json
+#   @ensdomains/resolver@0.3.1 build/contracts/PublicResolver.json
+# into .deps/ens/ (git-ignored). Third-party bytecode is never committed.
+# Idempotent: does nothing when both files are already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=.deps/ens
+if [ -s "$dest/ENSRegistry.json" ] && [ -s "$dest/PublicResolver.json" ]; then
+	exit 0
+fi
+command -v npm >/dev/null || { echo "fetch-ens-artifacts: npm is required (apt-get install npm)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+(cd "$tmp" && npm pack --silent @ensdomains/ens@0.6.2 @ensdomains/resolver@0.3.1 >/dev/null)
+mkdir -p "$tmp/ens" "$tmp/resolver" "$dest"
+tar -xzf "$tmp"/ensdomains-ens-0.6.2.tgz -C "$tmp/ens" package/build/contracts/ENSRegistry.json
+tar -xzf "$tmp"/ensdomains-resolver-0.3.1.tgz -C "$tmp/resolver" package/build/contracts/PublicResolver.json
+cp "$tmp/ens/package/build/contracts/ENSRegistry.json" "$dest/ENSRegistry.json.tmp"
+cp "$tmp/resolver/package/build/contracts/PublicResolver.json" "$dest/PublicResolver.json.tmp"
+mv "$dest/ENSRegistry.json.tmp" "$dest/ENSRegistry.json"
+mv "$dest/PublicResolver.json.tmp" "$dest/PublicResolver.json"
+echo "fetched ENS artifacts into $dest"
