@@ -4,16 +4,32 @@ import (
 	"errors"
 
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 // classify maps errors from hermesd's packages to exit codes. Commands may
 // also wrap an error with withCode when they know better.
 func classify(err error) int {
 	switch {
-	case errors.Is(err, cipher.ErrInvalidKey):
+	case errors.Is(err, config.ErrInvalid), errors.Is(err, cipher.ErrInvalidKey):
 		return exitUsage
-	case errors.Is(err, cipher.ErrAuth):
+	case errors.Is(err, state.ErrLocked):
+		return exitLocked
+	case errors.Is(err, cipher.ErrAuth), errors.Is(err, snapshot.ErrWrongAgent),
+		errors.Is(err, cipher.ErrUnknownFormat), errors.Is(err, cipher.ErrUnsupportedVersion),
+		errors.Is(err, cipher.ErrTruncated), errors.Is(err, cipher.ErrTrailingData),
+		errors.Is(err, cipher.ErrCorrupted):
 		return exitAuth
+	case errors.Is(err, snapshot.ErrHashMismatch), errors.Is(err, snapshot.ErrNoLock),
+		errors.Is(err, walrus.ErrMismatch), errors.Is(err, receipts.ErrRejected):
+		return exitMismatch
+	case errors.Is(err, walrus.ErrNotFound), errors.Is(err, ens.ErrNoPointer), errors.Is(err, ens.ErrNameNotFound):
+		return exitNotFound
 	}
 	return exitFailure
 }

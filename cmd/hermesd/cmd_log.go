@@ -2,10 +2,92 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/daemon"
+	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
 )
 
-// runLog arrives with a later change.
 func runLog(ctx context.Context, env *cmdEnv, args []string) error {
-	return errors.New("log: not implemented yet")
+	fs := newFlagSet(env, "log", "log [-config FILE] [--json] [--limit N] AGENT",
+		`List an agent's snapshots, newest first: the one its ENS pointer names and
+the lineage recorded inside it (blob id, bundle hash, time, size, end epoch).
+Only the newest blob is read, and only up to its bundle.lock.json; older blobs
+are never downloaded. Restore an entry with 'hermesd restore --at N --dir DIR'.`)
+	cfgPath := configFlag(fs)
+	jsonOut := fs.Bool("json", false, "print JSON")
+	limit := fs.Int("limit", 0, "show at most N entries (0 = all)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("log needs exactly one AGENT")
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	ac, err := cfg.Agent(fs.Arg(0))
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	log, err := newLogger(env.stderr, "warn", cfg.Log.Format)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	svc, err := daemon.Build(ctx, cfg, log, daemon.BuildOptions{ReadOnly: true})
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
+	}
+	if svc.ENS != nil {
+		defer svc.ENS.Close()
+	}
+	latest, err := latestBlob(ctx, cfg, ac, svc)
+	if err != nil {
+		return err
+	}
+	lock, err := snapshot.ReadLock(ctx, svc.Walrus, latest, svc.Key, ac.Identity())
+	if err != nil {
+		return fmt.Errorf("read %s: %w", latest, err)
+	}
+	type entry struct {
+		N          int       `json:"n"`
+		BlobID     string    `json:"blobId"`
+		BundleHash string    `json:"bundleHash"`
+		CreatedAt  time.Time `json:"createdAt"`
+		Size       int64     `json:"size,omitempty"`
+		EndEpoch   uint64    `json:"endEpoch,omitempty"`
+	}
+	head := entry{BlobID: latest, BundleHash: lock.BundleHash(), CreatedAt: time.UnixMilli(lock.LastUpdated()).UTC()}
+	if st, err := state.LoadAgent(state.AgentPath(cfg.StateDir, ac.ID)); err == nil && st.Last != nil && st.Last.BlobID == latest {
+		head.Size, head.EndEpoch = st.Last.Size, st.Last.EndEpoch
+	}
+	entries := []entry{head}
+	for i, e := range lock.Lineage() {
+		entries = append(entries, entry{N: i + 1, BlobID: e.BlobID, BundleHash: e.BundleHash,
+			CreatedAt: time.UnixMilli(e.CreatedAt).UTC(), Size: e.Size, EndEpoch: e.EndEpoch})
+	}
+	if *limit > 0 && len(entries) > *limit {
+		entries = entries[:*limit]
+	}
+	if *jsonOut {
+		return json.NewEncoder(env.stdout).Encode(map[string]any{"agent": ac.ID, "ensName": ac.ENSName, "snapshots": entries})
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "N\tBLOB\tBUNDLE HASH\tCREATED\tSIZE\tEND EPOCH")
+	for _, e := range entries {
+		size, end := "?", "?"
+		if e.Size > 0 {
+			size = fmt.Sprint(e.Size)
+		}
+		if e.EndEpoch > 0 {
+			end = fmt.Sprint(e.EndEpoch)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.N, e.BlobID, e.BundleHash, e.CreatedAt.Format(time.RFC3339), size, end)
+	}
+	return tw.Flush()
 }

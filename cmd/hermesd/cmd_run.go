@@ -3,9 +3,127 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/daemon"
 )
 
-// runRun arrives with a later change.
 func runRun(ctx context.Context, env *cmdEnv, args []string) error {
-	return errors.New("run: not implemented yet")
+	fs := newFlagSet(env, "run", "run [-config FILE] [--devnet]",
+		`Run the daemon: restore missing brains, watch every configured agent,
+snapshot on change, publish pointers. SIGINT/SIGTERM stop it after flushing
+pending pointers (shutdown_timeout); a second signal aborts the flush.`)
+	cfgPath := configFlag(fs)
+	devnet := fs.Bool("devnet", false, "start the embedded local devnet (chain + Walrus) in this process and use its configuration")
+	dnFlags := addDevnetFlags(fs, "devnet-")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("run takes no arguments")
+	}
+	// Count signals ourselves: the first one cancels ctx (main's
+	// NotifyContext); the second aborts the pointer flush.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	var cfg *config.Config
+	var stopDevnet func()
+	if *devnet {
+		c, stop, err := startDevnet(ctx, env, dnFlags, *cfgPath)
+		if err != nil {
+			return err
+		}
+		cfg, stopDevnet = c, stop
+		defer stopDevnet()
+	} else {
+		c, err := loadConfig(*cfgPath)
+		if err != nil {
+			return err
+		}
+		cfg = c
+	}
+	log, err := newLogger(env.stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	return runDaemon(ctx, cfg, log, sigs)
+}
+
+// runDaemon runs a daemon for cfg until ctx is cancelled, then shuts it down
+// within cfg.ShutdownTimeout (sigs aborts the flush).
+func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <-chan os.Signal) error {
+	svc, err := daemon.Build(ctx, cfg, log, daemon.BuildOptions{})
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
+	}
+	d, err := daemon.New(cfg, svc, log)
+	if err != nil {
+		return err
+	}
+	log.Info("hermesd started", "version", buildVersion(), "agents", len(cfg.Agents), "state_dir", cfg.StateDir)
+	// The first signal cancels ctx (main's NotifyContext); a second one,
+	// counted here, aborts the pointer flush.
+	abort, done := make(chan struct{}), make(chan struct{})
+	defer close(done)
+	go func() {
+		for n := 0; ; {
+			select {
+			case <-sigs:
+				if n++; n == 2 {
+					close(abort)
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	d.Start(ctx)
+	<-ctx.Done()
+
+	limit := cfg.ShutdownTimeout.D()
+	log.Info("shutting down; flushing pending pointers", "limit", limit)
+	flushCtx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	go func() {
+		select {
+		case <-abort:
+			log.Warn("second signal: aborting the flush; pending pointers are published on the next start")
+			cancel()
+		case <-flushCtx.Done():
+		}
+	}()
+	start := time.Now()
+	if err := d.Close(flushCtx); err != nil {
+		log.Warn("stopped with work left", "error", err)
+		return nil
+	}
+	log.Info("hermesd stopped", "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// configFlag registers -config.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "", "configuration file (default $"+config.EnvPath+" or "+config.DefaultPath+")")
+}
+
+// loadConfig loads the configuration; an invalid one is a usage error.
+func loadConfig(flagValue string) (*config.Config, error) {
+	c, err := config.Load(config.ResolvePath(flagValue))
+	if err != nil {
+		if errors.Is(err, config.ErrInvalid) || errors.Is(err, os.ErrNotExist) {
+			return nil, withCode(exitUsage, err)
+		}
+		return nil, withCode(exitUsage, err)
+	}
+	return c, nil
 }

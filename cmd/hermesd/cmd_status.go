@@ -2,10 +2,153 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/agent"
+	"github.com/hermesd/hermesd/internal/daemon"
+	"github.com/hermesd/hermesd/internal/state"
 )
 
-// runStatus arrives with a later change.
 func runStatus(ctx context.Context, env *cmdEnv, args []string) error {
-	return errors.New("status: not implemented yet")
+	fs := newFlagSet(env, "status", "status [-config FILE] [--json]",
+		`Show each agent's state: phase, bundle hash, last verified snapshot, the
+pointer published on ENS and any pointer still pending. Asks the running
+daemon (http.listen) and falls back to the state directory when it is not
+running. Exits 1 when the daemon runs but is not ready.`)
+	cfgPath := configFlag(fs)
+	jsonOut := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("status takes no arguments")
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	rep := statusReport{StateDir: cfg.StateDir}
+	if live, ok := fetchStatus(ctx, cfg.HTTP.Listen); ok {
+		rep.Running, rep.Ready, rep.Agents = true, live.Ready, live.Agents
+	} else {
+		for _, ac := range cfg.Agents {
+			st, err := state.LoadAgent(state.AgentPath(cfg.StateDir, ac.ID))
+			if err != nil {
+				return err
+			}
+			s := agent.Status{ID: ac.ID, ENSName: ac.ENSName, BrainDir: ac.BrainDir, Phase: agent.PhaseStopped,
+				Origin: st.Origin, Last: st.Last, Published: st.Published, Pending: st.Pending}
+			if st.Last != nil {
+				s.BundleHash = st.Last.BundleHash
+			}
+			rep.Agents = append(rep.Agents, s)
+		}
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printStatus(env.stdout, rep)
+	}
+	if rep.Running && !rep.Ready {
+		return withCode(exitFailure, fmt.Errorf("not ready: at least one agent is not restored or is failing"))
+	}
+	return nil
+}
+
+type statusReport struct {
+	StateDir string         `json:"stateDir"`
+	Running  bool           `json:"running"`
+	Ready    bool           `json:"ready"`
+	Agents   []agent.Status `json:"agents"`
+}
+
+// fetchStatus asks a running daemon for its status.
+func fetchStatus(ctx context.Context, listen string) (daemon.StatusReport, bool) {
+	var rep daemon.StatusReport
+	if listen == "" {
+		return rep, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen+"/v1/status", nil)
+	if err != nil {
+		return rep, false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rep, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return rep, false
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&rep); err != nil {
+		return rep, false
+	}
+	return rep, true
+}
+
+func printStatus(w io.Writer, rep statusReport) {
+	switch {
+	case !rep.Running:
+		fmt.Fprintf(w, "hermesd is not running (state from %s)\n\n", rep.StateDir)
+	case rep.Ready:
+		fmt.Fprintln(w, "hermesd is running; all agents ready")
+		fmt.Fprintln(w)
+	default:
+		fmt.Fprintln(w, "hermesd is running; NOT READY")
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tPHASE\tBUNDLE HASH\tLAST SNAPSHOT\tAGE\tPUBLISHED\tPENDING")
+	now := time.Now()
+	for _, a := range rep.Agents {
+		last, age := "-", "-"
+		if a.Last != nil {
+			last = a.Last.BlobID
+			age = now.Sub(a.Last.CreatedAt).Round(time.Second).String()
+		}
+		pub := "-"
+		switch {
+		case a.ENSName == "":
+			pub = "(no ENS name)"
+		case a.Published != "":
+			pub = short(a.Published)
+		}
+		pending := "-"
+		if a.Pending != nil {
+			pending = fmt.Sprintf("%s for %s", short(a.Pending.Value), now.Sub(a.Pending.Since).Round(time.Second))
+			if a.Pending.LastErr != "" {
+				pending += " (" + a.Pending.LastErr + ")"
+			}
+		}
+		phase := string(a.Phase)
+		if a.Reason != "" {
+			phase += ": " + a.Reason
+		}
+		if a.Conflict != "" {
+			pending += " HELD: " + a.Conflict
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, phase, short(a.BundleHash), last, age, pub, pending)
+	}
+	tw.Flush()
+}
+
+func short(s string) string {
+	if len(s) > 14 {
+		return s[:12] + "…"
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -2,10 +2,111 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/localwalrus"
 )
 
-// runWalrus arrives with a later change.
+const walrusHelp = `Subcommands:
+  serve   run a local Walrus-compatible publisher and aggregator
+
+Run 'hermesd walrus serve -h' for its flags.`
+
+const walrusServeHelp = `Run a Walrus-compatible publisher and aggregator on this machine, for the
+devnet, tests and offline work. It speaks the real HTTP API (PUT /v1/blobs,
+GET /v1/blobs/{id}, GET /status) and keeps blobs in DIR, so a restart keeps
+them. Blob ids have the real shape but are not real Walrus ids. Epochs last
+--epoch each and blobs expire when their end epoch begins.
+
+It listens on loopback only unless --allow-remote is given, and runs until
+interrupted (SIGINT or SIGTERM).`
+
 func runWalrus(ctx context.Context, env *cmdEnv, args []string) error {
-	return errors.New("walrus: not implemented yet")
+	if len(args) == 0 {
+		fmt.Fprintf(env.stderr, "Usage: hermesd walrus <subcommand> [flags]\n\n%s\n", walrusHelp)
+		return errUsageShown
+	}
+	switch args[0] {
+	case "serve":
+		return runWalrusServe(ctx, env, args[1:])
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintf(env.stdout, "Usage: hermesd walrus <subcommand> [flags]\n\n%s\n", walrusHelp)
+		return nil
+	}
+	return usageErrorf("walrus: unknown subcommand %q (want serve)", args[0])
+}
+
+func runWalrusServe(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet(env, "walrus serve",
+		"walrus serve --dir DIR [--listen ADDR] [--epoch DURATION] [--max-body SIZE] [--allow-remote]", walrusServeHelp)
+	dir := fs.String("dir", "", "keep blobs and the epoch clock in `DIR` (required)")
+	listen := fs.String("listen", localwalrus.DefaultListen, "listen on `ADDR` (host:port)")
+	epoch := fs.Duration("epoch", localwalrus.DefaultEpochDuration, "length of one epoch")
+	startEpoch := fs.Uint("start-epoch", localwalrus.DefaultStartEpoch, "epoch `N` of a new DIR (an existing DIR keeps its clock)")
+	maxBody := walrusSizeFlag(localwalrus.DefaultMaxBodySize)
+	fs.Var(&maxBody, "max-body", "largest blob accepted, e.g. 10MiB (larger bodies get 413, as on public publishers)")
+	allowRemote := fs.Bool("allow-remote", false, "allow listening on a non-loopback address")
+	verbose := fs.Bool("v", false, "log every request")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErrorf("walrus serve: unexpected argument %q", fs.Arg(0))
+	case *dir == "":
+		return usageErrorf("walrus serve: --dir DIR is required")
+	case *epoch <= 0:
+		return usageErrorf("walrus serve: --epoch must be positive")
+	case *startEpoch == 0 || *startEpoch > 1<<31:
+		return usageErrorf("walrus serve: --start-epoch must be at least 1")
+	case maxBody <= 0:
+		return usageErrorf("walrus serve: --max-body must be positive")
+	}
+	if err := localwalrus.CheckLoopback(*listen, *allowRemote); err != nil {
+		return usageErrorf("walrus serve: --listen %q is not a loopback host:port; pass --allow-remote to serve beyond this machine", *listen)
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+	srv, err := localwalrus.New(localwalrus.Config{
+		Dir:           *dir,
+		EpochDuration: *epoch,
+		StartEpoch:    uint32(*startEpoch),
+		MaxBodySize:   int64(maxBody),
+		Logger:        log,
+		AllowRemote:   *allowRemote,
+	})
+	if err != nil {
+		return fmt.Errorf("walrus serve: %w", err)
+	}
+	if err := srv.Start(*listen); err != nil {
+		return fmt.Errorf("walrus serve: %w", err)
+	}
+	log.Info("local walrus listening", "url", srv.URL(), "dir", *dir, "epoch", srv.Epoch(),
+		"epoch_duration", *epoch, "max_body", config.ByteSize(maxBody).String())
+	<-ctx.Done()
+	start := time.Now()
+	err = srv.Close()
+	log.Info("local walrus stopped", "shutdown", time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+// walrusSizeFlag is a byte size flag accepting the configuration's syntax
+// ("10MiB", "512KiB", "1048576").
+type walrusSizeFlag int64
+
+func (s *walrusSizeFlag) String() string { return config.ByteSize(*s).String() }
+
+func (s *walrusSizeFlag) Set(v string) error {
+	n, err := config.ParseByteSize(v)
+	if err != nil {
+		return err
+	}
+	*s = walrusSizeFlag(n)
+	return nil
 }

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/hermesd/hermesd/internal/devchain"
+)
+
+// pointerChain starts a local chain where "agent.eth" and "bare.eth" belong
+// to the returned key file's key.
+func pointerChain(t *testing.T) (*devchain.Chain, string) {
+	t.Helper()
+	key := devchain.DeriveKey("cli-agent")
+	addr := crypto.PubkeyToAddress(key.PublicKey)
+	chain, err := devchain.Start(t.Context(), devchain.Config{
+		Fund:  []common.Address{addr},
+		Names: []devchain.Name{{Name: "agent.eth", Owner: addr}, {Name: "other.eth", Owner: addr}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { chain.Close() })
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("0x"+hex.EncodeToString(crypto.FromECDSA(key))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return chain, keyFile
+}
+
+func runPointerCmd(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := Run(t.Context(), append([]string{"pointer"}, args...), strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestPointerGetSet(t *testing.T) {
+	chain, keyFile := pointerChain(t)
+	rpc := "--rpc=" + chain.URL()
+	key := "--key-file=" + keyFile
+	v1 := strings.Repeat("A", 43)
+	v2 := "-" + strings.Repeat("b", 42) // blob ids may start with "-"
+
+	// No record yet: exit code 4.
+	_, _, err := runPointerCmd(t, "get", "agent.eth", rpc)
+	if code := exitCode(err); code != exitNotFound {
+		t.Fatalf("get without record: code %d, %v", code, err)
+	}
+	// set needs --expect or --force.
+	_, _, err = runPointerCmd(t, "set", "agent.eth", v1, rpc, key)
+	if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), "--expect") {
+		t.Fatalf("set without --expect: code %d, %v", code, err)
+	}
+
+	out, _, err := runPointerCmd(t, "set", "Agent.ETH", v1, "--expect=", rpc, key, "--poll=20ms", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res pointerSetResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.Name != "agent.eth" || res.Value != v1 || res.Previous != "" || res.Unchanged ||
+		!strings.HasPrefix(res.TxHash, "0x") || res.GasUsed == 0 || res.BlockNumber == 0 {
+		t.Fatalf("set result %+v", res)
+	}
+
+	out, _, err = runPointerCmd(t, "get", rpc, "agent.eth")
+	if err != nil || out != v1+"\n" {
+		t.Fatalf("get = %q, %v", out, err)
+	}
+	out, _, err = runPointerCmd(t, "get", "AGENT.eth", rpc, "--json")
+	var got struct{ Name, Value string }
+	if err != nil || json.Unmarshal([]byte(out), &got) != nil || got.Name != "agent.eth" || got.Value != v1 {
+		t.Fatalf("get --json = %q, %v", out, err)
+	}
+
+	// A stale --expect is refused; nothing changes.
+	_, _, err = runPointerCmd(t, "set", "agent.eth", "--expect=stale", rpc, key, "--", v2)
+	if err == nil || !strings.Contains(err.Error(), "another writer") {
+		t.Fatalf("stale expect: %v", err)
+	}
+	// The right one works, and a value starting with "-" goes after "--".
+	out, _, err = runPointerCmd(t, "set", "agent.eth", "--expect", v1, rpc, key, "--poll=20ms", "--", v2)
+	if err != nil || !strings.Contains(out, "gas used") || !strings.Contains(out, "tx 0x") {
+		t.Fatalf("set: %q, %v", out, err)
+	}
+	// Same value again: nothing sent.
+	out, _, err = runPointerCmd(t, "set", "agent.eth", "--force", rpc, key, "--", v2)
+	if err != nil || !strings.HasPrefix(out, "unchanged") {
+		t.Fatalf("unchanged set: %q, %v", out, err)
+	}
+	// --force takes the current value as expected.
+	if _, _, err := runPointerCmd(t, "set", "agent.eth", v1, "--force", rpc, key, "--poll=20ms"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := runPointerCmd(t, "get", "agent.eth", rpc); out != v1+"\n" {
+		t.Fatalf("after --force: %q", out)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"invalid name", []string{"get", "a_b.eth", rpc}, exitUsage},
+		{"unregistered name", []string{"get", "nobody.eth", rpc}, exitNotFound},
+		{"no name", []string{"get"}, exitUsage},
+		{"unknown subcommand", []string{"frob"}, exitUsage},
+		{"expect and force", []string{"set", "other.eth", "x", "--expect=", "--force", rpc, key}, exitUsage},
+		{"no key", []string{"set", "other.eth", "x", "--expect=", rpc}, exitUsage},
+		{"missing key file", []string{"set", "other.eth", "x", "--expect=", rpc, "--key-file=" + keyFile + ".missing"}, exitUsage},
+		{"bad registry", []string{"get", "agent.eth", rpc, "--registry=0x1234"}, exitUsage},
+		{"no registry there", []string{"get", "agent.eth", rpc, "--registry=0x0000000000000000000000000000000000001234"}, exitUsage},
+		{"wrong chain", []string{"get", "agent.eth", rpc, "--chain-id=1"}, exitUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := runPointerCmd(t, tc.args...)
+			if code := exitCode(err); code != tc.code {
+				t.Fatalf("code %d, want %d (%v)", code, tc.code, err)
+			}
+		})
+	}
+}
+
+func TestPointerWithConfigFile(t *testing.T) {
+	chain, keyFile := pointerChain(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hermesd.yml")
+	body := fmt.Sprintf(`state_dir: %s
+chain:
+  rpc: %s
+  chain_id: %d
+  ens_registry: "%s"
+  poll_interval: 20ms
+  signer:
+    file: %s
+`, filepath.Join(dir, "state"), chain.URL(), chain.ChainID().Uint64(), chain.RegistryAddress().Hex(), keyFile)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runPointerCmd(t, "set", "other.eth", "blob-1", "--expect=", "-config", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := runPointerCmd(t, "get", "other.eth", "-config", cfg); err != nil || out != "blob-1\n" {
+		t.Fatalf("get = %q, %v", out, err)
+	}
+	// A flag overrides the file: the wrong chain id is refused.
+	if _, _, err := runPointerCmd(t, "get", "other.eth", "-config", cfg, "--chain-id=5"); err == nil {
+		t.Fatal("--chain-id did not override the config")
+	}
+}

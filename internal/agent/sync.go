@@ -1,0 +1,296 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/watch"
+)
+
+// Outcome says what one SyncOnce did.
+type Outcome string
+
+const (
+	Unchanged   Outcome = "unchanged"   // hash equals the last verified snapshot
+	Empty       Outcome = "empty"       // nothing to protect
+	Snapshotted Outcome = "snapshotted" // uploaded and verified
+	Restored    Outcome = "restored"    // the brain had vanished and came back
+)
+
+// SyncResult is what SyncOnce did.
+type SyncResult struct {
+	Outcome  Outcome
+	Hash     hash.Digest
+	Snapshot *snapshot.Result
+}
+
+// maxChangedRetries bounds re-hash-and-retry when the brain keeps changing
+// under the packer.
+const maxChangedRetries = 3
+
+// SyncOnce brings the agent up to date: hash the brain (a full stat walk,
+// re-reading only what changed) and snapshot it if the hash moved since the
+// last verified snapshot. It is safe to call concurrently with Run.
+func (a *Agent) SyncOnce(ctx context.Context) (SyncResult, error) {
+	return a.sync(ctx, nil, true)
+}
+
+// sync hashes (Update of the named paths, or a Rescan when rescan is set)
+// and snapshots if needed.
+func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResult, error) {
+	a.syncMu.Lock()
+	defer a.syncMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		t := a.deps.Now()
+		var res hash.Result
+		var err error
+		if rescan || attempt > 0 {
+			res, err = a.cache.Rescan(ctx)
+		} else {
+			res, err = a.cache.Update(ctx, paths)
+		}
+		if err != nil {
+			a.deps.Observer.Failed(a.cfg.ID, "hash", err)
+			return SyncResult{}, fmt.Errorf("hash: %w", err)
+		}
+		a.noteHash(res)
+		a.deps.Observer.Hashed(a.cfg.ID, res.Count, res.Bytes, a.deps.Now().Sub(t))
+
+		out, err := a.snapshotIfMoved(ctx, res.Digest)
+		if errors.Is(err, snapshot.ErrChanged) && attempt < maxChangedRetries {
+			a.log.Debug("brain changed while packing; re-hashing", "attempt", attempt+1)
+			continue
+		}
+		return out, err
+	}
+}
+
+func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest) (SyncResult, error) {
+	a.mu.Lock()
+	last := a.st.Last
+	a.mu.Unlock()
+
+	if h == hash.Null {
+		if last != nil && last.BundleHash != hash.Null.String() {
+			// Everything that was protected is gone. Never snapshot an
+			// empty brain over a real one: bring it back instead.
+			return a.recoverWiped(ctx, last)
+		}
+		a.markSaved()
+		return SyncResult{Outcome: Empty, Hash: h}, nil
+	}
+	if last != nil && last.BundleHash == h.String() {
+		a.markSaved()
+		a.deps.Observer.Unchanged(a.cfg.ID)
+		return SyncResult{Outcome: Unchanged, Hash: h}, nil
+	}
+	a.mu.Lock()
+	if a.unsavedSince.IsZero() {
+		a.unsavedSince = a.deps.Now()
+	}
+	a.mu.Unlock()
+
+	r, err := a.snap.Take(ctx, h)
+	if err != nil {
+		stage := "snapshot"
+		switch {
+		case errors.Is(err, snapshot.ErrChanged):
+			stage = "pack"
+		}
+		a.deps.Observer.Failed(a.cfg.ID, stage, err)
+		return SyncResult{}, err
+	}
+	a.log.Info("snapshot uploaded and verified", "blob", r.BlobID, "bundle_hash", r.BundleHash,
+		"version", r.Version, "files", r.Files, "bytes", r.Bytes, "blob_bytes", r.Size,
+		"end_epoch", r.EndEpoch, "pack", r.Pack.Round(time.Millisecond),
+		"upload", r.Upload.Round(time.Millisecond), "verify", r.Verify.Round(time.Millisecond))
+
+	a.mu.Lock()
+	a.unsavedSince = time.Time{}
+	a.st.Last = &state.Snapshot{
+		BlobID:     r.BlobID,
+		BundleHash: r.BundleHash.String(),
+		Version:    r.Version,
+		Size:       r.Size,
+		SHA256:     fmt.Sprintf("%x", r.SHA256),
+		EndEpoch:   r.EndEpoch,
+		CreatedAt:  r.CreatedAt,
+	}
+	if a.cfg.ENSName != "" {
+		if a.st.Pending == nil {
+			a.st.Pending = &state.Pointer{Expected: a.st.Published, Since: r.CreatedAt}
+		}
+		// The newest snapshot wins; Since keeps the age of the oldest
+		// unpublished change.
+		a.st.Pending.Value = r.BlobID
+		a.st.Pending.TxHash, a.st.Pending.LastErr = "", ""
+	}
+	err = a.saveStateLocked()
+	a.mu.Unlock()
+	a.deps.Observer.Snapshot(a.cfg.ID, r)
+	a.saveCache()
+	if err != nil {
+		return SyncResult{}, fmt.Errorf("save state: %w", err)
+	}
+	if a.cfg.ENSName != "" && a.deps.Publisher != nil {
+		a.deps.Publisher.Notify()
+	}
+	return SyncResult{Outcome: Snapshotted, Hash: h, Snapshot: &r}, nil
+}
+
+func (a *Agent) markSaved() {
+	a.mu.Lock()
+	a.unsavedSince = time.Time{}
+	a.mu.Unlock()
+}
+
+// recoverWiped restores a brain that vanished while hermesd was running.
+func (a *Agent) recoverWiped(ctx context.Context, last *state.Snapshot) (SyncResult, error) {
+	a.log.Warn("brain directory is empty or gone; restoring it instead of snapshotting an empty brain",
+		"dir", a.cfg.BrainDir, "last_blob", last.BlobID)
+	created, err := a.restoreIfNeeded(ctx)
+	if err != nil {
+		a.setPhase(PhaseFailed, err.Error())
+		return SyncResult{}, err
+	}
+	if created {
+		if err := a.fillSeed(); err != nil {
+			return SyncResult{}, err
+		}
+	}
+	res, err := a.cache.Rescan(ctx)
+	if err != nil {
+		return SyncResult{}, fmt.Errorf("hash restored brain: %w", err)
+	}
+	a.noteHash(res)
+	a.setPhase(PhaseReady, "")
+	return SyncResult{Outcome: Restored, Hash: res.Digest}, nil
+}
+
+// Backoff and log rate limits of the loop.
+const (
+	backoffMin   = time.Second
+	backoffMax   = 5 * time.Minute
+	errLogPeriod = 30 * time.Second
+)
+
+// Run watches the brain and syncs until ctx is done. Prepare must have
+// succeeded. It owns its watcher; it returns when ctx is cancelled.
+func (a *Agent) Run(ctx context.Context) {
+	var w *watch.Watcher
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	startWatch := func() {
+		if w != nil {
+			w.Close()
+			w = nil
+		}
+		var err error
+		w, err = watch.New(a.cfg.BrainDir, watch.Options{
+			Quiet:  a.cfg.Quiet,
+			MaxLag: a.cfg.MaxLag,
+			Ignore: isOwnFile,
+			Busy:   a.busy,
+			Logger: a.log,
+		})
+		if err != nil {
+			a.log.Error("cannot watch brain directory; will retry", "error", err)
+		}
+	}
+	startWatch()
+
+	var (
+		failures  int
+		lastLog   time.Time
+		retry     = time.NewTimer(0) // first pass right away: changes made while stopped
+		pending   []string
+		rescan    = true
+		needRetry = true
+	)
+	defer retry.Stop()
+
+	for {
+		var ready <-chan struct{}
+		if w != nil {
+			ready = w.Ready()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ready:
+			b, ok := w.Take()
+			if !ok {
+				continue
+			}
+			rescan = rescan || b.Rescan
+			pending = append(pending, b.Paths...)
+			if needRetry {
+				// A failure is waiting for its backoff; the retry will
+				// include these changes.
+				continue
+			}
+		case <-retry.C:
+			needRetry = false
+			if w == nil {
+				startWatch()
+				rescan = true
+			}
+		}
+
+		res, err := a.sync(ctx, pending, rescan)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			a.mu.Lock()
+			a.lastErr = err.Error()
+			a.mu.Unlock()
+			wait := backoff(failures)
+			if now := a.deps.Now(); now.Sub(lastLog) >= errLogPeriod {
+				a.log.Error("sync failed; will retry", "error", err, "consecutive_errors", failures, "backoff", wait)
+				lastLog = now
+			}
+			// Keep the changed paths: the retry must look at them again.
+			needRetry = true
+			retry.Reset(wait)
+			continue
+		}
+		pending, rescan = nil, false
+		if failures > 0 {
+			a.log.Info("sync recovered", "previous_errors", failures)
+			failures, lastLog = 0, time.Time{}
+			a.mu.Lock()
+			a.lastErr = ""
+			a.mu.Unlock()
+		}
+		if res.Outcome == Restored {
+			// The old directory (and its watches) are gone.
+			startWatch()
+		}
+		if w == nil {
+			// Without a watcher nothing would wake us: poll until one
+			// can be set up.
+			needRetry = true
+			retry.Reset(backoff(1))
+		}
+	}
+}
+
+// backoff is capped exponential with jitter.
+func backoff(failures int) time.Duration {
+	d := backoffMin << min(failures-1, 16)
+	if d > backoffMax || d <= 0 {
+		d = backoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}

@@ -1,0 +1,81 @@
+package arch
+
+import (
+	"go/build"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/hermesd/hermesd/"
+
+// imports returns the non-test imports of the package in dir that belong to
+// this module, as paths relative to the module root.
+func imports(t *testing.T, rel string) []string {
+	t.Helper()
+	p, err := build.ImportDir(filepath.Join("..", "..", rel), 0)
+	if err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+	var out []string
+	for _, imp := range p.Imports {
+		if strings.HasPrefix(imp, module) {
+			out = append(out, strings.TrimPrefix(imp, module))
+		}
+	}
+	return out
+}
+
+// closure returns every module package rel depends on.
+func closure(t *testing.T, rel string) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(p string) {
+		for _, imp := range imports(t, p) {
+			if !seen[imp] {
+				seen[imp] = true
+				walk(imp)
+			}
+		}
+	}
+	walk(rel)
+	var out []string
+	for p := range seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestLeavesImportNothingOfOurs(t *testing.T) {
+	for _, leaf := range []string{"internal/hash", "internal/tarball", "internal/cipher"} {
+		if deps := imports(t, leaf); len(deps) > 0 {
+			t.Errorf("%s is a leaf package but imports %v", leaf, deps)
+		}
+	}
+}
+
+func TestWalrusAndENSAreIndependent(t *testing.T) {
+	if deps := closure(t, "internal/walrus"); slices.Contains(deps, "internal/ens") {
+		t.Errorf("internal/walrus depends on internal/ens: %v", deps)
+	}
+	if deps := closure(t, "internal/ens"); slices.Contains(deps, "internal/walrus") {
+		t.Errorf("internal/ens depends on internal/walrus: %v", deps)
+	}
+}
+
+func TestOrchestrationIsOnTop(t *testing.T) {
+	top := []string{"internal/daemon", "internal/agent", "cmd/hermesd", "internal/drill"}
+	for _, pkg := range []string{
+		"internal/hash", "internal/tarball", "internal/cipher", "internal/walrus", "internal/localwalrus",
+		"internal/ens", "internal/devchain", "internal/receipts", "internal/bundlelock", "internal/snapshot",
+		"internal/state", "internal/config", "internal/watch",
+	} {
+		for _, dep := range closure(t, pkg) {
+			if slices.Contains(top, dep) {
+				t.Errorf("%s imports orchestration package %s", pkg, dep)
+			}
+		}
+	}
+}

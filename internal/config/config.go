@@ -1,0 +1,443 @@
+// Package config loads hermesd's YAML configuration: defaults, then a strict
+// parse (unknown keys are errors) of the file with ${ENV} expansion, then
+// validation that names the offending field.
+//
+// Secrets never live in the file body: the snapshot key, the Ethereum signer
+// and the receipt signing key are referenced by file path or by the name of
+// an environment variable (a SecretRef), and the publisher token likewise.
+// Relative paths in the file are resolved against the file's directory, so a
+// config and the brains it names can move together.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultPath is where hermesd looks for its configuration when neither the
+// -config flag nor $HERMESD_CONFIG names one.
+const DefaultPath = "/etc/hermesd/hermesd.yml"
+
+// EnvPath names the environment variable that overrides DefaultPath.
+const EnvPath = "HERMESD_CONFIG"
+
+// CanonicalENSRegistry is the ENS registry address on mainnet and Sepolia.
+const CanonicalENSRegistry = "0x00000000000C2E074eC69A0dFb2997BA6C7d2e1e"
+
+// Config is hermesd's whole configuration.
+type Config struct {
+	// StateDir holds hermesd's own state: per-agent receipt logs, pending
+	// pointers, hash caches, spool files and the process lock. It must not be
+	// inside any brain directory.
+	StateDir string `yaml:"state_dir"`
+
+	// ShutdownTimeout bounds how long a stopping hermesd keeps trying to
+	// publish pending pointers (a second signal aborts at once).
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+
+	Log        Log        `yaml:"log"`
+	HTTP       HTTP       `yaml:"http"`
+	Walrus     Walrus     `yaml:"walrus"`
+	Chain      Chain      `yaml:"chain"`
+	Encryption Encryption `yaml:"encryption"`
+	Receipts   Receipts   `yaml:"receipts"`
+	// Defaults apply to every agent that does not override them.
+	Defaults AgentDefaults `yaml:"defaults"`
+	Agents   []Agent       `yaml:"agents"`
+
+	// Path is the file the configuration was loaded from ("" when parsed
+	// from a reader without one).
+	Path string `yaml:"-"`
+}
+
+// Log configures structured logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // text or json
+}
+
+// HTTP configures the health, metrics and receipt-ingestion server.
+type HTTP struct {
+	// Listen is host:port; "" disables the server. Only loopback addresses
+	// are accepted unless AllowRemote is set.
+	Listen      string `yaml:"listen"`
+	AllowRemote bool   `yaml:"allow_remote"`
+}
+
+// Walrus configures blob storage.
+type Walrus struct {
+	Publishers  []string `yaml:"publishers"`
+	Aggregators []string `yaml:"aggregators"`
+	// Epochs is how many epochs ahead each snapshot is paid for.
+	Epochs    int  `yaml:"epochs"`
+	Permanent bool `yaml:"permanent"`
+	// SendObjectTo transfers the created Blob object to this Sui address, so
+	// the publisher's operator cannot delete it. Exclusive with Share.
+	SendObjectTo string `yaml:"send_object_to"`
+	Share        bool   `yaml:"share"`
+	// MaxBlobSize is the publisher's body limit; public publishers take
+	// 10 MiB. Larger snapshots fail before upload with a clear error.
+	MaxBlobSize ByteSize `yaml:"max_blob_size"`
+	// Token is the bearer JWT for an authenticated publisher.
+	Token          SecretRef `yaml:"token"`
+	AttemptTimeout Duration  `yaml:"attempt_timeout"`
+	Timeout        Duration  `yaml:"timeout"`
+	RetryMax       int       `yaml:"retry_max"`
+	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
+	// attempts (a server's Retry-After still wins).
+	RetryWaitMin Duration `yaml:"retry_wait_min"`
+	RetryWaitMax Duration `yaml:"retry_wait_max"`
+}
+
+// Chain configures the Ethereum side: RPC, ENS registry and the key that
+// signs setText transactions.
+type Chain struct {
+	RPC string `yaml:"rpc"`
+	// ChainID, when set, is checked against eth_chainId at startup so a
+	// mainnet key never signs on the wrong network by accident.
+	ChainID     uint64    `yaml:"chain_id"`
+	ENSRegistry string    `yaml:"ens_registry"`
+	Signer      SecretRef `yaml:"signer"`
+	TxTimeout   Duration  `yaml:"tx_timeout"`
+	// MaxFeeGwei caps the EIP-1559 fee per gas; a pending pointer waits
+	// rather than paying more.
+	MaxFeeGwei float64 `yaml:"max_fee_gwei"`
+	// GasLimit caps the gas of one pointer transaction.
+	GasLimit     uint64   `yaml:"gas_limit"`
+	PollInterval Duration `yaml:"poll_interval"`
+}
+
+// Encryption configures the snapshot envelope. Snapshots are always
+// encrypted; there is no switch to turn that off.
+type Encryption struct {
+	Key SecretRef `yaml:"key"`
+	// Format is "v2" (streaming, default) or "v1" (the reference runtime's
+	// whole-buffer envelope, capped at V1MaxSize).
+	Format    string   `yaml:"format"`
+	V1MaxSize ByteSize `yaml:"v1_max_size"`
+}
+
+// Receipts configures receipt signing and verification.
+type Receipts struct {
+	// Signer, when set, signs hermesd's own transition receipt for every
+	// snapshot.
+	Signer SecretRef `yaml:"signer"`
+	// Trusted lists the operator addresses whose signatures verify.
+	Trusted []string `yaml:"trusted"`
+	// ImportPolicy decides what a restore does with receipts that do not
+	// verify: keep, quarantine (default) or reject.
+	ImportPolicy string `yaml:"import_policy"`
+}
+
+// AgentDefaults are per-agent settings with global defaults.
+type AgentDefaults struct {
+	// Quiet is how long the brain must be still before a snapshot starts.
+	Quiet Duration `yaml:"quiet"`
+	// MaxLag bounds how long a continuously changing brain waits.
+	MaxLag Duration `yaml:"max_lag"`
+	// PointerInterval is the minimum time between two ENS writes of one
+	// agent; snapshots in between stay pending and the newest one wins.
+	PointerInterval Duration `yaml:"pointer_interval"`
+	// Epochs overrides walrus.epochs.
+	Epochs int `yaml:"epochs"`
+}
+
+// Agent is one brain that hermesd keeps alive.
+type Agent struct {
+	ID       string `yaml:"id"`
+	BrainDir string `yaml:"brain_dir"`
+	// ENSName is the name whose agent-snapshot record points at the newest
+	// snapshot. Without one the agent is snapshotted but never published,
+	// and its encryption identity is its id.
+	ENSName string `yaml:"ens_name"`
+	// TokenID is the agent's iNFT token id, carried in receipts.
+	TokenID *uint64 `yaml:"token_id"`
+	// SeedDir fills files missing after a restore or on a fresh start; it
+	// never overwrites.
+	SeedDir string `yaml:"seed_dir"`
+
+	Quiet           *Duration `yaml:"quiet"`
+	MaxLag          *Duration `yaml:"max_lag"`
+	PointerInterval *Duration `yaml:"pointer_interval"`
+	Epochs          int       `yaml:"epochs"`
+}
+
+// SecretRef names where a secret comes from: a file (mode 0600) or an
+// environment variable. It never holds the secret itself.
+type SecretRef struct {
+	File string `yaml:"file"`
+	Env  string `yaml:"env"`
+	// Keystore and PasswordFile select a go-ethereum keystore JSON file
+	// and the file holding its passphrase (Ethereum signers only).
+	Keystore     string `yaml:"keystore"`
+	PasswordFile string `yaml:"password_file"`
+}
+
+// IsZero reports whether no source is configured.
+func (s SecretRef) IsZero() bool {
+	return s.File == "" && s.Env == "" && s.Keystore == ""
+}
+
+// String describes the source without revealing anything secret.
+func (s SecretRef) String() string {
+	switch {
+	case s.File != "":
+		return "file " + s.File
+	case s.Env != "":
+		return "env $" + s.Env
+	case s.Keystore != "":
+		return "keystore " + s.Keystore
+	}
+	return "none"
+}
+
+// Default returns the configuration every file is layered on.
+func Default() *Config {
+	return &Config{
+		StateDir:        "/var/lib/hermesd",
+		ShutdownTimeout: Duration(30 * time.Second),
+		Log:             Log{Level: "info", Format: "text"},
+		HTTP:            HTTP{Listen: "127.0.0.1:9797"},
+		Walrus: Walrus{
+			Epochs:         5,
+			MaxBlobSize:    10 << 20,
+			AttemptTimeout: Duration(5 * time.Minute),
+			Timeout:        Duration(30 * time.Minute),
+			RetryMax:       8,
+			RetryWaitMin:   Duration(500 * time.Millisecond),
+			RetryWaitMax:   Duration(30 * time.Second),
+		},
+		Chain: Chain{
+			ENSRegistry:  CanonicalENSRegistry,
+			TxTimeout:    Duration(5 * time.Minute),
+			MaxFeeGwei:   100,
+			GasLimit:     1_000_000,
+			PollInterval: Duration(2 * time.Second),
+		},
+		Encryption: Encryption{Format: "v2", V1MaxSize: 64 << 20},
+		Receipts:   Receipts{ImportPolicy: "quarantine"},
+		Defaults: AgentDefaults{
+			Quiet:           Duration(2 * time.Second),
+			MaxLag:          Duration(30 * time.Second),
+			PointerInterval: Duration(10 * time.Minute),
+		},
+	}
+}
+
+// ResolvePath picks the configuration file: the flag value if set, else
+// $HERMESD_CONFIG, else DefaultPath.
+func ResolvePath(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if p := os.Getenv(EnvPath); p != "" {
+		return p
+	}
+	return DefaultPath
+}
+
+// Load reads, parses and validates the file at path.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("config %s does not exist (pass -config FILE or set $%s)", path, EnvPath)
+		}
+		return nil, fmt.Errorf("open config: %w", err)
+	}
+	defer f.Close()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config path: %w", err)
+	}
+	c, err := Parse(f, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	c.Path = abs
+	c.resolvePaths(filepath.Dir(abs))
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// maxConfigSize bounds what Parse reads; a config is a few kilobytes.
+const maxConfigSize = 4 << 20
+
+// Parse decodes a configuration on top of Default. lookup resolves ${VAR}
+// references (os.LookupEnv in production); an unset variable is an error,
+// because silently substituting "" has sent backups to the wrong place.
+// Parse does not validate and does not resolve relative paths; Load does.
+func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if len(raw) > maxConfigSize {
+		return nil, fmt.Errorf("larger than %d bytes", maxConfigSize)
+	}
+	expanded, err := expandEnv(string(raw), lookup)
+	if err != nil {
+		return nil, err
+	}
+	c := Default()
+	dec := yaml.NewDecoder(strings.NewReader(expanded))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return c, nil // an empty file is all defaults
+		}
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("parse: more than one YAML document")
+	}
+	return c, nil
+}
+
+// expandEnv replaces ${NAME} with the variable's value and $$ with $. A bare
+// $NAME is left alone so values such as bcrypt hashes survive.
+func expandEnv(s string, lookup func(string) (string, bool)) (string, error) {
+	var b bytes.Buffer
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '{':
+			end := strings.IndexByte(s[i+2:], '}')
+			if end < 0 {
+				return "", fmt.Errorf("unterminated ${ at line %d", 1+strings.Count(s[:i], "\n"))
+			}
+			name := s[i+2 : i+2+end]
+			if !validEnvName(name) {
+				return "", fmt.Errorf("invalid variable name ${%s} at line %d", name, 1+strings.Count(s[:i], "\n"))
+			}
+			v, ok := lookup(name)
+			if !ok {
+				return "", fmt.Errorf("environment variable %s is not set (referenced at line %d)", name, 1+strings.Count(s[:i], "\n"))
+			}
+			b.WriteString(v)
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String(), nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// resolvePaths makes every relative path absolute against base.
+func (c *Config) resolvePaths(base string) {
+	abs := func(p *string) {
+		if *p == "" {
+			return
+		}
+		if strings.HasPrefix(*p, "~/") {
+			if home, err := os.UserHomeDir(); err == nil {
+				*p = filepath.Join(home, (*p)[2:])
+				return
+			}
+		}
+		if !filepath.IsAbs(*p) {
+			*p = filepath.Join(base, *p)
+		}
+		*p = filepath.Clean(*p)
+	}
+	secret := func(s *SecretRef) {
+		abs(&s.File)
+		abs(&s.Keystore)
+		abs(&s.PasswordFile)
+	}
+	abs(&c.StateDir)
+	secret(&c.Walrus.Token)
+	secret(&c.Chain.Signer)
+	secret(&c.Encryption.Key)
+	secret(&c.Receipts.Signer)
+	for i := range c.Agents {
+		abs(&c.Agents[i].BrainDir)
+		abs(&c.Agents[i].SeedDir)
+	}
+}
+
+// Agent returns the agent with the given id.
+func (c *Config) Agent(id string) (*Agent, error) {
+	for i := range c.Agents {
+		if c.Agents[i].ID == id {
+			return &c.Agents[i], nil
+		}
+	}
+	ids := make([]string, len(c.Agents))
+	for i, a := range c.Agents {
+		ids[i] = a.ID
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("no agent %q: the configuration has no agents", id)
+	}
+	return nil, fmt.Errorf("no agent %q (configured: %s)", id, strings.Join(ids, ", "))
+}
+
+// Effective settings of an agent, its overrides applied to the defaults.
+
+// QuietPeriod is how long the brain must be still before a snapshot.
+func (c *Config) QuietPeriod(a *Agent) time.Duration {
+	if a.Quiet != nil {
+		return a.Quiet.D()
+	}
+	return c.Defaults.Quiet.D()
+}
+
+// MaxLagOf bounds how long changes may wait for a snapshot.
+func (c *Config) MaxLagOf(a *Agent) time.Duration {
+	if a.MaxLag != nil {
+		return a.MaxLag.D()
+	}
+	return c.Defaults.MaxLag.D()
+}
+
+// PointerIntervalOf is the minimum time between two chain writes.
+func (c *Config) PointerIntervalOf(a *Agent) time.Duration {
+	if a.PointerInterval != nil {
+		return a.PointerInterval.D()
+	}
+	return c.Defaults.PointerInterval.D()
+}
+
+// EpochsOf is how many epochs a snapshot of a is stored for.
+func (c *Config) EpochsOf(a *Agent) int {
+	switch {
+	case a.Epochs > 0:
+		return a.Epochs
+	case c.Defaults.Epochs > 0:
+		return c.Defaults.Epochs
+	}
+	return c.Walrus.Epochs
+}

@@ -1,0 +1,300 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const fullConfig = `
+state_dir: state
+log: {level: debug, format: json}
+http: {listen: "127.0.0.1:9000"}
+walrus:
+  publishers: ["http://127.0.0.1:31415"]
+  aggregators: ["http://127.0.0.1:31415", "https://aggregator.example.com"]
+  epochs: 7
+  max_blob_size: 12MiB
+  attempt_timeout: 90s
+  token: {env: WALRUS_JWT}
+chain:
+  rpc: ${RPC_URL}
+  chain_id: 1337
+  signer: {file: keys/eth.key}
+  tx_timeout: 1m
+encryption:
+  key: {file: keys/snapshot.key}
+receipts:
+  trusted: ["0x00000000000000000000000000000000000000aa"]
+  import_policy: keep
+defaults:
+  quiet: 500ms
+  max_lag: 5s
+  pointer_interval: 0
+agents:
+  - id: auditor
+    brain_dir: brains/auditor
+    ens_name: Auditor.Example.ETH
+    token_id: 3
+    seed_dir: seeds/auditor
+    pointer_interval: 1m
+  - id: plain
+    brain_dir: /srv/brains/plain
+    epochs: 2
+`
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "hermesd.yml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadFull(t *testing.T) {
+	t.Setenv("RPC_URL", "http://127.0.0.1:8545")
+	p := writeConfig(t, fullConfig)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	dir := filepath.Dir(p)
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"state_dir resolved", c.StateDir, filepath.Join(dir, "state")},
+		{"log level", c.Log.Level, "debug"},
+		{"listen", c.HTTP.Listen, "127.0.0.1:9000"},
+		{"epochs", c.Walrus.Epochs, 7},
+		{"max blob", c.Walrus.MaxBlobSize, ByteSize(12 << 20)},
+		{"attempt timeout", c.Walrus.AttemptTimeout.D(), 90 * time.Second},
+		{"default timeout kept", c.Walrus.Timeout.D(), 30 * time.Minute},
+		{"token env", c.Walrus.Token.Env, "WALRUS_JWT"},
+		{"rpc expanded", c.Chain.RPC, "http://127.0.0.1:8545"},
+		{"registry default", c.Chain.ENSRegistry, CanonicalENSRegistry},
+		{"signer resolved", c.Chain.Signer.File, filepath.Join(dir, "keys/eth.key")},
+		{"brain resolved", c.Agents[0].BrainDir, filepath.Join(dir, "brains/auditor")},
+		{"abs brain kept", c.Agents[1].BrainDir, "/srv/brains/plain"},
+		{"ens normalized", c.Agents[0].ENSName, "auditor.example.eth"},
+		{"identity from ens", c.Agents[0].Identity(), "auditor.example.eth"},
+		{"identity from id", c.Agents[1].Identity(), "plain"},
+		{"token id", *c.Agents[0].TokenID, uint64(3)},
+		{"quiet default", c.QuietPeriod(&c.Agents[0]), 500 * time.Millisecond},
+		{"pointer override", c.PointerIntervalOf(&c.Agents[0]), time.Minute},
+		{"pointer default 0", c.PointerIntervalOf(&c.Agents[1]), time.Duration(0)},
+		{"epochs default", c.EpochsOf(&c.Agents[0]), 7},
+		{"epochs override", c.EpochsOf(&c.Agents[1]), 2},
+		{"path", c.Path, p},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	if _, err := c.Agent("nope"); err == nil || !strings.Contains(err.Error(), "auditor, plain") {
+		t.Errorf("Agent(nope) error = %v, want it to list configured agents", err)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	env := map[string]string{"SET": "x"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	tests := []struct {
+		name, body, want string
+	}{
+		{"unknown top-level key", "state_dirr: /x\n", "field state_dirr not found"},
+		{"unknown nested key", "walrus:\n  publisher: http://x\n", "field publisher not found"},
+		{"inline secret rejected", "encryption:\n  key: {value: abc}\n", "field value not found"},
+		{"unset env", "state_dir: ${NOPE}\n", "NOPE is not set"},
+		{"unterminated env", "state_dir: ${SET\n", "unterminated"},
+		{"bad duration", "defaults:\n  quiet: soon\n", `"soon" is not a duration`},
+		{"negative duration", "defaults:\n  quiet: -1s\n", "negative"},
+		{"bad size", "walrus:\n  max_blob_size: lots\n", `"lots" is not a size`},
+		{"two documents", "state_dir: /a\n---\nstate_dir: /b\n", "more than one YAML document"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tt.body), lookup)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Parse error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestExpandEnv(t *testing.T) {
+	lookup := func(k string) (string, bool) {
+		if k == "A" {
+			return "alpha", true
+		}
+		return "", false
+	}
+	tests := []struct{ in, want string }{
+		{"x: ${A}", "x: alpha"},
+		{"x: $$A and $A", "x: $A and $A"},
+		{"price: 5$", "price: 5$"},
+		{"${A}${A}", "alphaalpha"},
+	}
+	for _, tt := range tests {
+		got, err := expandEnv(tt.in, lookup)
+		if err != nil || got != tt.want {
+			t.Errorf("expandEnv(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	base := func() *Config {
+		c := Default()
+		c.StateDir = "/var/lib/hermesd"
+		c.Walrus.Publishers = []string{"http://127.0.0.1:1"}
+		c.Walrus.Aggregators = []string{"http://127.0.0.1:1"}
+		c.Chain.RPC = "http://127.0.0.1:8545"
+		c.Chain.Signer = SecretRef{Env: "DEPLOYER_PRIVATE_KEY"}
+		c.Encryption.Key = SecretRef{File: "/etc/hermesd/snapshot.key"}
+		c.Agents = []Agent{{ID: "a", BrainDir: "/srv/a", ENSName: "a.eth"}}
+		return c
+	}
+	if err := base().Validate(); err != nil {
+		t.Fatalf("base config invalid: %v", err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+		field  string
+	}{
+		{"no state dir", func(c *Config) { c.StateDir = "" }, "state_dir"},
+		{"bad log level", func(c *Config) { c.Log.Level = "loud" }, "log.level"},
+		{"remote listen", func(c *Config) { c.HTTP.Listen = "0.0.0.0:9797" }, "http.listen"},
+		{"all interfaces", func(c *Config) { c.HTTP.Listen = ":9797" }, "http.listen"},
+		{"bad publisher url", func(c *Config) { c.Walrus.Publishers = []string{"ftp://x"} }, "walrus.publishers[0]"},
+		{"publisher with query", func(c *Config) { c.Walrus.Publishers = []string{"http://x/?epochs=1"} }, "walrus.publishers[0]"},
+		{"no aggregators", func(c *Config) { c.Walrus.Aggregators = nil }, "walrus.aggregators"},
+		{"epochs too many", func(c *Config) { c.Walrus.Epochs = 54 }, "walrus.epochs"},
+		{"share and send", func(c *Config) {
+			c.Walrus.Share = true
+			c.Walrus.SendObjectTo = "0x" + strings.Repeat("a", 64)
+		}, "walrus.share"},
+		{"bad sui address", func(c *Config) { c.Walrus.SendObjectTo = "0x12" }, "walrus.send_object_to"},
+		{"no rpc with ens", func(c *Config) { c.Chain.RPC = "" }, "chain.rpc"},
+		{"bad registry", func(c *Config) { c.Chain.ENSRegistry = "0x1" }, "chain.ens_registry"},
+		{"no signer with ens", func(c *Config) { c.Chain.Signer = SecretRef{} }, "chain.signer"},
+		{"two signer sources", func(c *Config) { c.Chain.Signer = SecretRef{File: "/k", Env: "K"} }, "chain.signer"},
+		{"keystore needs password", func(c *Config) { c.Chain.Signer = SecretRef{Keystore: "/ks.json"} }, "chain.signer.password_file"},
+		{"no encryption key", func(c *Config) { c.Encryption.Key = SecretRef{} }, "encryption.key"},
+		{"bad format", func(c *Config) { c.Encryption.Format = "none" }, "encryption.format"},
+		{"bad trusted", func(c *Config) { c.Receipts.Trusted = []string{"nope"} }, "receipts.trusted[0]"},
+		{"bad policy", func(c *Config) { c.Receipts.ImportPolicy = "drop" }, "receipts.import_policy"},
+		{"bad agent id", func(c *Config) { c.Agents[0].ID = "Bad Id" }, "agents[0].id"},
+		{"duplicate id", func(c *Config) { c.Agents = append(c.Agents, Agent{ID: "a", BrainDir: "/srv/b"}) }, "agents[1].id"},
+		{"overlapping brains", func(c *Config) { c.Agents = append(c.Agents, Agent{ID: "b", BrainDir: "/srv/a/sub"}) }, "agents[1].brain_dir"},
+		{"brain inside state", func(c *Config) { c.Agents[0].BrainDir = "/var/lib/hermesd/brain" }, "agents[0].brain_dir"},
+		{"invalid ens", func(c *Config) { c.Agents[0].ENSName = "a..eth" }, "agents[0].ens_name"},
+		{"duplicate ens", func(c *Config) {
+			c.Agents = append(c.Agents, Agent{ID: "b", BrainDir: "/srv/b", ENSName: "A.eth"})
+		}, "agents[1].ens_name"},
+		{"seed inside brain", func(c *Config) { c.Agents[0].SeedDir = "/srv/a/seed" }, "agents[0].seed_dir"},
+		{"max lag below quiet", func(c *Config) { d := Duration(time.Hour); c.Agents[0].Quiet = &d }, "agents[0].max_lag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base()
+			tt.mutate(c)
+			err := c.Validate()
+			var ve *ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Validate() = %v, want a ValidationError", err)
+			}
+			found := false
+			for _, f := range ve.Fields {
+				if f.Field == tt.field {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("Validate() = %v, want an error for field %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want ByteSize
+		bad  bool
+	}{
+		{"1048576", 1 << 20, false},
+		{"10MiB", 10 << 20, false},
+		{"10 MiB", 10 << 20, false},
+		{"10MB", 10_000_000, false},
+		{"1GiB", 1 << 30, false},
+		{"512KiB", 512 << 10, false},
+		{"-1", 0, true},
+		{"1.5MiB", 0, true},
+		{"99999999999TiB", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseByteSize(tt.in)
+		if (err != nil) != tt.bad || got != tt.want {
+			t.Errorf("ParseByteSize(%q) = %v, %v", tt.in, got, err)
+		}
+	}
+	if s := ByteSize(10 << 20).String(); s != "10MiB" {
+		t.Errorf("String = %q", s)
+	}
+}
+
+func TestReadSecret(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, []byte("  s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(dir, "open")
+	if err := os.WriteFile(open, []byte("s3cret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := ReadSecret(SecretRef{File: good}); err != nil || v != "s3cret" {
+		t.Errorf("file: %q, %v", v, err)
+	}
+	if _, err := ReadSecret(SecretRef{File: open}); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("world-readable file accepted: %v", err)
+	}
+	t.Setenv("HERMESD_TEST_SECRET", "envval")
+	if v, err := ReadSecret(SecretRef{Env: "HERMESD_TEST_SECRET"}); err != nil || v != "envval" {
+		t.Errorf("env: %q, %v", v, err)
+	}
+	if _, err := ReadSecret(SecretRef{Env: "HERMESD_TEST_UNSET"}); err == nil {
+		t.Error("unset env accepted")
+	}
+	if _, err := ReadSecret(SecretRef{}); !errors.Is(err, ErrNoSecret) {
+		t.Errorf("empty ref: %v", err)
+	}
+}
+
+func TestResolvePath(t *testing.T) {
+	t.Setenv(EnvPath, "")
+	if got := ResolvePath(""); got != DefaultPath {
+		t.Errorf("default: %q", got)
+	}
+	t.Setenv(EnvPath, "/from/env.yml")
+	if got := ResolvePath(""); got != "/from/env.yml" {
+		t.Errorf("env: %q", got)
+	}
+	if got := ResolvePath("/flag.yml"); got != "/flag.yml" {
+		t.Errorf("flag: %q", got)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yml"))
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("Load missing = %v", err)
+	}
+}

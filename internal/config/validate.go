@@ -1,0 +1,354 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/adraffy/go-ens-normalize/ensip15"
+)
+
+// FieldError is one validation failure, named by its YAML path.
+type FieldError struct {
+	Field string // e.g. "agents[1].brain_dir"
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// ErrInvalid is matched (errors.Is) by every validation failure.
+var ErrInvalid = errors.New("invalid configuration")
+
+// ValidationError lists every problem found, so one run shows them all.
+type ValidationError struct{ Fields []*FieldError }
+
+func (e *ValidationError) Error() string {
+	msgs := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		msgs[i] = f.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// MaxEpochsAhead is the most epochs Walrus stores a blob ahead.
+const MaxEpochsAhead = 53
+
+var (
+	agentIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	addressRe = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
+	suiAddrRe = regexp.MustCompile(`^0x[0-9a-fA-F]{64}$`)
+)
+
+// Validate checks the configuration and normalizes ENS names (ENSIP-15) in
+// place, so every later use of Agent.ENSName sees the normalized form.
+func (c *Config) Validate() error {
+	v := &validator{}
+	c.validate(v)
+	if len(v.errs) > 0 {
+		return &ValidationError{Fields: v.errs}
+	}
+	return nil
+}
+
+type validator struct{ errs []*FieldError }
+
+func (v *validator) add(field, format string, args ...any) {
+	v.errs = append(v.errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *Config) validate(v *validator) {
+	if c.StateDir == "" {
+		v.add("state_dir", "required")
+	} else if !filepath.IsAbs(c.StateDir) {
+		v.add("state_dir", "must be an absolute path (relative paths are resolved against the config file)")
+	}
+
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		v.add("log.format", "%q is not one of text, json", c.Log.Format)
+	}
+
+	if c.HTTP.Listen != "" {
+		if err := CheckListen(c.HTTP.Listen, c.HTTP.AllowRemote); err != nil {
+			v.add("http.listen", "%v", err)
+		}
+	}
+
+	c.validateWalrus(v)
+	c.validateChain(v)
+	c.validateSecrets(v)
+	c.validateAgents(v)
+}
+
+// CheckListen accepts host:port addresses on loopback, or anywhere when
+// allowRemote is set.
+func CheckListen(addr string, allowRemote bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if port == "" {
+		return fmt.Errorf("%q has no port", addr)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address; set allow_remote: true to listen beyond this machine", addr)
+	}
+	return nil
+}
+
+func checkHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", s)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: scheme must be http or https", s)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q: give the base URL without query or fragment", s)
+	}
+	return nil
+}
+
+func (c *Config) validateWalrus(v *validator) {
+	w := &c.Walrus
+	for i, p := range w.Publishers {
+		if err := checkHTTPURL(p); err != nil {
+			v.add(fmt.Sprintf("walrus.publishers[%d]", i), "%v", err)
+		}
+	}
+	for i, a := range w.Aggregators {
+		if err := checkHTTPURL(a); err != nil {
+			v.add(fmt.Sprintf("walrus.aggregators[%d]", i), "%v", err)
+		}
+	}
+	if len(c.Agents) > 0 {
+		if len(w.Publishers) == 0 {
+			v.add("walrus.publishers", "at least one publisher is required to store snapshots")
+		}
+		if len(w.Aggregators) == 0 {
+			v.add("walrus.aggregators", "at least one aggregator is required to verify and restore snapshots")
+		}
+	}
+	if w.Epochs < 1 || w.Epochs > MaxEpochsAhead {
+		v.add("walrus.epochs", "%d is outside 1..%d", w.Epochs, MaxEpochsAhead)
+	}
+	if w.Share && w.SendObjectTo != "" {
+		v.add("walrus.share", "share and send_object_to are mutually exclusive (publishers reject both)")
+	}
+	if w.SendObjectTo != "" && !suiAddrRe.MatchString(w.SendObjectTo) {
+		v.add("walrus.send_object_to", "%q is not a Sui address (0x + 64 hex digits)", w.SendObjectTo)
+	}
+	if w.MaxBlobSize <= 0 {
+		v.add("walrus.max_blob_size", "must be positive")
+	}
+	if w.AttemptTimeout <= 0 {
+		v.add("walrus.attempt_timeout", "must be positive")
+	}
+	if w.Timeout <= 0 {
+		v.add("walrus.timeout", "must be positive")
+	}
+	if w.RetryMax < 0 {
+		v.add("walrus.retry_max", "must not be negative")
+	}
+	if w.RetryWaitMin <= 0 || w.RetryWaitMax < w.RetryWaitMin {
+		v.add("walrus.retry_wait_max", "retry_wait_min must be positive and retry_wait_max at least as long")
+	}
+}
+
+func (c *Config) validateChain(v *validator) {
+	ch := &c.Chain
+	publishing := false
+	for _, a := range c.Agents {
+		if a.ENSName != "" {
+			publishing = true
+		}
+	}
+	if ch.RPC != "" {
+		u, err := url.Parse(ch.RPC)
+		if err != nil || u.Host == "" {
+			v.add("chain.rpc", "%q is not a URL", ch.RPC)
+		} else {
+			switch u.Scheme {
+			case "http", "https", "ws", "wss":
+			default:
+				v.add("chain.rpc", "%q: scheme must be http, https, ws or wss", ch.RPC)
+			}
+		}
+	} else if publishing {
+		v.add("chain.rpc", "required when an agent has an ens_name")
+	}
+	if !addressRe.MatchString(ch.ENSRegistry) {
+		v.add("chain.ens_registry", "%q is not an address (0x + 40 hex digits)", ch.ENSRegistry)
+	}
+	if ch.TxTimeout <= 0 {
+		v.add("chain.tx_timeout", "must be positive")
+	}
+	if ch.MaxFeeGwei <= 0 {
+		v.add("chain.max_fee_gwei", "must be positive")
+	}
+	if ch.GasLimit < 50_000 {
+		v.add("chain.gas_limit", "%d is too low for a setText transaction (at least 50000)", ch.GasLimit)
+	}
+	if ch.PollInterval <= 0 {
+		v.add("chain.poll_interval", "must be positive")
+	}
+}
+
+func (c *Config) validateSecrets(v *validator) {
+	checkRef := func(field string, s SecretRef, keystoreOK bool) {
+		n := 0
+		for _, set := range []bool{s.File != "", s.Env != "", s.Keystore != ""} {
+			if set {
+				n++
+			}
+		}
+		if n > 1 {
+			v.add(field, "give exactly one of file, env or keystore")
+		}
+		if s.Keystore != "" && !keystoreOK {
+			v.add(field+".keystore", "not supported here; use file or env")
+		}
+		if s.Keystore != "" && s.PasswordFile == "" {
+			v.add(field+".password_file", "required with keystore")
+		}
+		if s.PasswordFile != "" && s.Keystore == "" {
+			v.add(field+".password_file", "only used with keystore")
+		}
+		if s.Env != "" && !validEnvName(s.Env) {
+			v.add(field+".env", "%q is not an environment variable name", s.Env)
+		}
+	}
+	checkRef("walrus.token", c.Walrus.Token, false)
+	checkRef("chain.signer", c.Chain.Signer, true)
+	checkRef("encryption.key", c.Encryption.Key, false)
+	checkRef("receipts.signer", c.Receipts.Signer, true)
+
+	for _, a := range c.Agents {
+		if a.ENSName != "" && c.Chain.Signer.IsZero() {
+			v.add("chain.signer", "required when an agent has an ens_name (the key that owns the names)")
+			break
+		}
+	}
+	if len(c.Agents) > 0 && c.Encryption.Key.IsZero() {
+		v.add("encryption.key", "required: snapshots are always encrypted (create a key with 'hermesd keygen -o FILE')")
+	}
+	switch c.Encryption.Format {
+	case "v1", "v2":
+	default:
+		v.add("encryption.format", "%q is not one of v2, v1", c.Encryption.Format)
+	}
+	if c.Encryption.V1MaxSize <= 0 {
+		v.add("encryption.v1_max_size", "must be positive")
+	}
+	for i, t := range c.Receipts.Trusted {
+		if !addressRe.MatchString(t) {
+			v.add(fmt.Sprintf("receipts.trusted[%d]", i), "%q is not an address (0x + 40 hex digits)", t)
+		}
+	}
+	switch c.Receipts.ImportPolicy {
+	case "keep", "quarantine", "reject":
+	default:
+		v.add("receipts.import_policy", "%q is not one of keep, quarantine, reject", c.Receipts.ImportPolicy)
+	}
+}
+
+func (c *Config) validateAgents(v *validator) {
+	if c.Defaults.MaxLag < c.Defaults.Quiet {
+		v.add("defaults.max_lag", "must not be shorter than defaults.quiet")
+	}
+	if c.Defaults.Epochs < 0 || c.Defaults.Epochs > MaxEpochsAhead {
+		v.add("defaults.epochs", "%d is outside 0..%d", c.Defaults.Epochs, MaxEpochsAhead)
+	}
+	ids := map[string]int{}
+	names := map[string]int{}
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		f := func(name string) string { return fmt.Sprintf("agents[%d].%s", i, name) }
+		switch {
+		case a.ID == "":
+			v.add(f("id"), "required")
+		case !agentIDRe.MatchString(a.ID):
+			v.add(f("id"), "%q must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", a.ID)
+		default:
+			if j, dup := ids[a.ID]; dup {
+				v.add(f("id"), "%q is also agents[%d].id", a.ID, j)
+			}
+			ids[a.ID] = i
+		}
+		if a.BrainDir == "" {
+			v.add(f("brain_dir"), "required")
+		} else if !filepath.IsAbs(a.BrainDir) {
+			v.add(f("brain_dir"), "must be an absolute path")
+		} else if c.StateDir != "" && (within(a.BrainDir, c.StateDir) || within(c.StateDir, a.BrainDir)) {
+			v.add(f("brain_dir"), "%s and state_dir %s must not contain each other", a.BrainDir, c.StateDir)
+		}
+		if a.SeedDir != "" && a.BrainDir != "" && (within(a.SeedDir, a.BrainDir) || within(a.BrainDir, a.SeedDir)) {
+			v.add(f("seed_dir"), "must not be inside the brain directory or contain it")
+		}
+		if a.ENSName != "" {
+			n, err := ensip15.Shared().Normalize(a.ENSName)
+			if err != nil {
+				v.add(f("ens_name"), "%q is not a valid ENS name: %v", a.ENSName, err)
+			} else if strings.Count(n, ".") < 1 {
+				v.add(f("ens_name"), "%q needs at least two labels (e.g. agent.eth)", a.ENSName)
+			} else {
+				a.ENSName = n
+				if j, dup := names[n]; dup {
+					v.add(f("ens_name"), "%q is also agents[%d].ens_name", n, j)
+				}
+				names[n] = i
+			}
+		}
+		if a.Epochs < 0 || a.Epochs > MaxEpochsAhead {
+			v.add(f("epochs"), "%d is outside 0..%d", a.Epochs, MaxEpochsAhead)
+		}
+		if c.MaxLagOf(a) < c.QuietPeriod(a) {
+			v.add(f("max_lag"), "must not be shorter than the quiet period")
+		}
+		for j := 0; j < i; j++ {
+			b := &c.Agents[j]
+			if a.BrainDir != "" && b.BrainDir != "" && (within(a.BrainDir, b.BrainDir) || within(b.BrainDir, a.BrainDir)) {
+				v.add(f("brain_dir"), "overlaps agents[%d].brain_dir %s", j, b.BrainDir)
+			}
+		}
+	}
+}
+
+// within reports whether path p is dir or inside it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// Identity is the agent identity bound into every v2 envelope: its
+// normalized ENS name, or its id when it has none.
+func (a *Agent) Identity() string {
+	if a.ENSName != "" {
+		return a.ENSName
+	}
+	return a.ID
+}

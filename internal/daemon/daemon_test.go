@@ -1,0 +1,388 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/hermesd/hermesd/internal/agent"
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/state"
+)
+
+// world is a devnet plus helpers to run daemons on it.
+type world struct {
+	t  *testing.T
+	dn *devnet.Devnet
+}
+
+func newWorld(t *testing.T, agents ...devnet.Agent) *world {
+	t.Helper()
+	dn, err := devnet.Start(t.Context(), devnet.Options{
+		Dir:        t.TempDir(),
+		Agents:     agents,
+		Quiet:      100 * time.Millisecond,
+		MaxLag:     time.Second,
+		HTTPListen: "127.0.0.1:0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dn.Close() })
+	return &world{t: t, dn: dn}
+}
+
+func (w *world) brain(id string) string {
+	a, err := w.dn.Config.Agent(id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return a.BrainDir
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// start runs a daemon on the devnet's configuration.
+func (w *world) start() *Daemon {
+	w.t.Helper()
+	log := testLogger(w.t)
+	svc, err := Build(w.t.Context(), w.dn.Config, log, BuildOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	d, err := New(w.dn.Config, svc, log)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	d.Start(context.Background())
+	w.t.Cleanup(func() { d.Close(context.Background()) })
+	return d
+}
+
+func stop(t *testing.T, d *Daemon) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := d.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// eventually polls cond until it holds or 15 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+}
+
+func writeFile(t *testing.T, p, content string, mode fs.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func seedBrain(t *testing.T, dir string) {
+	writeFile(t, filepath.Join(dir, "system.md"), "You are a test agent.\n", 0o644)
+	writeFile(t, filepath.Join(dir, "skills/reentrancy.md"), "---\nname: reentrancy\n---\nLook for re-entrant calls.\n", 0o600)
+	writeFile(t, filepath.Join(dir, "patterns/p1.md"), "pattern one\n", 0o640)
+	writeFile(t, filepath.Join(dir, "memory.db"), strings.Repeat("sqlite page\x00", 5000), 0o644)
+	writeFile(t, filepath.Join(dir, ".hidden"), "dotfile\n", 0o644)
+}
+
+// published waits until the agent's pointer names its last snapshot and
+// returns that blob id.
+func published(t *testing.T, d *Daemon, id string) string {
+	t.Helper()
+	a, _ := d.Agent(id)
+	var blob string
+	eventually(t, id+" published", func() bool {
+		s := a.Status()
+		if s.Last == nil || s.Pending != nil || s.Published != s.Last.BlobID {
+			return false
+		}
+		blob = s.Last.BlobID
+		return true
+	})
+	return blob
+}
+
+func readPointer(t *testing.T, w *world, name string) string {
+	t.Helper()
+	c, err := ens.New(t.Context(), ens.Config{RPCURL: w.dn.Chain.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v, err := c.Read(t.Context(), name)
+	if err != nil && !errors.Is(err, ens.ErrNoPointer) {
+		t.Fatal(err)
+	}
+	return v
+}
+
+type fileInfo struct {
+	content string
+	mode    fs.FileMode
+}
+
+// tree records every regular file under dir except the two files hermesd
+// rewrites.
+func tree(t *testing.T, dir string) map[string]fileInfo {
+	t.Helper()
+	out := map[string]fileInfo{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == bundlelock.FileName || rel == "receipts.ndjson" {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = fileInfo{string(b), info.Mode().Perm()}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestSnapshotPublishRestore(t *testing.T) {
+	w := newWorld(t,
+		devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"},
+		devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"},
+	)
+	seedBrain(t, w.brain("alpha"))
+	seedBrain(t, w.brain("beta"))
+	writeFile(t, filepath.Join(w.brain("beta"), "system.md"), "I am beta.\n", 0o644)
+
+	d := w.start()
+	first := published(t, d, "alpha")
+	published(t, d, "beta")
+	if got := readPointer(t, w, "alpha.hermes.eth"); got != first {
+		t.Fatalf("pointer = %q, want %q", got, first)
+	}
+	if resp, err := http.Get("http://" + d.Addr() + "/readyz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz: %v %v", resp, err)
+	}
+
+	t.Run("edit publishes a new snapshot", func(t *testing.T) {
+		start := time.Now()
+		writeFile(t, filepath.Join(w.brain("alpha"), "skills/new.md"), "a new skill\n", 0o644)
+		var blob string
+		eventually(t, "pointer to move", func() bool {
+			blob = readPointer(t, w, "alpha.hermes.eth")
+			return blob != first
+		})
+		t.Logf("change-to-pointer latency %v (quiet period 100ms)", time.Since(start).Round(time.Millisecond))
+		res, err := hash.Dir(t.Context(), w.brain("alpha"), hash.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lock, err := bundlelock.Read(filepath.Join(w.brain("alpha"), bundlelock.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lock.BundleHash() != res.Digest.String() || lock.Version() != 2 {
+			t.Errorf("lock hash %s v%d, tree hashes to %s", lock.BundleHash(), lock.Version(), res.Digest)
+		}
+		eventually(t, "lock to name the blob", func() bool {
+			l, err := bundlelock.Read(filepath.Join(w.brain("alpha"), bundlelock.FileName))
+			return err == nil && l.BlobID() == blob
+		})
+		first = blob
+	})
+
+	t.Run("touch without change uploads nothing", func(t *testing.T) {
+		a, _ := d.Agent("alpha")
+		puts := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]
+		unchanged := testutil.ToFloat64(d.metrics.snapshots.WithLabelValues("alpha", "unchanged"))
+		p := filepath.Join(w.brain("alpha"), "system.md")
+		b, _ := os.ReadFile(p)
+		now := time.Now()
+		os.Chtimes(p, now, now)
+		writeFile(t, p, string(b), 0o644) // same bytes, new mtime
+		eventually(t, "an unchanged sync", func() bool {
+			return testutil.ToFloat64(d.metrics.snapshots.WithLabelValues("alpha", "unchanged")) > unchanged
+		})
+		if got := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]; got != puts {
+			t.Errorf("uploads went from %d to %d", puts, got)
+		}
+		if s := a.Status(); s.Pending != nil || s.Last.BlobID != first {
+			t.Errorf("status changed: %+v", s)
+		}
+	})
+
+	receiptsBefore := func() int { a, _ := d.Agent("alpha"); return a.Receipts().Len() }()
+	if receiptsBefore == 0 {
+		t.Fatal("no transition receipts were recorded")
+	}
+	before := tree(t, w.brain("alpha"))
+	stop(t, d)
+
+	t.Run("amnesia: brain and state wiped, restart restores", func(t *testing.T) {
+		if err := os.RemoveAll(w.brain("alpha")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(state.AgentPath(w.dn.Config.StateDir, "alpha")); err != nil {
+			t.Fatal(err)
+		}
+		d := w.start()
+		eventually(t, "alpha ready", func() bool { a, _ := d.Agent("alpha"); return a.Ready() })
+		a, _ := d.Agent("alpha")
+		if s := a.Status(); s.StartedAs != "restored" {
+			t.Fatalf("started as %q: %+v", s.StartedAs, s)
+		}
+		after := tree(t, w.brain("alpha"))
+		if len(after) != len(before) {
+			t.Fatalf("restored %d files, had %d", len(after), len(before))
+		}
+		for p, fi := range before {
+			if after[p] != fi {
+				t.Errorf("%s: restored %v, want %v", p, after[p].mode, fi.mode)
+			}
+		}
+		res, _ := hash.Dir(t.Context(), w.brain("alpha"), hash.Options{})
+		lock, err := bundlelock.Read(filepath.Join(w.brain("alpha"), bundlelock.FileName))
+		if err != nil || lock.BundleHash() != res.Digest.String() {
+			t.Fatalf("re-hash %s vs lock %v (%v)", res.Digest, lock, err)
+		}
+		if lock.BlobID() != first {
+			t.Errorf("lock names %s, want the restored blob %s", lock.BlobID(), first)
+		}
+		if got := a.Receipts().Len(); got != receiptsBefore {
+			t.Errorf("receipts re-imported: %d, want %d", got, receiptsBefore)
+		}
+		// Nothing changed, so nothing is uploaded or published again.
+		if s := a.Status(); s.Published != first {
+			t.Errorf("published = %q", s.Published)
+		}
+		stop(t, d)
+	})
+}
+
+func TestSecondDaemonRefused(t *testing.T) {
+	w := newWorld(t, devnet.Agent{ID: "solo"})
+	seedBrain(t, w.brain("solo"))
+	w.start()
+	svc, err := Build(t.Context(), w.dn.Config, nil, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(w.dn.Config, svc, nil)
+	if !errors.Is(err, state.ErrLocked) {
+		t.Fatalf("second daemon: %v, want ErrLocked", err)
+	}
+}
+
+func TestFailedAgentDoesNotStopOthers(t *testing.T) {
+	w := newWorld(t,
+		devnet.Agent{ID: "good", ENSName: "good.hermes.eth"},
+		devnet.Agent{ID: "broken", ENSName: "broken.hermes.eth"},
+	)
+	seedBrain(t, w.brain("good"))
+	// broken's pointer names a blob that does not exist.
+	c, err := ens.New(t.Context(), ens.Config{RPCURL: w.dn.Chain.URL(), Signer: ens.NewSigner(w.dn.SignerKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(t.Context(), "broken.hermes.eth", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ""); err != nil {
+		t.Fatal(err)
+	}
+	d := w.start()
+	published(t, d, "good")
+	b, _ := d.Agent("broken")
+	eventually(t, "broken to fail", func() bool { return b.Status().Phase == agent.PhaseFailed })
+	if _, err := os.Stat(w.brain("broken")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("broken's brain directory was touched: %v", err)
+	}
+	resp, err := http.Get("http://" + d.Addr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("readyz = %d, want 503", resp.StatusCode)
+	}
+	if !strings.Contains(b.Status().Reason, "404") {
+		t.Errorf("reason = %q", b.Status().Reason)
+	}
+}
+
+func TestPublisherOutageKeepsSnapshotsPending(t *testing.T) {
+	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
+	seedBrain(t, w.brain("alpha"))
+	d := w.start()
+	first := published(t, d, "alpha")
+
+	w.dn.Walrus.SetFaults(localwalrus.Faults{Rate: 1, Target: localwalrus.RoutePublisher,
+		Kinds: []localwalrus.Fault{{Kind: localwalrus.FaultStatus, Status: 503}}})
+	writeFile(t, filepath.Join(w.brain("alpha"), "skills/during-outage.md"), "x\n", 0o644)
+	eventually(t, "retries to be counted", func() bool {
+		return testutil.ToFloat64(d.metrics.walrusAttempts.WithLabelValues("store", "retry")) >= 3
+	})
+	a, _ := d.Agent("alpha")
+	if s := a.Status(); s.Last.BlobID != first || s.UnsavedSince.IsZero() {
+		t.Errorf("during the outage: %+v", s)
+	}
+	if n, err := testutil.GatherAndCount(d.metrics.reg, "hermesd_unsaved_change_age_seconds"); err != nil || n != 1 {
+		t.Errorf("unsaved age series: %d, %v", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(w.brain("alpha"), "skills/during-outage.md")); err != nil {
+		t.Errorf("local file gone: %v", err)
+	}
+	if got := readPointer(t, w, "alpha.hermes.eth"); got != first {
+		t.Errorf("pointer moved during the outage to %q", got)
+	}
+
+	w.dn.Walrus.SetFaults(localwalrus.Faults{})
+	eventually(t, "the pending change to publish", func() bool {
+		s := a.Status()
+		return s.Last.BlobID != first && s.Published == s.Last.BlobID && s.Pending == nil
+	})
+	var buf bytes.Buffer
+	buf.WriteString(readPointer(t, w, "alpha.hermes.eth"))
+	if buf.String() == first {
+		t.Error("pointer did not move after recovery")
+	}
+}

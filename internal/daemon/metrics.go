@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hermesd/hermesd/internal/agent"
+)
+
+// metrics are hermesd's Prometheus series. Every series carries the agent
+// id, so one stale agent stands out among healthy ones: alert on
+// time() - hermesd_snapshot_last_success_timestamp_seconds and on
+// hermesd_pointer_pending_age_seconds.
+type metrics struct {
+	reg *prometheus.Registry
+
+	agentReady       *prometheus.GaugeVec
+	brainBytes       *prometheus.GaugeVec
+	brainFiles       *prometheus.GaugeVec
+	snapshotLast     *prometheus.GaugeVec
+	snapshotSize     *prometheus.GaugeVec
+	snapshots        *prometheus.CounterVec
+	uploadedBytes    *prometheus.CounterVec
+	stageDuration    *prometheus.HistogramVec
+	failures         *prometheus.CounterVec
+	publishLast      *prometheus.GaugeVec
+	publishes        *prometheus.CounterVec
+	gasUsed          *prometheus.CounterVec
+	walrusAttempts   *prometheus.CounterVec
+	receiptsIngested *prometheus.CounterVec
+	restores         *prometheus.CounterVec
+}
+
+// ageCollector reports ages computed at scrape time, so they keep growing
+// while an agent is stuck rather than freezing at their last update.
+type ageCollector struct {
+	agents  func() []*agent.Agent
+	unsaved *prometheus.Desc
+	pending *prometheus.Desc
+}
+
+func newAgeCollector(agents func() []*agent.Agent) *ageCollector {
+	return &ageCollector{
+		agents: agents,
+		unsaved: prometheus.NewDesc("hermesd_unsaved_change_age_seconds",
+			"How long the brain has differed from its last verified snapshot (0 when every change is stored). Alert on this.",
+			[]string{"agent"}, nil),
+		pending: prometheus.NewDesc("hermesd_pointer_pending_age_seconds",
+			"How long a verified snapshot has waited for its ENS pointer (0 when none).",
+			[]string{"agent"}, nil),
+	}
+}
+
+func (c *ageCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.unsaved
+	ch <- c.pending
+}
+
+func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	age := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return now.Sub(t).Seconds()
+	}
+	for _, a := range c.agents() {
+		s := a.Status()
+		ch <- prometheus.MustNewConstMetric(c.unsaved, prometheus.GaugeValue, age(s.UnsavedSince), s.ID)
+		var since time.Time
+		if s.Pending != nil {
+			since = s.Pending.Since
+		}
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, age(since), s.ID)
+	}
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	agent := []string{"agent"}
+	m.agentReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hermesd_agent_ready",
+		Help: "1 when the agent's brain is restored (or deliberately fresh) and watched, 0 while starting or failed.",
+	}, agent)
+	m.brainBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hermesd_brain_bytes",
+		Help: "Bytes of hashed brain content at the last check.",
+	}, agent)
+	m.brainFiles = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hermesd_brain_files",
+		Help: "Number of hashed brain files at the last check.",
+	}, agent)
+	m.snapshotLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hermesd_snapshot_last_success_timestamp_seconds",
+		Help: "Unix time of the last snapshot that was uploaded and verified.",
+	}, agent)
+	m.snapshotSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hermesd_snapshot_size_bytes",
+		Help: "Size of the last uploaded encrypted snapshot.",
+	}, agent)
+	m.snapshots = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermesd_snapshots_total",
+		Help: "Snapshots attempted, by result (uploaded, unchanged, failed).",
+	}, []string{"agent", "result"})
+	m.uploadedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermesd_uploaded_bytes_total",
+		Help: "Encrypted snapshot bytes stored on Walrus.",
+	}, agent)
+	m.stageDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hermesd_stage_duration_seconds",
+		Help:    "Duration of pipeline stages (hash, pack, upload, verify, publish, download, unpack).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"agent", "stage"})
+	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermesd_failures_total",
+		Help: "Failed attempts by stage; retried with backoff.",
+	}, []string{"agent", "stage"})
+	m.publishLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hermesd_publish_last_success_timestamp_seconds",
+		Help: "Unix time the agent-snapshot record last moved to a new snapshot.",
+	}, agent)
+	m.publishes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermesd_pointer_writes_total",
+		Help: "ENS pointer writes by result (published, conflict, failed).",
+	}, []string{"agent", "result"})
+	m.gasUsed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermesd_gas_used_total",
+		Help: "Gas used by pointer transactions (a multicall's gas is split evenly across its agents).",
+	}, agent)
+	m.walrusAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermesd_walrus_requests_total",
+		Help: "HTTP requests to Walrus publishers and aggregators by operation and outcome (ok, retry, error).",
+	}, []string{"op", "outcome"})
+	m.receiptsIngested = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermesd_receipts_ingested_total",
+		Help: "Receipts received from the agent runtime, by result (added, duplicate, flagged, rejected).",
+	}, []string{"agent", "result"})
+	m.restores = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermesd_restores_total",
+		Help: "Cold restores at start, by result (restored, fresh, existing, failed).",
+	}, []string{"agent", "result"})
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.agentReady, m.brainBytes, m.brainFiles, m.snapshotLast, m.snapshotSize, m.snapshots,
+		m.uploadedBytes, m.stageDuration, m.failures, m.publishLast, m.publishes,
+		m.gasUsed, m.walrusAttempts, m.receiptsIngested, m.restores,
+	)
+	return m
+}

@@ -1,0 +1,21 @@
+// Package devchain runs a local Ethereum chain inside the process, with the
+// real ENS contracts deployed, for tests and the devnet.
+//
+// The chain is a go-ethereum node (in-memory database, no peer-to-peer
+// networking) driven by a simulated beacon that seals a block as soon as a
+// transaction arrives. It serves JSON-RPC over HTTP on 127.0.0.1 only, so
+// code under test talks to it exactly as it would to a public endpoint.
+//
+// Invariants:
+//   - Fee and gas rules are mainnet's as of Osaka (+ the BPO1/BPO2 blob
+//     schedule), with EIP-1559 base fees; later forks (Amsterdam, Bogota and
+//     their state-gas repricing) are off, so gas figures match mainnet.
+//   - The ENS registry (@ensdomains/ens 0.6.2 ENSRegistry) lives at the
+//     canonical mainnet address, placed there by the genesis allocation with
+//     the dev key as the root owner; a PublicResolver (@ensdomains/resolver
+//     0.3.1) is in the genesis as well, constructed by running its real
+//     constructor once in a throwaway EVM.
+//   - The contract artifacts are third-party bytecode fetched at set-up by
+//     scripts/fetch-ens-artifacts.sh; they are read from disk (never
+//     embedded), checked against pinned hashes and parsed once per process.
+package devchain

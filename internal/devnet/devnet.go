@@ -1,0 +1,271 @@
+// Package devnet runs hermesd's whole world on one machine: a go-ethereum
+// chain with the real ENS contracts (names registered for the agents, the
+// dev key funded and owning them) and the local Walrus-compatible server,
+// both on 127.0.0.1, plus the key files and a ready configuration. `hermesd
+// devnet`, `hermesd run --devnet`, the drills and the end-to-end tests all
+// start it the same way.
+package devnet
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/devchain"
+	"github.com/hermesd/hermesd/internal/localwalrus"
+)
+
+// Agent is one agent the devnet prepares for.
+type Agent struct {
+	ID       string
+	ENSName  string // registered on the chain, owned by the dev key; "" = none
+	TokenID  *uint64
+	BrainDir string // default <Dir>/brains/<id>
+	SeedDir  string
+}
+
+// Options configure a devnet.
+type Options struct {
+	// Dir holds everything: keys, the Walrus blobs, hermesd's state
+	// directory, the configuration and (by default) the brains.
+	Dir string
+	// ChainPort and WalrusPort on 127.0.0.1; 0 picks free ports.
+	ChainPort  int
+	WalrusPort int
+	// ChainDataDir persists the chain (so pointers survive a restart); ""
+	// keeps it in memory.
+	ChainDataDir string
+	Agents       []Agent
+	// EpochDuration of the Walrus server (default 1 hour).
+	EpochDuration time.Duration
+	// Quiet, MaxLag and PointerInterval go into the configuration
+	// (defaults 300 ms, 3 s, 0: publish every snapshot at once).
+	Quiet, MaxLag, PointerInterval time.Duration
+	// HTTPListen for the daemon's health/metrics server ("" = off).
+	HTTPListen string
+	// ArtifactsDir holds the ENS artifacts ("" = the default lookup).
+	ArtifactsDir string
+	Logger       *slog.Logger
+}
+
+// Devnet is a running devnet.
+type Devnet struct {
+	Chain      *devchain.Chain
+	Walrus     *localwalrus.Server
+	ConfigPath string
+	Config     *config.Config
+	Dir        string
+	// SignerKey owns the agents' ENS names and signs receipts.
+	SignerKey *ecdsa.PrivateKey
+	KeyPath   string // snapshot encryption key file
+}
+
+// Start brings the devnet up and writes <Dir>/hermesd.yml. Key files that
+// already exist are kept, so a restarted devnet can still decrypt the
+// snapshots it made before.
+func Start(ctx context.Context, o Options) (*Devnet, error) {
+	if o.Dir == "" {
+		return nil, errors.New("devnet: Dir is required")
+	}
+	if o.EpochDuration == 0 {
+		o.EpochDuration = time.Hour
+	}
+	if o.Quiet == 0 {
+		o.Quiet = 300 * time.Millisecond
+	}
+	if o.MaxLag == 0 {
+		o.MaxLag = 3 * time.Second
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, sub := range []string{"keys", "walrus", "brains"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("devnet: %w", err)
+		}
+	}
+	d := &Devnet{Dir: dir, KeyPath: filepath.Join(dir, "keys", "snapshot.key")}
+
+	if _, err := os.Stat(d.KeyPath); errors.Is(err, fs.ErrNotExist) {
+		k, err := cipher.GenerateKey()
+		if err != nil {
+			return nil, err
+		}
+		if err := cipher.WriteKeyFile(d.KeyPath, k); err != nil {
+			return nil, fmt.Errorf("devnet: %w", err)
+		}
+	}
+	// The dev chain's funded key owns the names and signs everything; it is
+	// a well-known throwaway key, written to a file like a real one.
+	d.SignerKey = devchain.DevKey()
+	signerPath := filepath.Join(dir, "keys", "chain.key")
+	if err := atomicfile.WriteFile(signerPath, []byte(fmt.Sprintf("0x%x\n", crypto.FromECDSA(d.SignerKey))), 0o600); err != nil {
+		return nil, fmt.Errorf("devnet: %w", err)
+	}
+	owner := crypto.PubkeyToAddress(d.SignerKey.PublicKey)
+
+	var names []devchain.Name
+	for _, a := range o.Agents {
+		if a.ENSName != "" {
+			names = append(names, devchain.Name{Name: a.ENSName, Owner: owner})
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			d.Close()
+		}
+	}()
+	d.Chain, err = devchain.Start(ctx, devchain.Config{
+		Port:         o.ChainPort,
+		DevKey:       d.SignerKey,
+		Names:        names,
+		ArtifactsDir: o.ArtifactsDir,
+		DataDir:      o.ChainDataDir,
+		Logger:       o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devnet chain: %w", err)
+	}
+	d.Walrus, err = localwalrus.New(localwalrus.Config{
+		Dir:           filepath.Join(dir, "walrus"),
+		EpochDuration: o.EpochDuration,
+		StartEpoch:    1,
+		MaxBodySize:   1 << 40, // the devnet is not a public publisher
+		Logger:        o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devnet walrus: %w", err)
+	}
+	if err := d.Walrus.Start(fmt.Sprintf("127.0.0.1:%d", o.WalrusPort)); err != nil {
+		return nil, fmt.Errorf("devnet walrus: %w", err)
+	}
+
+	d.ConfigPath = filepath.Join(dir, "hermesd.yml")
+	if err := d.writeConfig(o, signerPath, owner); err != nil {
+		return nil, err
+	}
+	if d.Config, err = config.Load(d.ConfigPath); err != nil {
+		return nil, fmt.Errorf("devnet: generated configuration: %w", err)
+	}
+	ok = true
+	return d, nil
+}
+
+// Close stops the chain and the Walrus server.
+func (d *Devnet) Close() error {
+	var errs []error
+	if d.Walrus != nil {
+		errs = append(errs, d.Walrus.Close())
+	}
+	if d.Chain != nil {
+		errs = append(errs, d.Chain.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Owner is the address that owns the agents' names.
+func (d *Devnet) Owner() common.Address { return crypto.PubkeyToAddress(d.SignerKey.PublicKey) }
+
+var configTemplate = template.Must(template.New("config").Parse(`# hermesd configuration for the local devnet, written by 'hermesd devnet'.
+# Everything here runs on 127.0.0.1; keys are throwaway devnet keys.
+state_dir: {{.Dir}}/state
+shutdown_timeout: 10s
+log:
+  level: info
+  format: text
+http:
+  listen: "{{.HTTP}}"
+walrus:
+  publishers: ["{{.Walrus}}"]
+  aggregators: ["{{.Walrus}}"]
+  epochs: 5
+  max_blob_size: 1GiB
+  attempt_timeout: 1m
+  retry_max: 8
+  retry_wait_min: 100ms
+  retry_wait_max: 2s
+chain:
+  rpc: {{.RPC}}
+  chain_id: {{.ChainID}}
+  ens_registry: "{{.Registry}}"
+  signer: {file: {{.Dir}}/keys/chain.key}
+  tx_timeout: 30s
+  poll_interval: 20ms
+encryption:
+  key: {file: {{.Dir}}/keys/snapshot.key}
+receipts:
+  signer: {file: {{.Dir}}/keys/chain.key}
+  trusted: ["{{.Owner}}"]
+  import_policy: quarantine
+defaults:
+  quiet: {{.Quiet}}
+  max_lag: {{.MaxLag}}
+  pointer_interval: {{.PointerInterval}}
+agents:
+{{- range .Agents}}
+  - id: {{.ID}}
+    brain_dir: {{.BrainDir}}
+{{- if .ENSName}}
+    ens_name: {{.ENSName}}
+{{- end}}
+{{- if .TokenID}}
+    token_id: {{.TokenID}}
+{{- end}}
+{{- if .SeedDir}}
+    seed_dir: {{.SeedDir}}
+{{- end}}
+{{- end}}
+`))
+
+func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address) error {
+	type agentView struct {
+		ID, ENSName, BrainDir, SeedDir string
+		TokenID                        string
+	}
+	var agents []agentView
+	for _, a := range o.Agents {
+		v := agentView{ID: a.ID, ENSName: a.ENSName, BrainDir: a.BrainDir, SeedDir: a.SeedDir}
+		if v.BrainDir == "" {
+			v.BrainDir = filepath.Join(d.Dir, "brains", a.ID)
+		}
+		if a.TokenID != nil {
+			v.TokenID = fmt.Sprint(*a.TokenID)
+		}
+		agents = append(agents, v)
+	}
+	var b strings.Builder
+	err := configTemplate.Execute(&b, map[string]any{
+		"Dir":             d.Dir,
+		"HTTP":            o.HTTPListen,
+		"Walrus":          d.Walrus.URL(),
+		"RPC":             d.Chain.URL(),
+		"ChainID":         d.Chain.ChainID(),
+		"Registry":        d.Chain.RegistryAddress().Hex(),
+		"Owner":           owner.Hex(),
+		"Quiet":           o.Quiet,
+		"MaxLag":          o.MaxLag,
+		"PointerInterval": o.PointerInterval,
+		"Agents":          agents,
+	})
+	if err != nil {
+		return fmt.Errorf("devnet: render configuration: %w", err)
+	}
+	_ = signerPath
+	return atomicfile.WriteFile(d.ConfigPath, []byte(b.String()), 0o600)
+}

@@ -1,0 +1,123 @@
+package ens
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNoPointer: the name exists but has no agent-snapshot record.
+	ErrNoPointer = errors.New("ens: no agent-snapshot record")
+	// ErrNoResolver: the name exists but has no resolver, so it has no
+	// records at all. errors.Is(err, ErrNoPointer) is true as well.
+	ErrNoResolver error = &childError{msg: "ens: name has no resolver", parent: ErrNoPointer}
+	// ErrNameNotFound: the name has neither an owner nor a resolver in the
+	// registry (it was never registered, or was released).
+	ErrNameNotFound = errors.New("ens: name not found in the registry")
+	// ErrInvalidName: ENSIP-15 rejects the name.
+	ErrInvalidName = errors.New("ens: invalid name")
+	// ErrConflict: the record does not hold the expected previous value
+	// (see *ConflictError).
+	ErrConflict = errors.New("ens: agent-snapshot record changed by another writer")
+	// ErrNotAuthorized: the signer may not set records of the name (see
+	// *NotAuthorizedError).
+	ErrNotAuthorized = errors.New("ens: signer not authorised for the name")
+	// ErrReverted: the transaction reverted (see *RevertError).
+	ErrReverted = errors.New("ens: transaction reverted")
+	// ErrReadOnly: a write was attempted without a signer.
+	ErrReadOnly = errors.New("ens: no signer configured (read-only client)")
+	// ErrFeeTooHigh: the base fee is above the configured maximum fee per
+	// gas; the write should wait rather than pay more.
+	ErrFeeTooHigh = errors.New("ens: base fee above the maximum fee per gas")
+	// ErrGasCap: the transaction needs more gas than the configured cap.
+	ErrGasCap = errors.New("ens: gas above the configured cap")
+	// ErrWrongChain: the node's chain id is not the configured one.
+	ErrWrongChain = errors.New("ens: wrong chain")
+	// ErrNoRegistry: there is no contract at the registry address.
+	ErrNoRegistry = errors.New("ens: no ENS registry at the configured address")
+	// ErrMixedResolvers: WriteMany got names with different resolvers.
+	ErrMixedResolvers = errors.New("ens: names have different resolvers")
+)
+
+// childError is a sentinel that also matches a more general sentinel.
+type childError struct {
+	msg    string
+	parent error
+}
+
+func (e *childError) Error() string        { return e.msg }
+func (e *childError) Is(target error) bool { return target == e.parent }
+
+// ConflictError reports a failed compare-and-set. Nothing was sent.
+type ConflictError struct {
+	Name     string // normalised
+	Expected string
+	Actual   string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("ens: %s: agent-snapshot is %q, expected %q (changed by another writer; nothing sent)", e.Name, e.Actual, e.Expected)
+}
+
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// NotAuthorizedError says who owns the name and who tried to write. The
+// resolver's own check reverts without a reason, so this is reported
+// before anything is sent.
+type NotAuthorizedError struct {
+	Name     string // normalised
+	Owner    common.Address
+	Signer   common.Address
+	Resolver common.Address
+}
+
+func (e *NotAuthorizedError) Error() string {
+	return fmt.Sprintf("ens: %s is owned by %s; signer %s is neither the owner nor authorised by it on resolver %s (nothing sent)", e.Name, e.Owner, e.Signer, e.Resolver)
+}
+
+func (e *NotAuthorizedError) Is(target error) bool { return target == ErrNotAuthorized }
+
+// RevertError reports a transaction that reverted: mined with status 0, or
+// (Simulated) rejected by gas estimation before it was sent.
+type RevertError struct {
+	Names       []string
+	TxHash      common.Hash // zero when Simulated
+	BlockNumber uint64
+	GasUsed     uint64
+	GasLimit    uint64
+	Simulated   bool
+	Cause       error // the node's error for a simulated revert
+}
+
+func (e *RevertError) Error() string {
+	if e.Simulated {
+		return fmt.Sprintf("ens: setting agent-snapshot on %v would revert (nothing sent): %v", e.Names, e.Cause)
+	}
+	return fmt.Sprintf("ens: transaction %s for %v reverted in block %d (status 0, gas used %d of %d)", e.TxHash, e.Names, e.BlockNumber, e.GasUsed, e.GasLimit)
+}
+
+func (e *RevertError) Is(target error) bool { return target == ErrReverted }
+func (e *RevertError) Unwrap() error        { return e.Cause }
+
+// feeError reports a base fee above the cap.
+type feeError struct {
+	baseFee, maxFee *big.Int
+}
+
+func (e *feeError) Error() string {
+	return fmt.Sprintf("ens: base fee %s wei is above the maximum fee per gas %s wei; not sending", e.baseFee, e.maxFee)
+}
+
+func (e *feeError) Is(target error) bool { return target == ErrFeeTooHigh }
+
+// joinErrs returns the only error itself, several joined, or nil.
+func joinErrs(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,34 @@
+// Package localwalrus is a Walrus-compatible publisher and aggregator for
+// the devnet and tests. It speaks the HTTP API of the real daemon
+// (PUT /v1/blobs, GET /v1/blobs/{id}, GET /status, GET /v1/api) with the
+// same query parameters, JSON shapes, status codes and size limit, and
+// keeps blobs on disk so a restarted server still has them.
+//
+// What is real: content addressing (identical bytes get the same id), the
+// epoch clock and expiry (a blob is readable until its exclusive end epoch
+// begins, then 404), dedup as the publisher does it (alreadyCertified only
+// for a certified blob that outlives the requested end epoch and is
+// permanent, or deletable but owned by the publisher), closed-form Range
+// reads only (bytes=a-b), and the body limit (413 plain text, as axum's
+// DefaultBodyLimit).
+//
+// What is simulated:
+//   - The blob id is NOT the real RedStuff id, which needs the RS2 erasure
+//     encoding over 1000 shards. It is
+//     Blake2b-256("localwalrus/blob-id/v1\x00" || 0x01 || u64le(size) ||
+//     Blake2b-256(content)) in URL-safe base64 without padding: the same
+//     shape and the same content-addressing property, different values.
+//   - Sui object ids and transaction digests are random; storage sizes and
+//     costs follow a rough formula, not the chain's.
+//   - Every registration of a blob is kept in one metadata file beside the
+//     data; re-storing content registers a new object (or answers
+//     alreadyCertified as above) but never extends an existing one.
+//
+// Writes are durable: uploads stream to a temporary file (hashed on the
+// way, never buffered in memory), are fsynced and renamed into place, and
+// metadata is replaced atomically. Reads stream from disk.
+//
+// Faults (status errors, Retry-After, latency, connection resets and
+// truncated bodies) can be switched on at runtime, deterministically from a
+// seed, for retry tests; OnRequest sees every request with its outcome.
+package localwalrus

@@ -1,0 +1,218 @@
+package localwalrus
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Route classifies requests for fault targeting and statistics.
+type Route uint8
+
+const (
+	RoutePublisher  Route = 1 << iota // PUT /v1/blobs
+	RouteAggregator                   // GET /v1/blobs/{id}
+	RouteOther                        // everything else
+)
+
+func (r Route) String() string {
+	switch r {
+	case RoutePublisher:
+		return "publisher"
+	case RouteAggregator:
+		return "aggregator"
+	case RouteOther:
+		return "other"
+	}
+	return "mixed"
+}
+
+func routeOf(r *http.Request) Route {
+	switch {
+	case r.Method == http.MethodPut && r.URL.Path == "/v1/blobs":
+		return RoutePublisher
+	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && len(r.URL.Path) > len("/v1/blobs/") && r.URL.Path[:len("/v1/blobs/")] == "/v1/blobs/":
+		return RouteAggregator
+	}
+	return RouteOther
+}
+
+// FaultKind is what an injected fault does.
+type FaultKind uint8
+
+const (
+	FaultNone FaultKind = iota
+	// FaultStatus answers with Fault.Status (500, 503, 504, 429, ...) and
+	// the body the real service would send, before reading the request.
+	FaultStatus
+	// FaultReset resets the connection (TCP RST). A read gets the headers
+	// and the first CutAt body bytes first; a store's body is read and
+	// discarded, nothing is stored, and no answer is sent.
+	FaultReset
+	// FaultTruncate promises the full Content-Length, sends CutAt body
+	// bytes and closes the connection. A store stores the blob first, so
+	// only its answer is lost.
+	FaultTruncate
+)
+
+func (k FaultKind) String() string {
+	return [...]string{"none", "status", "reset", "truncate"}[k]
+}
+
+// Fault is one injected failure.
+type Fault struct {
+	Kind       FaultKind
+	Status     int    // FaultStatus
+	RetryAfter string // FaultStatus: Retry-After header value, "" for none
+	CutAt      int64  // FaultReset/FaultTruncate: body bytes sent first; negative means half
+	// Delay holds the request this long before anything else happens (a
+	// slow server); it combines with any Kind, including FaultNone.
+	Delay time.Duration
+}
+
+// Faults switches random fault injection.
+type Faults struct {
+	// Rate is the fraction (0..1) of targeted requests that fail.
+	Rate float64
+	// Kinds are the faults to pick from, uniformly. Empty means 500, 503
+	// (with Retry-After: 0), 504, 429 (with Retry-After: 0), reset and
+	// truncate.
+	Kinds []Fault
+	// Target selects routes (RoutePublisher|RouteAggregator); 0 means both.
+	Target Route
+	// Latency is added to every targeted request.
+	Latency time.Duration
+	// Seed makes the sequence of faults reproducible.
+	Seed uint64
+}
+
+// DefaultFaultKinds is the mix used when Faults.Kinds is empty.
+var DefaultFaultKinds = []Fault{
+	{Kind: FaultStatus, Status: http.StatusInternalServerError},
+	{Kind: FaultStatus, Status: http.StatusServiceUnavailable, RetryAfter: "0"},
+	{Kind: FaultStatus, Status: http.StatusGatewayTimeout},
+	{Kind: FaultStatus, Status: http.StatusTooManyRequests, RetryAfter: "0"},
+	{Kind: FaultReset, CutAt: -1},
+	{Kind: FaultTruncate, CutAt: -1},
+}
+
+type faultState struct {
+	mu     sync.Mutex
+	f      Faults
+	rng    *rand.Rand
+	script map[Route][]Fault
+}
+
+func (fs *faultState) set(f Faults) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f.Target == 0 {
+		f.Target = RoutePublisher | RouteAggregator
+	}
+	if len(f.Kinds) == 0 {
+		f.Kinds = DefaultFaultKinds
+	}
+	fs.f = f
+	fs.rng = rand.New(rand.NewPCG(f.Seed, f.Seed^0x9e3779b97f4a7c15))
+}
+
+// pick decides the fault for one request of route r.
+func (fs *faultState) pick(r Route) (Fault, time.Duration) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if q := fs.script[r]; len(q) > 0 {
+		fs.script[r] = q[1:]
+		return q[0], q[0].Delay
+	}
+	if fs.f.Target&r == 0 {
+		return Fault{}, 0
+	}
+	if fs.f.Rate > 0 && fs.rng.Float64() < fs.f.Rate {
+		f := fs.f.Kinds[fs.rng.IntN(len(fs.f.Kinds))]
+		return f, fs.f.Latency + f.Delay
+	}
+	return Fault{}, fs.f.Latency
+}
+
+// SetFaults replaces the random fault configuration; safe at any time.
+func (s *Server) SetFaults(f Faults) { s.faults.set(f) }
+
+// InjectNext queues faults for the next requests of route r, in order,
+// ahead of any random ones. A Fault{} in the queue lets one request pass.
+func (s *Server) InjectNext(r Route, faults ...Fault) {
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	if s.faults.script == nil {
+		s.faults.script = make(map[Route][]Fault)
+	}
+	s.faults.script[r] = append(s.faults.script[r], faults...)
+}
+
+// RequestInfo describes one finished request.
+type RequestInfo struct {
+	Route    Route
+	Method   string
+	Path     string
+	RawQuery string
+	Header   http.Header // the request's headers
+	Range    string      // the request's Range header
+	Status   int         // status sent; 0 if the connection was reset before any
+	Fault    FaultKind   // the fault applied, if any
+	BlobID   string      // stored or requested blob, when known
+	BytesIn  int64       // request body bytes read
+	BytesOut int64       // response body bytes sent
+	// Start and End are wall-clock times (time.Now, not Config.Now), for
+	// checking how far apart a client's retries were.
+	Start time.Time
+	End   time.Time
+}
+
+// Stats counts requests by route and status.
+type Stats struct {
+	Requests int
+	ByRoute  map[Route]map[int]int // status 0 = reset before a status
+	Faults   map[FaultKind]int
+}
+
+type statsState struct {
+	mu sync.Mutex
+	s  Stats
+}
+
+func (ss *statsState) add(info *RequestInfo) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.s.ByRoute == nil {
+		ss.s.ByRoute = make(map[Route]map[int]int)
+		ss.s.Faults = make(map[FaultKind]int)
+	}
+	ss.s.Requests++
+	m := ss.s.ByRoute[info.Route]
+	if m == nil {
+		m = make(map[int]int)
+		ss.s.ByRoute[info.Route] = m
+	}
+	m[info.Status]++
+	if info.Fault != FaultNone {
+		ss.s.Faults[info.Fault]++
+	}
+}
+
+// Stats returns a copy of the request counters.
+func (s *Server) Stats() Stats {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	out := Stats{Requests: s.stats.s.Requests, ByRoute: make(map[Route]map[int]int), Faults: make(map[FaultKind]int)}
+	for r, m := range s.stats.s.ByRoute {
+		c := make(map[int]int, len(m))
+		for k, v := range m {
+			c[k] = v
+		}
+		out.ByRoute[r] = c
+	}
+	for k, v := range s.stats.s.Faults {
+		out.Faults[k] = v
+	}
+	return out
+}

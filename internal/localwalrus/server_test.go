@@ -1,0 +1,612 @@
+package localwalrus
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// start runs a server on a free loopback port for the test's lifetime.
+func start(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func do(t *testing.T, method, url string, body []byte, header ...string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, url, err)
+	}
+	return response{resp.StatusCode, resp.Header, b}
+}
+
+func put(t *testing.T, s *Server, query string, body []byte) response {
+	t.Helper()
+	return do(t, http.MethodPut, s.URL()+"/v1/blobs?"+query, body, "Content-Type", "application/octet-stream")
+}
+
+// storeResult decodes the parts of a store answer the tests look at.
+type storeResult struct {
+	NewlyCreated *struct {
+		BlobObject struct {
+			ID              string `json:"id"`
+			RegisteredEpoch uint32 `json:"registeredEpoch"`
+			BlobID          string `json:"blobId"`
+			Size            int64  `json:"size"`
+			EncodingType    string `json:"encodingType"`
+			CertifiedEpoch  uint32 `json:"certifiedEpoch"`
+			Storage         struct {
+				StartEpoch uint32 `json:"startEpoch"`
+				EndEpoch   uint32 `json:"endEpoch"`
+			} `json:"storage"`
+			Deletable bool `json:"deletable"`
+		} `json:"blobObject"`
+		SharedBlobObject string `json:"sharedBlobObject"`
+	} `json:"newlyCreated"`
+	AlreadyCertified *struct {
+		BlobID string `json:"blobId"`
+		Event  *struct {
+			TxDigest string `json:"txDigest"`
+			EventSeq string `json:"eventSeq"`
+		} `json:"event"`
+		Object   string `json:"object"`
+		EndEpoch uint32 `json:"endEpoch"`
+	} `json:"alreadyCertified"`
+}
+
+func decodeStore(t *testing.T, r response) storeResult {
+	t.Helper()
+	if r.status != http.StatusOK {
+		t.Fatalf("store: status %d: %s", r.status, r.body)
+	}
+	var sr storeResult
+	if err := json.Unmarshal(r.body, &sr); err != nil {
+		t.Fatalf("store answer %s: %v", r.body, err)
+	}
+	return sr
+}
+
+func apiErrorReason(t *testing.T, body []byte) (status string, code int, reason string) {
+	t.Helper()
+	var b statusBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		t.Fatalf("error body %q is not JSON: %v", body, err)
+	}
+	if len(b.Error.Details) > 0 {
+		reason = b.Error.Details[0].Reason
+	}
+	return b.Error.Status, b.Error.Code, reason
+}
+
+func TestStoreAndReadShapes(t *testing.T) {
+	s := start(t, Config{StartEpoch: 34})
+	content := []byte("hello, walrus! 17")
+	r := put(t, s, "epochs=1", content)
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	// Field order matches the daemon's serde output.
+	if !bytes.HasPrefix(r.body, []byte(`{"newlyCreated":{"blobObject":{"id":"0x`)) {
+		t.Fatalf("answer starts %q", r.body[:min(60, len(r.body))])
+	}
+	for _, frag := range []string{`"registeredEpoch":34,"blobId":"`, `"size":17,"encodingType":"RS2","certifiedEpoch":34,"storage":{"id":"0x`,
+		`"startEpoch":34,"endEpoch":35,"storageSize":`, `"deletable":true},"resourceOperation":{"registerFromScratch":{"encodedLength":`,
+		`"epochsAhead":1}},"cost":132300}}`} {
+		if !bytes.Contains(r.body, []byte(frag)) {
+			t.Errorf("answer %s lacks %s", r.body, frag)
+		}
+	}
+	sr := decodeStore(t, r)
+	id := sr.NewlyCreated.BlobObject.BlobID
+	if id != BlobID(content) {
+		t.Fatalf("blob id %s, want %s", id, BlobID(content))
+	}
+	if len(sr.NewlyCreated.BlobObject.ID) != 66 {
+		t.Errorf("object id %q", sr.NewlyCreated.BlobObject.ID)
+	}
+
+	g := do(t, http.MethodGet, s.URL()+"/v1/blobs/"+id, nil)
+	if g.status != http.StatusOK || !bytes.Equal(g.body, content) {
+		t.Fatalf("read: %d %q", g.status, g.body)
+	}
+	want := map[string]string{
+		"ETag":                   id,
+		"Cache-Control":          "public, max-age=86400, stale-while-revalidate=3600",
+		"X-Content-Type-Options": "nosniff",
+		"Content-Type":           "application/octet-stream",
+		"Content-Length":         "17",
+	}
+	for k, v := range want {
+		if got := g.header.Get(k); got != v {
+			t.Errorf("%s: %q, want %q", k, got, v)
+		}
+	}
+	if got := do(t, http.MethodGet, s.URL()+"/v1/blobs/"+id, nil, "Accept", "text/plain").header.Get("Content-Type"); got != "text/plain" {
+		t.Errorf("Accept not mirrored: %q", got)
+	}
+	if st := do(t, http.MethodGet, s.URL()+"/status", nil); st.status != 200 || string(st.body) != "OK" {
+		t.Errorf("status: %d %q", st.status, st.body)
+	}
+	if api := do(t, http.MethodGet, s.URL()+"/v1/api", nil); api.status != 200 || !bytes.Contains(api.body, []byte("/v1/blobs")) {
+		t.Errorf("api page: %d", api.status)
+	}
+}
+
+func TestEmptyBlob(t *testing.T) {
+	s := start(t, Config{})
+	sr := decodeStore(t, put(t, s, "epochs=2", []byte{}))
+	id := sr.NewlyCreated.BlobObject.BlobID
+	g := do(t, http.MethodGet, s.URL()+"/v1/blobs/"+id, nil)
+	if g.status != 200 || len(g.body) != 0 || g.header.Get("Content-Length") != "0" {
+		t.Fatalf("empty read: %d %q %q", g.status, g.body, g.header.Get("Content-Length"))
+	}
+	// No range is satisfiable in an empty blob.
+	if r := do(t, http.MethodGet, s.URL()+"/v1/blobs/"+id, nil, "Range", "bytes=0-0"); r.status != 416 {
+		t.Errorf("range on empty blob: %d", r.status)
+	}
+}
+
+func TestQueryValidation(t *testing.T) {
+	s := start(t, Config{})
+	addr := "0x" + strings.Repeat("ab", 32)
+	id := decodeStore(t, put(t, s, "epochs=3", []byte("x"))).NewlyCreated.BlobObject.BlobID
+	tests := []struct {
+		name, method, target string
+		status               int
+		reason               string // JSON error reason; "" means a plain-text body
+	}{
+		{"unknown publisher param", "PUT", "/v1/blobs?epochs=1&bogus=1", 400, ""},
+		{"duplicate param", "PUT", "/v1/blobs?epochs=1&epochs=2", 400, ""},
+		{"epochs not a number", "PUT", "/v1/blobs?epochs=many", 400, ""},
+		{"bad bool", "PUT", "/v1/blobs?permanent=yes", 400, ""},
+		{"share with send_object_to", "PUT", "/v1/blobs?share=true&send_object_to=" + addr, 400, ""},
+		{"bad address", "PUT", "/v1/blobs?send_object_to=0xzz", 400, ""},
+		{"bad encoding", "PUT", "/v1/blobs?encoding_type=RedStuff", 400, ""},
+		{"deletable and permanent", "PUT", "/v1/blobs?deletable=true&permanent=true", 400, "INVALID_BLOB_PERSISTENCE"},
+		{"zero epochs", "PUT", "/v1/blobs?epochs=0", 400, "MALFORMED_REQUEST"},
+		{"too many epochs", "PUT", "/v1/blobs?epochs=54", 400, "MALFORMED_REQUEST"},
+		{"all valid params", "PUT", "/v1/blobs?epochs=53&permanent=true&force=true&encoding_type=RS2&send_object_to=" + addr + "&quilt_version=V1&reuse_resources=false", 200, ""},
+		{"share", "PUT", "/v1/blobs?share=true", 200, ""},
+		{"default epochs", "PUT", "/v1/blobs", 200, ""},
+		{"unknown read param", "GET", "/v1/blobs/" + id + "?consistency=strict", 400, ""},
+		{"strict and skip", "GET", "/v1/blobs/" + id + "?strict_consistency_check=true&skip_consistency_check=true", 400, "INVALID_CONSISTENCY_CHECK"},
+		{"strict", "GET", "/v1/blobs/" + id + "?strict_consistency_check=true", 200, ""},
+		{"skip", "GET", "/v1/blobs/" + id + "?skip_consistency_check=true", 200, ""},
+		{"malformed id", "GET", "/v1/blobs/not-a-blob-id", 400, ""},
+		{"id with padding", "GET", "/v1/blobs/" + id[:42] + "=", 400, ""},
+		{"case-changed id is another blob", "GET", "/v1/blobs/" + flipCase(id), 404, "BLOB_NOT_FOUND"},
+		{"unknown blob", "GET", "/v1/blobs/" + BlobID([]byte("never stored")), 404, "BLOB_NOT_FOUND"},
+		{"wrong method", "POST", "/v1/blobs", 405, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body []byte
+			if tt.method == "PUT" {
+				body = []byte("payload " + tt.name)
+			}
+			r := do(t, tt.method, s.URL()+tt.target, body)
+			if r.status != tt.status {
+				t.Fatalf("status %d, want %d (%s)", r.status, tt.status, r.body)
+			}
+			if tt.status == 200 || tt.status == 405 {
+				return
+			}
+			ct := r.header.Get("Content-Type")
+			if tt.reason == "" {
+				if !strings.HasPrefix(ct, "text/plain") {
+					t.Errorf("Content-Type %q, want plain text", ct)
+				}
+				return
+			}
+			if ct != "application/json" {
+				t.Errorf("Content-Type %q, want JSON", ct)
+			}
+			if _, code, reason := apiErrorReason(t, r.body); reason != tt.reason || code != tt.status {
+				t.Errorf("reason %q code %d, want %q %d", reason, code, tt.reason, tt.status)
+			}
+		})
+	}
+}
+
+func TestRange(t *testing.T) {
+	s := start(t, Config{})
+	content := []byte("0123456789abcdefghij")
+	id := decodeStore(t, put(t, s, "", content)).NewlyCreated.BlobObject.BlobID
+	tests := []struct {
+		rng       string
+		status    int
+		body      string
+		contRange string
+	}{
+		{"bytes=0-0", 206, "0", "bytes 0-0/20"},
+		{"bytes=2-5", 206, "2345", "bytes 2-5/20"},
+		{"bytes=0-19", 206, string(content), "bytes 0-19/20"},
+		{" bytes=10-19 ", 206, "abcdefghij", "bytes 10-19/20"},
+		{"bytes=5-", 416, "", ""},
+		{"bytes=-5", 416, "", ""},
+		{"bytes=0-1,4-5", 416, "", ""},
+		{"bytes=5-2", 416, "", ""},
+		{"bytes=0-20", 416, "", ""},
+		{"bytes=20-25", 416, "", ""},
+		{"items=0-1", 416, "", ""},
+		{"bytes=a-b", 416, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rng, func(t *testing.T) {
+			r := do(t, http.MethodGet, s.URL()+"/v1/blobs/"+id, nil, "Range", tt.rng)
+			if r.status != tt.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tt.status, r.body)
+			}
+			if tt.status == 416 {
+				if _, _, reason := apiErrorReason(t, r.body); reason != "INVALID_BYTE_RANGE" {
+					t.Errorf("reason %q", reason)
+				}
+				return
+			}
+			if string(r.body) != tt.body || r.header.Get("Content-Range") != tt.contRange {
+				t.Errorf("got %q %q, want %q %q", r.body, r.header.Get("Content-Range"), tt.body, tt.contRange)
+			}
+		})
+	}
+}
+
+func TestDedupAndPersistence(t *testing.T) {
+	s := start(t, Config{StartEpoch: 10})
+	perm := []byte("permanent content")
+	first := decodeStore(t, put(t, s, "epochs=5&permanent=true", perm)).NewlyCreated
+	if first == nil || first.BlobObject.Deletable || first.BlobObject.Storage.EndEpoch != 15 {
+		t.Fatalf("first store: %+v", first)
+	}
+	id := first.BlobObject.BlobID
+
+	// Same bytes, a lifetime the stored blob covers: alreadyCertified.
+	again := decodeStore(t, put(t, s, "epochs=3&permanent=true", perm))
+	if again.AlreadyCertified == nil || again.AlreadyCertified.BlobID != id || again.AlreadyCertified.EndEpoch != 15 ||
+		again.AlreadyCertified.Event == nil || again.AlreadyCertified.Event.EventSeq != "0" || again.AlreadyCertified.Event.TxDigest == "" {
+		t.Fatalf("re-store: %+v", again)
+	}
+	// A deletable request is satisfied by a permanent blob too.
+	if r := decodeStore(t, put(t, s, "epochs=5", perm)); r.AlreadyCertified == nil {
+		t.Errorf("deletable re-store of a permanent blob: %+v", r)
+	}
+	// Longer than stored, or forced: a new registration.
+	if r := decodeStore(t, put(t, s, "epochs=6&permanent=true", perm)); r.NewlyCreated == nil || r.NewlyCreated.BlobObject.BlobID != id {
+		t.Errorf("longer re-store: %+v", r)
+	}
+	if r := decodeStore(t, put(t, s, "epochs=1&permanent=true&force=true", perm)); r.NewlyCreated == nil {
+		t.Errorf("forced re-store: %+v", r)
+	}
+
+	// Deletable blobs owned by the publisher dedup with "object"...
+	del := []byte("deletable content")
+	d1 := decodeStore(t, put(t, s, "epochs=2", del)).NewlyCreated
+	d2 := decodeStore(t, put(t, s, "epochs=2", del)).AlreadyCertified
+	if d2 == nil || d2.Object != d1.BlobObject.ID || d2.Event != nil {
+		t.Fatalf("deletable re-store: %+v", d2)
+	}
+	// ...but not for a permanent request, nor once sent away.
+	if r := decodeStore(t, put(t, s, "epochs=2&permanent=true", del)); r.NewlyCreated == nil {
+		t.Errorf("permanent request over a deletable blob: %+v", r)
+	}
+	sent := []byte("sent content")
+	addr := "0x" + strings.Repeat("0", 63) + "1"
+	decodeStore(t, put(t, s, "epochs=2&send_object_to="+addr, sent))
+	if r := decodeStore(t, put(t, s, "epochs=2", sent)); r.NewlyCreated == nil {
+		t.Errorf("re-store of a blob sent away: %+v", r)
+	}
+	if r := decodeStore(t, put(t, s, "share=true", []byte("shared"))); r.NewlyCreated == nil || len(r.NewlyCreated.SharedBlobObject) != 66 {
+		t.Errorf("share: %+v", r)
+	}
+
+	// A restarted server on the same directory keeps blobs and the clock.
+	s.AdvanceEpochs(2)
+	s.Close()
+	s2 := start(t, Config{Dir: s.cfg.Dir, StartEpoch: 99})
+	if e := s2.Epoch(); e != 12 {
+		t.Fatalf("epoch after restart %d, want 12", e)
+	}
+	if g := do(t, http.MethodGet, s2.URL()+"/v1/blobs/"+id, nil); g.status != 200 || !bytes.Equal(g.body, perm) {
+		t.Fatalf("read after restart: %d", g.status)
+	}
+	// Expiry is exclusive: the longest registration ends at 16.
+	s2.AdvanceEpochs(3) // epoch 15
+	if g := do(t, http.MethodGet, s2.URL()+"/v1/blobs/"+id, nil); g.status != 200 {
+		t.Fatalf("read at epoch 15: %d", g.status)
+	}
+	s2.AdvanceEpochs(1) // epoch 16
+	g := do(t, http.MethodGet, s2.URL()+"/v1/blobs/"+id, nil)
+	if g.status != 404 {
+		t.Fatalf("read at end epoch: %d", g.status)
+	}
+	if _, _, reason := apiErrorReason(t, g.body); reason != "BLOB_NOT_FOUND" {
+		t.Errorf("reason %q", reason)
+	}
+	// Storing again after expiry works and reads back.
+	r := decodeStore(t, put(t, s2, "epochs=1&permanent=true", perm))
+	if r.NewlyCreated == nil || r.NewlyCreated.BlobObject.Storage.EndEpoch != 17 {
+		t.Fatalf("store after expiry: %+v", r)
+	}
+	if g := do(t, http.MethodGet, s2.URL()+"/v1/blobs/"+id, nil); g.status != 200 || !bytes.Equal(g.body, perm) {
+		t.Fatalf("read after re-store: %d", g.status)
+	}
+}
+
+func TestEpochClock(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	dir := t.TempDir()
+	s, err := New(Config{Dir: dir, Now: clock, EpochDuration: time.Hour, StartEpoch: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := s.Epoch(); e != 7 {
+		t.Fatalf("start epoch %d", e)
+	}
+	mu.Lock()
+	now = now.Add(150 * time.Minute)
+	mu.Unlock()
+	if e := s.Epoch(); e != 9 {
+		t.Fatalf("after 2.5 epochs: %d", e)
+	}
+	// The start time is persisted: a new server sees the same epoch.
+	s2, err := New(Config{Dir: dir, Now: clock, EpochDuration: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := s2.Epoch(); e != 9 {
+		t.Fatalf("reopened: %d", e)
+	}
+}
+
+func TestBodyLimit(t *testing.T) {
+	s := start(t, Config{MaxBodySize: 1024})
+	check := func(t *testing.T, r response) {
+		t.Helper()
+		if r.status != http.StatusRequestEntityTooLarge || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
+			t.Fatalf("status %d %q: %s", r.status, r.header.Get("Content-Type"), r.body)
+		}
+	}
+	t.Run("content-length", func(t *testing.T) { check(t, put(t, s, "", make([]byte, 1025))) })
+	t.Run("chunked", func(t *testing.T) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, s.URL()+"/v1/blobs", io.MultiReader(bytes.NewReader(make([]byte, 4096))))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		check(t, response{resp.StatusCode, resp.Header, b})
+	})
+	t.Run("at the limit", func(t *testing.T) {
+		if r := put(t, s, "", make([]byte, 1024)); r.status != 200 {
+			t.Fatalf("status %d", r.status)
+		}
+	})
+}
+
+func TestFaults(t *testing.T) {
+	var mu sync.Mutex
+	var infos []RequestInfo
+	s := start(t, Config{OnRequest: func(ri RequestInfo) { mu.Lock(); infos = append(infos, ri); mu.Unlock() }})
+	content := bytes.Repeat([]byte("0123456789"), 1000)
+	id := decodeStore(t, put(t, s, "epochs=1", content)).NewlyCreated.BlobObject.BlobID
+	blobURL := s.URL() + "/v1/blobs/" + id
+
+	s.InjectNext(RouteAggregator,
+		Fault{Kind: FaultStatus, Status: 503, RetryAfter: "7"},
+		Fault{Kind: FaultStatus, Status: 429},
+		Fault{Kind: FaultTruncate, CutAt: 1234},
+		Fault{Kind: FaultReset, CutAt: 10},
+	)
+	r := do(t, http.MethodGet, blobURL, nil)
+	if r.status != 503 || r.header.Get("Retry-After") != "7" {
+		t.Fatalf("503 fault: %d %q", r.status, r.header.Get("Retry-After"))
+	}
+	if _, _, reason := apiErrorReason(t, r.body); reason != "BLOB_UNAVAILABLE" {
+		t.Errorf("503 reason %q", reason)
+	}
+	if r := do(t, http.MethodGet, blobURL, nil); r.status != 429 || !strings.Contains(string(r.body), "too many requests") {
+		t.Fatalf("429 fault: %d %q", r.status, r.body)
+	}
+	for _, kind := range []string{"truncate", "reset"} {
+		resp, err := http.Get(blobURL)
+		if err != nil {
+			if kind == "reset" {
+				continue // the reset may beat the headers
+			}
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Fatalf("%s: body read without error (%d bytes)", kind, len(b))
+		}
+		if kind == "truncate" && (len(b) != 1234 || !errors.Is(err, io.ErrUnexpectedEOF)) {
+			t.Fatalf("truncate: %d bytes, %v", len(b), err)
+		}
+	}
+	if r := do(t, http.MethodGet, blobURL, nil); r.status != 200 || !bytes.Equal(r.body, content) {
+		t.Fatalf("after faults: %d", r.status)
+	}
+
+	// A store reset after its body arrived stores nothing.
+	s.InjectNext(RoutePublisher, Fault{Kind: FaultReset})
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, s.URL()+"/v1/blobs", bytes.NewReader([]byte("lost")))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("reset store answered %d", resp.StatusCode)
+	}
+	if r := do(t, http.MethodGet, s.URL()+"/v1/blobs/"+BlobID([]byte("lost")), nil); r.status != 404 {
+		t.Errorf("reset store left a blob: %d", r.status)
+	}
+	// A truncated store answer still stored the blob.
+	s.InjectNext(RoutePublisher, Fault{Kind: FaultTruncate})
+	req, _ = http.NewRequestWithContext(t.Context(), http.MethodPut, s.URL()+"/v1/blobs", bytes.NewReader([]byte("kept")))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Fatal("truncated store answer read without error")
+		}
+	}
+	if r := do(t, http.MethodGet, s.URL()+"/v1/blobs/"+BlobID([]byte("kept")), nil); r.status != 200 {
+		t.Errorf("truncated store lost the blob: %d", r.status)
+	}
+
+	// Random faults are reproducible from the seed.
+	seq := func() []FaultKind {
+		s.SetFaults(Faults{Rate: 0.5, Seed: 42, Target: RouteOther,
+			Kinds: []Fault{{Kind: FaultStatus, Status: 500}, {Kind: FaultStatus, Status: 504}}})
+		var out []FaultKind
+		for range 20 {
+			if r := do(t, http.MethodGet, s.URL()+"/status", nil); r.status != 200 {
+				out = append(out, FaultKind(r.status/100))
+			} else {
+				out = append(out, FaultNone)
+			}
+		}
+		return out
+	}
+	a, b := seq(), seq()
+	if !equalKinds(a, b) {
+		t.Errorf("fault sequences differ for one seed: %v vs %v", a, b)
+	}
+	if countNone(a) == 0 || countNone(a) == len(a) {
+		t.Errorf("rate 0.5 gave %v", a)
+	}
+	s.SetFaults(Faults{})
+
+	st := s.Stats()
+	if st.ByRoute[RouteAggregator][503] != 1 || st.ByRoute[RouteAggregator][429] != 1 || st.Faults[FaultTruncate] != 2 || st.Faults[FaultReset] != 2 {
+		t.Errorf("stats %+v", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var sawTrunc bool
+	for _, ri := range infos {
+		if ri.Fault == FaultTruncate && ri.Route == RouteAggregator {
+			sawTrunc = ri.BytesOut == 1234 && ri.Status == 200 && ri.BlobID == id
+		}
+	}
+	if !sawTrunc {
+		t.Error("OnRequest did not report the truncated read")
+	}
+}
+
+// flipCase changes the case of the first letter of id (not the last
+// character, whose low bits must stay zero).
+func flipCase(id string) string {
+	b := []byte(id)
+	for i := range len(b) - 1 {
+		switch c := b[i]; {
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 32
+			return string(b)
+		case c >= 'A' && c <= 'Z':
+			b[i] = c + 32
+			return string(b)
+		}
+	}
+	panic("no letter in " + id)
+}
+
+func equalKinds(a, b []FaultKind) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func countNone(a []FaultKind) int {
+	n := 0
+	for _, k := range a {
+		if k == FaultNone {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStartRefusesRemote(t *testing.T) {
+	s, err := New(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:80"} {
+		if err := s.Start(addr); err == nil {
+			s.Close()
+			t.Fatalf("Start(%q) succeeded", addr)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
+		if err := CheckLoopback(addr, false); err != nil {
+			t.Errorf("CheckLoopback(%q): %v", addr, err)
+		}
+	}
+	if err := CheckLoopback("0.0.0.0:1", true); err != nil {
+		t.Errorf("allowRemote: %v", err)
+	}
+}
+
+func TestBlobIDShape(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range []string{"", "a", "b", strings.Repeat("x", 1000)} {
+		id := BlobID([]byte(c))
+		if _, ok := decodeBlobID(id); !ok || len(id) != 43 {
+			t.Fatalf("id %q of %q is malformed", id, c)
+		}
+		if seen[id] {
+			t.Fatalf("duplicate id %s", id)
+		}
+		seen[id] = true
+	}
+	if base58([]byte{0, 0, 1}) != "112" {
+		t.Errorf("base58 leading zeros: %s", base58([]byte{0, 0, 1}))
+	}
+}

@@ -1,0 +1,801 @@
+package receipts
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hermesd/hermesd/internal/atomicfile"
+)
+
+// logHeader is the first line of every log file.
+const logHeader = "hermesd receipts log v1\n"
+
+// frameOverhead is what a record line adds to the JSON: 8 hex digits of
+// CRC-32C, a space, and the newline.
+const frameOverhead = 10
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var (
+	// ErrCorrupt is matched by a *CorruptError.
+	ErrCorrupt = errors.New("receipts: corrupt log")
+	// ErrNotLog means the file exists but is not a receipts log.
+	ErrNotLog = errors.New("receipts: not a hermesd receipts log")
+	// ErrClosed is returned by a closed Log.
+	ErrClosed = errors.New("receipts: log closed")
+	// ErrNoBytes means a Receipt was not made by Parse or NewSnapshotReceipt.
+	ErrNoBytes = errors.New("receipts: receipt has no bytes (build receipts with Parse)")
+	// ErrReadOnly is returned by writes to a log opened with ReadOnly.
+	ErrReadOnly = errors.New("receipts: log opened read-only")
+)
+
+// CorruptError reports a damaged record in the log: one that is followed by
+// intact records, so it is not a torn final write but lost or altered data.
+type CorruptError struct {
+	Path   string
+	Line   int   // 1-based line number in the file (the header is line 1); 0 if unknown
+	Offset int64 // byte offset of the line
+	Reason string
+	More   int // further damaged lines after this one
+}
+
+func (e *CorruptError) Error() string {
+	var s string
+	if e.Line > 0 {
+		s = fmt.Sprintf("receipts: %s:%d: corrupt record at byte %d: %s", e.Path, e.Line, e.Offset, e.Reason)
+	} else {
+		s = fmt.Sprintf("receipts: %s: corrupt record at byte %d: %s", e.Path, e.Offset, e.Reason)
+	}
+	if e.More > 0 {
+		s += fmt.Sprintf(" (and %d more damaged line(s))", e.More)
+	}
+	return s + "; reopen with repair to move damaged lines to the quarantine file"
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Options configure OpenLog.
+type Options struct {
+	// Logger receives warnings about recovery at open; nil discards them.
+	Logger *slog.Logger
+	// Repair moves damaged records in the middle of the log to the
+	// quarantine file and rewrites the log without them, instead of
+	// failing with a *CorruptError.
+	Repair bool
+	// ReadOnly opens an existing log without changing anything, for
+	// inspecting a log another process may be appending to: damage after
+	// the last intact record is skipped (Recovery says what a writable open
+	// would cut), Append and Import fail with ErrReadOnly, Repair is
+	// ignored.
+	ReadOnly bool
+
+	noSync bool // tests only: skip fsync where only the bytes written matter
+}
+
+// Recovery describes what OpenLog had to fix.
+type Recovery struct {
+	// TruncatedBytes were cut from the end: a torn final write (a partial
+	// record, garbage or NUL bytes) or a torn header of a new file. With
+	// ReadOnly they are only skipped; the file is unchanged.
+	TruncatedBytes int64 `json:"truncatedBytes,omitempty"`
+	// TornLines are the line numbers of the removed tail.
+	TornLines []int `json:"tornLines,omitempty"`
+	// Quarantined are line numbers copied to the quarantine file: damaged
+	// lines removed by Repair, and complete lines of a torn tail (which a
+	// torn write cannot tell apart from a damaged last record).
+	Quarantined []int `json:"quarantined,omitempty"`
+	// DuplicateLines are intact records whose callId an earlier record
+	// already has; they are ignored.
+	DuplicateLines []int `json:"duplicateLines,omitempty"`
+}
+
+// Log is one agent's durable, append-only receipt log. It is safe for
+// concurrent use. Only the index (callId, ts, position) is held in memory;
+// receipt bytes are read back from the file when listed or exported.
+type Log struct {
+	path     string
+	logger   *slog.Logger
+	recovery Recovery
+	noSync   bool
+	readOnly bool
+
+	importMu sync.Mutex // one Import at a time (it owns a spool file)
+
+	mu      sync.Mutex
+	f       *os.File
+	size    int64
+	entries []entry // in append order; elements never change once added
+	index   map[string]int32
+	sorted  []int32 // newest-first order of entries; nil when stale
+	err     error   // sticky: the file's tail is in an unknown state
+}
+
+type entry struct {
+	callID string
+	ts     int64
+	off    int64 // offset of the JSON in the file
+	n      int32 // length of the JSON
+	crc    uint32
+}
+
+// LogPath is where an agent's receipt log lives in the state directory:
+// <stateDir>/agents/<agentID>/receipts.log. agentID must already be
+// validated (see CheckAgentID).
+func LogPath(stateDir, agentID string) string {
+	return filepath.Join(stateDir, "agents", agentID, "receipts.log")
+}
+
+// CheckAgentID rejects ids that cannot be a single path element.
+func CheckAgentID(id string) error {
+	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\\\x00") {
+		return fmt.Errorf("receipts: agent id %q is not a valid directory name", id)
+	}
+	return nil
+}
+
+// QuarantinePath is the quarantine file beside a log.
+func QuarantinePath(logPath string) string { return logPath + ".quarantine" }
+
+// OpenLog opens or creates the log at path (and its directory). A torn
+// final write is truncated away and reported in Recovery; a damaged record
+// before intact ones is a *CorruptError unless opts.Repair is set.
+func OpenLog(path string, opts Options) (*Log, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var f *os.File
+	var err error
+	if opts.ReadOnly {
+		f, err = os.Open(path)
+	} else {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("receipts: create log dir: %w", err)
+		}
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("receipts: open log: %w", err)
+	}
+	l := &Log{path: path, logger: logger, f: f, noSync: opts.noSync, readOnly: opts.ReadOnly}
+	if err := l.load(opts.Repair && !opts.ReadOnly); err != nil {
+		l.f.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Log) sync() error {
+	if l.noSync {
+		return nil
+	}
+	return l.f.Sync()
+}
+
+func (l *Log) syncDir() error {
+	if l.noSync {
+		return nil
+	}
+	return atomicfile.SyncDir(filepath.Dir(l.path))
+}
+
+// Path is the log file's path.
+func (l *Log) Path() string { return l.path }
+
+// QuarantinePath is where unverifiable or damaged receipts of this log go.
+func (l *Log) QuarantinePath() string { return QuarantinePath(l.path) }
+
+// Recovery reports what OpenLog fixed.
+func (l *Log) Recovery() Recovery { return l.recovery }
+
+// badLine is a line that is not an intact record.
+type badLine struct {
+	line     int
+	off, n   int64
+	reason   string
+	complete bool // ended with a newline
+}
+
+// load reads the whole file and builds the index.
+func (l *Log) load(repair bool) error {
+	l.entries, l.index, l.sorted = nil, make(map[string]int32), nil
+	st, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("receipts: stat log: %w", err)
+	}
+	size := st.Size()
+	hdrLen := int64(len(logHeader))
+	head := make([]byte, min(size, 4096))
+	if _, err := l.f.ReadAt(head, 0); err != nil && err != io.EOF {
+		return fmt.Errorf("receipts: read log: %w", err)
+	}
+	if size < hdrLen || string(head[:hdrLen]) != logHeader {
+		if size > 4096 || !tornHeader(head) {
+			return fmt.Errorf("%w: %s", ErrNotLog, l.path)
+		}
+		// A new file whose creation was cut short: start it again.
+		if size > 0 {
+			l.recovery.TruncatedBytes += size
+			l.logger.Warn("receipt log: torn header rewritten", "path", l.path, "bytes", size)
+		}
+		if l.readOnly {
+			return nil // an empty log; size 0 stops any write
+		}
+		if err := l.f.Truncate(0); err != nil {
+			return fmt.Errorf("receipts: reset log: %w", err)
+		}
+		if _, err := l.f.WriteAt([]byte(logHeader), 0); err != nil {
+			return fmt.Errorf("receipts: write log header: %w", err)
+		}
+		if err := l.sync(); err != nil {
+			return fmt.Errorf("receipts: sync log: %w", err)
+		}
+		if err := l.syncDir(); err != nil {
+			return fmt.Errorf("receipts: %w", err)
+		}
+		l.size = hdrLen
+		return nil
+	}
+
+	br := bufio.NewReaderSize(io.NewSectionReader(l.f, hdrLen, size-hdrLen), int(min(256<<10, max(4096, size-hdrLen))))
+	var acc []byte
+	var pending, corrupt []badLine
+	off, lastGoodEnd, lineNo := hdrLen, hdrLen, 1
+	for {
+		data, n, complete, tooLong, rerr := readLine(br, &acc, MaxReceiptSize+frameOverhead)
+		if n == 0 {
+			if rerr != nil && rerr != io.EOF {
+				return fmt.Errorf("receipts: read log: %w", rerr)
+			}
+			break
+		}
+		lineNo++
+		var reason string
+		var e entry
+		switch {
+		case tooLong:
+			reason = "record longer than the limit"
+		case !complete:
+			reason = "incomplete record (no newline)"
+		default:
+			e, reason = decodeRecord(data, off)
+		}
+		if reason == "" {
+			corrupt, pending = append(corrupt, pending...), pending[:0]
+			if _, dup := l.index[e.callID]; dup {
+				l.recovery.DuplicateLines = append(l.recovery.DuplicateLines, lineNo)
+				l.logger.Warn("receipt log: duplicate callId ignored", "path", l.path, "line", lineNo, "callId", e.callID)
+			} else {
+				l.index[e.callID] = int32(len(l.entries))
+				l.entries = append(l.entries, e)
+			}
+			lastGoodEnd = off + n
+		} else {
+			pending = append(pending, badLine{line: lineNo, off: off, n: n, reason: reason, complete: complete})
+		}
+		off += n
+		if rerr != nil && rerr != io.EOF {
+			return fmt.Errorf("receipts: read log: %w", rerr)
+		}
+	}
+	l.size = off
+
+	if len(corrupt) > 0 {
+		if !repair {
+			c := corrupt[0]
+			return &CorruptError{Path: l.path, Line: c.line, Offset: c.off, Reason: c.reason, More: len(corrupt) - 1}
+		}
+		return l.repair(corrupt, pending, lastGoodEnd)
+	}
+	if len(pending) > 0 {
+		return l.cutTail(pending, lastGoodEnd)
+	}
+	return nil
+}
+
+// tornHeader reports whether b is a proper prefix of the header followed
+// only by NUL bytes (a crash while the file was being created).
+func tornHeader(b []byte) bool {
+	i := 0
+	for i < len(b) && i < len(logHeader) && b[i] == logHeader[i] {
+		i++
+	}
+	if i == len(logHeader) {
+		return false
+	}
+	for _, c := range b[i:] {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// readLine reads one line of at most max bytes. data is the line with its
+// newline, valid until the next call; n counts every byte consumed,
+// including those of an over-long line, of which data holds only the
+// first max bytes.
+func readLine(br *bufio.Reader, acc *[]byte, max int) (data []byte, n int64, complete, tooLong bool, err error) {
+	*acc = (*acc)[:0]
+	for {
+		frag, e := br.ReadSlice('\n')
+		n += int64(len(frag))
+		if e == nil && len(*acc) == 0 && !tooLong && len(frag) <= max {
+			return frag, n, true, false, nil // the common case: no copy
+		}
+		if room := max - len(*acc); room > 0 {
+			*acc = append(*acc, frag[:min(room, len(frag))]...)
+		}
+		if n > int64(max) {
+			tooLong = true
+		}
+		switch e {
+		case nil:
+			return *acc, n, true, tooLong, nil
+		case bufio.ErrBufferFull:
+			continue
+		default:
+			return *acc, n, false, tooLong, e
+		}
+	}
+}
+
+// decodeRecord checks one framed line: "<crc32c hex> <compact json>\n".
+func decodeRecord(line []byte, off int64) (entry, string) {
+	if len(line) < frameOverhead+2 || line[8] != ' ' {
+		return entry{}, "bad framing"
+	}
+	var crcb [4]byte
+	if _, err := hex.Decode(crcb[:], line[:8]); err != nil {
+		return entry{}, "bad checksum field"
+	}
+	crc := uint32(crcb[0])<<24 | uint32(crcb[1])<<16 | uint32(crcb[2])<<8 | uint32(crcb[3])
+	js := line[9 : len(line)-1]
+	if crc32.Checksum(js, castagnoli) != crc {
+		return entry{}, "checksum mismatch"
+	}
+	r, err := Parse(js)
+	if err != nil {
+		return entry{}, err.Error()
+	}
+	if !bytes.Equal(r.raw, js) {
+		return entry{}, "record is not compact JSON"
+	}
+	return entry{callID: r.CallID, ts: r.TS, off: off + 9, n: int32(len(js)), crc: crc}, ""
+}
+
+// cutTail removes a torn final write. Complete lines in it go to the
+// quarantine file first: a torn write rarely leaves a newline-terminated
+// line, bit rot in the last record does, and that record was acknowledged.
+func (l *Log) cutTail(tail []badLine, end int64) error {
+	cut := l.size - end
+	for _, b := range tail {
+		l.recovery.TornLines = append(l.recovery.TornLines, b.line)
+	}
+	l.recovery.TruncatedBytes += cut
+	if l.readOnly {
+		// Possibly a batch being written right now by the log's owner.
+		l.size = end
+		return nil
+	}
+	if err := l.quarantineLines(tail, func(b badLine) bool { return b.complete }); err != nil {
+		return err
+	}
+	l.logger.Warn("receipt log: torn final write removed", "path", l.path,
+		"bytes", cut, "first_line", tail[0].line, "reason", tail[0].reason)
+	if err := l.f.Truncate(end); err != nil {
+		return fmt.Errorf("receipts: truncate torn tail: %w", err)
+	}
+	if err := l.sync(); err != nil {
+		return fmt.Errorf("receipts: sync log: %w", err)
+	}
+	l.size = end
+	return nil
+}
+
+// repair quarantines damaged lines and the torn tail, rewrites the log
+// without them, and loads it again.
+func (l *Log) repair(corrupt, tail []badLine, end int64) error {
+	if err := l.quarantineLines(corrupt, func(badLine) bool { return true }); err != nil {
+		return err
+	}
+	if err := l.quarantineLines(tail, func(b badLine) bool { return b.complete }); err != nil {
+		return err
+	}
+	af, err := atomicfile.Create(l.path, 0o600)
+	if err != nil {
+		return fmt.Errorf("receipts: repair: %w", err)
+	}
+	defer af.Abort()
+	w := bufio.NewWriterSize(af, 1<<20)
+	w.WriteString(logHeader)
+	pos := int64(len(logHeader))
+	for _, c := range corrupt {
+		if _, err := io.Copy(w, io.NewSectionReader(l.f, pos, c.off-pos)); err != nil {
+			return fmt.Errorf("receipts: repair: %w", err)
+		}
+		pos = c.off + c.n
+	}
+	if _, err := io.Copy(w, io.NewSectionReader(l.f, pos, end-pos)); err != nil {
+		return fmt.Errorf("receipts: repair: %w", err)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("receipts: repair: %w", err)
+	}
+	if err := af.Commit(); err != nil {
+		return fmt.Errorf("receipts: repair: %w", err)
+	}
+	for _, c := range corrupt {
+		l.recovery.Quarantined = append(l.recovery.Quarantined, c.line)
+	}
+	for _, b := range tail {
+		l.recovery.TornLines = append(l.recovery.TornLines, b.line)
+	}
+	l.recovery.TruncatedBytes += l.size - end
+	l.logger.Warn("receipt log: damaged records moved to quarantine", "path", l.path,
+		"lines", len(corrupt), "quarantine", l.QuarantinePath())
+	f, err := os.OpenFile(l.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("receipts: reopen repaired log: %w", err)
+	}
+	l.f.Close()
+	l.f = f
+	dups := l.recovery.DuplicateLines
+	l.recovery.DuplicateLines = nil
+	err = l.load(false)
+	l.recovery.DuplicateLines = dups // line numbers of the original file
+	return err
+}
+
+// quarantineLines copies the selected lines of the log file to the
+// quarantine file.
+func (l *Log) quarantineLines(lines []badLine, sel func(badLine) bool) error {
+	var qs []quarantined
+	for _, b := range lines {
+		if !sel(b) {
+			continue
+		}
+		buf := make([]byte, min(b.n, maxQuarantineBytes))
+		if _, err := l.f.ReadAt(buf, b.off); err != nil && err != io.EOF {
+			return fmt.Errorf("receipts: read damaged line: %w", err)
+		}
+		qs = append(qs, quarantined{source: "log", file: l.path, line: b.line, reason: b.reason,
+			data: bytes.TrimSuffix(buf, []byte("\n")), length: b.n})
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	qw, err := openQuarantine(l.QuarantinePath(), l.noSync)
+	if err != nil {
+		return err
+	}
+	for _, q := range qs {
+		if err := qw.add(q); err != nil {
+			qw.close()
+			return err
+		}
+	}
+	return qw.close()
+}
+
+// Close closes the log. Later calls fail with ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return ErrClosed
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// Len is the number of receipts in the log.
+func (l *Log) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.entries)
+}
+
+// Has reports whether a receipt with callID is in the log.
+func (l *Log) Has(callID string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.index[callID]
+	return ok
+}
+
+// Get returns the receipt with callID.
+func (l *Log) Get(callID string) (Receipt, bool, error) {
+	l.mu.Lock()
+	i, ok := l.index[callID]
+	var e entry
+	if ok {
+		e = l.entries[i]
+	}
+	f := l.f
+	l.mu.Unlock()
+	if !ok {
+		return Receipt{}, false, nil
+	}
+	if f == nil {
+		return Receipt{}, false, ErrClosed
+	}
+	b, err := l.readRecord(&recordReader{f: f}, e)
+	if err != nil {
+		return Receipt{}, false, err
+	}
+	r, err := Parse(b)
+	return r, err == nil, err
+}
+
+// Append adds receipts that are not yet in the log (by callId, also within
+// the batch) with one write and one fsync, and returns how many it added.
+// On error nothing of the batch is in the log.
+func (l *Log) Append(recs ...Receipt) (added int, err error) {
+	for i := range recs {
+		if len(recs[i].raw) == 0 || recs[i].CallID == "" {
+			return 0, ErrNoBytes
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return 0, err
+	}
+	b := l.newBatch()
+	for i := range recs {
+		r := &recs[i]
+		if _, dup := l.index[r.CallID]; dup || b.has(r.CallID) {
+			continue
+		}
+		if err := b.add(r.raw, r.CallID, r.TS); err != nil {
+			return 0, err
+		}
+	}
+	return b.commit()
+}
+
+func (l *Log) usableLocked() error {
+	if l.f == nil {
+		return ErrClosed
+	}
+	if l.readOnly {
+		return ErrReadOnly
+	}
+	return l.err
+}
+
+// batch accumulates framed records and writes them in large chunks at the
+// end of the file; commit makes them durable with one fsync and only then
+// adds them to the index.
+type batch struct {
+	l     *Log
+	start int64 // file size before the batch
+	off   int64 // where the buffered bytes go
+	buf   []byte
+	added []entry
+	seen  map[string]struct{}
+}
+
+const batchChunk = 1 << 20
+
+func (l *Log) newBatch() *batch {
+	return &batch{l: l, start: l.size, off: l.size}
+}
+
+func (b *batch) has(callID string) bool {
+	_, ok := b.seen[callID]
+	return ok
+}
+
+func (b *batch) add(raw []byte, callID string, ts int64) error {
+	if b.seen == nil {
+		b.seen = make(map[string]struct{})
+	}
+	b.seen[callID] = struct{}{}
+	crc := crc32.Checksum(raw, castagnoli)
+	frameOff := b.off + int64(len(b.buf))
+	b.buf = appendFrame(b.buf, crc, raw)
+	b.added = append(b.added, entry{callID: callID, ts: ts, off: frameOff + 9, n: int32(len(raw)), crc: crc})
+	if len(b.buf) >= batchChunk {
+		return b.flush()
+	}
+	return nil
+}
+
+func appendFrame(buf []byte, crc uint32, raw []byte) []byte {
+	const hexd = "0123456789abcdef"
+	for s := 28; s >= 0; s -= 4 {
+		buf = append(buf, hexd[crc>>uint(s)&0xf])
+	}
+	buf = append(buf, ' ')
+	buf = append(buf, raw...)
+	return append(buf, '\n')
+}
+
+func (b *batch) flush() error {
+	if len(b.buf) == 0 {
+		return nil
+	}
+	if _, err := b.l.f.WriteAt(b.buf, b.off); err != nil {
+		return b.abort(fmt.Errorf("receipts: append: %w", err), false)
+	}
+	b.off += int64(len(b.buf))
+	b.buf = b.buf[:0]
+	return nil
+}
+
+func (b *batch) commit() (int, error) {
+	if len(b.added) == 0 {
+		return 0, nil
+	}
+	if err := b.flush(); err != nil {
+		return 0, err
+	}
+	if err := b.l.sync(); err != nil {
+		return 0, b.abort(fmt.Errorf("receipts: sync log: %w", err), true)
+	}
+	l := b.l
+	l.size = b.off
+	base := int32(len(l.entries))
+	for i, e := range b.added {
+		l.index[e.callID] = base + int32(i)
+	}
+	l.entries = append(l.entries, b.added...)
+	l.sorted = nil
+	return len(b.added), nil
+}
+
+// abort cuts the batch's bytes off again. After a failed fsync the page
+// cache no longer says what is on disk, so the log refuses further use and
+// must be reopened (which re-reads and checks the file).
+func (b *batch) abort(err error, poison bool) error {
+	if terr := b.l.f.Truncate(b.start); terr != nil {
+		poison = true
+	}
+	if poison {
+		b.l.err = fmt.Errorf("receipts: log unusable after failed write, reopen it: %w", err)
+	}
+	return err
+}
+
+// view returns the newest-first order and the entries it indexes. Both are
+// immutable: appends build new slices.
+func (l *Log) view() ([]int32, []entry, *os.File, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil, nil, nil, ErrClosed
+	}
+	if l.sorted == nil {
+		l.sorted = newestFirst(l.entries)
+	}
+	return l.sorted, l.entries, l.f, nil
+}
+
+// newestFirst orders entries by ts descending; among equal ts, the later
+// append comes first.
+func newestFirst(entries []entry) []int32 {
+	order := make([]int32, len(entries))
+	for i := range order {
+		order[i] = int32(len(entries) - 1 - i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int {
+		return cmp.Compare(entries[b].ts, entries[a].ts)
+	})
+	return order
+}
+
+// readRecord reads an entry's JSON through rr and checks it against its
+// checksum. The result is valid until the next read.
+func (l *Log) readRecord(rr *recordReader, e entry) ([]byte, error) {
+	b, err := rr.read(e.off, int(e.n))
+	if err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("receipts: read record: %w", err)
+	}
+	if crc32.Checksum(b, castagnoli) != e.crc {
+		return nil, &CorruptError{Path: l.path, Offset: e.off - 9, Reason: "checksum mismatch (the file changed after it was opened)"}
+	}
+	return b, nil
+}
+
+// readWindow is how much recordReader reads ahead.
+const readWindow = 1 << 20
+
+// nearGap is how far apart two reads may be and still count as a walk:
+// records in the log are separated by their framing.
+const nearGap = 64
+
+// recordReader serves reads of byte ranges. A read right after (or right
+// before) the previous one starts a walk, and walks read a whole window at
+// once, so going through records in file order or in reverse (newest first
+// is usually reverse append order) costs one pread per window instead of
+// one per record. Scattered reads fetch just the record.
+type recordReader struct {
+	f     io.ReaderAt
+	win   []byte
+	start int64 // file offset of win[0]
+	n     int   // valid bytes in win
+}
+
+func (rr *recordReader) read(off int64, n int) ([]byte, error) {
+	end := off + int64(n)
+	wend := rr.start + int64(rr.n)
+	if off >= rr.start && end <= wend {
+		return rr.win[off-rr.start : end-rr.start], nil
+	}
+	ws, size := off, n // a scattered read
+	switch {
+	case n >= readWindow || rr.n == 0:
+	case off >= wend && off-wend <= nearGap: // walking forward
+		size = readWindow
+	case end <= rr.start && rr.start-end <= nearGap: // walking backward
+		ws = max(0, end-readWindow)
+		size = int(end - ws)
+	}
+	if cap(rr.win) < size {
+		rr.win = make([]byte, max(size, min(readWindow, 4*n)))
+	}
+	m, err := rr.f.ReadAt(rr.win[:size], ws)
+	rr.start, rr.n = ws, m
+	if end > ws+int64(m) {
+		rr.n = 0
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return rr.win[off-ws : end-ws], nil
+}
+
+// Iterate calls fn with each receipt, newest first (ts descending; equal ts:
+// later append first), until fn returns false. Appends made while it runs
+// are not visited. fn may call other methods of the log.
+func (l *Log) Iterate(fn func(Receipt) bool) error {
+	order, entries, f, err := l.view()
+	if err != nil {
+		return err
+	}
+	rr := &recordReader{f: f}
+	for _, i := range order {
+		b, err := l.readRecord(rr, entries[i])
+		if err != nil {
+			return err
+		}
+		r, err := Parse(b)
+		if err != nil {
+			return fmt.Errorf("receipts: stored record %s: %w", entries[i].callID, err)
+		}
+		if !fn(r) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// All returns every receipt, newest first.
+func (l *Log) All() ([]Receipt, error) {
+	var out []Receipt
+	err := l.Iterate(func(r Receipt) bool {
+		out = append(out, r)
+		return true
+	})
+	return out, err
+}

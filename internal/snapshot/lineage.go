@@ -1,0 +1,82 @@
+package snapshot
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/walrus"
+)
+
+// BlobReader streams a blob.
+type BlobReader interface {
+	Read(ctx context.Context, blobID string, dst io.Writer, opts ...walrus.ReadOption) (walrus.ReadResult, error)
+}
+
+// errFound stops a download once the lock has been read.
+var errFound = errors.New("lock found")
+
+// ReadLock returns the bundle.lock.json inside a snapshot blob. It streams
+// the blob and stops as soon as the lock entry has been read and its
+// segments authenticated, so listing the lineage (which every lock carries)
+// never downloads older blobs, and usually not all of this one.
+func ReadLock(ctx context.Context, store BlobReader, blobID string, key cipher.Key, identity string) (*bundlelock.Lock, error) {
+	pr, pw := io.Pipe()
+	type result struct {
+		lock *bundlelock.Lock
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := lockFromStream(pr, key, identity)
+		if err == nil {
+			pr.CloseWithError(errFound)
+		} else {
+			pr.CloseWithError(err)
+		}
+		done <- result{l, err}
+	}()
+	_, rerr := store.Read(ctx, blobID, pw)
+	pw.CloseWithError(rerr)
+	res := <-done
+	if res.err == nil {
+		return res.lock, nil
+	}
+	if rerr != nil && !errors.Is(rerr, errFound) {
+		return nil, fmt.Errorf("download %s: %w", blobID, rerr)
+	}
+	return nil, res.err
+}
+
+func lockFromStream(r io.Reader, key cipher.Key, identity string) (*bundlelock.Lock, error) {
+	plain, err := cipher.Decrypt(r, key, identity)
+	if err != nil {
+		return nil, fmt.Errorf("decrypt: %w", err)
+	}
+	tr := tar.NewReader(plain)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil, ErrNoLock
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read archive: %w", err)
+		}
+		if strings.TrimPrefix(h.Name, "./") != bundlelock.FileName || h.Typeflag != tar.TypeReg {
+			continue
+		}
+		if h.Size > bundlelock.MaxSize {
+			return nil, fmt.Errorf("bundle.lock.json is %d bytes, over the %d byte limit", h.Size, bundlelock.MaxSize)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("read lock: %w", err)
+		}
+		return bundlelock.Parse(b)
+	}
+}

@@ -1,0 +1,324 @@
+package snapshot
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/tarball"
+	"github.com/hermesd/hermesd/internal/walrus"
+)
+
+// BlobStore is the Walrus client as the pipeline uses it.
+type BlobStore interface {
+	BlobReader
+	Store(ctx context.Context, body walrus.Body, opts ...walrus.StoreOption) (walrus.StoreResult, error)
+	ReadToFile(ctx context.Context, blobID, path string, opts ...walrus.ReadOption) (walrus.ReadResult, error)
+	Verify(ctx context.Context, blobID string, want [32]byte, size int64, opts ...walrus.ReadOption) (walrus.ReadResult, error)
+}
+
+// ErrChanged means the brain changed while it was being packed, so the
+// packed bytes do not match the bundle hash the lock records. Re-hash and
+// try again.
+var ErrChanged = errors.New("brain changed while it was being packed")
+
+// ReceiptsFile is the receipts export at the top of a brain directory.
+const ReceiptsFile = "receipts.ndjson"
+
+// Envelope selects how snapshots are encrypted.
+type Envelope struct {
+	Key cipher.Key
+	// Identity is bound into v2 blobs as associated data (the agent's
+	// normalized ENS name, or its id).
+	Identity string
+	// V1 writes the reference runtime's whole-buffer format instead of v2,
+	// for compatibility; snapshots then may not exceed V1MaxSize.
+	V1        bool
+	V1MaxSize int64
+}
+
+// Snapshotter takes snapshots of one brain directory.
+type Snapshotter struct {
+	AgentID  string
+	TokenID  *uint64
+	BrainDir string
+	SpoolDir string
+	Envelope Envelope
+	Store    BlobStore
+	Epochs   int
+	// Receipts is the agent's receipt log; its export is folded into every
+	// snapshot. Nil writes no receipts.ndjson.
+	Receipts *receipts.Log
+	// Signer, when set, signs a transition receipt for every change of the
+	// bundle hash.
+	Signer *ecdsa.PrivateKey
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Result describes an uploaded, verified snapshot.
+type Result struct {
+	BlobID           string
+	BundleHash       hash.Digest
+	Version          int64
+	Size             int64    // encrypted bytes
+	SHA256           [32]byte // of the encrypted blob
+	EndEpoch         uint64
+	AlreadyCertified bool
+	Files            int
+	Bytes            int64 // plaintext bytes of the files packed
+	CreatedAt        time.Time
+	Pack             time.Duration // lock + receipts + tar + encrypt + spool
+	Upload           time.Duration
+	Verify           time.Duration
+	Attempts         int // HTTP attempts for the upload
+}
+
+func (s *Snapshotter) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Snapshotter) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Take snapshots the brain, whose bundle hash the caller has just computed
+// as want, and uploads it. Nothing is published; the caller repoints ENS
+// once Take returns.
+func (s *Snapshotter) Take(ctx context.Context, want hash.Digest) (Result, error) {
+	start := s.now()
+	lockPath := filepath.Join(s.BrainDir, bundlelock.FileName)
+	lock, err := bundlelock.Read(lockPath)
+	if errors.Is(err, os.ErrNotExist) {
+		lock = &bundlelock.Lock{}
+	} else if err != nil {
+		return Result{}, fmt.Errorf("read lock: %w", err)
+	}
+	before := lock.BundleHash()
+	parent := lock.BlobID()
+	if lock.Record(want.String(), start.UnixMilli()) {
+		if err := s.appendTransition(before, want, parent, start); err != nil {
+			return Result{}, err
+		}
+	}
+	if s.Receipts != nil {
+		if err := s.Receipts.ExportFile(ctx, filepath.Join(s.BrainDir, ReceiptsFile)); err != nil {
+			return Result{}, fmt.Errorf("export receipts: %w", err)
+		}
+	}
+	if err := bundlelock.Write(lockPath, lock); err != nil {
+		return Result{}, fmt.Errorf("write lock: %w", err)
+	}
+
+	spool, err := s.pack(ctx, want)
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.Remove(spool.path)
+	res := Result{
+		BundleHash: want,
+		Version:    lock.Version(),
+		Size:       spool.size,
+		SHA256:     spool.sum,
+		Files:      spool.files,
+		Bytes:      spool.bytes,
+		CreatedAt:  start,
+		Pack:       s.now().Sub(start),
+	}
+
+	body, err := walrus.FileBody(spool.path)
+	if err != nil {
+		return Result{}, fmt.Errorf("open spool: %w", err)
+	}
+	t := s.now()
+	stored, err := s.Store.Store(ctx, body, walrus.WithEpochs(s.Epochs))
+	if err != nil {
+		return Result{}, fmt.Errorf("upload: %w", err)
+	}
+	res.Upload = s.now().Sub(t)
+	res.BlobID, res.EndEpoch = stored.BlobID, uint64(stored.EndEpoch)
+	res.AlreadyCertified, res.Attempts = stored.AlreadyCertified, stored.Attempts
+
+	t = s.now()
+	if _, err := s.Store.Verify(ctx, stored.BlobID, spool.sum, spool.size, walrus.WithNotFoundRetries(5)); err != nil {
+		return Result{}, fmt.Errorf("verify upload of %s: %w", stored.BlobID, err)
+	}
+	res.Verify = s.now().Sub(t)
+
+	// Only a verified blob becomes the lock's walrusSnapshotBlobId.
+	lock.Uploaded(bundlelock.LineageEntry{
+		BlobID:     stored.BlobID,
+		BundleHash: want.String(),
+		CreatedAt:  start.UnixMilli(),
+		Size:       spool.size,
+		EndEpoch:   uint64(stored.EndEpoch),
+	})
+	if err := bundlelock.Write(lockPath, lock); err != nil {
+		return Result{}, fmt.Errorf("record blob id in lock: %w", err)
+	}
+	return res, nil
+}
+
+func (s *Snapshotter) appendTransition(before string, after hash.Digest, parent string, at time.Time) error {
+	if s.Signer == nil || s.Receipts == nil {
+		return nil
+	}
+	b := hash.Null
+	if before != "" {
+		d, err := hash.ParseDigest(before)
+		if err != nil {
+			// A lock written by another tool may hold junk; the receipt
+			// then records the transition from the empty bundle.
+			s.log().Warn("lock holds an unparsable bundleHash; transition receipt starts from the null hash", "bundleHash", before)
+		} else {
+			b = d
+		}
+	}
+	r, err := receipts.NewSnapshotReceipt(receipts.SnapshotInfo{
+		AgentID:          s.AgentID,
+		TokenID:          tokenID(s.TokenID),
+		BundleHashBefore: b.String(),
+		BundleHashAfter:  after.String(),
+		StateDeltaHash:   hash.StateDelta(b, after).String(),
+		ParentBlobID:     parent,
+		TS:               at.Unix(),
+	}, s.Signer)
+	if err != nil {
+		return fmt.Errorf("sign transition receipt: %w", err)
+	}
+	if _, err := s.Receipts.Append(r); err != nil {
+		return fmt.Errorf("append transition receipt: %w", err)
+	}
+	return nil
+}
+
+func tokenID(t *uint64) string {
+	if t == nil {
+		return ""
+	}
+	return strconv.FormatUint(*t, 10)
+}
+
+type spooled struct {
+	path  string
+	size  int64
+	sum   [32]byte
+	files int
+	bytes int64
+}
+
+// pack streams the brain into an encrypted spool file. The tar writer runs
+// in its own goroutine so that hashing the files (one core) and encrypting
+// plus digesting the blob (the other) overlap.
+func (s *Snapshotter) pack(ctx context.Context, want hash.Digest) (sp spooled, err error) {
+	f, err := os.CreateTemp(s.SpoolDir, s.AgentID+"-*.snapshot")
+	if err != nil {
+		return sp, fmt.Errorf("create spool: %w", err)
+	}
+	sp.path = f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(sp.path)
+		}
+	}()
+
+	digest := sha256.New()
+	counted := &countWriter{w: io.MultiWriter(f, digest)}
+	var enc io.WriteCloser
+	if s.Envelope.V1 {
+		enc, err = cipher.EncryptV1(counted, s.Envelope.Key, s.Envelope.V1MaxSize)
+	} else {
+		enc, err = cipher.Encrypt(counted, s.Envelope.Key, s.Envelope.Identity)
+	}
+	if err != nil {
+		return sp, fmt.Errorf("encrypt: %w", err)
+	}
+
+	pr, pw := io.Pipe()
+	type packResult struct {
+		man tarball.Manifest
+		err error
+	}
+	done := make(chan packResult, 1)
+	go func() {
+		bw := bufio.NewWriterSize(pw, 1<<20)
+		man, err := tarball.Write(ctx, bw, s.BrainDir, tarball.WriteOptions{})
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
+		done <- packResult{man, err}
+	}()
+	_, copyErr := io.Copy(enc, pr)
+	pr.CloseWithError(copyErr) // unblock the writer if encryption failed
+	packed := <-done
+	if packed.err != nil {
+		return sp, fmt.Errorf("pack: %w", packed.err)
+	}
+	if copyErr != nil {
+		return sp, fmt.Errorf("encrypt: %w", copyErr)
+	}
+	if err := enc.Close(); err != nil {
+		return sp, fmt.Errorf("encrypt: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return sp, fmt.Errorf("sync spool: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return sp, fmt.Errorf("close spool: %w", err)
+	}
+
+	files := toHashFiles(packed.man)
+	if got := hash.FromFiles(files); got != want {
+		return sp, fmt.Errorf("%w: packed %s, expected %s", ErrChanged, got, want)
+	}
+	for _, fl := range files {
+		if !hash.Excluded(fl.Path) {
+			sp.files++
+			sp.bytes += fl.Size
+		}
+	}
+	sp.size = counted.n
+	copy(sp.sum[:], digest.Sum(nil))
+	return sp, nil
+}
+
+func toHashFiles(m tarball.Manifest) []hash.File {
+	files := make([]hash.File, 0, len(m.Files))
+	for _, f := range m.Files {
+		files = append(files, hash.File(f))
+	}
+	return files
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

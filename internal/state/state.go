@@ -1,0 +1,184 @@
+// Package state manages hermesd's state directory: the process lock that
+// keeps a second hermesd away, and each agent's small JSON state file (the
+// last verified snapshot, the value last published to ENS and the pointer
+// still waiting to be published).
+//
+// Layout:
+//
+//	<state>/hermesd.lock             flock held by the running process
+//	<state>/agents/<id>/state.json   AgentState
+//	<state>/agents/<id>/receipts.log receipt log (package receipts)
+//	<state>/agents/<id>/hash.cache   incremental hash cache
+//	<state>/spool/                   snapshots being encrypted or downloaded
+//
+// The brain directory never holds hermesd state besides bundle.lock.json and
+// receipts.ndjson, which are part of the snapshot format.
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hermesd/hermesd/internal/atomicfile"
+)
+
+// ErrLocked means another process holds the state directory.
+var ErrLocked = errors.New("state directory is in use by another hermesd process")
+
+// Dir is an opened, locked state directory.
+type Dir struct {
+	path string
+	lock *os.File
+}
+
+// Open creates the state directory if needed and takes its lock without
+// waiting. A held lock fails with an error matching ErrLocked that names the
+// holder's pid when known.
+func Open(path string) (*Dir, error) {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	for _, sub := range []string{"agents", "spool"} {
+		if err := os.MkdirAll(filepath.Join(path, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("create state dir: %w", err)
+		}
+	}
+	lp := filepath.Join(path, "hermesd.lock")
+	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder := readPID(f)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			if holder != "" {
+				return nil, fmt.Errorf("%w (%s, pid %s)", ErrLocked, path, holder)
+			}
+			return nil, fmt.Errorf("%w (%s)", ErrLocked, path)
+		}
+		return nil, fmt.Errorf("lock %s: %w", lp, err)
+	}
+	// Record our pid for the error message of the next process. The lock,
+	// not this content, is what excludes it.
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &Dir{path: path, lock: f}, nil
+}
+
+func readPID(f *os.File) string {
+	b, err := io.ReadAll(io.LimitReader(f, 32))
+	if err != nil {
+		return ""
+	}
+	s := strings.TrimSpace(string(b))
+	if _, err := strconv.Atoi(s); err != nil {
+		return ""
+	}
+	return s
+}
+
+// Close releases the lock.
+func (d *Dir) Close() error {
+	if d.lock == nil {
+		return nil
+	}
+	err := d.lock.Close() // closing the descriptor drops the flock
+	d.lock = nil
+	return err
+}
+
+// Path is the state directory.
+func (d *Dir) Path() string { return d.path }
+
+// AgentDir is the directory of one agent's state; it is created on demand.
+func (d *Dir) AgentDir(id string) (string, error) {
+	p := AgentPath(d.path, id)
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		return "", fmt.Errorf("create agent state dir: %w", err)
+	}
+	return p, nil
+}
+
+// AgentPath is where agent id keeps its state under stateDir.
+func AgentPath(stateDir, id string) string {
+	return filepath.Join(stateDir, "agents", id)
+}
+
+// SpoolDir holds temporary snapshot files.
+func (d *Dir) SpoolDir() string { return filepath.Join(d.path, "spool") }
+
+// Snapshot describes one uploaded and verified snapshot.
+type Snapshot struct {
+	BlobID     string    `json:"blobId"`
+	BundleHash string    `json:"bundleHash"`
+	Version    int64     `json:"version"`
+	Size       int64     `json:"size"`
+	SHA256     string    `json:"sha256"` // of the encrypted blob
+	EndEpoch   uint64    `json:"endEpoch"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// Pointer is an ENS write hermesd has made or still has to make.
+type Pointer struct {
+	Value string `json:"value"`
+	// Expected is the record value the write replaces (compare-and-set).
+	Expected string    `json:"expected"`
+	Since    time.Time `json:"since"`
+	TxHash   string    `json:"txHash,omitempty"`
+	Attempts int       `json:"attempts,omitempty"`
+	LastErr  string    `json:"lastError,omitempty"`
+}
+
+// AgentState is what hermesd remembers about an agent between runs.
+type AgentState struct {
+	// Last is the newest snapshot that was uploaded and read back intact.
+	Last *Snapshot `json:"last,omitempty"`
+	// Published is the agent-snapshot value hermesd last saw confirmed on
+	// chain (by its own write or by a read during restore).
+	Published string `json:"published,omitempty"`
+	// PublishedAt is when Published was confirmed.
+	PublishedAt time.Time `json:"publishedAt,omitzero"`
+	// Pending is a verified snapshot whose pointer is not on chain yet.
+	Pending *Pointer `json:"pending,omitempty"`
+	// Origin says how the brain came to be: "restored", "fresh" or
+	// "existing" (found on disk at the first start).
+	Origin string `json:"origin,omitempty"`
+}
+
+const stateFile = "state.json"
+
+// LoadAgent reads an agent's state; a missing file is an empty state.
+func LoadAgent(agentDir string) (*AgentState, error) {
+	b, err := os.ReadFile(filepath.Join(agentDir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return &AgentState{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read agent state: %w", err)
+	}
+	var s AgentState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("agent state %s is corrupt: %w", filepath.Join(agentDir, stateFile), err)
+	}
+	return &s, nil
+}
+
+// SaveAgent atomically writes an agent's state.
+func SaveAgent(agentDir string, s *AgentState) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode agent state: %w", err)
+	}
+	return atomicfile.WriteFile(filepath.Join(agentDir, stateFile), append(b, '\n'), 0o600)
+}

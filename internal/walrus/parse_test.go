@@ -1,0 +1,308 @@
+package walrus
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// Real answer shapes from the Walrus docs and source (notes/walrus.md).
+const (
+	newlyCreatedDocs = `{"newlyCreated":{"blobObject":{"id":"0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50","registeredEpoch":34,"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","size":17,"encodingType":"RS2","certifiedEpoch":34,"storage":{"id":"0x4748cd83217b5ce7aa77e7f1ad6fc5f7f694e26a157381b9391ac65c47815faf","startEpoch":34,"endEpoch":35,"storageSize":66034000},"deletable":false},"resourceOperation":{"registerFromScratch":{"encodedLength":66034000,"epochsAhead":1}},"cost":132300}}`
+	newlyCreatedNull = `{"newlyCreated":{"blobObject":{"id":"0x1","registeredEpoch":34,"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","size":17,"encodingType":"RS2","certifiedEpoch":null,"storage":{"id":"0x2","startEpoch":34,"endEpoch":40,"storageSize":66034000},"deletable":true},"resourceOperation":{"reuseAndExtend":{"encodedLength":66034000,"epochsExtended":3}},"cost":0,"sharedBlobObject":"0xabc"}}`
+	alreadyEvent     = `{"alreadyCertified":{"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","event":{"txDigest":"4XQHFa9S324wTzYHF3vsBSwpUZuLpmwTHYMFv9nsttSs","eventSeq":"0"},"endEpoch":35}}`
+	alreadyObject    = `{"alreadyCertified":{"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","object":"0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50","endEpoch":35}}`
+	markedInvalid    = `{"markedInvalid":{"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","event":{"txDigest":"4XQHFa9S324wTzYHF3vsBSwpUZuLpmwTHYMFv9nsttSs","eventSeq":"1"}}}`
+	resultError      = `{"error":{"blobId":null,"failurePhase":"register","errorMsg":"insufficient WAL balance"}}`
+	apiErrorBody     = `{"error":{"code":504,"status":"DEADLINE_EXCEEDED","message":"the service timed-out while waiting for confirmations, please try again","details":[{"@type":"ErrorInfo","reason":"INSUFFICIENT_CONFIRMATIONS","domain":"daemon.walrus.space","metadata":{}}]}}`
+	plain413         = "Failed to buffer the request body: length limit exceeded"
+	plain429         = "the publisher is receiving too many requests; please try again later"
+)
+
+func TestParseStoreResponse(t *testing.T) {
+	const id = "M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk"
+	tests := []struct {
+		name    string
+		in      string
+		want    StoreResult
+		wantErr error
+		errText string
+	}{
+		{name: "newlyCreated docs example", in: newlyCreatedDocs, want: StoreResult{BlobID: id, Size: 17, EndEpoch: 35,
+			ObjectID: "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50", RegisteredEpoch: 34, Cost: 132300}},
+		{name: "newlyCreated certifiedEpoch null", in: newlyCreatedNull, want: StoreResult{BlobID: id, Size: 17, EndEpoch: 40,
+			ObjectID: "0x1", SharedObjectID: "0xabc", RegisteredEpoch: 34, Deletable: true}},
+		{name: "alreadyCertified event", in: alreadyEvent, want: StoreResult{BlobID: id, EndEpoch: 35, AlreadyCertified: true,
+			TxDigest: "4XQHFa9S324wTzYHF3vsBSwpUZuLpmwTHYMFv9nsttSs"}},
+		{name: "alreadyCertified object", in: alreadyObject, want: StoreResult{BlobID: id, EndEpoch: 35, AlreadyCertified: true,
+			ObjectID: "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50"}},
+		{name: "markedInvalid", in: markedInvalid, errText: "marked invalid"},
+		{name: "error result", in: resultError, wantErr: errStoreFailed, errText: "insufficient WAL balance"},
+		{name: "api error body", in: apiErrorBody, wantErr: errStoreFailed, errText: "timed-out"},
+		{name: "plain text", in: plain413, wantErr: ErrProtocol},
+		{name: "empty object", in: `{}`, wantErr: ErrProtocol},
+		{name: "two results", in: `{"newlyCreated":{},"alreadyCertified":{}}`, wantErr: ErrProtocol},
+		{name: "snake case", in: `{"newly_created":{"blob_object":{"blob_id":"` + id + `"}}}`, wantErr: ErrProtocol},
+		{name: "null result", in: `{"newlyCreated":null}`, wantErr: ErrProtocol},
+		{name: "no storage", in: `{"newlyCreated":{"blobObject":{"blobId":"` + id + `","size":1}}}`, wantErr: ErrProtocol},
+		{name: "bad blob id", in: strings.Replace(alreadyEvent, id, "short", 1), wantErr: ErrProtocol},
+		{name: "no end epoch", in: `{"alreadyCertified":{"blobId":"` + id + `"}}`, wantErr: ErrProtocol},
+		{name: "negative size", in: strings.Replace(newlyCreatedDocs, `"size":17`, `"size":-1`, 1), wantErr: ErrProtocol},
+		{name: "epoch overflow", in: strings.Replace(alreadyEvent, `"endEpoch":35`, `"endEpoch":4294967296`, 1), wantErr: ErrProtocol},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStoreResponse([]byte(tt.in))
+			if tt.wantErr == nil && tt.errText == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != tt.want {
+					t.Fatalf("got %+v\nwant %+v", got, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, got %+v", got)
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("error %v is not %v", err, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.errText) {
+				t.Errorf("error %q lacks %q", err, tt.errText)
+			}
+		})
+	}
+}
+
+func TestParseErrorBody(t *testing.T) {
+	code, status, reason, msg := parseErrorBody([]byte(apiErrorBody))
+	if code != 504 || status != "DEADLINE_EXCEEDED" || reason != "INSUFFICIENT_CONFIRMATIONS" || !strings.HasPrefix(msg, "the service timed-out") {
+		t.Errorf("JSON: %d %q %q %q", code, status, reason, msg)
+	}
+	if code, status, reason, msg := parseErrorBody([]byte(plain429)); code != 0 || status != "" || reason != "" || msg != plain429 {
+		t.Errorf("plain: %d %q %q %q", code, status, reason, msg)
+	}
+	_, _, _, msg = parseErrorBody([]byte("line one\n\x1b[31mred\x00\xff" + strings.Repeat("x", 1000)))
+	if strings.ContainsAny(msg, "\n\x1b\x00") || !utf8.ValidString(msg) || utf8.RuneCountInString(msg) > maxErrorExcerpt+1 {
+		t.Errorf("excerpt not sanitized: %q", msg)
+	}
+}
+
+func TestStatusError(t *testing.T) {
+	tests := []struct {
+		code            int
+		temporary       bool
+		notFound, large bool
+	}{
+		{400, false, false, false}, {401, false, false, false}, {403, false, false, false},
+		{404, false, true, false}, {413, false, false, true}, {416, false, false, false}, {451, false, false, false},
+		{429, true, false, false}, {500, true, false, false}, {502, true, false, false}, {503, true, false, false}, {504, true, false, false},
+		{501, false, false, false},
+	}
+	for _, tt := range tests {
+		e := &StatusError{StatusCode: tt.code}
+		var err error = &OpError{Op: "read", Attempts: 1, Err: e}
+		if e.Temporary() != tt.temporary || e.Permanent() == tt.temporary ||
+			errors.Is(err, ErrNotFound) != tt.notFound || errors.Is(err, ErrTooLarge) != tt.large {
+			t.Errorf("%d: temporary %v, not found %v, too large %v", tt.code, e.Temporary(), errors.Is(err, ErrNotFound), errors.Is(err, ErrTooLarge))
+		}
+		if Attempts(err) != 1 {
+			t.Errorf("Attempts: %d", Attempts(err))
+		}
+	}
+	e := &StatusError{StatusCode: 413, Message: plain413}
+	if !strings.Contains(e.Error(), "max_blob_size") {
+		t.Errorf("413 message lacks a hint: %s", e)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	noJitter := func(n int64) int64 { return n - 1 } // the top of the range
+	tests := []struct {
+		attempt  int
+		min, max time.Duration
+		want     time.Duration
+	}{
+		{0, time.Second, time.Minute, time.Second},
+		{1, time.Second, time.Minute, 2 * time.Second},
+		{5, time.Second, time.Minute, 32 * time.Second},
+		{6, time.Second, time.Minute, time.Minute},
+		{100, time.Second, time.Minute, time.Minute},
+	}
+	for _, tt := range tests {
+		if got := expBackoff(tt.min, tt.max, tt.attempt, noJitter); got != tt.want {
+			t.Errorf("attempt %d: %s, want %s", tt.attempt, got, tt.want)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		d := expBackoff(time.Second, time.Minute, 3, func(n int64) int64 { return r.Int64N(n) })
+		if d < 4*time.Second || d > 8*time.Second {
+			t.Fatalf("jittered backoff %s outside [4s, 8s]", d)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"", 0, false},
+		{"0", 0, true},
+		{"3", 3 * time.Second, true},
+		{"Tue, 01 Jan 2030 12:00:30 GMT", 30 * time.Second, true},
+		{"Tue, 01 Jan 2030 11:00:00 GMT", 0, true},
+		{"-1", 0, false},
+		{"soon", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseRetryAfter(tt.in, now)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%q: %s %v, want %s %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+
+	// The computed wait honours Retry-After (capped) on the endpoint
+	// retried, and a different endpoint is not held back by it.
+	c, err := New(Config{Publishers: []string{"http://127.0.0.1:1"}, RetryAfterMax: 45 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = func() time.Time { return now }
+	c.jitter = func(int64) int64 { return 0 }
+	resp := &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"Tue, 01 Jan 2030 12:00:20 GMT"}}}
+	op := c.newOperation("store", []string{"a"})
+	if got := op.backoff(time.Millisecond, time.Second, 0, resp); got != 20*time.Second {
+		t.Errorf("HTTP-date Retry-After: wait %s, want 20s", got)
+	}
+	resp.Header.Set("Retry-After", "3600")
+	if got := op.backoff(time.Millisecond, time.Second, 0, resp); got != 45*time.Second {
+		t.Errorf("capped Retry-After: wait %s, want 45s", got)
+	}
+	op = c.newOperation("store", []string{"a", "b"})
+	resp.Header.Set("Retry-After", "10")
+	if got := op.backoff(time.Millisecond, time.Second, 0, resp); got >= 10*time.Second {
+		t.Errorf("failover to another endpoint waited %s", got)
+	}
+	op.cur = op.next
+	op.lastErr = nil
+	if got := op.backoff(time.Millisecond, time.Second, 1, nil); got != 10*time.Second {
+		t.Errorf("back to the endpoint that asked for 10s: wait %s", got)
+	}
+}
+
+func TestParseContentRange(t *testing.T) {
+	tests := []struct {
+		in                 string
+		first, last, total int64
+		ok                 bool
+	}{
+		{"bytes 0-9/10", 0, 9, 10, true},
+		{"bytes 5-9/100", 5, 9, 100, true},
+		{"bytes */10", 0, 0, 0, false},
+		{"bytes 0-9/*", 0, 0, 0, false},
+		{"bytes 9-0/10", 0, 0, 0, false},
+		{"bytes 0-10/10", 0, 0, 0, false},
+		{"items 0-1/2", 0, 0, 0, false},
+		{"bytes -1-2/5", 0, 0, 0, false},
+	}
+	for _, tt := range tests {
+		f, l, n, err := parseContentRange(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && (f != tt.first || l != tt.last || n != tt.total)) {
+			t.Errorf("%q: %d %d %d %v", tt.in, f, l, n, err)
+		}
+	}
+}
+
+func TestValidateBlobID(t *testing.T) {
+	good := []string{"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk", "E7_nNXvFU_3qZVu3OH1yycRG7LZlyn1-UxEDCDDqGGU"}
+	bad := []string{"", "short", "M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk=", "M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK+W7/4BUk",
+		"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUl", "M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BU\n", "../../../../../../../../../../../etc/passwd"}
+	for _, id := range good {
+		if err := ValidateBlobID(id); err != nil {
+			t.Errorf("%q: %v", id, err)
+		}
+	}
+	for _, id := range bad {
+		if err := ValidateBlobID(id); !errors.Is(err, ErrInvalidBlobID) {
+			t.Errorf("%q accepted (%v)", id, err)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	addr := "0x" + strings.Repeat("a", 64)
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"minimal", Config{Publishers: []string{"http://127.0.0.1:1/"}}, true},
+		{"path prefix", Config{Aggregators: []string{"https://example.com/walrus"}}, true},
+		{"nothing", Config{}, false},
+		{"ftp", Config{Publishers: []string{"ftp://x"}}, false},
+		{"query", Config{Publishers: []string{"http://x/?epochs=3"}}, false},
+		{"no host", Config{Publishers: []string{"http:///v1"}}, false},
+		{"epochs", Config{Publishers: []string{"http://x"}, Epochs: 54}, false},
+		{"address", Config{Publishers: []string{"http://x"}, SendObjectTo: addr}, true},
+		{"short address", Config{Publishers: []string{"http://x"}, SendObjectTo: "0x2"}, false},
+		{"share and send", Config{Publishers: []string{"http://x"}, SendObjectTo: addr, Share: true}, false},
+	}
+	for _, tt := range tests {
+		_, err := New(tt.cfg)
+		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrConfig)) {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 14_889_779: "14.2 MiB", 10 << 20: "10.0 MiB", 3 << 30: "3.0 GiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("%d: %q, want %q", n, got, want)
+		}
+	}
+}
+
+func FuzzParseStoreResponse(f *testing.F) {
+	for _, s := range []string{newlyCreatedDocs, newlyCreatedNull, alreadyEvent, alreadyObject, markedInvalid, resultError, apiErrorBody, plain413, plain429, "", "null", "{}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := parseStoreResponse(data)
+		if err != nil {
+			if r != (StoreResult{}) {
+				t.Fatalf("error %v with a result %+v", err, r)
+			}
+			return
+		}
+		if ValidateBlobID(r.BlobID) != nil || r.Size < 0 {
+			t.Fatalf("accepted a bad result %+v", r)
+		}
+	})
+}
+
+func FuzzParseErrorBody(f *testing.F) {
+	for _, s := range []string{apiErrorBody, plain413, plain429, `{"error":{"code":404,"status":"NOT_FOUND","message":"gone","details":[]}}`, `{"error":null}`, "\xff\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, status, reason, msg := parseErrorBody(data)
+		for _, s := range []string{status, reason, msg} {
+			if !utf8.ValidString(s) || strings.ContainsAny(s, "\n\r\x00\x1b") {
+				t.Fatalf("unsanitized %q", s)
+			}
+		}
+		if utf8.RuneCountInString(msg) > maxErrorExcerpt+1 {
+			t.Fatalf("excerpt of %d runes", utf8.RuneCountInString(msg))
+		}
+	})
+}

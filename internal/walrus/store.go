@@ -1,0 +1,397 @@
+package walrus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// maxStoreResponse caps how much of a publisher's answer is read.
+const maxStoreResponse = 1 << 20
+
+// Body is the content of a blob to store. Open is called once per attempt
+// and must return the same Size bytes every time.
+type Body interface {
+	Open() (io.ReadCloser, error)
+	Size() int64
+}
+
+// FileBody is the content of the file at path, typically a spool file.
+// Open fails if the file's size changed since FileBody was called.
+func FileBody(path string) (Body, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("stat blob file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("blob file %s is not a regular file", path)
+	}
+	return &fileBody{path: path, size: st.Size()}, nil
+}
+
+type fileBody struct {
+	path string
+	size int64
+}
+
+func (f *fileBody) Size() int64 { return f.size }
+
+func (f *fileBody) Open() (io.ReadCloser, error) {
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	if st.Size() != f.size {
+		fh.Close()
+		return nil, fmt.Errorf("blob file %s changed size from %d to %d bytes", f.path, f.size, st.Size())
+	}
+	return fh, nil
+}
+
+// BytesBody is an in-memory body, for small blobs and tests.
+func BytesBody(b []byte) Body { return bytesBody(b) }
+
+type bytesBody []byte
+
+func (b bytesBody) Size() int64                  { return int64(len(b)) }
+func (b bytesBody) Open() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+
+// StoreOption adjusts one Store call.
+type StoreOption func(*storeOptions)
+
+type storeOptions struct {
+	epochs    int
+	permanent bool
+}
+
+// WithEpochs stores the blob for n epochs ahead instead of Config.Epochs.
+func WithEpochs(n int) StoreOption { return func(o *storeOptions) { o.epochs = n } }
+
+// WithPermanent overrides Config.Permanent.
+func WithPermanent(p bool) StoreOption { return func(o *storeOptions) { o.permanent = p } }
+
+// StoreResult is what a publisher reported for a stored blob, from either a
+// newlyCreated or an alreadyCertified answer.
+type StoreResult struct {
+	BlobID string
+	Size   int64 // bytes sent; for newlyCreated also what the publisher reported
+	// EndEpoch is exclusive: the blob expires when this epoch begins.
+	EndEpoch uint32
+	// AlreadyCertified is true when the publisher found the same content
+	// certified long enough and registered nothing new.
+	AlreadyCertified bool
+	// ObjectID is the Sui Blob object (newlyCreated, or alreadyCertified
+	// when the publisher owns a deletable copy); SharedObjectID is the
+	// SharedBlob (share=true).
+	ObjectID        string
+	SharedObjectID  string
+	RegisteredEpoch uint32 // newlyCreated only
+	Deletable       bool   // newlyCreated only
+	Cost            uint64 // FROST, newlyCreated only
+	TxDigest        string // certification event (alreadyCertified)
+
+	Publisher string // base URL that answered, redacted
+	Attempts  int
+	Duration  time.Duration
+}
+
+// Store uploads body to a publisher and returns the blob's id and lifetime.
+// The body is streamed from body.Open on each attempt, never buffered.
+func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (StoreResult, error) {
+	so := storeOptions{epochs: c.cfg.Epochs, permanent: c.cfg.Permanent}
+	for _, opt := range opts {
+		opt(&so)
+	}
+	if err := checkEpochs(so.epochs); err != nil {
+		return StoreResult{}, fmt.Errorf("%w: epochs: %v", ErrConfig, err)
+	}
+	size := body.Size()
+	if size < 0 {
+		return StoreResult{}, fmt.Errorf("walrus: body size %d is negative", size)
+	}
+	if size > c.cfg.MaxBlobSize {
+		return StoreResult{}, fmt.Errorf("%w: blob is %s, over the publisher limit of %s: use a publisher that accepts larger bodies and raise walrus.max_blob_size, or shrink the brain",
+			ErrTooLarge, FormatSize(size), FormatSize(c.cfg.MaxBlobSize))
+	}
+	if len(c.publishers) == 0 {
+		return StoreResult{}, fmt.Errorf("%w: no publishers configured", ErrConfig)
+	}
+	ctx, cancel := c.opContext(ctx)
+	defer cancel()
+
+	q := url.Values{}
+	q.Set("epochs", strconv.Itoa(so.epochs))
+	if so.permanent {
+		q.Set("permanent", "true")
+	}
+	if c.cfg.SendObjectTo != "" {
+		q.Set("send_object_to", c.cfg.SendObjectTo)
+	}
+	if c.cfg.Share {
+		q.Set("share", "true")
+	}
+	query := q.Encode()
+
+	op := c.newOperation("store", c.publishers)
+	var sent atomic.Int64
+	op.attemptBytes = sent.Load
+	open := retryablehttp.ReaderFunc(func() (io.Reader, error) {
+		sent.Store(0)
+		if size == 0 {
+			return http.NoBody, nil
+		}
+		rc, err := body.Open()
+		if err != nil {
+			return nil, fmt.Errorf("open blob body: %w", err)
+		}
+		return &countingReader{rc: rc, n: &sent}, nil
+	})
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPut, op.endpoint()+"/v1/blobs?"+query, open)
+	if err != nil {
+		return StoreResult{}, fmt.Errorf("walrus store: %w", err)
+	}
+	// retryablehttp only learns lengths from in-memory readers; without this
+	// the upload would go out chunked.
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Accept", "application/json")
+	if err := c.authorize(ctx, req.Request); err != nil {
+		return StoreResult{}, err
+	}
+	op.prepare = func(r *http.Request) error {
+		u, err := url.Parse(op.endpoint() + "/v1/blobs?" + query)
+		if err != nil {
+			return permanent(err)
+		}
+		r.URL, r.Host = u, u.Host
+		return c.authorize(r.Context(), r)
+	}
+
+	var result StoreResult
+	req.SetResponseHandler(func(resp *http.Response) error {
+		if resp.StatusCode != http.StatusOK {
+			return op.statusError(resp)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxStoreResponse+1))
+		if err != nil {
+			// The blob may well be stored; retrying costs at most another
+			// registration, and losing the id would lose the blob.
+			return fmt.Errorf("read store response: %w", err)
+		}
+		if len(data) > maxStoreResponse {
+			return protocolErrorf("store response larger than %d bytes", maxStoreResponse)
+		}
+		r, err := parseStoreResponse(data)
+		if errors.Is(err, errStoreFailed) {
+			return err
+		}
+		if err != nil {
+			return permanent(err)
+		}
+		if !r.AlreadyCertified && r.Size != size {
+			return protocolErrorf("publisher reports %d bytes stored, %d were sent", r.Size, size)
+		}
+		r.Size = size
+		result = r
+		return nil
+	})
+
+	start := time.Now()
+	resp, err := op.retryClient().Do(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if err := op.finish(ctx, "", err); err != nil {
+		return StoreResult{}, err
+	}
+	result.Publisher = redact(op.endpoint())
+	result.Attempts = op.attempts
+	result.Duration = time.Since(start)
+	c.log.Debug("walrus: stored blob", "blob_id", result.BlobID, "size", size, "end_epoch", result.EndEpoch,
+		"already_certified", result.AlreadyCertified, "publisher", result.Publisher,
+		"attempts", result.Attempts, "duration", result.Duration)
+	return result, nil
+}
+
+// authorize sets the bearer token, if any, on a store request.
+func (c *Client) authorize(ctx context.Context, r *http.Request) error {
+	tok := c.cfg.BearerToken
+	if c.cfg.TokenSource != nil {
+		t, err := c.cfg.TokenSource(ctx)
+		if err != nil {
+			return permanent(fmt.Errorf("walrus: publisher token: %w", err))
+		}
+		tok = t
+	}
+	if tok != "" {
+		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return nil
+}
+
+// countingReader counts the bytes the transport has read from a body.
+type countingReader struct {
+	rc io.ReadCloser
+	n  *atomic.Int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	r.n.Add(int64(n))
+	return n, err
+}
+
+func (r *countingReader) Close() error { return r.rc.Close() }
+
+// The publisher's answer, camelCase on the wire (the OpenAPI yaml's
+// snake_case names are wrong). Exactly one of the variants is present.
+type storeResponse struct {
+	NewlyCreated     *newlyCreated     `json:"newlyCreated"`
+	AlreadyCertified *alreadyCertified `json:"alreadyCertified"`
+	MarkedInvalid    *struct {
+		BlobID string `json:"blobId"`
+	} `json:"markedInvalid"`
+	// Error is either the BlobStoreResult error variant
+	// ({blobId, failurePhase, errorMsg}) or an API error body
+	// ({code, status, message}) that arrived with status 200.
+	Error *struct {
+		BlobID       *string `json:"blobId"`
+		FailurePhase string  `json:"failurePhase"`
+		ErrorMsg     string  `json:"errorMsg"`
+		Code         int     `json:"code"`
+		Status       string  `json:"status"`
+		Message      string  `json:"message"`
+	} `json:"error"`
+}
+
+type newlyCreated struct {
+	BlobObject *struct {
+		ID              string  `json:"id"`
+		RegisteredEpoch uint32  `json:"registeredEpoch"`
+		BlobID          string  `json:"blobId"`
+		Size            *uint64 `json:"size"`
+		EncodingType    string  `json:"encodingType"`
+		CertifiedEpoch  *uint32 `json:"certifiedEpoch"`
+		Storage         *struct {
+			ID          string `json:"id"`
+			StartEpoch  uint32 `json:"startEpoch"`
+			EndEpoch    uint32 `json:"endEpoch"`
+			StorageSize uint64 `json:"storageSize"`
+		} `json:"storage"`
+		Deletable bool `json:"deletable"`
+	} `json:"blobObject"`
+	Cost             uint64 `json:"cost"`
+	SharedBlobObject string `json:"sharedBlobObject"`
+}
+
+type alreadyCertified struct {
+	BlobID string `json:"blobId"`
+	Event  *struct {
+		TxDigest string `json:"txDigest"`
+	} `json:"event"`
+	Object   string  `json:"object"`
+	EndEpoch *uint32 `json:"endEpoch"`
+}
+
+// parseStoreResponse turns a publisher's 200 answer into a StoreResult.
+// Size is what the publisher reported (0 for alreadyCertified).
+func parseStoreResponse(data []byte) (StoreResult, error) {
+	var sr storeResponse
+	if err := json.Unmarshal(data, &sr); err != nil {
+		return StoreResult{}, fmt.Errorf("%w: store response is not JSON: %v", ErrProtocol, err)
+	}
+	n := 0
+	for _, present := range []bool{sr.NewlyCreated != nil, sr.AlreadyCertified != nil, sr.MarkedInvalid != nil, sr.Error != nil} {
+		if present {
+			n++
+		}
+	}
+	if n != 1 {
+		return StoreResult{}, fmt.Errorf("%w: store response has %d known results, want exactly one of newlyCreated, alreadyCertified, markedInvalid, error: %s",
+			ErrProtocol, n, sanitize(string(data), 200))
+	}
+	switch {
+	case sr.NewlyCreated != nil:
+		bo := sr.NewlyCreated.BlobObject
+		if bo == nil || bo.Storage == nil || bo.Size == nil {
+			return StoreResult{}, fmt.Errorf("%w: newlyCreated lacks blobObject, its storage or its size", ErrProtocol)
+		}
+		if err := ValidateBlobID(bo.BlobID); err != nil {
+			return StoreResult{}, fmt.Errorf("%w: newlyCreated: %v", ErrProtocol, err)
+		}
+		if *bo.Size > 1<<62 {
+			return StoreResult{}, fmt.Errorf("%w: newlyCreated size %d is out of range", ErrProtocol, *bo.Size)
+		}
+		return StoreResult{
+			BlobID:          bo.BlobID,
+			Size:            int64(*bo.Size),
+			EndEpoch:        bo.Storage.EndEpoch,
+			ObjectID:        bo.ID,
+			SharedObjectID:  sr.NewlyCreated.SharedBlobObject,
+			RegisteredEpoch: bo.RegisteredEpoch,
+			Deletable:       bo.Deletable,
+			Cost:            sr.NewlyCreated.Cost,
+		}, nil
+	case sr.AlreadyCertified != nil:
+		ac := sr.AlreadyCertified
+		if err := ValidateBlobID(ac.BlobID); err != nil {
+			return StoreResult{}, fmt.Errorf("%w: alreadyCertified: %v", ErrProtocol, err)
+		}
+		if ac.EndEpoch == nil {
+			return StoreResult{}, fmt.Errorf("%w: alreadyCertified lacks endEpoch", ErrProtocol)
+		}
+		r := StoreResult{BlobID: ac.BlobID, EndEpoch: *ac.EndEpoch, AlreadyCertified: true, ObjectID: ac.Object}
+		if ac.Event != nil {
+			r.TxDigest = ac.Event.TxDigest
+		}
+		return r, nil
+	case sr.MarkedInvalid != nil:
+		return StoreResult{}, fmt.Errorf("walrus: publisher reports blob %s marked invalid", sanitize(sr.MarkedInvalid.BlobID, 64))
+	default:
+		e := sr.Error
+		msg := e.ErrorMsg
+		if msg == "" {
+			msg = e.Message
+		}
+		what := e.FailurePhase
+		if what == "" {
+			what = e.Status
+		}
+		return StoreResult{}, fmt.Errorf("%w (%s): %s", errStoreFailed, sanitize(what, 64), sanitize(msg, maxErrorExcerpt))
+	}
+}
+
+// errStoreFailed marks the "error" result variant: the publisher tried
+// and failed (in some phase), which another attempt may not repeat.
+var errStoreFailed = errors.New("walrus: publisher reports a failed store")
+
+// FormatSize renders a byte count for people: "14.2 MiB", "512 B".
+func FormatSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
