@@ -386,3 +386,71 @@ func TestPublisherOutageKeepsSnapshotsPending(t *testing.T) {
 		t.Error("pointer did not move after recovery")
 	}
 }
+
+func TestBrainWipedWhileRunningComesBack(t *testing.T) {
+	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
+	seedBrain(t, w.brain("alpha"))
+	d := w.start()
+	blob := published(t, d, "alpha")
+	before := tree(t, w.brain("alpha"))
+	stores := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]
+
+	if err := os.RemoveAll(w.brain("alpha")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the brain to be restored", func() bool {
+		_, err := os.Stat(filepath.Join(w.brain("alpha"), "system.md"))
+		return err == nil
+	})
+	a, _ := d.Agent("alpha")
+	eventually(t, "alpha ready again", a.Ready)
+	after := tree(t, w.brain("alpha"))
+	if len(after) != len(before) {
+		t.Fatalf("restored %d files, had %d", len(after), len(before))
+	}
+	for p, fi := range before {
+		if after[p] != fi {
+			t.Errorf("%s differs after the restore", p)
+		}
+	}
+	// An empty brain was never snapshotted over the real one.
+	if got := readPointer(t, w, "alpha.hermes.eth"); got != blob {
+		t.Errorf("pointer moved to %q", got)
+	}
+	if got := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]; got != stores {
+		t.Errorf("uploads during the wipe: %d -> %d", stores, got)
+	}
+	// And the watcher follows the new directory.
+	writeFile(t, filepath.Join(w.brain("alpha"), "skills/after.md"), "after\n", 0o644)
+	eventually(t, "a snapshot of the restored brain", func() bool { return readPointer(t, w, "alpha.hermes.eth") != blob })
+}
+
+func TestSeedFillsOnlyWhatIsMissing(t *testing.T) {
+	seed := t.TempDir()
+	writeFile(t, filepath.Join(seed, "system.md"), "seed system\n", 0o644)
+	writeFile(t, filepath.Join(seed, "skills/seeded.md"), "seeded\n", 0o600)
+	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth", SeedDir: seed})
+	d := w.start()
+	blob := published(t, d, "alpha")
+	if b, _ := os.ReadFile(filepath.Join(w.brain("alpha"), "system.md")); string(b) != "seed system\n" {
+		t.Fatalf("fresh start not seeded: %q", b)
+	}
+	// The brain evolves; then it is lost and restored: the seed must not
+	// overwrite the restored system.md, but fills a file the snapshot lacks.
+	writeFile(t, filepath.Join(w.brain("alpha"), "system.md"), "learned system\n", 0o644)
+	eventually(t, "the change to publish", func() bool { return readPointer(t, w, "alpha.hermes.eth") != blob })
+	a, _ := d.Agent("alpha")
+	eventually(t, "state to settle", func() bool { s := a.Status(); return s.Pending == nil })
+	stop(t, d)
+	writeFile(t, filepath.Join(seed, "patterns/new-in-seed.md"), "later seed\n", 0o644)
+	os.RemoveAll(w.brain("alpha"))
+
+	d = w.start()
+	eventually(t, "alpha ready", func() bool { a, _ := d.Agent("alpha"); return a.Ready() })
+	if b, _ := os.ReadFile(filepath.Join(w.brain("alpha"), "system.md")); string(b) != "learned system\n" {
+		t.Errorf("seed overwrote the restored system.md: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.brain("alpha"), "patterns/new-in-seed.md")); string(b) != "later seed\n" {
+		t.Errorf("missing seed file not filled: %q", b)
+	}
+}
