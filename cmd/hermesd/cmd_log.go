@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -27,25 +26,12 @@ are never downloaded. Restore an entry with 'hermesd restore --at N --dir DIR'.`
 	if fs.NArg() != 1 {
 		return usageErrorf("log needs exactly one AGENT")
 	}
-	cfg, err := loadConfig(*cfgPath)
+	oc, err := openAgent(ctx, env, *cfgPath, fs.Arg(0), "warn")
 	if err != nil {
 		return err
 	}
-	ac, err := cfg.Agent(fs.Arg(0))
-	if err != nil {
-		return withCode(exitUsage, err)
-	}
-	log, err := newLogger(env.stderr, "warn", cfg.Log.Format)
-	if err != nil {
-		return withCode(exitUsage, err)
-	}
-	svc, err := daemon.Build(ctx, cfg, log, daemon.BuildOptions{ReadOnly: true})
-	if err != nil {
-		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
-	}
-	if svc.ENS != nil {
-		defer svc.ENS.Close()
-	}
+	defer oc.Close()
+	cfg, ac, svc := oc.cfg, oc.agent, oc.svc
 	latest, err := latestBlob(ctx, cfg, ac, svc)
 	if err != nil {
 		return err

@@ -48,25 +48,12 @@ need --dir, so a running brain is never overwritten.`)
 	if (*blob != "" || *at != "") && *dir == "" {
 		return usageErrorf("--blob and --at restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
 	}
-	cfg, err := loadConfig(*cfgPath)
+	oc, err := openAgent(ctx, env, *cfgPath, fs.Arg(0), "")
 	if err != nil {
 		return err
 	}
-	ac, err := cfg.Agent(fs.Arg(0))
-	if err != nil {
-		return withCode(exitUsage, err)
-	}
-	log, err := newLogger(env.stderr, cfg.Log.Level, cfg.Log.Format)
-	if err != nil {
-		return withCode(exitUsage, err)
-	}
-	svc, err := daemon.Build(ctx, cfg, log, daemon.BuildOptions{ReadOnly: true})
-	if err != nil {
-		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
-	}
-	if svc.ENS != nil {
-		defer svc.ENS.Close()
-	}
+	defer oc.Close()
+	cfg, ac, log, svc := oc.cfg, oc.agent, oc.log, oc.svc
 
 	out := restoreOutput{Agent: ac.ID}
 	if *dir == "" {

@@ -195,14 +195,7 @@ func Envelope(cfg *config.Config, ac *config.Agent, key cipher.Key) snapshot.Env
 // missing or empty, fill from the seed, hash, reconcile with the chain —
 // and stops. `hermesd restore` uses it (init containers).
 func PrepareOnce(ctx context.Context, cfg *config.Config, svc Services, id string, log *slog.Logger) (agent.Status, error) {
-	idx := -1
-	for i := range cfg.Agents {
-		if cfg.Agents[i].ID == id {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		_, err := cfg.Agent(id)
+	if _, err := cfg.Agent(id); err != nil {
 		return agent.Status{}, err
 	}
 	sd, err := state.Open(cfg.StateDir)
@@ -210,17 +203,32 @@ func PrepareOnce(ctx context.Context, cfg *config.Config, svc Services, id strin
 		return agent.Status{}, err
 	}
 	defer sd.Close()
-	policy, err := receipts.ParsePolicy(cfg.Receipts.ImportPolicy)
-	if err != nil {
-		return agent.Status{}, err
-	}
-	a, err := newAgent(cfg, idx, svc, sd, policy, nil, log)
+	a, err := OpenAgent(cfg, svc, sd, id, nil, log)
 	if err != nil {
 		return agent.Status{}, err
 	}
 	defer a.Close()
 	err = a.Prepare(ctx)
 	return a.Status(), err
+}
+
+// OpenAgent opens agent id exactly as the daemon does, on a state directory
+// the caller has locked, for one-shot drivers (the amnesia drill) that call
+// Prepare and SyncOnce themselves. obs may be nil. The caller closes the
+// agent.
+func OpenAgent(cfg *config.Config, svc Services, sd *state.Dir, id string, obs agent.Observer, log *slog.Logger) (*agent.Agent, error) {
+	for i := range cfg.Agents {
+		if cfg.Agents[i].ID != id {
+			continue
+		}
+		policy, err := receipts.ParsePolicy(cfg.Receipts.ImportPolicy)
+		if err != nil {
+			return nil, err
+		}
+		return newAgent(cfg, i, svc, sd, policy, obs, log)
+	}
+	_, err := cfg.Agent(id)
+	return nil, err
 }
 
 // Addr is the HTTP listener's address ("" when disabled).

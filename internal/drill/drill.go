@@ -1,0 +1,750 @@
+package drill
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/agent"
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/daemon"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walrus"
+)
+
+// Mode selects how the drill finds the snapshot to restore.
+type Mode string
+
+const (
+	// ModeA restores from the key and a blob id only, without ENS.
+	ModeA Mode = "a"
+	// ModeB is the cold boot: the blob id comes from the agent's ENS
+	// agent-snapshot record.
+	ModeB Mode = "b"
+)
+
+var (
+	// ErrMismatch means the restore differs from the live brain (see
+	// Report.Mismatches).
+	ErrMismatch = errors.New("drill: the restore differs from the live brain")
+	// ErrPointer means the ENS record does not name the snapshot the drill
+	// verified.
+	ErrPointer = errors.New("drill: the ENS pointer does not name the verified snapshot")
+	// ErrNoBrain means the brain directory is missing or holds no files:
+	// there is nothing to drill.
+	ErrNoBrain = errors.New("drill: nothing to drill")
+	// ErrRefused means the destructive drill would not wipe the brain.
+	ErrRefused = errors.New("drill: refusing to wipe the brain")
+	// ErrOptions means Options are invalid.
+	ErrOptions = errors.New("drill: invalid options")
+	// ErrSetup means the configuration's services (keys, endpoints) could
+	// not be set up.
+	ErrSetup = errors.New("drill: startup")
+)
+
+// Options configure one drill.
+type Options struct {
+	Config *config.Config
+	Agent  string // agent id
+	Mode   Mode   // "" = ModeB
+	// Destructive wipes the real brain directory (with a safety net, see
+	// the package doc) and restores it in place.
+	Destructive bool
+	// BlobID restores this blob instead of the snapshot the drill just
+	// verified (ModeA only).
+	BlobID string
+	// Keep keeps the scratch directory (and a failed destructive restore
+	// in it) instead of deleting it.
+	Keep bool
+	// ScratchDir is where the scratch directory is created ("" = the
+	// system's temporary directory).
+	ScratchDir string
+	Log        *slog.Logger // nil = discard
+
+	hooks hooks
+}
+
+// hooks let tests act between stages.
+type hooks struct {
+	afterWipe func() // the brain has been moved aside
+}
+
+// Stage is one timed step of the drill.
+type Stage struct {
+	Name   string        `json:"name"`
+	OK     bool          `json:"ok"`
+	Took   time.Duration `json:"-"`
+	MS     float64       `json:"ms"`
+	Detail string        `json:"detail,omitempty"`
+	Error  string        `json:"error,omitempty"`
+}
+
+// Report is what a drill did and found.
+type Report struct {
+	Agent       string `json:"agent"`
+	ENSName     string `json:"ensName,omitempty"`
+	Mode        Mode   `json:"mode"`
+	Destructive bool   `json:"destructive"`
+	BrainDir    string `json:"brainDir"`
+	// ScratchDir is set when the scratch directory was kept.
+	ScratchDir string `json:"scratchDir,omitempty"`
+	// Snapshot is what the snapshot step did: "snapshotted" or
+	// "unchanged" (the last verified snapshot already holds this state).
+	Snapshot   string `json:"snapshot,omitempty"`
+	BlobID     string `json:"blobId,omitempty"`
+	BundleHash string `json:"bundleHash,omitempty"`
+	Version    int64  `json:"version,omitempty"`
+	TxHash     string `json:"txHash,omitempty"`
+	GasUsed    uint64 `json:"gasUsed,omitempty"`
+	// Files and Bytes count the restored files the bundle hash covers;
+	// BlobBytes is the encrypted blob's size.
+	Files      int           `json:"files"`
+	Bytes      int64         `json:"bytes"`
+	BlobBytes  int64         `json:"blobBytes"`
+	Stages     []Stage       `json:"stages"`
+	Result     string        `json:"result"` // "pass" or "fail"
+	Mismatches []Mismatch    `json:"mismatches"`
+	Notes      []string      `json:"notes,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	Took       time.Duration `json:"-"`
+	TookMS     float64       `json:"tookMs"`
+}
+
+// Passed reports whether the drill passed.
+func (r *Report) Passed() bool { return r.Result == "pass" }
+
+func (r *Report) stage(name string, start time.Time, err error, detail string) {
+	took := time.Since(start)
+	s := Stage{Name: name, OK: err == nil, Took: took, MS: ms(took), Detail: detail}
+	if err != nil {
+		s.Error = err.Error()
+	}
+	r.Stages = append(r.Stages, s)
+}
+
+func (r *Report) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Run performs one drill. The report is filled as far as the drill got;
+// the error says why it failed: wrapping ErrMismatch or ErrPointer for a
+// verification failure, cipher errors for a blob that does not decrypt,
+// state.ErrLocked when hermesd runs on the same state directory, and so on.
+func Run(ctx context.Context, o Options) (rep Report, err error) {
+	start := time.Now()
+	if o.Config == nil {
+		return rep, fmt.Errorf("%w: no configuration", ErrOptions)
+	}
+	if o.Mode == "" {
+		o.Mode = ModeB
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	ac, err := o.Config.Agent(o.Agent)
+	if err != nil {
+		return rep, fmt.Errorf("%w: %w", ErrOptions, err)
+	}
+	switch {
+	case o.Mode != ModeA && o.Mode != ModeB:
+		return rep, fmt.Errorf("%w: mode %q is not a or b", ErrOptions, o.Mode)
+	case o.Mode == ModeB && o.BlobID != "":
+		return rep, fmt.Errorf("%w: a blob id is for mode a; mode b reads it from the ENS pointer", ErrOptions)
+	case o.Mode == ModeB && ac.ENSName == "":
+		return rep, fmt.Errorf("%w: agent %s has no ENS name, which mode b (ENS pointer cold boot) needs; use mode a", ErrOptions, ac.ID)
+	}
+	if o.BlobID != "" {
+		if err := walrus.ValidateBlobID(o.BlobID); err != nil {
+			return rep, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+	}
+	rep = Report{Agent: ac.ID, ENSName: ac.ENSName, Mode: o.Mode, Destructive: o.Destructive, BrainDir: ac.BrainDir}
+	defer func() {
+		rep.Took = time.Since(start)
+		rep.TookMS = ms(rep.Took)
+		rep.Result = "pass"
+		if err != nil {
+			rep.Result, rep.Error = "fail", err.Error()
+		}
+		if rep.Mismatches == nil {
+			rep.Mismatches = []Mismatch{}
+		}
+	}()
+	d := &drill{o: o, cfg: o.Config, ac: ac, log: o.Log, rep: &rep}
+	err = d.run(ctx)
+	return rep, err
+}
+
+// drill is one run in progress.
+type drill struct {
+	o   Options
+	cfg *config.Config
+	ac  *config.Agent
+	log *slog.Logger
+	rep *Report
+
+	svc  daemon.Services
+	a    *agent.Agent
+	last state.Snapshot // the verified snapshot of the live brain
+	took bool           // the snapshot was taken (and verified) by this drill
+}
+
+func (d *drill) run(ctx context.Context) (err error) {
+	has, err := snapshot.HasFiles(d.ac.BrainDir)
+	if err != nil {
+		return err
+	}
+	if !has {
+		return fmt.Errorf("%w: brain directory %s is missing or holds no files (restore it first: 'hermesd restore %s')",
+			ErrNoBrain, d.ac.BrainDir, d.ac.ID)
+	}
+	d.svc, err = daemon.Build(ctx, d.cfg, d.log, daemon.BuildOptions{})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSetup, err)
+	}
+	if d.svc.ENS != nil {
+		defer d.svc.ENS.Close()
+	}
+	// Holding the state lock for the whole drill keeps a daemon from
+	// starting (and restoring or snapshotting) while the brain is away.
+	sd, err := state.Open(d.cfg.StateDir)
+	if errors.Is(err, state.ErrLocked) {
+		return fmt.Errorf("%w: the drill snapshots and publishes through the agent's state like the daemon; "+
+			"stop hermesd first (or drill a copy of the brain under a configuration with its own state_dir)", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer sd.Close()
+	obs := &observer{}
+	d.a, err = daemon.OpenAgent(d.cfg, d.svc, sd, d.ac.ID, obs, d.log)
+	if err != nil {
+		return err
+	}
+	defer d.a.Close()
+
+	if err := d.snapshot(ctx, obs); err != nil {
+		return err
+	}
+	if d.ac.ENSName != "" {
+		if err := d.publish(ctx); err != nil {
+			return err
+		}
+	}
+	blob := d.last.BlobID
+	if d.o.BlobID != "" {
+		blob = d.o.BlobID
+	}
+	d.rep.BlobID = blob
+	if d.o.Destructive {
+		return d.destructive(ctx, blob)
+	}
+	return d.scratch(ctx, blob)
+}
+
+// snapshot brings the agent's verified snapshot up to date with the brain,
+// exactly as the daemon's loop does.
+func (d *drill) snapshot(ctx context.Context, obs *observer) error {
+	t := time.Now()
+	if err := d.a.Prepare(ctx); err != nil {
+		d.rep.stage("hash", t, err, "")
+		return fmt.Errorf("prepare agent: %w", err)
+	}
+	sr, err := d.a.SyncOnce(ctx)
+	if err != nil {
+		d.rep.stage("snapshot", t, err, "")
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	files, bytes := obs.hashed()
+	took := time.Since(t)
+	if s := sr.Snapshot; s != nil {
+		took -= s.Pack + s.Upload + s.Verify
+	}
+	d.rep.Stages = append(d.rep.Stages, Stage{Name: "hash", OK: true, Took: took, MS: ms(took),
+		Detail: fmt.Sprintf("%d files, %s, bundle hash %s", files, walrus.FormatSize(bytes), short(sr.Hash.String()))})
+
+	switch sr.Outcome {
+	case agent.Snapshotted:
+		s := sr.Snapshot
+		d.took = true
+		d.rep.Snapshot = "snapshotted"
+		add := func(name string, took time.Duration, detail string) {
+			d.rep.Stages = append(d.rep.Stages, Stage{Name: name, OK: true, Took: took, MS: ms(took), Detail: detail})
+		}
+		add("pack", s.Pack, fmt.Sprintf("lock v%d + receipts, tar + encrypt: %s blob", s.Version, walrus.FormatSize(s.Size)))
+		up := fmt.Sprintf("blob %s, end epoch %d", s.BlobID, s.EndEpoch)
+		if s.AlreadyCertified {
+			up += " (already certified)"
+		}
+		add("upload", s.Upload, up)
+		add("verify", s.Verify, "read back: size and sha256 match")
+	case agent.Unchanged:
+		d.rep.Snapshot = "unchanged"
+		d.rep.note("the brain has not changed since its last verified snapshot: nothing uploaded")
+	default:
+		return fmt.Errorf("%w: brain %s is empty (outcome %s)", ErrNoBrain, d.ac.BrainDir, sr.Outcome)
+	}
+	st := d.a.Status()
+	if st.Last == nil {
+		return errors.New("drill: no verified snapshot after the snapshot step")
+	}
+	d.last = *st.Last
+	d.rep.BundleHash, d.rep.Version = d.last.BundleHash, d.last.Version
+	if d.last.BundleHash != sr.Hash.String() {
+		return fmt.Errorf("drill: the last verified snapshot holds %s, the brain hashes to %s", d.last.BundleHash, sr.Hash)
+	}
+	return nil
+}
+
+// publish moves the ENS pointer to the verified snapshot by
+// compare-and-set, records it in the agent's state as the daemon's
+// publisher does, and reads it back.
+func (d *drill) publish(ctx context.Context) (err error) {
+	t := time.Now()
+	detail := "already names the snapshot: no transaction"
+	defer func() { d.rep.stage("publish", t, err, detail) }()
+	if c := d.a.Conflict(); c != "" {
+		return fmt.Errorf("%w: %s", agent.ErrHeld, c)
+	}
+	if p, ok := d.a.Pending(); ok {
+		res, err := d.svc.ENS.Write(ctx, p.Name, p.Value, p.Expected)
+		if err != nil {
+			d.a.PublishFailed(p, err, errors.Is(err, ens.ErrConflict))
+			return fmt.Errorf("publish pointer: %w", err)
+		}
+		tx := ""
+		if !res.Unchanged {
+			tx = res.TxHash.Hex()
+			d.rep.TxHash, d.rep.GasUsed = tx, res.GasUsed
+			detail = fmt.Sprintf("tx %s, block %d, gas %d", tx, res.BlockNumber, res.GasUsed)
+		}
+		if err := d.a.Published(p, tx); err != nil {
+			return fmt.Errorf("record published pointer: %w", err)
+		}
+	}
+	got, err := d.svc.ENS.Read(ctx, d.ac.ENSName)
+	if err != nil {
+		return fmt.Errorf("read back pointer: %w", err)
+	}
+	if got != d.last.BlobID {
+		return fmt.Errorf("%w: %s names %s, the verified snapshot is %s", ErrPointer, d.ac.ENSName, got, d.last.BlobID)
+	}
+	detail += "; read back"
+	return nil
+}
+
+// coldPath is the restore side: nothing in it is shared with the side that
+// took the snapshot except the key and the configuration.
+type coldPath struct {
+	store   *walrus.Client
+	pointer *ens.Client // mode b
+	spool   string
+}
+
+func (d *drill) newColdPath(ctx context.Context, scratch string) (*coldPath, error) {
+	wc, err := daemon.WalrusConfig(d.cfg, d.log)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSetup, err)
+	}
+	cp := &coldPath{spool: filepath.Join(scratch, "spool")}
+	if err := os.Mkdir(cp.spool, 0o700); err != nil {
+		return nil, err
+	}
+	if cp.store, err = walrus.New(wc); err != nil {
+		return nil, fmt.Errorf("%w: walrus: %w", ErrSetup, err)
+	}
+	if d.o.Mode == ModeB {
+		if cp.pointer, err = ens.New(ctx, daemon.ENSConfig(d.cfg, nil, d.log)); err != nil {
+			return nil, fmt.Errorf("chain: %w", err)
+		}
+	}
+	return cp, nil
+}
+
+func (cp *coldPath) close() {
+	if cp.pointer != nil {
+		cp.pointer.Close()
+	}
+}
+
+// restore runs the cold path into target: (ENS read →) download → decrypt →
+// extract → verify → rename into place.
+func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) (snapshot.Restored, error) {
+	if d.o.Mode == ModeB {
+		t := time.Now()
+		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
+		if err == nil && v != blob {
+			err = fmt.Errorf("%w: %s names %s, the verified snapshot is %s", ErrPointer, d.ac.ENSName, v, blob)
+		}
+		d.rep.stage("ens-read", t, err, fmt.Sprintf("%s agent-snapshot = %s", d.ac.ENSName, v))
+		if err != nil {
+			return snapshot.Restored{}, fmt.Errorf("read ENS pointer: %w", err)
+		}
+	}
+
+	t := time.Now()
+	file := filepath.Join(cp.spool, "blob")
+	defer os.Remove(file)
+	rr, err := cp.store.ReadToFile(ctx, blob, file)
+	d.rep.stage("download", t, err, fmt.Sprintf("%s from %s, %d attempt(s)", walrus.FormatSize(rr.Size), rr.Aggregator, rr.Attempts))
+	if err != nil {
+		return snapshot.Restored{}, fmt.Errorf("download %s: %w", blob, err)
+	}
+	d.rep.BlobBytes = rr.Size
+
+	t = time.Now()
+	r := &snapshot.Restorer{
+		Store:    cp.store,
+		SpoolDir: cp.spool,
+		Key:      d.svc.Key,
+		Identity: d.ac.Identity(),
+		Others:   d.others(),
+		Log:      d.log,
+	}
+	res, err := r.RestoreFile(ctx, file, target)
+	detail := ""
+	if err == nil {
+		detail = fmt.Sprintf("%d files, %s; they hash to the restored lock's bundleHash", res.Files, walrus.FormatSize(res.Bytes))
+	}
+	d.rep.stage("unpack", t, err, detail)
+	if err != nil {
+		return res, fmt.Errorf("restore blob %s: %w", blob, err)
+	}
+	res.BlobID, res.BlobSize = blob, rr.Size
+	d.rep.Files, d.rep.Bytes = res.Files, res.Bytes
+	for _, s := range res.Skipped {
+		d.rep.note("the archive entry %s was skipped", s)
+	}
+	return res, nil
+}
+
+func (d *drill) others() []string {
+	var out []string
+	for i := range d.cfg.Agents {
+		if d.cfg.Agents[i].ID != d.ac.ID {
+			out = append(out, d.cfg.Agents[i].Identity())
+		}
+	}
+	return out
+}
+
+func (d *drill) newScratch() (string, error) {
+	s, err := os.MkdirTemp(d.o.ScratchDir, "hermesd-drill-"+d.ac.ID+"-")
+	if err != nil {
+		return "", fmt.Errorf("create scratch directory: %w", err)
+	}
+	return s, nil
+}
+
+func (d *drill) dropScratch(s string) {
+	if d.o.Keep {
+		d.rep.ScratchDir = s
+		return
+	}
+	if err := removeTree(s); err != nil {
+		d.rep.note("could not remove the scratch directory %s: %v", s, err)
+	}
+}
+
+// scratch is the non-destructive drill: restore into a new directory and
+// compare it with the live brain byte for byte.
+func (d *drill) scratch(ctx context.Context, blob string) error {
+	dir, err := d.newScratch()
+	if err != nil {
+		return err
+	}
+	defer d.dropScratch(dir)
+	cp, err := d.newColdPath(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer cp.close()
+	target := filepath.Join(dir, "brain")
+	res, err := d.restore(ctx, cp, blob, target)
+	if err != nil {
+		return err
+	}
+
+	t := time.Now()
+	live, err := scan(ctx, d.ac.BrainDir, false)
+	if err != nil {
+		d.rep.stage("compare", t, err, "")
+		return err
+	}
+	got, err := scan(ctx, target, false)
+	if err != nil {
+		d.rep.stage("compare", t, err, "")
+		return err
+	}
+	c, err := compare(live, got, blob, literal(d.ac.BrainDir, target))
+	d.recordCompare(t, c, err, "byte for byte")
+	if err != nil {
+		return err
+	}
+	d.rehash(ctx, target, res)
+	return d.verdict()
+}
+
+// recordCompare adds the compare stage and its findings to the report.
+func (d *drill) recordCompare(t time.Time, c comparison, err error, how string) {
+	d.rep.Mismatches = append(d.rep.Mismatches, c.mismatches...)
+	d.rep.Notes = append(d.rep.Notes, c.notes...)
+	if err == nil && len(c.mismatches) > 0 {
+		err = fmt.Errorf("%d differences", len(c.mismatches))
+	}
+	d.rep.stage("compare", t, err, fmt.Sprintf("%d files (%s) and %d directories identical, modes included; %d differences",
+		c.files, how, c.dirs, len(c.mismatches)))
+}
+
+// rehash hashes the restored tree with hash.Dir, independently of the
+// extractor's manifest, and checks it against the restored lock and the
+// live brain's hash.
+func (d *drill) rehash(ctx context.Context, dir string, res snapshot.Restored) {
+	t := time.Now()
+	h, err := hash.Dir(ctx, dir, hash.Options{})
+	if err != nil {
+		d.rep.stage("rehash", t, err, "")
+		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: ".", Kind: "hash", Got: err.Error()})
+		return
+	}
+	got := h.Digest.String()
+	var bad error
+	if got != res.BundleHash.String() {
+		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: bundlelock.FileName, Kind: "hash", Want: res.BundleHash.String(), Got: got})
+		bad = errors.New("differs from the restored lock")
+	}
+	if got != d.last.BundleHash {
+		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: ".", Kind: "hash", Want: d.last.BundleHash, Got: got})
+		bad = errors.New("differs from the live brain")
+	}
+	detail := fmt.Sprintf("%s = restored lock = live brain (%d files)", short(got), h.Count)
+	if bad != nil {
+		detail = fmt.Sprintf("%s %v", short(got), bad)
+	}
+	d.rep.stage("rehash", t, bad, detail)
+}
+
+// verdict turns the mismatches found into the drill's error.
+func (d *drill) verdict() error {
+	if n := len(d.rep.Mismatches); n > 0 {
+		return fmt.Errorf("%w: %d difference(s), first %s", ErrMismatch, n, d.rep.Mismatches[0])
+	}
+	return nil
+}
+
+// destructive wipes the brain (moving it aside), restores it in place
+// through the cold path, compares it with the manifest taken before the
+// wipe, and deletes the moved-aside original only if everything matched.
+func (d *drill) destructive(ctx context.Context, blob string) (err error) {
+	brain := d.ac.BrainDir
+	pre, err := d.gate(ctx, blob)
+	if err != nil {
+		return err
+	}
+	dir, err := d.newScratch()
+	if err != nil {
+		return err
+	}
+	defer d.dropScratch(dir)
+	cp, err := d.newColdPath(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer cp.close()
+
+	t := time.Now()
+	side, err := moveAside(brain)
+	d.rep.stage("wipe", t, err, "brain moved aside to "+sideCopy(side)+" (put back if anything fails)")
+	if err != nil {
+		return fmt.Errorf("wipe: %w", err)
+	}
+	d.log.Warn("drill: brain wiped (moved aside until the restore is proved identical)", "agent", d.ac.ID, "dir", brain, "aside", side.copy)
+	defer func() {
+		if err == nil {
+			return
+		}
+		failed := ""
+		if d.o.Keep {
+			failed = filepath.Join(dir, "failed-restore")
+		}
+		if perr := side.putBack(failed); perr != nil {
+			err = errors.Join(err, fmt.Errorf("drill: CANNOT PUT THE BRAIN BACK; the original is at %s: %w", side.copy, perr))
+			return
+		}
+		d.rep.note("the drill failed after the wipe; the original brain was put back in place")
+		d.log.Warn("drill: failed; original brain put back", "agent", d.ac.ID, "dir", brain)
+	}()
+	if d.o.hooks.afterWipe != nil {
+		d.o.hooks.afterWipe()
+	}
+
+	res, err := d.restore(ctx, cp, blob, brain)
+	if err != nil {
+		return err
+	}
+	t = time.Now()
+	got, err := scan(ctx, brain, true)
+	if err != nil {
+		d.rep.stage("compare", t, err, "")
+		return err
+	}
+	c, err := compare(pre, got, blob, nil)
+	d.recordCompare(t, c, err, "sha256 against the manifest taken before the wipe")
+	if err != nil {
+		return err
+	}
+	d.rehash(ctx, brain, res)
+	if err := d.verdict(); err != nil {
+		return err
+	}
+
+	// The restore is proved; give the brain back exactly what it had: the
+	// lock's upload record, receipts that arrived after the snapshot, and
+	// the directory's own mode.
+	t = time.Now()
+	err = d.finish(ctx, side, pre, got)
+	detail := "brain byte-identical to before the wipe; moved-aside copy deleted"
+	if err != nil {
+		detail = ""
+	}
+	d.rep.stage("putback", t, err, detail)
+	return err
+}
+
+func sideCopy(s *aside) string {
+	if s == nil {
+		return ""
+	}
+	return s.copy
+}
+
+// gate checks what the destructive drill requires before it wipes
+// anything, and takes the manifest it compares against.
+func (d *drill) gate(ctx context.Context, blob string) (*manifest, error) {
+	t := time.Now()
+	pre, detail, err := d.checkGate(ctx, blob)
+	d.rep.stage("manifest", t, err, detail)
+	if err != nil {
+		return nil, err
+	}
+	return pre, nil
+}
+
+func (d *drill) checkGate(ctx context.Context, blob string) (*manifest, string, error) {
+	if st, err := os.Lstat(d.ac.BrainDir); err != nil {
+		return nil, "", err
+	} else if !st.IsDir() {
+		// Renaming a link would move the link, not the brain.
+		return nil, "", fmt.Errorf("%w: %s is not a directory (a symlink?); point brain_dir at the directory itself", ErrRefused, d.ac.BrainDir)
+	}
+	if blob != d.last.BlobID {
+		return nil, "", fmt.Errorf("%w: it restores only the snapshot the drill verified (%s), not %s", ErrRefused, d.last.BlobID, blob)
+	}
+	verified := "uploaded and read back by this drill"
+	if !d.took {
+		if sum, err := hex.DecodeString(d.last.SHA256); err == nil && len(sum) == 32 {
+			if _, err := d.svc.Walrus.Verify(ctx, blob, [32]byte(sum), d.last.Size); err != nil {
+				return nil, "", fmt.Errorf("%w: blob %s does not read back intact: %w", ErrRefused, blob, err)
+			}
+			verified = "read back: size and sha256 match the upload"
+		} else {
+			// A snapshot restored here rather than taken here has no
+			// recorded digest; its lock must at least claim this state.
+			lock, err := snapshot.ReadLock(ctx, d.svc.Walrus, blob, d.svc.Key, d.ac.Identity())
+			if err != nil {
+				return nil, "", fmt.Errorf("%w: read the lock of blob %s: %w", ErrRefused, blob, err)
+			}
+			if lock.BundleHash() != d.last.BundleHash {
+				return nil, "", fmt.Errorf("%w: blob %s holds %s, the brain is %s", ErrRefused, blob, lock.BundleHash(), d.last.BundleHash)
+			}
+			verified = "no recorded digest (restored, not taken, here): its lock claims this bundle hash"
+		}
+	}
+	pre, err := scan(ctx, d.ac.BrainDir, true)
+	if err != nil {
+		return nil, "", err
+	}
+	if u := pre.unsupported(); len(u) > 0 {
+		return nil, "", fmt.Errorf("%w: it holds entries snapshots do not carry and the wipe would lose: %v", ErrRefused, u)
+	}
+	if h := pre.bundleHash().String(); h != d.last.BundleHash {
+		return nil, "", fmt.Errorf("%w: the brain changed since the snapshot (%s, snapshot %s); run the drill again", ErrRefused, h, d.last.BundleHash)
+	}
+	files, dirs := pre.counts()
+	return pre, fmt.Sprintf("%d files and %d directories recorded (sha256, mode, size); blob %s", files, dirs, verified), nil
+}
+
+// finish copies back the two files that legitimately differ, restores the
+// root's mode, checks that the brain is now identical to the manifest, and
+// deletes the moved-aside original.
+func (d *drill) finish(ctx context.Context, side *aside, pre, got *manifest) error {
+	for _, rel := range []string{bundlelock.FileName, snapshot.ReceiptsFile} {
+		w, ok := pre.entries[rel]
+		if !ok || got.entries[rel] == w {
+			continue
+		}
+		if err := side.copyBack(rel); err != nil {
+			return fmt.Errorf("copy back %s: %w", rel, err)
+		}
+	}
+	if err := os.Chmod(d.ac.BrainDir, pre.rootPerm); err != nil {
+		return err
+	}
+	final, err := scan(ctx, d.ac.BrainDir, true)
+	if err != nil {
+		return err
+	}
+	if ms := exact(pre, final); len(ms) > 0 {
+		d.rep.Mismatches = append(d.rep.Mismatches, ms...)
+		return d.verdict()
+	}
+	if err := side.discard(); err != nil {
+		d.rep.note("could not delete the moved-aside copy %s: %v", side.container, err)
+	}
+	return nil
+}
+
+// observer records the hashing the agent reports.
+type observer struct {
+	mu    sync.Mutex
+	files int
+	bytes int64
+}
+
+func (o *observer) hashed() (int, int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.files, o.bytes
+}
+
+func (o *observer) Hashed(_ string, files int, bytes int64, _ time.Duration) {
+	o.mu.Lock()
+	o.files, o.bytes = files, bytes
+	o.mu.Unlock()
+}
+
+func (*observer) Phase(string, agent.Phase)                  {}
+func (*observer) Snapshot(string, snapshot.Result)           {}
+func (*observer) Unchanged(string)                           {}
+func (*observer) Failed(string, string, error)               {}
+func (*observer) Restore(string, string, *snapshot.Restored) {}
+
+// short abbreviates a hash for the human report.
+func short(h string) string {
+	if len(h) > 14 {
+		return h[:10] + "…" + h[len(h)-4:]
+	}
+	return h
+}

@@ -1,0 +1,502 @@
+package drill
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walrus"
+)
+
+// world is a devnet with one agent that has an ENS name ("alpha") and one
+// that has none ("solo").
+type world struct {
+	t  *testing.T
+	dn *devnet.Devnet
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	dn, err := devnet.Start(t.Context(), devnet.Options{
+		Dir: t.TempDir(),
+		Agents: []devnet.Agent{
+			{ID: "alpha", ENSName: "alpha.hermes.eth"},
+			{ID: "solo"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dn.Close() })
+	w := &world{t: t, dn: dn}
+	seedBrain(t, w.brain("alpha"))
+	seedBrain(t, w.brain("solo"))
+	return w
+}
+
+func (w *world) brain(id string) string {
+	a, err := w.dn.Config.Agent(id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return a.BrainDir
+}
+
+func (w *world) opts(id string) Options {
+	return Options{Config: w.dn.Config, Agent: id, ScratchDir: w.t.TempDir(), Log: testLogger()}
+}
+
+func (w *world) pointer(name string) string {
+	w.t.Helper()
+	c, err := ens.New(w.t.Context(), ens.Config{RPCURL: w.dn.Chain.URL()})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer c.Close()
+	v, err := c.Read(w.t.Context(), name)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return v
+}
+
+// tamper flips one byte in the middle of a stored blob.
+func (w *world) tamper(blobID string) {
+	w.t.Helper()
+	raw, err := base64.RawURLEncoding.DecodeString(blobID)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	p := filepath.Join(w.dn.Dir, "walrus", "blobs", hex.EncodeToString(raw)+".blob")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x01
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func testLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func writeFile(t *testing.T, p string, content []byte, mode fs.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, content, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seedBrain writes nested directories, a dotfile, several modes, a 2 MiB
+// file, an empty file, an empty directory and a nested file named like the
+// lock (which, below the top level, is brain content).
+func seedBrain(t *testing.T, dir string) {
+	big := make([]byte, 2<<20)
+	rand.Read(big)
+	writeFile(t, filepath.Join(dir, "system.md"), []byte("You are a test agent.\n"), 0o644)
+	writeFile(t, filepath.Join(dir, "skills/reentrancy.md"), []byte("---\nname: reentrancy\n---\nLook for re-entrant calls.\n"), 0o600)
+	writeFile(t, filepath.Join(dir, "patterns/deep/p1.md"), []byte("pattern one\n"), 0o640)
+	writeFile(t, filepath.Join(dir, "tools/run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755)
+	writeFile(t, filepath.Join(dir, "memory.db"), big, 0o644)
+	writeFile(t, filepath.Join(dir, ".hidden"), []byte("dotfile\n"), 0o600)
+	writeFile(t, filepath.Join(dir, "empty.txt"), nil, 0o644)
+	writeFile(t, filepath.Join(dir, "skills/bundle.lock.json"), []byte("{\"nested\": true}"), 0o644)
+	if err := os.MkdirAll(filepath.Join(dir, "scratchpad/empty"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "patterns"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type node struct {
+	content string
+	mode    fs.FileMode
+}
+
+// tree records every entry under dir (the root's own mode as ".").
+func tree(t *testing.T, dir string) map[string]node {
+	t.Helper()
+	out := map[string]node{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n := node{mode: info.Mode()}
+		if info.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			n.content = string(b)
+		}
+		out[filepath.ToSlash(rel)] = n
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func diffTrees(t *testing.T, what string, want, got map[string]node) {
+	t.Helper()
+	for p, w := range want {
+		g, ok := got[p]
+		switch {
+		case !ok:
+			t.Errorf("%s: %s missing", what, p)
+		case g.mode != w.mode:
+			t.Errorf("%s: %s mode %v, want %v", what, p, g.mode, w.mode)
+		case g.content != w.content:
+			t.Errorf("%s: %s content differs", what, p)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s: unexpected %s", what, p)
+		}
+	}
+}
+
+// siblings lists the brain's parent directory: the destructive drill must
+// leave nothing behind there.
+func siblings(t *testing.T, brain string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Dir(brain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func emptyDir(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 0 {
+		t.Errorf("%s still holds %d entries (scratch not removed)", dir, len(ents))
+	}
+}
+
+func stageNames(r Report) string {
+	var names []string
+	for _, s := range r.Stages {
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+func TestDrill(t *testing.T) {
+	w := newWorld(t)
+	brain := w.brain("alpha")
+	var blob string
+
+	t.Run("mode b snapshots, publishes and restores", func(t *testing.T) {
+		before := tree(t, brain)
+		o := w.opts("alpha")
+		rep, err := Run(t.Context(), o)
+		if err != nil {
+			t.Fatalf("%v\n%+v", err, rep)
+		}
+		if !rep.Passed() || rep.Snapshot != "snapshotted" || rep.TxHash == "" || rep.GasUsed == 0 {
+			t.Fatalf("report %+v", rep)
+		}
+		if got, want := stageNames(rep), "hash,pack,upload,verify,publish,ens-read,download,unpack,compare,rehash"; got != want {
+			t.Errorf("stages %s, want %s", got, want)
+		}
+		if rep.Files != 8 || rep.Bytes < 2<<20 || rep.BlobBytes <= rep.Bytes || len(rep.Mismatches) != 0 {
+			t.Errorf("sizes %d files %d bytes %d blob bytes, mismatches %v", rep.Files, rep.Bytes, rep.BlobBytes, rep.Mismatches)
+		}
+		blob = rep.BlobID
+		if got := w.pointer("alpha.hermes.eth"); got != blob {
+			t.Errorf("pointer %s, drill restored %s", got, blob)
+		}
+		st, err := state.LoadAgent(state.AgentPath(w.dn.Config.StateDir, "alpha"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Last == nil || st.Last.BlobID != blob || st.Published != blob || st.Pending != nil {
+			t.Errorf("state not consistent with the publish: %+v", st)
+		}
+		emptyDir(t, o.ScratchDir)
+		// The snapshot step rewrote only the lock and receipts.
+		after := tree(t, brain)
+		for _, p := range []string{"bundle.lock.json", "receipts.ndjson"} {
+			delete(before, p)
+			delete(after, p)
+		}
+		diffTrees(t, "live brain", before, after)
+		var text bytes.Buffer
+		rep.WriteText(&text)
+		t.Logf("\n%s", text.String())
+		if !strings.Contains(text.String(), "PASS:") {
+			t.Errorf("human report:\n%s", text.String())
+		}
+	})
+
+	t.Run("unchanged brain: nothing uploaded, nothing touched", func(t *testing.T) {
+		before := tree(t, brain)
+		rep, err := Run(t.Context(), w.opts("alpha"))
+		if err != nil || rep.Snapshot != "unchanged" || rep.TxHash != "" || rep.BlobID != blob {
+			t.Fatalf("%v %+v", err, rep)
+		}
+		diffTrees(t, "live brain", before, tree(t, brain))
+	})
+
+	t.Run("mode a", func(t *testing.T) {
+		o := w.opts("alpha")
+		o.Mode = ModeA
+		o.Keep = true
+		rep, err := Run(t.Context(), o)
+		if err != nil {
+			t.Fatalf("%v\n%+v", err, rep)
+		}
+		if strings.Contains(stageNames(rep), "ens-read") {
+			t.Errorf("mode a read ENS: %s", stageNames(rep))
+		}
+		if rep.ScratchDir == "" || !strings.HasPrefix(rep.ScratchDir, o.ScratchDir) {
+			t.Fatalf("scratch dir %q not kept", rep.ScratchDir)
+		}
+		if _, err := os.Stat(filepath.Join(rep.ScratchDir, "brain", "memory.db")); err != nil {
+			t.Errorf("kept scratch: %v", err)
+		}
+	})
+
+	t.Run("an edit is snapshotted first", func(t *testing.T) {
+		writeFile(t, filepath.Join(brain, "skills/new.md"), []byte("a new skill\n"), 0o644)
+		o := w.opts("alpha")
+		o.Mode = ModeA
+		rep, err := Run(t.Context(), o)
+		if err != nil {
+			t.Fatalf("%v\n%+v", err, rep)
+		}
+		if rep.Snapshot != "snapshotted" || rep.BlobID == blob || rep.Version != 2 {
+			t.Fatalf("report %+v", rep)
+		}
+		if got := w.pointer("alpha.hermes.eth"); got != rep.BlobID {
+			t.Errorf("pointer %s, want %s", got, rep.BlobID)
+		}
+		blob = rep.BlobID
+	})
+
+	t.Run("destructive", func(t *testing.T) {
+		before := tree(t, brain)
+		beside := siblings(t, brain)
+		o := w.opts("alpha")
+		o.Destructive = true
+		rep, err := Run(t.Context(), o)
+		if err != nil {
+			t.Fatalf("%v\n%+v", err, rep)
+		}
+		if got, want := stageNames(rep), "hash,publish,manifest,wipe,ens-read,download,unpack,compare,rehash,putback"; got != want {
+			t.Errorf("stages %s, want %s", got, want)
+		}
+		diffTrees(t, "brain after destructive drill", before, tree(t, brain))
+		if got := siblings(t, brain); strings.Join(got, ",") != strings.Join(beside, ",") {
+			t.Errorf("left beside the brain: %v, before %v", got, beside)
+		}
+		emptyDir(t, o.ScratchDir)
+	})
+
+	t.Run("destructive: a failure after the wipe puts the brain back", func(t *testing.T) {
+		before := tree(t, brain)
+		beside := siblings(t, brain)
+		o := w.opts("alpha")
+		o.Destructive = true
+		o.hooks.afterWipe = func() {
+			if _, err := os.Stat(brain); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("brain still in place after the wipe: %v", err)
+			}
+			w.tamper(blob)
+		}
+		rep, err := Run(t.Context(), o)
+		if !errors.Is(err, cipher.ErrAuth) || rep.Passed() {
+			t.Fatalf("err %v, report %+v", err, rep)
+		}
+		if !strings.Contains(strings.Join(rep.Notes, "\n"), "put back") {
+			t.Errorf("notes %v", rep.Notes)
+		}
+		diffTrees(t, "brain after failed destructive drill", before, tree(t, brain))
+		if got := siblings(t, brain); strings.Join(got, ",") != strings.Join(beside, ",") {
+			t.Errorf("left beside the brain: %v, before %v", got, beside)
+		}
+		emptyDir(t, o.ScratchDir)
+	})
+
+	// The blob is now tampered with; the brain has not changed, so the
+	// snapshot step finds nothing to do and every restore reads those
+	// bytes.
+	t.Run("tampered blob fails", func(t *testing.T) {
+		before := tree(t, brain)
+		for _, mode := range []Mode{ModeB, ModeA} {
+			o := w.opts("alpha")
+			o.Mode = mode
+			if mode == ModeA {
+				o.BlobID = blob
+			}
+			rep, err := Run(t.Context(), o)
+			if !errors.Is(err, cipher.ErrAuth) || rep.Result != "fail" {
+				t.Fatalf("mode %s: err %v, report %+v", mode, err, rep)
+			}
+			if last := rep.Stages[len(rep.Stages)-1]; last.Name != "unpack" || last.OK {
+				t.Errorf("mode %s: failed at %+v", mode, last)
+			}
+			emptyDir(t, o.ScratchDir)
+		}
+		o := w.opts("alpha")
+		o.Destructive = true
+		rep, err := Run(t.Context(), o)
+		if !errors.Is(err, ErrRefused) || !errors.Is(err, walrus.ErrMismatch) {
+			t.Fatalf("destructive: err %v, report %+v", err, rep)
+		}
+		if strings.Contains(stageNames(rep), "wipe") {
+			t.Errorf("wiped despite the refusal: %s", stageNames(rep))
+		}
+		diffTrees(t, "brain after refused drill", before, tree(t, brain))
+	})
+}
+
+func TestDrillAgentWithoutENS(t *testing.T) {
+	w := newWorld(t)
+	o := w.opts("solo")
+	if _, err := Run(t.Context(), o); !errors.Is(err, ErrOptions) {
+		t.Fatalf("mode b without ENS name: %v", err)
+	}
+	o.Mode = ModeA
+	before := tree(t, w.brain("solo"))
+	rep, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatalf("%v\n%+v", err, rep)
+	}
+	if strings.Contains(stageNames(rep), "publish") {
+		t.Errorf("published for an agent without a name: %s", stageNames(rep))
+	}
+	o.Destructive = true
+	if rep, err = Run(t.Context(), o); err != nil {
+		t.Fatalf("destructive: %v\n%+v", err, rep)
+	}
+	after := tree(t, w.brain("solo"))
+	for _, p := range []string{"bundle.lock.json", "receipts.ndjson"} {
+		delete(before, p)
+		delete(after, p)
+	}
+	diffTrees(t, "solo brain", before, after)
+
+	t.Run("refusals", func(t *testing.T) {
+		sd, err := state.Open(w.dn.Config.StateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Run(t.Context(), o)
+		sd.Close()
+		if !errors.Is(err, state.ErrLocked) || !strings.Contains(err.Error(), "stop hermesd") {
+			t.Errorf("with the state locked: %v", err)
+		}
+
+		lnk := filepath.Join(w.brain("solo"), "link")
+		if err := os.Symlink("system.md", lnk); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Run(t.Context(), o)
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "symlink link") {
+			t.Errorf("destructive with a symlink: %v", err)
+		}
+		o.Destructive = false
+		rep, err := Run(t.Context(), o)
+		if err != nil || !strings.Contains(strings.Join(rep.Notes, "\n"), "link is a symlink") {
+			t.Errorf("non-destructive with a symlink: %v, notes %v", err, rep.Notes)
+		}
+		os.Remove(lnk)
+
+		o.BlobID = strings.Repeat("A", 43)
+		o.Destructive = true
+		if _, err := Run(t.Context(), o); !errors.Is(err, ErrRefused) {
+			t.Errorf("destructive with another blob: %v", err)
+		}
+	})
+
+	t.Run("cancelled after the wipe: brain put back", func(t *testing.T) {
+		before := tree(t, w.brain("solo"))
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		o := w.opts("solo")
+		o.Mode, o.Destructive = ModeA, true
+		o.hooks.afterWipe = cancel
+		rep, err := Run(ctx, o)
+		if !errors.Is(err, context.Canceled) || rep.Passed() {
+			t.Fatalf("err %v, report %+v", err, rep)
+		}
+		diffTrees(t, "brain", before, tree(t, w.brain("solo")))
+	})
+
+	t.Run("brain_dir is a symlink", func(t *testing.T) {
+		o := w.opts("solo")
+		o.Mode = ModeA
+		ac, _ := o.Config.Agent("solo")
+		saved := ac.BrainDir
+		link := filepath.Join(t.TempDir(), "brain-link")
+		if err := os.Symlink(saved, link); err != nil {
+			t.Fatal(err)
+		}
+		ac.BrainDir = link
+		defer func() { ac.BrainDir = saved }()
+		if rep, err := Run(t.Context(), o); err != nil {
+			t.Fatalf("non-destructive through a link: %v\n%+v", err, rep)
+		}
+		o.Destructive = true
+		if _, err := Run(t.Context(), o); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "symlink") {
+			t.Fatalf("destructive through a link: %v", err)
+		}
+		if st, err := os.Lstat(link); err != nil || st.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("link replaced: %v %v", st, err)
+		}
+	})
+
+	t.Run("missing brain", func(t *testing.T) {
+		o := w.opts("solo")
+		o.Mode = ModeA
+		ac, _ := o.Config.Agent("solo")
+		saved := ac.BrainDir
+		ac.BrainDir = filepath.Join(t.TempDir(), "none")
+		defer func() { ac.BrainDir = saved }()
+		if _, err := Run(t.Context(), o); !errors.Is(err, ErrNoBrain) {
+			t.Errorf("missing brain: %v", err)
+		}
+	})
+}
