@@ -27,6 +27,7 @@ var ErrRestoreFailed = errors.New("restore failed")
 // silently replaces a brain that exists somewhere. Then the brain is hashed
 // and the publication state reconciled with the chain.
 func (a *Agent) Prepare(ctx context.Context) error {
+	a.removeCrashTemps()
 	created, err := a.restoreIfNeeded(ctx)
 	if err != nil {
 		a.setPhase(PhaseFailed, err.Error())
@@ -52,6 +53,26 @@ func (a *Agent) Prepare(ctx context.Context) error {
 	}
 	a.setPhase(PhaseReady, "")
 	return nil
+}
+
+// removeCrashTemps deletes the temporary files of hermesd's own atomic
+// writes into the brain (bundle.lock.json, receipts.ndjson) that a crash
+// between create and rename left behind. They are not brain content: the
+// watcher ignores them (isOwnFile), but the bundle hash would not, and
+// every later snapshot would carry them.
+func (a *Agent) removeCrashTemps() {
+	for _, base := range []string{bundlelock.FileName, snapshot.ReceiptsFile} {
+		// The pattern of atomicfile.Create's temporary names.
+		m, _ := filepath.Glob(filepath.Join(a.cfg.BrainDir, "."+base+".tmp-*"))
+		for _, p := range m {
+			if info, err := os.Lstat(p); err != nil || !info.Mode().IsRegular() {
+				continue
+			}
+			if err := os.Remove(p); err == nil {
+				a.log.Warn("removed a temporary file left in the brain by an interrupted write", "file", p)
+			}
+		}
+	}
 }
 
 // restoreIfNeeded restores a missing or file-less brain. It reports

@@ -73,7 +73,24 @@ func Open(path string) (*Dir, error) {
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
+	clearSpool(filepath.Join(path, "spool"))
 	return &Dir{path: path, lock: f}, nil
+}
+
+// clearSpool removes the files a previous holder of the lock left in the
+// spool: spool files are only used under the lock, so any found now belong
+// to a process that died mid-snapshot or mid-restore (kill -9, power loss),
+// and each is as big as a snapshot.
+func clearSpool(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 func readPID(f *os.File) string {

@@ -1,0 +1,518 @@
+package main
+
+// Helpers for the end-to-end tests in e2e_test.go: they build the real
+// hermesd binary once per test process and run it as a subprocess against a
+// devnet (chain + Walrus) that lives in the test process.
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/daemon"
+	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/state"
+)
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// TestMain only removes the binary the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// hermesdBinary builds cmd/hermesd once per test process with the toolchain
+// that runs the tests.
+func hermesdBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(goTool); err != nil {
+			if goTool, binErr = exec.LookPath("go"); binErr != nil {
+				return
+			}
+		}
+		if binDir, binErr = os.MkdirTemp("", "hermesd-e2e-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "hermesd")
+		cmd := exec.Command(goTool, "build", "-o", binPath, ".")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("building hermesd: %v", binErr)
+	}
+	return binPath
+}
+
+// freePort returns a loopback address that was free a moment ago (the
+// subprocess needs to know its HTTP port in advance).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// e2eWorld is a devnet in the test process plus the log of every hermesd
+// subprocess the test ran.
+type e2eWorld struct {
+	t      *testing.T
+	dn     *devnet.Devnet
+	http   string // the daemon's HTTP listen address
+	logf   *os.File
+	runs   int
+	client *http.Client
+}
+
+func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
+	t.Helper()
+	hermesdBinary(t) // build first, before any devnet clock starts
+	w := &e2eWorld{t: t, http: freePort(t), client: &http.Client{
+		Timeout:   2 * time.Second,
+		Transport: &http.Transport{DisableKeepAlives: true},
+	}}
+	dn, err := devnet.Start(t.Context(), devnet.Options{
+		Dir:        t.TempDir(),
+		Agents:     agents,
+		Quiet:      50 * time.Millisecond,
+		MaxLag:     500 * time.Millisecond,
+		HTTPListen: w.http,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.dn = dn
+	t.Cleanup(func() { dn.Close() })
+	logPath := filepath.Join(t.TempDir(), "hermesd.log")
+	if w.logf, err = os.Create(logPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Registered after the process cleanups, so this runs once every
+		// subprocess is gone.
+		if t.Failed() {
+			w.dumpLog()
+		}
+		w.logf.Close()
+	})
+	return w
+}
+
+// dumpLog prints the tail of the subprocess log into the test output.
+func (w *e2eWorld) dumpLog() {
+	const tail = 96 << 10
+	b, err := os.ReadFile(w.logf.Name())
+	if err != nil {
+		w.t.Logf("cannot read hermesd log: %v", err)
+		return
+	}
+	if len(b) > tail {
+		b = b[len(b)-tail:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+		w.t.Logf("hermesd output (last %d KiB of %s):\n%s", tail>>10, w.logf.Name(), b)
+		return
+	}
+	w.t.Logf("hermesd output (%s):\n%s", w.logf.Name(), b)
+}
+
+func (w *e2eWorld) brain(id string) string {
+	w.t.Helper()
+	a, err := w.dn.Config.Agent(id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return a.BrainDir
+}
+
+func (w *e2eWorld) env() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "HERMESD_") {
+			continue // the tests decide the configuration and log level
+		}
+		env = append(env, kv)
+	}
+	return append(env, "HERMESD_LOG_LEVEL=info")
+}
+
+// hermesdProc is one running hermesd subprocess.
+type hermesdProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	out  *lineLog
+	done chan struct{}
+	err  error // from Wait, valid once done is closed
+}
+
+// start runs `hermesd args...` in the background; its output goes to the
+// test's log file and is scanned for lines the test waits on.
+func (w *e2eWorld) start(args ...string) *hermesdProc {
+	w.t.Helper()
+	w.runs++
+	fmt.Fprintf(w.logf, "=== hermesd #%d: %s\n", w.runs, strings.Join(args, " "))
+	p := &hermesdProc{t: w.t, out: newLineLog(w.logf), done: make(chan struct{})}
+	p.cmd = exec.Command(hermesdBinary(w.t), args...)
+	p.cmd.Env = w.env()
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	w.t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// run starts the daemon on the devnet's configuration.
+func (w *e2eWorld) run() *hermesdProc {
+	return w.start("run", "-config", w.dn.ConfigPath)
+}
+
+func (p *hermesdProc) pid() int { return p.cmd.Process.Pid }
+
+func (p *hermesdProc) signal(sig os.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		p.t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// kill9 sends SIGKILL and waits for the process to be gone.
+func (p *hermesdProc) kill9() {
+	p.t.Helper()
+	p.signal(syscall.SIGKILL)
+	p.wait(10 * time.Second)
+}
+
+// wait waits for the process to exit and returns its exit code (-1 when a
+// signal killed it).
+func (p *hermesdProc) wait(limit time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(limit):
+		p.t.Fatalf("hermesd (pid %d) still running after %v", p.pid(), limit)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func (p *hermesdProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// lineLog copies a subprocess's output to a file and counts the lines that
+// contain each watched substring.
+type lineLog struct {
+	mu      sync.Mutex
+	w       io.Writer
+	partial []byte
+	lines   []string
+	changed chan struct{} // closed and replaced on every complete line
+}
+
+func newLineLog(w io.Writer) *lineLog {
+	return &lineLog{w: w, changed: make(chan struct{})}
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.Write(p)
+	l.partial = append(l.partial, p...)
+	grew := false
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		l.lines = append(l.lines, string(l.partial[:i]))
+		l.partial = l.partial[i+1:]
+		grew = true
+	}
+	if grew {
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+	return len(p), nil
+}
+
+// count returns how many lines contain s, and a channel closed on the next
+// line.
+func (l *lineLog) count(s string) (int, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n, l.changed
+}
+
+func (l *lineLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n") + string(l.partial)
+}
+
+// waitLine waits until at least n lines contain s, the process exits, or
+// the limit passes; it reports whether the lines appeared.
+func (p *hermesdProc) waitLine(s string, n int, limit time.Duration) bool {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for {
+		got, changed := p.out.count(s)
+		if got >= n {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-p.done:
+			got, _ := p.out.count(s)
+			return got >= n
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
+// mustWaitLine is waitLine that fails the test.
+func (p *hermesdProc) mustWaitLine(s string, n int, limit time.Duration) {
+	p.t.Helper()
+	if !p.waitLine(s, n, limit) {
+		p.t.Fatalf("hermesd (pid %d) did not log %q (%d times) within %v", p.pid(), s, n, limit)
+	}
+}
+
+// poll calls cond every few milliseconds until it holds; it fails the test
+// after limit, reporting what.
+func poll(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		<-tick.C
+	}
+}
+
+// status asks the running daemon for its status (GET /v1/status).
+func (w *e2eWorld) status() (daemon.StatusReport, error) {
+	var rep daemon.StatusReport
+	resp, err := w.client.Get("http://" + w.http + "/v1/status")
+	if err != nil {
+		return rep, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return rep, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return rep, json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rep)
+}
+
+func (w *e2eWorld) healthy() bool {
+	resp, err := w.client.Get("http://" + w.http + "/healthz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// agentState reads an agent's state file as hermesd last saved it.
+func (w *e2eWorld) agentState(id string) *state.AgentState {
+	w.t.Helper()
+	st, err := state.LoadAgent(state.AgentPath(w.dn.Config.StateDir, id))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return st
+}
+
+// ensClient is a client of the devnet chain; with signer it can write.
+func (w *e2eWorld) ensClient(signer bool) *ens.Client {
+	w.t.Helper()
+	cfg := ens.Config{RPCURL: w.dn.Chain.URL(), PollInterval: 20 * time.Millisecond}
+	if signer {
+		cfg.Signer = ens.NewSigner(w.dn.SignerKey)
+	}
+	c, err := ens.New(w.t.Context(), cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(c.Close)
+	return c
+}
+
+// pointer reads an agent-snapshot record ("" when there is none).
+func (w *e2eWorld) pointer(name string) string {
+	w.t.Helper()
+	c := w.ensClient(false)
+	v, err := c.Read(w.t.Context(), name)
+	if err != nil && !errors.Is(err, ens.ErrNoPointer) {
+		w.t.Fatal(err)
+	}
+	return v
+}
+
+// blobFile is where the local Walrus server keeps a blob's bytes.
+func (w *e2eWorld) blobFile(blobID string) string {
+	w.t.Helper()
+	raw, err := base64.RawURLEncoding.DecodeString(blobID)
+	if err != nil {
+		w.t.Fatalf("blob id %q: %v", blobID, err)
+	}
+	return filepath.Join(w.dn.Dir, "walrus", "blobs", hex.EncodeToString(raw)+".blob")
+}
+
+// dirHash is the bundle hash of a directory.
+func dirHash(t *testing.T, dir string) string {
+	t.Helper()
+	res, err := hash.Dir(context.Background(), dir, hash.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Digest.String()
+}
+
+func readLock(t *testing.T, brain string) *bundlelock.Lock {
+	t.Helper()
+	l, err := bundlelock.Read(filepath.Join(brain, bundlelock.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// hashedFile is one file that counts towards the bundle hash.
+type hashedFile struct {
+	content string
+	mode    fs.FileMode
+}
+
+// hashedTree reads every regular file under dir that the bundle hash
+// covers (everything but the top-level lock and receipts export). Other
+// entry types are reported as errors: a brain here holds only files.
+func hashedTree(t *testing.T, dir string) map[string]hashedFile {
+	t.Helper()
+	out := map[string]hashedFile{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() || hash.Excluded(rel) {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: unexpected %v", rel, d.Type())
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[rel] = hashedFile{string(b), info.Mode().Perm()}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sameTree reports the differences between two hashedTree results.
+func sameTree(want, got map[string]hashedFile) []string {
+	var diffs []string
+	for p, w := range want {
+		g, ok := got[p]
+		switch {
+		case !ok:
+			diffs = append(diffs, p+": missing")
+		case g.content != w.content:
+			diffs = append(diffs, fmt.Sprintf("%s: content differs (%d vs %d bytes)", p, len(g.content), len(w.content)))
+		case g.mode != w.mode:
+			diffs = append(diffs, fmt.Sprintf("%s: mode %v, want %v", p, g.mode, w.mode))
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			diffs = append(diffs, p+": unexpected file")
+		}
+	}
+	return diffs
+}
+
+// listDir names the entries of dir (nil when it does not exist).
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
