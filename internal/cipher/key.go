@@ -91,8 +91,8 @@ func isHex(s string) bool {
 const maxKeyFileSize = 4096
 
 // ReadKeyFile reads a key written by [WriteKeyFile] (or any file holding a
-// key's text form). Like ssh with a private key, it refuses a file that the
-// group or others can access.
+// key's text form). It refuses a file others can access or its group can
+// write; group read is allowed (systemd credentials, Kubernetes fsGroup).
 func ReadKeyFile(path string) (Key, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -106,8 +106,10 @@ func ReadKeyFile(path string) (Key, error) {
 	if !fi.Mode().IsRegular() {
 		return Key{}, fmt.Errorf("read key file %s: not a regular file", path)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return Key{}, fmt.Errorf("key file %s is accessible by group or others (mode %04o); restrict it with 'chmod 600 %s'", path, perm, path)
+	// Group read is allowed: systemd credentials and Kubernetes secrets
+	// mounted with fsGroup arrive as 0440/0640. Anything more is refused.
+	if perm := fi.Mode().Perm(); perm&0o037 != 0 {
+		return Key{}, fmt.Errorf("key file %s is accessible by others or writable by its group (mode %04o); restrict it with 'chmod 600 %s'", path, perm, path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
 	if err != nil {

@@ -122,7 +122,7 @@ func TestKeyFile(t *testing.T) {
 	}
 
 	// Refuse keys others can read, naming the fix.
-	for _, mode := range []os.FileMode{0o640, 0o604, 0o644, 0o660} {
+	for _, mode := range []os.FileMode{0o604, 0o644, 0o660, 0o650} {
 		if err := os.Chmod(path, mode); err != nil {
 			t.Fatal(err)
 		}

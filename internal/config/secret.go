@@ -15,7 +15,7 @@ const maxSecretSize = 64 << 10
 var ErrNoSecret = errors.New("no secret configured")
 
 // ReadSecret returns the secret s refers to, trimmed of surrounding
-// whitespace. A file must not be readable by group or others. Keystore
+// whitespace. A file must not be accessible by others or writable by its group. Keystore
 // references are not plain secrets; the caller decrypts those itself.
 func ReadSecret(s SecretRef) (string, error) {
 	switch {
@@ -33,8 +33,9 @@ func ReadSecret(s SecretRef) (string, error) {
 	return "", ErrNoSecret
 }
 
-// ReadSecretFile reads a secret file, refusing one that group or others can
-// read (as ssh does with private keys).
+// ReadSecretFile reads a secret file, refusing one that others can access or
+// its group can write. Group read is allowed: systemd credentials and
+// Kubernetes secrets mounted with fsGroup arrive as 0440 or 0640.
 func ReadSecretFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -48,8 +49,10 @@ func ReadSecretFile(path string) (string, error) {
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("secret %s is not a regular file", path)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("secret %s is accessible by group or others (mode %04o); run: chmod 600 %s", path, st.Mode().Perm(), path)
+	// Group read is allowed: systemd credentials and Kubernetes secrets
+	// mounted with fsGroup arrive as 0440/0640.
+	if st.Mode().Perm()&0o037 != 0 {
+		return "", fmt.Errorf("secret %s is accessible by others or writable by its group (mode %04o); run: chmod 600 %s", path, st.Mode().Perm(), path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretSize+1))
 	if err != nil {

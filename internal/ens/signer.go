@@ -18,7 +18,7 @@ import (
 // KeyFile, KeyEnv and Keystore must be set.
 type SignerSource struct {
 	// KeyFile holds a hex private key (0x optional, surrounding whitespace
-	// ignored). Like ssh, a file readable by group or others is refused.
+	// ignored). A file others can access or its group can write is refused (group read is allowed for systemd credentials and Kubernetes secrets).
 	KeyFile string
 	// KeyEnv names an environment variable holding a hex private key (the
 	// reference runtime uses DEPLOYER_PRIVATE_KEY).
@@ -155,8 +155,9 @@ func readSecretFile(path string, max int64) ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("ens: secret %s is not a regular file", path)
 	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("ens: secret %s is accessible by group or others (mode %04o); run: chmod 600 %s", path, perm, path)
+	// Group read is allowed (systemd credentials, Kubernetes fsGroup).
+	if perm := st.Mode().Perm(); perm&0o037 != 0 {
+		return nil, fmt.Errorf("ens: secret %s is accessible by others or writable by its group (mode %04o); run: chmod 600 %s", path, perm, path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {

@@ -68,7 +68,7 @@ func TestLoadSigner(t *testing.T) {
 		{"none", "no signer key source", SignerSource{}},
 		{"two sources", "more than one", SignerSource{KeyFile: "x", KeyEnv: "Y"}},
 		{"world-readable key", "chmod 600", SignerSource{KeyFile: write("k3", key, 0o644)}},
-		{"group-readable password", "chmod 600", SignerSource{Keystore: filepath.Join(dir, "ks.json"), PasswordFile: write("pw2", "correct horse ", 0o640)}},
+		{"group-writable password", "chmod 600", SignerSource{Keystore: filepath.Join(dir, "ks.json"), PasswordFile: write("pw2", "correct horse ", 0o660)}},
 		{"wrong password", "wrong password", SignerSource{Keystore: filepath.Join(dir, "ks.json"), PasswordFile: write("pw3", "battery staple", 0o600)}},
 		{"keystore without password", "password file", SignerSource{Keystore: filepath.Join(dir, "ks.json")}},
 		{"missing file", "no such file", SignerSource{KeyFile: filepath.Join(dir, "nope")}},

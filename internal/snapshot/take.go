@@ -243,7 +243,11 @@ func (s *Snapshotter) pack(ctx context.Context, want hash.Digest) (sp spooled, e
 		}
 	}()
 
-	digest := sha256.New()
+	// The blob's SHA-256 (for the read-back check) runs on its own
+	// goroutine: on a CPU without SHA extensions it costs as much as
+	// hashing the brain, and would otherwise serialise with encryption.
+	digest := newAsyncDigest()
+	defer digest.abort()
 	counted := &countWriter{w: io.MultiWriter(f, digest)}
 	var enc io.WriteCloser
 	if s.Envelope.V1 {
@@ -300,7 +304,9 @@ func (s *Snapshotter) pack(ctx context.Context, want hash.Digest) (sp spooled, e
 		}
 	}
 	sp.size = counted.n
-	copy(sp.sum[:], digest.Sum(nil))
+	if sp.sum, err = digest.sum(); err != nil {
+		return sp, fmt.Errorf("digest spool: %w", err)
+	}
 	return sp, nil
 }
 
@@ -310,6 +316,43 @@ func toHashFiles(m tarball.Manifest) []hash.File {
 		files = append(files, hash.File(f))
 	}
 	return files
+}
+
+// asyncDigest computes a SHA-256 of what is written to it on a goroutine
+// of its own, fed through a pipe.
+type asyncDigest struct {
+	pw   *io.PipeWriter
+	done chan struct{}
+	sumv [32]byte
+	err  error
+}
+
+func newAsyncDigest() *asyncDigest {
+	pr, pw := io.Pipe()
+	d := &asyncDigest{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		h := sha256.New()
+		_, d.err = io.CopyBuffer(h, pr, make([]byte, 1<<20))
+		pr.CloseWithError(d.err)
+		copy(d.sumv[:], h.Sum(nil))
+	}()
+	return d
+}
+
+func (d *asyncDigest) Write(p []byte) (int, error) { return d.pw.Write(p) }
+
+// sum ends the input and returns the digest.
+func (d *asyncDigest) sum() ([32]byte, error) {
+	d.pw.Close()
+	<-d.done
+	return d.sumv, d.err
+}
+
+// abort stops the goroutine if sum was never called.
+func (d *asyncDigest) abort() {
+	d.pw.CloseWithError(errors.New("aborted"))
+	<-d.done
 }
 
 type countWriter struct {
