@@ -71,7 +71,12 @@ type Config struct {
 	TokenID  *uint64
 	Quiet    time.Duration
 	MaxLag   time.Duration
-	Epochs   int
+	// MinInterval is the minimum time between two uploads (0 = none).
+	MinInterval time.Duration
+	// RefreshAfter is the age at which the last snapshot is uploaded
+	// again even if nothing changed, before its blob expires (0 = never).
+	RefreshAfter time.Duration
+	Epochs       int
 	// ImportPolicy and Trusted govern receipts re-imported on restore and
 	// received from the runtime.
 	ImportPolicy receipts.Policy

@@ -86,9 +86,16 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest) (SyncResult,
 		return SyncResult{Outcome: Empty, Hash: h}, nil
 	}
 	if last != nil && last.BundleHash == h.String() {
-		a.markSaved()
-		a.deps.Observer.Unchanged(a.cfg.ID)
-		return SyncResult{Outcome: Unchanged, Hash: h}, nil
+		age := a.deps.Now().Sub(last.CreatedAt)
+		if a.cfg.RefreshAfter <= 0 || age < a.cfg.RefreshAfter {
+			a.markSaved()
+			a.deps.Observer.Unchanged(a.cfg.ID)
+			return SyncResult{Outcome: Unchanged, Hash: h}, nil
+		}
+		// Unchanged, but its blob expires soon: store it again (a new
+		// blob, since every envelope has a fresh salt) and repoint.
+		a.log.Info("brain unchanged but its snapshot nears expiry; uploading it again",
+			"blob", last.BlobID, "age", age.Round(time.Second))
 	}
 	a.mu.Lock()
 	if a.unsavedSince.IsZero() {
@@ -214,9 +221,25 @@ func (a *Agent) Run(ctx context.Context) {
 		retry     = time.NewTimer(0) // first pass right away: changes made while stopped
 		pending   []string
 		rescan    = true
-		needRetry = true
+		needRetry = true // a timer is armed: batches accumulate until it fires
+		uploaded  time.Time
+		refresh   = time.NewTimer(time.Hour)
 	)
 	defer retry.Stop()
+	refresh.Stop()
+	defer refresh.Stop()
+	// armRefresh wakes the loop when the last snapshot's blob nears
+	// expiry, so an unchanged brain is uploaded again in time.
+	armRefresh := func() {
+		refresh.Stop()
+		a.mu.Lock()
+		last := a.st.Last
+		a.mu.Unlock()
+		if last == nil || a.cfg.RefreshAfter <= 0 {
+			return
+		}
+		refresh.Reset(max(last.CreatedAt.Add(a.cfg.RefreshAfter).Sub(a.deps.Now()), time.Second))
+	}
 
 	for {
 		var ready <-chan struct{}
@@ -244,6 +267,17 @@ func (a *Agent) Run(ctx context.Context) {
 				startWatch()
 				rescan = true
 			}
+		case <-refresh.C:
+			if needRetry {
+				continue
+			}
+		}
+		if next := uploaded.Add(a.cfg.MinInterval); a.cfg.MinInterval > 0 && a.deps.Now().Before(next) {
+			// Uploads are rate-limited (snapshot_interval): collect the
+			// changes and sync once the interval has passed.
+			needRetry = true
+			retry.Reset(next.Sub(a.deps.Now()))
+			continue
 		}
 
 		res, err := a.sync(ctx, pending, rescan)
@@ -277,6 +311,10 @@ func (a *Agent) Run(ctx context.Context) {
 			// The old directory (and its watches) are gone.
 			startWatch()
 		}
+		if res.Outcome == Snapshotted {
+			uploaded = a.deps.Now()
+		}
+		armRefresh()
 		if w == nil {
 			// Without a watcher nothing would wake us: poll until one
 			// can be set up.

@@ -86,11 +86,21 @@ type Walrus struct {
 	// MaxBlobSize is the publisher's body limit; public publishers take
 	// 10 MiB. Larger snapshots fail before upload with a clear error.
 	MaxBlobSize ByteSize `yaml:"max_blob_size"`
-	// Token is the bearer JWT for an authenticated publisher.
-	Token          SecretRef `yaml:"token"`
-	AttemptTimeout Duration  `yaml:"attempt_timeout"`
-	Timeout        Duration  `yaml:"timeout"`
-	RetryMax       int       `yaml:"retry_max"`
+	// Token is a fixed bearer token for an authenticated publisher.
+	Token SecretRef `yaml:"token"`
+	// JWTSecret is the HS256 secret an authenticated publisher verifies
+	// (its --jwt-decode-secret). hermesd then mints a fresh single-use
+	// token (exp, iat, jti) for every upload attempt. Exclusive with Token.
+	JWTSecret SecretRef `yaml:"jwt_secret"`
+	// JWTTTL is how long a minted token is valid.
+	JWTTTL Duration `yaml:"jwt_ttl"`
+	// EpochDuration is the network's epoch length (mainnet two weeks,
+	// testnet one day). With epochs it tells when a snapshot's blob
+	// expires; an unchanged brain is snapshotted again before that.
+	EpochDuration  Duration `yaml:"epoch_duration"`
+	AttemptTimeout Duration `yaml:"attempt_timeout"`
+	Timeout        Duration `yaml:"timeout"`
+	RetryMax       int      `yaml:"retry_max"`
 	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
 	// attempts (a server's Retry-After still wins).
 	RetryWaitMin Duration `yaml:"retry_wait_min"`
@@ -146,6 +156,11 @@ type AgentDefaults struct {
 	// PointerInterval is the minimum time between two ENS writes of one
 	// agent; snapshots in between stay pending and the newest one wins.
 	PointerInterval Duration `yaml:"pointer_interval"`
+	// SnapshotInterval is the minimum time between two uploads of one
+	// agent: a brain that changes constantly is uploaded at most this
+	// often (every upload is a paid blob). 0 uploads after every quiet
+	// period.
+	SnapshotInterval Duration `yaml:"snapshot_interval"`
 	// Epochs overrides walrus.epochs.
 	Epochs int `yaml:"epochs"`
 }
@@ -164,10 +179,11 @@ type Agent struct {
 	// never overwrites.
 	SeedDir string `yaml:"seed_dir"`
 
-	Quiet           *Duration `yaml:"quiet"`
-	MaxLag          *Duration `yaml:"max_lag"`
-	PointerInterval *Duration `yaml:"pointer_interval"`
-	Epochs          int       `yaml:"epochs"`
+	Quiet            *Duration `yaml:"quiet"`
+	MaxLag           *Duration `yaml:"max_lag"`
+	PointerInterval  *Duration `yaml:"pointer_interval"`
+	SnapshotInterval *Duration `yaml:"snapshot_interval"`
+	Epochs           int       `yaml:"epochs"`
 }
 
 // SecretRef names where a secret comes from: a file (mode 0600) or an
@@ -214,6 +230,8 @@ func Default() *Config {
 			RetryMax:       8,
 			RetryWaitMin:   Duration(500 * time.Millisecond),
 			RetryWaitMax:   Duration(30 * time.Second),
+			JWTTTL:         Duration(5 * time.Minute),
+			EpochDuration:  Duration(14 * 24 * time.Hour),
 		},
 		Chain: Chain{
 			ENSRegistry:  CanonicalENSRegistry,
@@ -429,6 +447,25 @@ func (c *Config) PointerIntervalOf(a *Agent) time.Duration {
 		return a.PointerInterval.D()
 	}
 	return c.Defaults.PointerInterval.D()
+}
+
+// SnapshotIntervalOf is the minimum time between two uploads.
+func (c *Config) SnapshotIntervalOf(a *Agent) time.Duration {
+	if a.SnapshotInterval != nil {
+		return a.SnapshotInterval.D()
+	}
+	return c.Defaults.SnapshotInterval.D()
+}
+
+// RefreshAfterOf is how old a snapshot may get before an unchanged brain
+// is uploaded again, so that the pointer never names an expired blob: one
+// epoch before expiry (half an epoch for one-epoch storage).
+func (c *Config) RefreshAfterOf(a *Agent) time.Duration {
+	ed := c.Walrus.EpochDuration.D()
+	if n := c.EpochsOf(a); n > 1 {
+		return time.Duration(n-1) * ed
+	}
+	return ed / 2
 }
 
 // EpochsOf is how many epochs a snapshot of a is stored for.

@@ -162,6 +162,15 @@ func (c *Config) validateWalrus(v *validator) {
 	if w.SendObjectTo != "" && !suiAddrRe.MatchString(w.SendObjectTo) {
 		v.add("walrus.send_object_to", "%q is not a Sui address (0x + 64 hex digits)", w.SendObjectTo)
 	}
+	if w.EpochDuration <= 0 {
+		v.add("walrus.epoch_duration", "must be positive")
+	}
+	if w.JWTTTL <= 0 {
+		v.add("walrus.jwt_ttl", "must be positive")
+	}
+	if !w.Token.IsZero() && !w.JWTSecret.IsZero() {
+		v.add("walrus.jwt_secret", "token and jwt_secret are exclusive")
+	}
 	if w.MaxBlobSize <= 0 {
 		v.add("walrus.max_blob_size", "must be positive")
 	}
@@ -243,6 +252,7 @@ func (c *Config) validateSecrets(v *validator) {
 		}
 	}
 	checkRef("walrus.token", c.Walrus.Token, false)
+	checkRef("walrus.jwt_secret", c.Walrus.JWTSecret, false)
 	checkRef("chain.signer", c.Chain.Signer, true)
 	checkRef("encryption.key", c.Encryption.Key, false)
 	checkRef("receipts.signer", c.Receipts.Signer, true)

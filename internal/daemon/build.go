@@ -53,6 +53,17 @@ func WalrusConfig(c *config.Config, log *slog.Logger) (walrus.Config, error) {
 	if wc.RetryMax == 0 {
 		wc.RetryMax = -1 // the client reads 0 as "default"; the config means none
 	}
+	if !c.Walrus.JWTSecret.IsZero() {
+		raw, err := config.ReadSecret(c.Walrus.JWTSecret)
+		if err != nil {
+			return walrus.Config{}, fmt.Errorf("walrus.jwt_secret: %w", err)
+		}
+		secret, err := walrus.ParseJWTSecret(raw)
+		if err != nil {
+			return walrus.Config{}, fmt.Errorf("walrus.jwt_secret: %w", err)
+		}
+		wc.TokenSource = walrus.HS256Tokens(secret, c.Walrus.JWTTTL.D(), c.Walrus.SendObjectTo, nil)
+	}
 	if !c.Walrus.Token.IsZero() {
 		tok, err := config.ReadSecret(c.Walrus.Token)
 		if err != nil {
@@ -105,7 +116,14 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts BuildOp
 		return svc, fmt.Errorf("encryption.key: %w", err)
 	}
 	svc.Key = key
-	wc, err := WalrusConfig(c, log.With("component", "walrus"))
+	wcfg := c
+	if opts.ReadOnly {
+		// Reads need no publisher credentials.
+		cc := *c
+		cc.Walrus.Token, cc.Walrus.JWTSecret = config.SecretRef{}, config.SecretRef{}
+		wcfg = &cc
+	}
+	wc, err := WalrusConfig(wcfg, log.With("component", "walrus"))
 	if err != nil {
 		return svc, err
 	}

@@ -161,6 +161,8 @@ func newAgent(cfg *config.Config, i int, svc Services, sd *state.Dir, policy rec
 		TokenID:      ac.TokenID,
 		Quiet:        cfg.QuietPeriod(ac),
 		MaxLag:       cfg.MaxLagOf(ac),
+		MinInterval:  cfg.SnapshotIntervalOf(ac),
+		RefreshAfter: cfg.RefreshAfterOf(ac),
 		Epochs:       cfg.EpochsOf(ac),
 		ImportPolicy: policy,
 		Trusted:      svc.Trusted,

@@ -454,3 +454,48 @@ func TestSeedFillsOnlyWhatIsMissing(t *testing.T) {
 		t.Errorf("missing seed file not filled: %q", b)
 	}
 }
+
+func TestSnapshotIntervalAndRefresh(t *testing.T) {
+	dn, err := devnet.Start(t.Context(), devnet.Options{
+		Dir:              t.TempDir(),
+		Agents:           []devnet.Agent{{ID: "alpha", ENSName: "alpha.hermes.eth"}},
+		Quiet:            50 * time.Millisecond,
+		MaxLag:           200 * time.Millisecond,
+		SnapshotInterval: 700 * time.Millisecond,
+		Epochs:           1,
+		EpochDuration:    4 * time.Second, // refresh after half an epoch
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dn.Close() })
+	w := &world{t: t, dn: dn}
+	seedBrain(t, w.brain("alpha"))
+	d := w.start()
+	first := published(t, d, "alpha")
+	a, _ := d.Agent("alpha")
+	firstAt := a.Status().Last.CreatedAt
+
+	// Two quick edits: the second upload waits for snapshot_interval.
+	writeFile(t, filepath.Join(w.brain("alpha"), "a.md"), "a\n", 0o644)
+	var second string
+	eventually(t, "a second snapshot", func() bool {
+		s := a.Status()
+		second = s.Last.BlobID
+		return second != first
+	})
+	if gap := a.Status().Last.CreatedAt.Sub(firstAt); gap < 700*time.Millisecond {
+		t.Errorf("second upload %v after the first, before snapshot_interval", gap)
+	}
+
+	// Nothing changes; before the one-epoch blob expires the same brain is
+	// uploaded again and the pointer follows.
+	hashBefore := a.Status().Last.BundleHash
+	eventually(t, "a refresh upload", func() bool {
+		s := a.Status()
+		return s.Last.BlobID != second && s.Published == s.Last.BlobID
+	})
+	if s := a.Status(); s.Last.BundleHash != hashBefore {
+		t.Errorf("refresh changed the bundle hash: %s -> %s", hashBefore, s.Last.BundleHash)
+	}
+}

@@ -55,6 +55,10 @@ type Options struct {
 	// Quiet, MaxLag and PointerInterval go into the configuration
 	// (defaults 300 ms, 3 s, 0: publish every snapshot at once).
 	Quiet, MaxLag, PointerInterval time.Duration
+	// SnapshotInterval rate-limits uploads (default 0: none).
+	SnapshotInterval time.Duration
+	// Epochs each snapshot is stored for (default 5).
+	Epochs int
 	// HTTPListen for the daemon's health/metrics server ("" = off).
 	HTTPListen string
 	// ArtifactsDir holds the ENS artifacts ("" = the default lookup).
@@ -89,6 +93,9 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 	}
 	if o.MaxLag == 0 {
 		o.MaxLag = 3 * time.Second
+	}
+	if o.Epochs == 0 {
+		o.Epochs = 5
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -194,7 +201,8 @@ http:
 walrus:
   publishers: ["{{.Walrus}}"]
   aggregators: ["{{.Walrus}}"]
-  epochs: 5
+  epochs: {{.Epochs}}
+  epoch_duration: {{.EpochDuration}}
   max_blob_size: 1GiB
   attempt_timeout: 1m
   retry_max: 8
@@ -217,6 +225,7 @@ defaults:
   quiet: {{.Quiet}}
   max_lag: {{.MaxLag}}
   pointer_interval: {{.PointerInterval}}
+  snapshot_interval: {{.SnapshotInterval}}
 agents:
 {{- range .Agents}}
   - id: {{.ID}}
@@ -251,17 +260,20 @@ func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address)
 	}
 	var b strings.Builder
 	err := configTemplate.Execute(&b, map[string]any{
-		"Dir":             d.Dir,
-		"HTTP":            o.HTTPListen,
-		"Walrus":          d.Walrus.URL(),
-		"RPC":             d.Chain.URL(),
-		"ChainID":         d.Chain.ChainID(),
-		"Registry":        d.Chain.RegistryAddress().Hex(),
-		"Owner":           owner.Hex(),
-		"Quiet":           o.Quiet,
-		"MaxLag":          o.MaxLag,
-		"PointerInterval": o.PointerInterval,
-		"Agents":          agents,
+		"Dir":              d.Dir,
+		"HTTP":             o.HTTPListen,
+		"Walrus":           d.Walrus.URL(),
+		"RPC":              d.Chain.URL(),
+		"ChainID":          d.Chain.ChainID(),
+		"Registry":         d.Chain.RegistryAddress().Hex(),
+		"Owner":            owner.Hex(),
+		"Quiet":            o.Quiet,
+		"MaxLag":           o.MaxLag,
+		"PointerInterval":  o.PointerInterval,
+		"SnapshotInterval": o.SnapshotInterval,
+		"Epochs":           o.Epochs,
+		"EpochDuration":    o.EpochDuration,
+		"Agents":           agents,
 	})
 	if err != nil {
 		return fmt.Errorf("devnet: render configuration: %w", err)
