@@ -1,24 +1,44 @@
-# hermesd developer targets. `make test` is the README's test command and
-# what .ci/run executes.
+# hermesd developer targets.
+#   make run   start hermesd on the embedded local devnet with the example brain
+#   make test  the whole test suite (what .ci/run executes)
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 BIN       := bin/hermesd
 
-.PHONY: build test deps fuzz lint clean
+.PHONY: build run test deps seed bench bench-small fuzz lint clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermesd
 
-# deps fetches what the tests need that is not in the Go module graph: the
-# real ENS contract artifacts (npm pack, git-ignored).
+# deps fetches what the tests and the devnet need that is not in the Go
+# module graph: the real ENS contract artifacts (npm pack, git-ignored).
 deps:
 	scripts/fetch-ens-artifacts.sh
+
+# seed builds the example brain (with its SQLite memory.db) in .devnet/seed.
+seed:
+	scripts/example-brain.sh .devnet/seed
+
+# run: the local chain (real ENS contracts) and the local Walrus server in
+# one process with the daemon, protecting the example brain in
+# .devnet/brains/auditor. State persists in .devnet; Ctrl-C stops cleanly.
+run: deps build seed
+	$(BIN) run --devnet --devnet-dir .devnet --devnet-seed .devnet/seed
 
 test: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+
+# bench prints the performance figures (ratios against openssl and restic
+# measured in the same run); it generates ~1.3 GB of datasets in .bench/.
+bench: deps
+	scripts/bench.sh
+
+# bench-small checks the harness on small datasets (64 MiB, 5,000 files).
+bench-small: deps
+	BENCH_SCALE=small scripts/bench.sh
 
 # fuzz runs every fuzz target for FUZZTIME each.
 fuzz:

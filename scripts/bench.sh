@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# scripts/bench.sh — hermesd's benchmark harness (`make bench`).
+#
+# Builds hermesd and benchtool (scripts/benchtool, dev-only), generates the
+# "big" and "many" datasets of shared/notes/perf.md once (seeded, into
+# .bench/data), and measures, in one run, hermesd against baselines taken in
+# the same run (absolute numbers differ between machines, ratios less so):
+#
+#   issue 7  `hermesd hash` vs `openssl dgst -sha256` (big, many), CPU use on
+#            many, incremental re-hash after one edit, v2 encrypt+decrypt RSS
+#   issue 2  walrus client upload/download of a big blob against
+#            `hermesd walrus serve` in a separate process: RSS, MB/s
+#   issue 5  snapshot/restore (hash + Snapshotter.Take / Restorer.Restore)
+#            vs `restic backup` / `restic restore`, second snapshot after one
+#            edit, change-to-pointer latency on the devnet
+#
+# The summary (with machine info and PASS/MISS lines for the targets) is
+# printed at the end and written to .bench/report.txt. The script exits
+# non-zero when a measurement fails to run, not when a target is missed.
+#
+# Environment:
+#   BENCH_SCALE  full (default: 1 GiB big, 50,000-file many) or small
+#                (64 MiB big, 5,000-file many; for checking the harness)
+#   BENCH_N      samples for hash figures (default 5)
+#   BENCH_NP     samples for pipeline and restic figures (default 3)
+#   BENCH_ONLY   comma list of sections to run (default all):
+#                hash,inc,cipher,walrus,snap,second,latency
+#   BENCH_PROFILE 1 writes CPU profiles of the in-process figures (incremental
+#                hash, v2 cipher, snapshot, restore) to .bench/profiles/KEY.pprof
+#   BENCH_KEEP   1 keeps the run's scratch directory (.bench/work)
+#   BENCH_DIR    output directory (default .bench in the repository)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BENCH=${BENCH_DIR:-$ROOT/.bench}
+SCALE=${BENCH_SCALE:-full}
+N=${BENCH_N:-5}
+NP=${BENCH_NP:-3}
+ONLY=${BENCH_ONLY:-all}
+
+case $SCALE in
+full) BIG_SIZE=$((1 << 30)); MANY_FILES=50000; DATA=$BENCH/data ;;
+small) BIG_SIZE=$((64 << 20)); MANY_FILES=5000; DATA=$BENCH/data-small ;;
+*) echo "bench: BENCH_SCALE must be full or small" >&2; exit 2 ;;
+esac
+
+say() { printf '\n== %s\n' "$*" >&2; }
+die() { echo "bench: $*" >&2; exit 1; }
+want() { [[ $ONLY == all || ",$ONLY," == *",$1,"* ]]; }
+
+STARTED=$(date -Iseconds)
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+mkdir -p "$BENCH/bin" "$DATA"
+BIN=$BENCH/bin
+WORK=$BENCH/work
+RESULTS=$BENCH/results.jsonl
+
+# Scratch of an earlier run that did not finish is moved aside now and
+# deleted at the end: deleting a big tree right before extracting one would
+# hit ext4's recently_deleted slow path (perf.md §8) and skew the figures.
+TRASH=()
+if [[ -e $WORK ]]; then
+	mv "$WORK" "$BENCH/trash.$$"
+	TRASH+=("$BENCH/trash.$$")
+fi
+mkdir -p "$WORK/spool" "$WORK/restore"
+[[ -f $RESULTS ]] && mv "$RESULTS" "$BENCH/results.prev.jsonl"
+: >"$RESULTS"
+
+SERVER_PID=
+stop_server() {
+	if [[ -n $SERVER_PID ]]; then
+		kill "$SERVER_PID" 2>/dev/null || true
+		wait "$SERVER_PID" 2>/dev/null || true
+		SERVER_PID=
+	fi
+}
+cleanup() {
+	local rc=$?
+	stop_server
+	rm -f "$DATA"/{big,many}/bundle.lock.json "$DATA"/{big,many}/receipts.ndjson
+	if [[ ${BENCH_KEEP:-0} != 1 ]]; then rm -rf "$WORK"; fi
+	if ((${#TRASH[@]})); then rm -rf "${TRASH[@]}"; fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- build -------------------------------------------------------------------
+say "build"
+go build -o "$BIN/hermesd" ./cmd/hermesd
+go build -o "$BIN/benchtool" ./scripts/benchtool
+HERMESD=$BIN/hermesd
+BT=$BIN/benchtool
+m() { "$BT" measure -results "$RESULTS" "$@"; }
+# mq: for commands that can run twice alike; a sample during which other
+# processes kept more than half a core busy is taken again (the quieter wins).
+mq() { "$BT" measure -results "$RESULTS" -noise 0.5 "$@"; }
+# profargs KEY sets PA to the -cpuprofile flag for KEY when BENCH_PROFILE=1.
+PA=()
+profargs() {
+	PA=()
+	if [[ ${BENCH_PROFILE:-0} == 1 ]]; then
+		mkdir -p "$BENCH/profiles"
+		PA=(-cpuprofile "$BENCH/profiles/$1.pprof")
+	fi
+}
+command -v /usr/bin/time >/dev/null || die "/usr/bin/time (GNU time) is required: apt-get install time"
+# What RSS a process of this binary has before doing anything (the binary's
+# own file-backed pages count in ru_maxrss).
+mq -key rss.baseline.hermesd -n 1 -- "$HERMESD" version
+mq -key rss.baseline.benchtool -n 1 -- "$BT" freeport
+
+# --- tools -------------------------------------------------------------------
+command -v openssl >/dev/null || die "openssl is required"
+if ! command -v restic >/dev/null && (want snap || want second); then
+	if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+		say "installing restic (Debian package)"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q restic >&2 || die "apt-get install restic failed"
+	fi
+	command -v restic >/dev/null || die "restic is required for the snapshot figures (apt-get install restic), or set BENCH_ONLY"
+fi
+export RESTIC_PASSWORD=hermesd-bench RESTIC_CACHE_DIR=$WORK/restic-cache
+
+# --- datasets ----------------------------------------------------------------
+say "datasets ($SCALE) in $DATA"
+"$BT" gen -dataset big -out "$DATA/big" -big-size "$BIG_SIZE"
+"$BT" gen -dataset many -out "$DATA/many" -files "$MANY_FILES"
+BIG=$DATA/big
+MANY=$DATA/many
+rm -f "$BIG/bundle.lock.json" "$MANY/bundle.lock.json"
+EDIT_MANY=skills/g00/d000/f00000.md # the "one edit" on many (path known)
+EDIT_BIG=skills/skill-000.md
+MANY_COUNT=$(find "$MANY" -type f | wc -l)
+
+# --- issue 7: hash -------------------------------------------------------------
+# openssl: `find -print0 | xargs -0 openssl dgst -sha256` over the same files,
+# relative paths and -s 2000000 so one openssl process takes all of them (its
+# ~6 ms start-up is paid once, not per 2,500-file batch); "openssl2" splits the
+# files over two parallel openssl processes, the 2-core baseline for many.
+# gosha: Go's crypto/sha256 over the same files in sequence, to separate Go's
+# SHA-256 speed from hermesd's own overhead. Samples are interleaved so load
+# drift hits every tool alike; every file is read once first (page cache).
+ossl() { printf 'cd %q && find . -type f -print0 | xargs -0 %s openssl dgst -sha256 >/dev/null' "$1" "$2"; }
+if want hash; then
+	say "issue 7: hermesd hash vs openssl dgst -sha256 (median of $N, page cache warm)"
+	"$BT" warm "$BIG" "$MANY"
+	for ((i = 1; i <= N; i++)); do
+		mq -key hash.big.openssl -n 1 -- sh -c "$(ossl "$BIG" "-s 2000000")"
+		mq -key hash.big.hermesd -n 1 -- "$HERMESD" hash --json "$BIG"
+		mq -key hash.big.gosha -n 1 -- "$BT" gosha "$BIG"
+	done
+	for ((i = 1; i <= N; i++)); do
+		mq -key hash.many.openssl -n 1 -- sh -c "$(ossl "$MANY" "-s 2000000")"
+		mq -key hash.many.openssl2 -n 1 -- sh -c "$(ossl "$MANY" "-P 2 -n $(((MANY_COUNT + 1) / 2))")"
+		mq -key hash.many.hermesd -n 1 -- "$HERMESD" hash --json "$MANY"
+		mq -key hash.many.gosha -n 1 -- "$BT" gosha "$MANY"
+	done
+fi
+
+if want inc; then
+	say "issue 7: incremental re-hash after one edit (hash.Cache.Update, path known; 20 edits)"
+	profargs hashinc.many
+	mq -key hashinc.many -n 1 -- "$BT" hashinc -dir "$MANY" -file "$EDIT_MANY" -n 20 "${PA[@]}"
+	profargs hashinc.big
+	mq -key hashinc.big -n 1 -- "$BT" hashinc -dir "$BIG" -file "$EDIT_BIG" -n 20 "${PA[@]}"
+fi
+
+if want cipher; then
+	say "issue 7: v2 encrypt + decrypt of $((BIG_SIZE >> 20)) MiB (peak RSS), openssl speed baseline"
+	profargs cipher.v2
+	mq -key cipher.v2 -n "$NP" -- "$BT" cipher -size "$BIG_SIZE" -file "$WORK/spool/cipher.bin" "${PA[@]}"
+	mq -key ossl.aes256gcm -n 1 -- "$BT" osslspeed -bytes 1048576 -seconds 2
+fi
+
+# --- local Walrus server (separate process) ------------------------------------
+start_server() { # $1 = blob directory
+	stop_server
+	local port
+	port=$("$BT" freeport)
+	"$HERMESD" walrus serve --dir "$1" --listen "127.0.0.1:$port" --max-body 64GiB >"$WORK/walrus-server.log" 2>&1 &
+	SERVER_PID=$!
+	"$BT" waitport "$port"
+	URL=http://127.0.0.1:$port
+}
+
+# --- issue 2: walrus client ------------------------------------------------------
+if want walrus; then
+	say "issue 2: walrus client, $((BIG_SIZE >> 20)) MiB blob (memory.db of big) against hermesd walrus serve"
+	start_server "$WORK/walrus-client"
+	"$BT" warm "$BIG/memory.db"
+	for ((i = 1; i <= NP; i++)); do
+		m -key walrus.put -n 1 -- "$BT" walrus-put -url "$URL" -file "$BIG/memory.db" -idfile "$WORK/put.id"
+		m -key walrus.get -n 1 -- "$BT" walrus-get -url "$URL" -idfile "$WORK/put.id" -size "$BIG_SIZE"
+	done
+	stop_server
+	rm -rf "$WORK/walrus-client"
+fi
+
+# --- issue 5: snapshot / restore vs restic ------------------------------------------
+if want snap || want second; then
+	"$HERMESD" keygen -o "$WORK/snapshot.key" >/dev/null
+fi
+snap() { # $1 = key, $2 = dataset dir, $3 = id file, rest = extra flags
+	local key=$1 dir=$2 idf=$3
+	shift 3
+	profargs "$key"
+	m -key "$key" -n 1 -- "$BT" snap -dir "$dir" -url "$URL" -spool "$WORK/spool" \
+		-keyfile "$WORK/snapshot.key" -idfile "$idf" "$@" "${PA[@]}"
+}
+if want snap; then
+	for ds in big many; do
+		dir=$DATA/$ds
+		say "issue 5: snapshot + restore of $ds: hermesd vs restic $(restic version | cut -d' ' -f2) (each median of $NP; hermesd against hermesd walrus serve in a separate process)"
+		start_server "$WORK/walrus-$ds"
+		"$BT" warm "$dir"
+		for ((i = 1; i <= NP; i++)); do
+			snap "snap.$ds.hermesd" "$dir" "$WORK/$ds.id"
+			restic -r "$WORK/restic-$ds-$i" init -q >/dev/null
+			m -key "snap.$ds.restic" -n 1 -- restic -r "$WORK/restic-$ds-$i" backup -q "$dir"
+		done
+		# Restores always go into fresh directory names (perf.md §8).
+		for ((i = 1; i <= NP; i++)); do
+			profargs "restore.$ds.hermesd"
+			m -key "restore.$ds.hermesd" -n 1 -- "$BT" restore -url "$URL" -idfile "$WORK/$ds.id" \
+				-target "$WORK/restore/hermesd-$ds-$i" -spool "$WORK/spool" -keyfile "$WORK/snapshot.key" "${PA[@]}"
+			m -key "restore.$ds.restic" -n 1 -- restic -r "$WORK/restic-$ds-$NP" restore latest \
+				--target "$WORK/restore/restic-$ds-$i" -q
+		done
+		stop_server
+		if [[ $ds == big ]]; then # free the space; 201 files, no inode-allocation trap worth noting
+			rm -rf "$WORK/walrus-big" "$WORK"/restore/*-big-* "$WORK"/restic-big-*
+		fi
+	done
+fi
+
+if want second; then
+	say "issue 5: second snapshot of many after one small edit ($EDIT_MANY): hermesd vs restic"
+	start_server "$WORK/walrus-second"
+	"$BT" warm "$MANY"
+	snap second.many.hermesd "$MANY" "$WORK/second.id" -second "$EDIT_MANY" -second-n "$NP"
+	repo=$WORK/restic-second
+	restic -r "$repo" init -q >/dev/null
+	restic -r "$repo" backup -q "$MANY"
+	cp -p "$MANY/$EDIT_MANY" "$WORK/edit.orig"
+	for ((i = 1; i <= NP; i++)); do
+		printf '\n<!-- bench second %d -->\n' "$i" >>"$MANY/$EDIT_MANY"
+		m -key second.many.restic -n 1 -- restic -r "$repo" backup -q "$MANY"
+	done
+	cp -p "$WORK/edit.orig" "$MANY/$EDIT_MANY"
+	stop_server
+fi
+
+if want latency; then
+	say "issue 5: change-to-pointer latency on the devnet (in process: chain + local walrus + daemon; quiet 200ms)"
+	m -key latency.devnet -n 1 -- "$BT" latency -dir "$WORK/devnet" -n 10 -quiet 200ms
+fi
+
+# --- report ---------------------------------------------------------------------
+say "report"
+"$BT" report -results "$RESULTS" -out "$BENCH/report.txt" -scale "$SCALE" -data "$DATA" \
+	-load-start "$LOAD_START" -started "$STARTED"
+echo "(written to ${BENCH#"$ROOT"/}/report.txt; raw samples in ${RESULTS#"$ROOT"/})"
