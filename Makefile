@@ -27,9 +27,15 @@ seed:
 run: deps build seed
 	$(BIN) run --devnet --devnet-dir .devnet --devnet-seed .devnet/seed
 
+# The race detector runs again over the packages with their own
+# goroutines (pipelines, watcher, retries, daemon).
+RACE_PKGS := ./internal/hash ./internal/tarball ./internal/watch ./internal/walrus \
+	./internal/localwalrus ./internal/receipts ./internal/snapshot ./internal/daemon
+
 test: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -race $(RACE_PKGS)
 
 # bench prints the performance figures (ratios against openssl and restic
 # measured in the same run); it generates ~1.3 GB of datasets in .bench/.
