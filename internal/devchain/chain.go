@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth"
 	"github.com/ethereum/go-ethereum/eth/catalyst"
@@ -84,6 +85,9 @@ type Chain struct {
 	log     *slog.Logger
 
 	adminMu sync.Mutex // serialises dev-key transactions (nonces)
+
+	stopMine chan struct{}
+	mineDone chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -176,13 +180,15 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 	}
 	fsys := filters.NewFilterSystem(backend.APIBackend, filters.Config{})
 	stack.RegisterAPIs([]rpc.API{{Namespace: "eth", Service: filters.NewFilterAPI(fsys)}})
-	// Period 0: the beacon API seals a block whenever the pool receives a
+	// Period 0: blocks are sealed on demand by the chain's own miner
+	// goroutine (see mine), not by geth's dev API loop, whose transaction
+	// subscription can come back nil and then never seal anything.
+	// Was: the beacon API seals a block whenever the pool receives a
 	// transaction. Its APIs must be registered before the node starts.
 	beacon, err := catalyst.NewSimulatedBeacon(0, common.Address{}, backend)
 	if err != nil {
 		return nil, fmt.Errorf("devchain: simulated beacon: %w", err)
 	}
-	catalyst.RegisterSimulatedBeaconAPIs(stack, beacon)
 	stack.RegisterLifecycle(beacon)
 	if err := stack.Start(); err != nil {
 		return nil, fmt.Errorf("devchain: start node: %w", err)
@@ -204,8 +210,10 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 		timeout: cfg.TxTimeout,
 		log:     logger,
 	}
+	c.startMining(backend, beacon)
 	if len(cfg.Names) > 0 {
 		if err := c.RegisterMany(ctx, cfg.Names); err != nil {
+			c.stopMining()
 			client.Close()
 			return nil, err
 		}
@@ -218,6 +226,7 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 // Close stops the node and releases its port. It is safe to call twice.
 func (c *Chain) Close() error {
 	c.closeOnce.Do(func() {
+		c.stopMining()
 		c.client.Close()
 		c.closeErr = c.stack.Close()
 		if errors.Is(c.closeErr, node.ErrNodeStopped) {
@@ -250,3 +259,83 @@ func (c *Chain) DevAddress() common.Address { return c.devAddr }
 
 // Artifacts are the parsed ENS contracts the chain runs.
 func (c *Chain) Artifacts() *Artifacts { return c.arts }
+
+// minePoll bounds how long a transaction can wait for its block if the
+// pool's new-transaction event is missed.
+const minePoll = 25 * time.Millisecond
+
+// startMining seals a block whenever the pool holds executable
+// transactions: at once on the pool's event, and on a short poll as a
+// backstop.
+func (c *Chain) startMining(backend *eth.Ethereum, beacon *catalyst.SimulatedBeacon) {
+	c.stopMine, c.mineDone = make(chan struct{}), make(chan struct{})
+	pool := backend.TxPool()
+	// The pool delivers events synchronously: a separate goroutine must
+	// always be ready to take them, or the pool (and our Sync on it) would
+	// deadlock while we seal.
+	newTxs := make(chan core.NewTxsEvent)
+	kick := make(chan struct{}, 1)
+	sub := pool.SubscribeTransactions(newTxs, true)
+	var wg sync.WaitGroup
+	if sub != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-c.stopMine:
+					return
+				case <-sub.Err():
+					return
+				case <-newTxs:
+					select {
+					case kick <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(minePoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-c.stopMine:
+				return
+			case <-kick:
+			case <-tick.C:
+			}
+			// Seal until nothing executable is left (a bounded number of
+			// times: a transaction the miner refuses must not spin us).
+			for i := 0; i < 64; i++ {
+				pool.Sync() // let the pool promote what just arrived
+				if executable, _ := pool.Stats(); executable == 0 {
+					break
+				}
+				beacon.Commit()
+			}
+		}
+	}()
+	go func() {
+		wg.Wait()
+		if sub != nil {
+			sub.Unsubscribe()
+		}
+		close(c.mineDone)
+	}()
+}
+
+func (c *Chain) stopMining() {
+	if c.stopMine == nil {
+		return
+	}
+	select {
+	case <-c.stopMine:
+	default:
+		close(c.stopMine)
+	}
+	<-c.mineDone
+}
