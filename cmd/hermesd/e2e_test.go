@@ -386,8 +386,18 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 
 		// Restart without interference and let it settle.
 		want := bw.want()
-		wantHash := dirHash(t, brain)
 		p = w.start("run", "-config", cfg)
+		// The brain to expect is the one after start-up: hermesd deletes
+		// the temporary files a kill left in it (they are not brain
+		// content), so hash only once the agent is ready.
+		poll(t, 30*time.Second, fmt.Sprintf("iteration %d: hermesd ready", i), func() bool {
+			if p.exited() {
+				t.Fatalf("iteration %d: restarted hermesd exited: %v", i, p.err)
+			}
+			rep, err := w.status()
+			return err == nil && rep.Ready
+		})
+		wantHash := dirHash(t, brain)
 		poll(t, 30*time.Second, fmt.Sprintf("iteration %d: hermesd to settle on %s", i, wantHash), func() bool {
 			if p.exited() {
 				t.Fatalf("iteration %d: restarted hermesd exited: %v", i, p.err)
