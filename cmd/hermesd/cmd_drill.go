@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 
 	"github.com/hermesd/hermesd/internal/drill"
 )
@@ -52,7 +51,7 @@ pointer or blob; 5 hermesd holds the state directory.`)
 	keep := fs.Bool("keep", false, "keep the scratch directory (the restored copy, or a failed destructive restore)")
 	scratch := fs.String("scratch", "", "create the scratch directory in `DIR` (default: the system's temporary directory)")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object")
-	pos, err := parseDrillArgs(fs, args)
+	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
@@ -118,24 +117,4 @@ func drillExitError(err error) error {
 		return withCode(exitNotFound, err)
 	}
 	return err
-}
-
-// parseDrillArgs parses flags before or after the positional AGENT
-// ("hermesd drill alpha --json"); "--" ends the flags.
-func parseDrillArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -32,7 +31,7 @@ func runHash(ctx context.Context, env *cmdEnv, args []string) error {
 			"receipts.ndjson are excluded). An empty directory prints the null hash.")
 	jsonOut := fset.Bool("json", false, "print one JSON object: dir, bundleHash, files, bytes, durationMs")
 	workers := fset.Int("workers", 0, "files hashed in parallel (0: one per CPU)")
-	pos, err := parseInterleaved(fset, args)
+	pos, err := parseInterspersed(fset, args)
 	if err != nil {
 		return err
 	}
@@ -75,24 +74,4 @@ func runHash(ctx context.Context, env *cmdEnv, args []string) error {
 		Bytes:      res.Bytes,
 		DurationMs: float64(elapsed.Microseconds()) / 1000,
 	})
-}
-
-// parseInterleaved parses flags that may come before or after the
-// positional arguments ("hermesd hash DIR --json"); "--" ends the flags.
-func parseInterleaved(fset *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseFlags(fset, args); err != nil {
-			return nil, err
-		}
-		rest := fset.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }

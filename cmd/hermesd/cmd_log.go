@@ -20,13 +20,14 @@ are never downloaded. Restore an entry with 'hermesd restore --at N --dir DIR'.`
 	cfgPath := configFlag(fs)
 	jsonOut := fs.Bool("json", false, "print JSON")
 	limit := fs.Int("limit", 0, "show at most N entries (0 = all)")
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return usageErrorf("log needs exactly one AGENT")
 	}
-	oc, err := openAgent(ctx, env, *cfgPath, fs.Arg(0), "warn")
+	oc, err := openAgent(ctx, env, *cfgPath, pos[0], "warn")
 	if err != nil {
 		return err
 	}

@@ -36,10 +36,11 @@ need --dir, so a running brain is never overwritten.`)
 	at := fs.String("at", "", "restore an entry of the lineage: N, a blob id, or a bundle hash prefix")
 	dir := fs.String("dir", "", "restore into this directory instead of the agent's brain directory")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return usageErrorf("restore needs exactly one AGENT")
 	}
 	if *blob != "" && *at != "" {
@@ -48,7 +49,7 @@ need --dir, so a running brain is never overwritten.`)
 	if (*blob != "" || *at != "") && *dir == "" {
 		return usageErrorf("--blob and --at restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
 	}
-	oc, err := openAgent(ctx, env, *cfgPath, fs.Arg(0), "")
+	oc, err := openAgent(ctx, env, *cfgPath, pos[0], "")
 	if err != nil {
 		return err
 	}
