@@ -119,20 +119,8 @@ func (s *jsonScanner) object() bool {
 		if s.depth == 1 && s.members != nil {
 			s.members = append(s.members, member{k0, k1, v0, s.i})
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.ws()
-		case '}':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if end, ok := s.after('}'); !ok || end {
+			return ok
 		}
 	}
 }
@@ -152,22 +140,30 @@ func (s *jsonScanner) array() bool {
 		if !s.value() {
 			return false
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.ws()
-		case ']':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if end, ok := s.after(']'); !ok || end {
+			return ok
 		}
 	}
+}
+
+// after consumes what follows a member or element: a comma (more to
+// come) or the closing bracket (end). ok is false on anything else.
+func (s *jsonScanner) after(closing byte) (end, ok bool) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, false
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		s.ws()
+		return false, true
+	case closing:
+		s.i++
+		s.depth--
+		return true, true
+	}
+	return false, false
 }
 
 // str scans a string literal starting at its opening quote.
