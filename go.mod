@@ -4,10 +4,12 @@ go 1.26.8
 
 require (
 	github.com/adraffy/go-ens-normalize v0.1.1
+	github.com/consensys/gnark-crypto v0.18.1
 	github.com/ethereum/go-ethereum v1.17.10
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/prometheus/client_golang v1.25.0
+	github.com/restic/chunker v0.4.0
 	github.com/tink-crypto/tink-go/v2 v2.9.0
 	github.com/wealdtech/go-ens/v3 v3.6.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -37,7 +39,6 @@ require (
 	github.com/cockroachdb/redact v1.1.5 // indirect
 	github.com/cockroachdb/swiss v0.0.0-20260820225851-333444432258 // indirect
 	github.com/cockroachdb/tokenbucket v0.0.0-20230807174530-cc333fc44b06 // indirect
-	github.com/consensys/gnark-crypto v0.18.1 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.5 // indirect
 	github.com/crate-crypto/go-eth-kzg v1.5.0 // indirect
 	github.com/davecgh/go-spew v1.1.1 // indirect
