@@ -48,10 +48,34 @@ func closure(t *testing.T, rel string) []string {
 	return out
 }
 
+// leaves maps each leaf package to the only packages of this module it
+// may import: fsys, the shared directory walk and name policy, is itself a
+// leaf that imports nothing of ours, and only hash and tarball build on it.
+var leaves = map[string][]string{
+	"internal/fsys":    nil,
+	"internal/cipher":  nil,
+	"internal/hash":    {"internal/fsys"},
+	"internal/tarball": {"internal/fsys"},
+}
+
 func TestLeavesImportNothingOfOurs(t *testing.T) {
-	for _, leaf := range []string{"internal/hash", "internal/tarball", "internal/cipher"} {
-		if deps := imports(t, leaf); len(deps) > 0 {
-			t.Errorf("%s is a leaf package but imports %v", leaf, deps)
+	for leaf, allowed := range leaves {
+		for _, dep := range imports(t, leaf) {
+			if !slices.Contains(allowed, dep) {
+				t.Errorf("%s is a leaf package but imports %s (allowed: %v)", leaf, dep, allowed)
+			}
+		}
+	}
+}
+
+// TestOneWalkerOneNamePolicy: hash and tarball share fsys's walk and name
+// policy instead of keeping copies, so the hasher, the tar writer and the
+// extractor cannot drift apart again (a name one accepts and another
+// refuses). It fails if either stops importing fsys.
+func TestOneWalkerOneNamePolicy(t *testing.T) {
+	for _, pkg := range []string{"internal/hash", "internal/tarball"} {
+		if deps := imports(t, pkg); !slices.Contains(deps, "internal/fsys") {
+			t.Errorf("%s does not use internal/fsys (imports %v)", pkg, deps)
 		}
 	}
 }
@@ -68,7 +92,7 @@ func TestWalrusAndENSAreIndependent(t *testing.T) {
 func TestOrchestrationIsOnTop(t *testing.T) {
 	top := []string{"internal/daemon", "internal/agent", "cmd/hermesd", "internal/drill"}
 	for _, pkg := range []string{
-		"internal/hash", "internal/tarball", "internal/cipher", "internal/walrus", "internal/localwalrus",
+		"internal/fsys", "internal/hash", "internal/tarball", "internal/cipher", "internal/walrus", "internal/localwalrus",
 		"internal/ens", "internal/devchain", "internal/receipts", "internal/bundlelock", "internal/snapshot",
 		"internal/state", "internal/config", "internal/watch",
 	} {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // Cache is the incremental form of Dir for one tree (one brain directory).
@@ -87,7 +87,7 @@ func (c *Cache) rescan(ctx context.Context) (Result, error) {
 		c.validated = true
 		return c.result(scanStats{}), nil
 	}
-	defer h.close()
+	defer h.Close()
 	s := &scanner{root: h, workers: c.opts.workers(), prev: c.entries}
 	ents, st, err := s.walk(ctx, "")
 	if err != nil {
@@ -145,29 +145,28 @@ func (c *Cache) Update(ctx context.Context, changed []string) (Result, error) {
 		c.reset()
 		return c.result(scanStats{}), nil
 	}
-	defer h.close()
+	defer h.Close()
 
-	// Classify each path by what it is now.
-	var files, dirs, gone []string
+	// Classify each path by what it is now. Every named path is dropped
+	// below; files and directories are then hashed back in, and a path
+	// that is gone, or now a symlink, fifo, ..., contributes nothing.
+	var files, dirs []string
 	for _, p := range paths {
-		st, err := statBeneath(h, p)
+		st, err := h.Stat(p)
 		switch {
-		case err != nil && isVanished(err):
-			gone = append(gone, p)
+		case err != nil && fsys.IsGone(err):
 		case err != nil:
 			return Result{}, fmt.Errorf("hash: stat %s: %w", p, err)
-		case st.isRegular():
+		case st.Mode.IsRegular():
 			if err := checkKey(p); err != nil {
 				return Result{}, err
 			}
 			files = append(files, p)
-		case st.isDir():
+		case st.Mode.IsDir():
 			if err := checkKey(p); err != nil {
 				return Result{}, err
 			}
 			dirs = append(dirs, p)
-		default: // now a symlink, fifo, ...: contributes nothing
-			gone = append(gone, p)
 		}
 	}
 
@@ -241,43 +240,10 @@ func (c *Cache) Update(ctx context.Context, changed []string) (Result, error) {
 	return c.result(total), nil
 }
 
-// Record stores a digest that another reader computed (the tar writer
-// reads every file once and hashes it on the way), so the next pass need
-// not read that file again. info must come from fstat of the descriptor the
-// contents were read from, taken before reading (its Sys() must be a
-// *syscall.Stat_t, as os.File.Stat returns), and readStart is the time just
-// before the file was opened. f.Size must equal info.Size(). It reports
-// whether the entry was stored; Record does not update Digest (the next
-// Update does).
-func (c *Cache) Record(f File, info fs.FileInfo, readStart time.Time) bool {
-	if Excluded(f.Path) || checkKey(f.Path) != nil {
-		return false
-	}
-	st, ok := statFromFileInfo(info)
-	if !ok || !st.isRegular() || st.size != f.Size {
-		return false
-	}
-	e := &entry{key: f.Path, st: st, size: f.Size, sum: f.SHA256, leaf: Leaf(f.Path, f.SHA256), racy: isRacy(st, readStart)}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i, found := c.find(f.Path)
-	if found {
-		c.bytes -= c.sorted[i].size
-		c.sorted[i] = e
-	} else {
-		c.sorted = slices.Insert(c.sorted, i, e)
-	}
-	c.bytes += e.size
-	c.entries[f.Path] = e
-	return true
-}
-
-// checkKey validates every component of a key.
+// checkKey applies the name policy to a key.
 func checkKey(key string) error {
-	for name := range strings.SplitSeq(key, "/") {
-		if err := checkName(key, name); err != nil {
-			return err
-		}
+	if err := fsys.CheckName(key); err != nil {
+		return fmt.Errorf("hash: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package hash
 import (
 	"context"
 	"fmt"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // Result describes one hash of a tree.
@@ -23,15 +25,15 @@ type Result struct {
 // Dir returns the bundle hash of the tree at root, reading every file once,
 // in parallel. A missing root, or one that is not a directory, hashes to
 // Null, as with the reference. Symlinks are never followed (the root itself
-// may be one); a name that is not valid UTF-8 or contains a backslash is an
-// ErrName error naming the file. Files that vanish while the walk runs are
+// may be one); a name outside the policy of fsys.CheckName (invalid UTF-8,
+// a backslash, ...) is an ErrName error naming the file. Files that vanish while the walk runs are
 // left out.
 func Dir(ctx context.Context, root string, opts Options) (Result, error) {
 	h, ok, err := openTree(root)
 	if err != nil || !ok {
 		return Result{Digest: Null}, err
 	}
-	defer h.close()
+	defer h.Close()
 	s := &scanner{root: h, workers: opts.workers()}
 	ents, st, err := s.walk(ctx, "")
 	if err != nil {
@@ -47,13 +49,13 @@ func Dir(ctx context.Context, root string, opts Options) (Result, error) {
 
 // openTree opens root; ok is false (and err nil) when root does not exist
 // or is not a directory.
-func openTree(root string) (h handle, ok bool, err error) {
-	h, err = openRoot(root)
+func openTree(root string) (h fsys.Root, ok bool, err error) {
+	h, err = fsys.OpenRoot(root)
 	if err != nil {
-		if isVanished(err) {
-			return noHandle, false, nil
+		if fsys.IsGone(err) {
+			return h, false, nil
 		}
-		return noHandle, false, fmt.Errorf("hash: %w", err)
+		return h, false, fmt.Errorf("hash: %w", err)
 	}
 	return h, true, nil
 }

@@ -18,6 +18,8 @@
 //     change only the named (or, on a rescan, the stat-changed) files are read
 //     again.
 //
-// File names must be valid UTF-8 and must not contain a backslash; see
-// [ErrName] for why.
+// File names follow the one name policy of fsys.CheckName, which the tar
+// writer and extractor apply too: valid UTF-8, no backslash, no NUL, bounded
+// lengths; see [ErrName] for why. The directory walk (openat2 beneath the
+// root, never through a symlink) is fsys's as well.
 package hash

@@ -41,11 +41,11 @@ func (c *Cache) Save(w io.Writer) error {
 		uv(uint64(len(e.key)))
 		bw.WriteString(e.key)
 		sv(e.size)
-		sv(e.st.mtime)
-		sv(e.st.ctime)
-		uv(e.st.ino)
-		uv(e.st.dev)
-		uv(uint64(e.st.mode))
+		sv(e.st.Mtime)
+		sv(e.st.Ctime)
+		uv(e.st.Ino)
+		uv(e.st.Dev)
+		uv(uint64(e.st.Mode))
 		var flags byte
 		if e.racy {
 			flags |= 1
@@ -91,19 +91,19 @@ func (c *Cache) Load(r io.Reader) error {
 		e := &entry{}
 		e.key = string(p.bytes(p.uvarint()))
 		e.size = p.varint()
-		e.st.mtime = p.varint()
-		e.st.ctime = p.varint()
-		e.st.ino = p.uvarint()
-		e.st.dev = p.uvarint()
-		e.st.mode = fs.FileMode(p.uvarint())
+		e.st.Mtime = p.varint()
+		e.st.Ctime = p.varint()
+		e.st.Ino = p.uvarint()
+		e.st.Dev = p.uvarint()
+		e.st.Mode = fs.FileMode(p.uvarint())
 		flags := p.bytes(1)
 		copy(e.sum[:], p.bytes(32))
 		if p.err != nil {
 			break
 		}
 		e.racy = flags[0]&1 != 0
-		e.st.size = e.size
-		if e.key == "" || Excluded(e.key) || checkKey(e.key) != nil || !e.st.isRegular() ||
+		e.st.Size = e.size
+		if e.key == "" || Excluded(e.key) || checkKey(e.key) != nil || !e.st.Mode.IsRegular() ||
 			(len(ents) > 0 && Compare(ents[len(ents)-1].key, e.key) >= 0) {
 			return fmt.Errorf("%w: bad entry %q", errCacheFormat, e.key)
 		}

@@ -10,18 +10,16 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/hermesd/hermesd/internal/fsys"
 	"golang.org/x/crypto/sha3"
 )
 
 func utf8Valid(s string) bool { return utf8.ValidString(s) }
-
-func mkfifo(path string) error { return syscall.Mkfifo(path, 0o644) }
 
 // naiveDir is a deliberately simple second implementation of DESIGN §2:
 // recursive os.ReadDir, os.ReadFile, sort.Slice over UTF-16 code units.
@@ -398,17 +396,17 @@ func TestCacheRacy(t *testing.T) {
 	}
 
 	// The window is measured from the start of the read.
-	st := fileStat{mtime: time.Now().Add(-3 * time.Second).UnixNano(), ctime: time.Now().Add(-3 * time.Second).UnixNano()}
+	st := fsys.Info{Mtime: time.Now().Add(-3 * time.Second).UnixNano(), Ctime: time.Now().Add(-3 * time.Second).UnixNano()}
 	if isRacy(st, time.Now()) {
 		t.Error("a file last changed 3 s before the read is not racy")
 	}
-	st.ctime = time.Now().UnixNano()
+	st.Ctime = time.Now().UnixNano()
 	if !isRacy(st, time.Now()) {
 		t.Error("a recent ctime is racy")
 	}
 }
 
-func TestCacheRecordAndPersist(t *testing.T) {
+func TestCachePersist(t *testing.T) {
 	ctx := t.Context()
 	defer func(old func() time.Time) { now = old }(now)
 	now = func() time.Time { return time.Now().Add(time.Hour) }
@@ -419,26 +417,10 @@ func TestCacheRecordAndPersist(t *testing.T) {
 	if _, err := c.Rescan(ctx); err != nil {
 		t.Fatal(err)
 	}
-
-	// Another reader (the tar writer) read the new contents.
 	writeFile(t, dir, "skills/reentrancy.md", reentrancy)
-	fi, err := os.Lstat(filepath.Join(dir, "skills/reentrancy.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := File{Path: "skills/reentrancy.md", Size: int64(len(reentrancy)), SHA256: sha256.Sum256([]byte(reentrancy))}
-	if !c.Record(f, fi, time.Now().Add(time.Hour)) {
-		t.Fatal("Record refused a consistent entry")
-	}
-	if c.Record(File{Path: "x", Size: 1}, fi, time.Now()) {
-		t.Error("Record accepted a size that disagrees with the stat")
-	}
-	if c.Record(File{Path: "receipts.ndjson"}, fi, time.Now()) {
-		t.Error("Record accepted an excluded name")
-	}
-	res, err := c.Update(ctx, []string{})
-	if err != nil || res.Read != 0 || res.Digest.String() != bundleTwo {
-		t.Fatalf("after Record: read %d, %s, %v; want %s without reading", res.Read, res.Digest, err, bundleTwo)
+	res, err := c.Update(ctx, []string{"skills/reentrancy.md"})
+	if err != nil || res.Read != 1 || res.Digest.String() != bundleTwo {
+		t.Fatalf("after Update: read %d, %s, %v; want %s after one read", res.Read, res.Digest, err, bundleTwo)
 	}
 
 	// Save, Load into a fresh cache, change one file: the first Update

@@ -3,30 +3,26 @@ package hash
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	gohash "hash"
+	"io"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/hermesd/hermesd/internal/fsys"
 	"golang.org/x/sync/errgroup"
 )
 
-// ErrName is returned for a file or directory name the bundle hash cannot
-// represent faithfully:
-//   - a name that is not valid UTF-8 (the reference decodes it lossily and
-//     then fails to read the file);
-//   - a name containing a backslash. The reference replaces every '\' with
-//     '/' in keys, even on POSIX, so "a\b" would hash exactly like the file
-//     b in directory a: two distinct trees would share a hash, and a file
-//     and its look-alike would collide on one key. Such names have no place
-//     in an agent brain, so they are refused instead of being hashed
-//     ambiguously.
-var ErrName = errors.New("hash: unsupported file name")
+// ErrName matches the error for a file or directory name outside the one
+// name policy hermesd shares between the hasher, the tar writer and the
+// extractor (fsys.CheckName): not valid UTF-8 (the reference decodes it
+// lossily and then fails to read the file), a backslash (the reference
+// hashes '\' as '/', so "a\b" would collide with the file b in directory
+// a), NUL, or a name or path longer than the file system allows. It is
+// fsys.ErrName, so tarball.ErrName matches it too.
+var ErrName = fsys.ErrName
 
 // racyWindow: a file whose mtime or ctime is less than this before the
 // moment its contents were read may have been written again within the
@@ -49,20 +45,20 @@ const batchSize = 64
 // modified once built; a change replaces the pointer.
 type entry struct {
 	key  string
-	st   fileStat // taken after open, before the contents were read
-	size int64    // bytes actually hashed
-	sum  [32]byte // SHA-256 of the contents
+	st   fsys.Info // taken after open, before the contents were read
+	size int64     // bytes actually hashed
+	sum  [32]byte  // SHA-256 of the contents
 	leaf Digest
 	racy bool // re-read on the next pass even if st is unchanged
 }
 
 func (e *entry) file() File {
-	return File{Path: e.key, Size: e.size, Mode: e.st.mode.Perm(), SHA256: e.sum}
+	return File{Path: e.key, Size: e.size, Mode: e.st.Mode.Perm(), SHA256: e.sum}
 }
 
-func isRacy(st fileStat, start time.Time) bool {
+func isRacy(st fsys.Info, start time.Time) bool {
 	limit := start.Add(-racyWindow).UnixNano()
-	return st.mtime >= limit || st.ctime >= limit
+	return st.Mtime >= limit || st.Ctime >= limit
 }
 
 // Options tunes hashing.
@@ -77,17 +73,6 @@ func (o Options) workers() int {
 		return o.Workers
 	}
 	return runtime.GOMAXPROCS(0)
-}
-
-// checkName validates one path component of a key (see ErrName).
-func checkName(path, name string) error {
-	if !utf8.ValidString(name) {
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrName, path)
-	}
-	if strings.IndexByte(name, '\\') >= 0 {
-		return fmt.Errorf("%w: %q contains a backslash (the reference hashes it as '/', which is ambiguous)", ErrName, path)
-	}
-	return nil
 }
 
 // reader is one worker's reusable state.
@@ -109,38 +94,41 @@ func (r *reader) release() { bufPool.Put(r.buf) }
 // hash reads and digests the regular file rel. It returns nil, nil when the
 // file vanished or is no longer a regular file: a walk of a changing tree
 // records what it finds.
-func (r *reader) hash(root handle, rel string) (*entry, error) {
+func (r *reader) hash(root fsys.Root, rel string) (*entry, error) {
 	start := now()
-	h, err := openBeneath(root, rel, openFileFlags)
+	h, err := root.Open(rel)
 	if err != nil {
-		if isVanished(err) {
+		if fsys.IsGone(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("hash: open %s: %w", rel, err)
 	}
-	defer h.close()
-	st, err := h.stat()
+	defer h.Close()
+	st, err := h.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("hash: stat %s: %w", rel, err)
 	}
-	if !st.isRegular() {
+	if !st.Mode.IsRegular() {
 		return nil, nil
 	}
 	buf := *r.buf
 	r.sha.Reset()
 	var n int64
 	for {
-		m, err := h.read(buf)
+		m, err := h.Read(buf)
 		if m > 0 {
 			r.sha.Write(buf[:m])
 			n += int64(m)
+		}
+		if err == io.EOF {
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("hash: read %s: %w", rel, err)
 		}
 		// A short read that reaches the stat size is the end of a regular
 		// file: skip the extra read(2) that would return 0.
-		if m == 0 || (m < len(buf) && n >= st.size) {
+		if m < len(buf) && n >= st.Size {
 			break
 		}
 	}
@@ -148,14 +136,14 @@ func (r *reader) hash(root handle, rel string) (*entry, error) {
 	r.sum = r.sha.Sum(r.sum[:0])
 	copy(e.sum[:], r.sum)
 	e.leaf = r.k.leaf(rel, &e.sum)
-	e.racy = n != st.size || isRacy(st, start)
+	e.racy = n != st.Size || isRacy(st, start)
 	return e, nil
 }
 
 // scanner hashes the regular files of a tree, reusing the entries of prev
 // whose stat is unchanged.
 type scanner struct {
-	root    handle
+	root    fsys.Root
 	workers int
 	prev    map[string]*entry // read-only while scanning; may be nil
 }
@@ -174,14 +162,18 @@ type batch struct {
 // and it is not racy, else a fresh read. nil means skip.
 func (s *scanner) file(r *reader, rel string, st *scanStats) (*entry, error) {
 	if old := s.prev[rel]; old != nil && !old.racy {
-		cur, err := lstatAt(s.root, rel)
+		// Lstat may resolve the directories on the way through a symlink
+		// swapped in meanwhile, but an unchanged Info (inode, device,
+		// times) proves it found the file that was read: nothing else is
+		// trusted without a read through Open.
+		cur, err := s.root.Lstat(rel)
 		if err != nil {
-			if isVanished(err) {
+			if fsys.IsGone(err) {
 				return nil, nil
 			}
 			return nil, fmt.Errorf("hash: stat %s: %w", rel, err)
 		}
-		if !cur.isRegular() {
+		if !cur.Mode.IsRegular() {
 			return nil, nil
 		}
 		if cur == old.st {
@@ -281,32 +273,29 @@ func (s *scanner) run(ctx context.Context, produce func(emit func(string) error)
 // and returns the entries in key order.
 func (s *scanner) walk(ctx context.Context, sub string) ([]*entry, scanStats, error) {
 	return s.run(ctx, func(emit func(string) error) error {
-		buf := make([]byte, 64<<10)
 		var dir func(rel string) error
 		dir = func(rel string) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			ents, _, err := readDir(s.root, rel, buf)
+			ents, _, err := s.root.ReadDir(rel)
 			if err != nil {
-				if rel != "" && isVanished(err) {
+				if rel != "" && fsys.IsGone(err) {
 					return nil // removed while we walked
 				}
 				return fmt.Errorf("hash: read directory %s: %w", displayPath(rel), err)
 			}
-			ents = slices.DeleteFunc(ents, func(e dirent) bool { return e.kind == kindOther })
-			slices.SortFunc(ents, func(a, b dirent) int {
-				return compareEntry(a.name, a.kind == kindDir, b.name, b.kind == kindDir)
+			// Symlinks, sockets, fifos and devices contribute nothing.
+			ents = slices.DeleteFunc(ents, func(e fsys.Entry) bool { return !e.Type.IsRegular() && !e.Type.IsDir() })
+			slices.SortFunc(ents, func(a, b fsys.Entry) int {
+				return compareEntry(a.Name, a.Type.IsDir(), b.Name, b.Type.IsDir())
 			})
 			for _, e := range ents {
-				p := e.name
-				if rel != "" {
-					p = rel + "/" + e.name
+				p, err := fsys.Join(rel, e.Name)
+				if err != nil {
+					return fmt.Errorf("hash: %w", err)
 				}
-				if err := checkName(p, e.name); err != nil {
-					return err
-				}
-				if e.kind == kindDir {
+				if e.Type.IsDir() {
 					if err := dir(p); err != nil {
 						return err
 					}

@@ -11,7 +11,10 @@
 //     left out and listed in Manifest.Skipped. Nothing is excluded:
 //     bundle.lock.json and receipts.ndjson are archived too.
 //   - Names are relative, '/'-separated, without a "./" prefix; directory
-//     names end in '/'. Names must be valid UTF-8 and are stored verbatim.
+//     names end in '/'. They are stored verbatim and must pass the name
+//     policy the hasher applies too (fsys.CheckName: valid UTF-8, no
+//     backslash, no NUL, bounded lengths); a tree with any other name of a
+//     file or directory is not archived (ErrName).
 //   - Entries are sorted by the bytes of their full names (directories with
 //     their trailing '/'), which puts every directory before its contents.
 //     For example: "a-b/", "a.md", "a/", "a/x", "b".
@@ -37,14 +40,23 @@
 // # Extraction
 //
 // Extract treats the archive as hostile. It writes only below its target
-// directory, through os.Root, and rejects absolute names, ".." components,
-// duplicate entries (including a file and a directory of the same name),
-// entries beneath a file or a skipped link, and archives over the
-// configured limits. It accepts GNU tar output from the reference runtime
-// ("./"-prefixed names, a "./" entry for the root, real mtimes, numeric
-// owners, GNU long names, PAX records). Symlinks, hard links, devices and
-// fifos are skipped with a warning in the Manifest; nothing is ever created
-// but regular files and directories, and no link is followed.
+// directory, through os.Root, and rejects absolute names, ".." components
+// (ErrUnsafePath), every name the hasher would refuse (ErrName: the same
+// fsys.CheckName policy, so a restored brain always hashes), duplicate
+// entries (including a file and a directory of the same name), entries
+// beneath a file or a skipped link, sparse entries (ErrFormat), and
+// archives over the configured limits. It accepts GNU tar output from the
+// reference runtime ("./"-prefixed names, a "./" entry for the root, real
+// mtimes, numeric owners, GNU long names, PAX records). Symlinks, hard
+// links, devices and fifos are skipped with a warning in the Manifest;
+// nothing is ever created but regular files and directories, and no link
+// is followed.
+//
+// Extract never writes more file bytes than it read from the archive
+// stream. Sparse entries (GNU 'S', or PAX GNU.sparse.* records) are refused
+// because archive/tar would expand their holes into zeros, and every chunk
+// written is checked against the bytes consumed, so the bytes extracted are
+// bounded by the blob size, whatever else a header claims.
 //
 // Modes are set to exactly the archive's permission bits (mode & 0o777),
 // whatever the umask; directories get theirs after their contents are
@@ -64,13 +76,17 @@ package tarball
 import (
 	"errors"
 	"io/fs"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 var (
 	// ErrChanged: a file changed or vanished while Write archived it.
 	ErrChanged = errors.New("tarball: file changed while being archived")
-	// ErrName: a file name Write cannot archive or Extract will not create.
-	ErrName = errors.New("tarball: unsupported file name")
+	// ErrName: a file name Write cannot archive or Extract will not create,
+	// under the one name policy shared with the hasher (fsys.CheckName). It
+	// is fsys.ErrName, so hash.ErrName matches the same errors.
+	ErrName = fsys.ErrName
 	// ErrUnsafePath: an archive entry would land outside the target or
 	// beneath a link.
 	ErrUnsafePath = errors.New("tarball: unsafe path in archive")
@@ -81,8 +97,8 @@ var (
 	ErrLimit = errors.New("tarball: archive exceeds a limit")
 	// ErrTruncated: the archive ends early (also matches io.ErrUnexpectedEOF).
 	ErrTruncated = errors.New("tarball: archive is truncated")
-	// ErrFormat: the archive is not a well-formed tar, or non-zero data
-	// follows its end marker.
+	// ErrFormat: the archive is not a well-formed tar, holds a sparse entry,
+	// or non-zero data follows its end marker.
 	ErrFormat = errors.New("tarball: malformed archive")
 	// ErrTargetNotEmpty: Extract's target exists and is not an empty
 	// directory.

@@ -10,7 +10,8 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // Default limits of ExtractOptions.
@@ -65,8 +66,15 @@ type extractor struct {
 	seen   map[string]node
 	dirIdx map[string]int // index in m.Dirs
 	m      Manifest
-	total  int64
+	total  int64 // sum of the sizes of the files so far
 	sums   *sumPipe
+	stream *blockReader
+
+	// written counts the bytes written to files. It can never exceed what
+	// was read from the archive stream (checked on every chunk), so a
+	// blob of n bytes cannot make Extract write more than n bytes, however
+	// archive/tar interprets its headers.
+	written int64
 
 	// The parent directory of the last file, opened as a Root of its own:
 	// archives list a directory's files together, and opening "base" in
@@ -99,20 +107,9 @@ func Extract(ctx context.Context, r io.Reader, dir string, opts ExtractOptions) 
 		return Manifest{}, fmt.Errorf("tarball: %w", err)
 	}
 	defer root.Close()
-	x := &extractor{
-		root:   root,
-		opts:   opts.withDefaults(),
-		seen:   map[string]node{},
-		dirIdx: map[string]int{},
-		sums:   newSumPipe(),
-	}
-	defer func() {
-		if x.lastRoot != nil {
-			x.lastRoot.Close()
-		}
-		x.sums.close()
-	}()
 	br := &blockReader{r: r}
+	x := newExtractor(root, opts, br)
+	defer x.close()
 	tr := tar.NewReader(br)
 	entries := 0
 	for {
@@ -148,13 +145,34 @@ func Extract(ctx context.Context, r io.Reader, dir string, opts ExtractOptions) 
 	return x.m, nil
 }
 
+func newExtractor(root *os.Root, opts ExtractOptions, stream *blockReader) *extractor {
+	return &extractor{
+		root:   root,
+		opts:   opts.withDefaults(),
+		seen:   map[string]node{},
+		dirIdx: map[string]int{},
+		sums:   newSumPipe(),
+		stream: stream,
+	}
+}
+
+func (x *extractor) close() {
+	if x.lastRoot != nil {
+		x.lastRoot.Close()
+	}
+	x.sums.close()
+}
+
 func (x *extractor) entry(ctx context.Context, hdr *tar.Header, tr *tar.Reader) error {
+	if isSparse(hdr) {
+		return fmt.Errorf("%w: %q is a sparse file entry, which hermesd and the reference runtime never write", ErrFormat, clip(hdr.Name))
+	}
 	name, err := cleanName(hdr.Name)
 	if err != nil {
 		return err
 	}
 	switch hdr.Typeflag {
-	case tar.TypeReg, tar.TypeCont, tar.TypeGNUSparse: // (the reader maps the old TypeRegA to TypeReg)
+	case tar.TypeReg, tar.TypeCont: // (the reader maps the old TypeRegA to TypeReg)
 		if name == "" {
 			return fmt.Errorf("%w: %q: the root is not a file", ErrUnsafePath, hdr.Name)
 		}
@@ -194,33 +212,59 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, tr *tar.Reader) 
 	return nil
 }
 
-// cleanName turns an archive name into a clean relative path: "./"
-// prefixes, "." components, repeated and trailing slashes go; absolute
-// names, ".." components, NUL bytes and invalid UTF-8 are refused. ""
-// means the root.
-func cleanName(name string) (string, error) {
-	switch {
-	case name == "":
-		return "", fmt.Errorf("%w: empty name", ErrUnsafePath)
-	case name[0] == '/':
-		return "", fmt.Errorf("%w: %q is absolute", ErrUnsafePath, name)
-	case strings.IndexByte(name, 0) >= 0:
-		return "", fmt.Errorf("%w: %q contains NUL", ErrUnsafePath, name)
-	case !utf8.ValidString(name):
-		return "", fmt.Errorf("%w: %q is not valid UTF-8", ErrName, name)
+// isSparse reports a GNU sparse entry: the old GNU 'S' type, or a PAX
+// header with GNU.sparse.* records (formats 0.0, 0.1 and 1.0). archive/tar
+// expands the holes of such an entry into zeros, so a few kilobytes of
+// archive could make Extract write gigabytes; neither hermesd's writer nor
+// the reference runtime's `tar -c` ever produces one.
+func isSparse(hdr *tar.Header) bool {
+	if hdr.Typeflag == tar.TypeGNUSparse {
+		return true
 	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanName turns an archive name into a path relative to the target: the
+// tar spellings GNU tar uses ("./" prefixes, "." components, repeated and
+// trailing slashes) are normalised, then the one name policy of the hasher
+// and the writer (fsys.CheckName) decides. Absolute names and ".."
+// components are ErrUnsafePath; anything else the policy refuses (invalid
+// UTF-8, NUL, a backslash, overlong names) is ErrName. "" means the root.
+func cleanName(name string) (string, error) {
 	parts := strings.Split(name, "/")
 	out := parts[:0]
 	for _, p := range parts {
-		switch p {
-		case "", ".":
-			continue
-		case "..":
-			return "", fmt.Errorf("%w: %q has a .. component", ErrUnsafePath, name)
+		if p != "" && p != "." {
+			out = append(out, p)
 		}
-		out = append(out, p)
 	}
-	return strings.Join(out, "/"), nil
+	rel := strings.Join(out, "/")
+	switch {
+	case strings.HasPrefix(name, "/"):
+		rel = "/" + rel // keep it absolute for the policy to refuse
+	case rel == "" && name != "":
+		return "", nil // ".", "./": the root
+	}
+	if err := fsys.CheckName(rel); err != nil {
+		if errors.Is(err, fsys.ErrEscape) {
+			return "", fmt.Errorf("%w: %w", ErrUnsafePath, err)
+		}
+		return "", fmt.Errorf("tarball: %w", err)
+	}
+	return rel, nil
+}
+
+// clip bounds a hostile name quoted in an error.
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
 }
 
 // parents checks that every ancestor of name is a directory of the
@@ -313,7 +357,7 @@ func (x *extractor) file(ctx context.Context, name string, hdr *tar.Header, tr *
 		return fmt.Errorf("tarball: %s: %w", name, err)
 	}
 	x.seen[name] = nodeFile
-	n, err := x.copy(ctx, f, tr, size)
+	n, err := x.copy(ctx, name, f, tr, size)
 	if err == nil && n != size {
 		err = fmt.Errorf("%w: %s: %d of %d bytes", ErrTruncated, name, n, size)
 	}
@@ -333,7 +377,7 @@ func (x *extractor) file(ctx context.Context, name string, hdr *tar.Header, tr *
 }
 
 // copy streams one entry's data into f; the sum pipe hashes it.
-func (x *extractor) copy(ctx context.Context, f *os.File, tr *tar.Reader, size int64) (n int64, err error) {
+func (x *extractor) copy(ctx context.Context, name string, f *os.File, tr *tar.Reader, size int64) (n int64, err error) {
 	for n < size {
 		if err := ctx.Err(); err != nil {
 			return n, err
@@ -342,6 +386,9 @@ func (x *extractor) copy(ctx context.Context, f *os.File, tr *tar.Reader, size i
 		buf = buf[:min(int64(len(buf)), size-n)]
 		m, rerr := tr.Read(buf)
 		if m > 0 {
+			if x.written += int64(m); x.written > x.stream.n {
+				return n, fmt.Errorf("%w: %s: more file data than the archive holds", ErrFormat, name)
+			}
 			x.sums.fill(m)
 			if _, werr := f.Write(buf[:m]); werr != nil {
 				return n, fmt.Errorf("tarball: %w", werr)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -145,8 +144,8 @@ func TestExtractHostile(t *testing.T) {
 }
 
 func TestExtractModes(t *testing.T) {
-	old := syscall.Umask(0o077)
-	defer syscall.Umask(old)
+	old := umask(0o077)
+	defer umask(old)
 	target, _, check := sandbox(t)
 	defer check()
 	data := archive(t,

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // WriteOptions tunes Write.
@@ -22,12 +23,6 @@ type WriteOptions struct {
 	// hash upcoming small files while the archive is being written; 0
 	// means runtime.GOMAXPROCS(0).
 	Workers int
-	// OnFile, if set, is called for every archived file, in archive order,
-	// on Write's goroutine, once its bytes are in the archive. info is the
-	// fstat of the descriptor the bytes were read from, taken before they
-	// were read (Sys() is a *syscall.Stat_t on Linux), and readStart the
-	// time just before the file was opened: what hash.Cache.Record needs.
-	OnFile func(f File, info fs.FileInfo, readStart time.Time)
 }
 
 // Read-ahead shape: batchCount batches of up to batchJobs entries are in
@@ -52,12 +47,12 @@ type job struct {
 	mode fs.FileMode // directories: permission bits
 
 	// Files, filled by a reader:
-	start time.Time
-	fi    fileInfo
-	data  []byte // contents read ahead (in the batch arena) unless streamed
-	h     handle // open file for the writer to stream, else noHandle
-	sum   [32]byte
-	err   error
+	info   fsys.Info
+	data   []byte    // contents read ahead (in the batch arena) unless streamed
+	f      fsys.File // open file for the writer to stream, if stream
+	stream bool
+	sum    [32]byte
+	err    error
 }
 
 type batch struct {
@@ -67,8 +62,7 @@ type batch struct {
 }
 
 type writer struct {
-	root    handle
-	opts    WriteOptions
+	root    fsys.Root
 	free    chan *batch
 	work    chan *batch // to readers
 	ordered chan *batch // to the writer, in archive order
@@ -82,11 +76,11 @@ type writer struct {
 // w need not be. On error the bytes already written are not a valid
 // archive; an ErrChanged error means a retry may succeed.
 func Write(ctx context.Context, w io.Writer, root string, opts WriteOptions) (Manifest, error) {
-	rh, err := openRoot(root)
+	rh, err := fsys.OpenRoot(root)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("tarball: %w", err)
 	}
-	defer rh.close()
+	defer rh.Close()
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -94,7 +88,6 @@ func Write(ctx context.Context, w io.Writer, root string, opts WriteOptions) (Ma
 	ctx, cancel := context.WithCancel(ctx)
 	wr := &writer{
 		root:    rh,
-		opts:    opts,
 		free:    make(chan *batch, batchCount),
 		work:    make(chan *batch, batchCount),
 		ordered: make(chan *batch, batchCount),
@@ -114,9 +107,9 @@ func Write(ctx context.Context, w io.Writer, root string, opts WriteOptions) (Ma
 		wg.Wait()
 		for _, b := range all { // files handed over but never streamed
 			for i := range b.jobs {
-				if b.jobs[i].h != noHandle {
-					b.jobs[i].h.close()
-					b.jobs[i].h = noHandle
+				if b.jobs[i].stream {
+					b.jobs[i].f.Close()
+					b.jobs[i].f, b.jobs[i].stream = fsys.File{}, false
 				}
 			}
 		}
@@ -173,7 +166,6 @@ func (wr *writer) walk(ctx context.Context) {
 		return true
 	}
 	add := func(j job) error {
-		j.h = noHandle
 		if cur == nil {
 			select {
 			case cur = <-wr.free:
@@ -187,50 +179,48 @@ func (wr *writer) walk(ctx context.Context) {
 		}
 		return nil
 	}
-	buf := make([]byte, 64<<10)
 	var dir func(rel string) error
 	dir = func(rel string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var dfi fileInfo
-		ents, err := readDir(wr.root, rel, buf, &dfi)
+		ents, info, err := wr.root.ReadDir(rel)
 		if err != nil {
-			if rel != "" && isVanished(err) {
+			if rel != "" && fsys.IsGone(err) {
 				return fmt.Errorf("%w: directory %s vanished", ErrChanged, rel)
 			}
 			return fmt.Errorf("tarball: read directory %s: %w", displayPath(rel), err)
 		}
 		if rel != "" {
-			if err := add(job{name: rel + "/", rel: rel, dir: true, mode: dfi.Mode().Perm()}); err != nil {
+			if err := add(job{name: rel + "/", rel: rel, dir: true, mode: info.Mode.Perm()}); err != nil {
 				return err
 			}
 		}
-		slices.SortFunc(ents, func(a, b dirent) int {
-			return compareEntry(a.name, a.typ.IsDir(), b.name, b.typ.IsDir())
+		slices.SortFunc(ents, func(a, b fsys.Entry) int {
+			return compareEntry(a.Name, a.Type.IsDir(), b.Name, b.Type.IsDir())
 		})
 		for _, e := range ents {
-			p := e.name
-			if rel != "" {
-				p = rel + "/" + e.name
+			if !e.Type.IsRegular() && !e.Type.IsDir() {
+				// Skipped whatever its name: the name policy is for what
+				// the archive holds.
+				p := e.Name
+				if rel != "" {
+					p = rel + "/" + e.Name
+				}
+				wr.skipped = append(wr.skipped, Skipped{Path: p, Reason: typeReason(e.Type)})
+				continue
 			}
-			switch {
-			case e.typ.IsRegular():
-				if err := checkName(p); err != nil {
-					return err
-				}
-				if err := add(job{name: p, rel: p}); err != nil {
-					return err
-				}
-			case e.typ.IsDir():
-				if err := checkName(p); err != nil {
-					return err
-				}
-				if err := dir(p); err != nil {
-					return err
-				}
-			default:
-				wr.skipped = append(wr.skipped, Skipped{Path: p, Reason: typeReason(e.typ)})
+			p, err := fsys.Join(rel, e.Name)
+			if err != nil {
+				return fmt.Errorf("tarball: %w", err)
+			}
+			if e.Type.IsDir() {
+				err = dir(p)
+			} else {
+				err = add(job{name: p, rel: p})
+			}
+			if err != nil {
+				return err
 			}
 		}
 		return nil
@@ -264,45 +254,47 @@ func (wr *writer) read(ctx context.Context) {
 }
 
 func (wr *writer) prefetch(b *batch, j *job) {
-	j.start = time.Now()
-	h, err := openBeneath(wr.root, j.rel, openFileFlags)
+	f, err := wr.root.Open(j.rel)
 	if err != nil {
-		if isVanished(err) {
+		if fsys.IsGone(err) {
 			j.err = fmt.Errorf("%w: %s vanished", ErrChanged, j.rel)
 		} else {
 			j.err = fmt.Errorf("tarball: open %s: %w", j.rel, err)
 		}
 		return
 	}
-	if err := h.stat(j.rel, &j.fi); err != nil {
-		h.close()
+	if j.info, err = f.Stat(); err != nil {
+		f.Close()
 		j.err = fmt.Errorf("tarball: stat %s: %w", j.rel, err)
 		return
 	}
-	if !j.fi.Mode().IsRegular() {
-		h.close()
+	if !j.info.Mode.IsRegular() {
+		f.Close()
 		j.err = fmt.Errorf("%w: %s is no longer a regular file", ErrChanged, j.rel)
 		return
 	}
-	size := j.fi.Size()
+	size := j.info.Size
 	off := len(b.arena)
 	if size > smallMax || int64(off)+size+1 > int64(cap(b.arena)) {
-		j.h = h // the writer streams it
+		j.f, j.stream = f, true // the writer streams it
 		return
 	}
-	defer h.close()
+	defer f.Close()
 	// Read up to one byte more than the stat size to notice growth. A
 	// short read that reaches the size is the end of a regular file.
 	buf := b.arena[off : off+int(size)+1]
 	n := 0
 	for n < len(buf) {
-		m, err := h.read(buf[n:])
+		m, err := f.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			break
+		}
 		if err != nil {
 			j.err = fmt.Errorf("tarball: read %s: %w", j.rel, err)
 			return
 		}
-		n += m
-		if m == 0 || n >= int(size) {
+		if n >= int(size) {
 			break
 		}
 	}
@@ -327,32 +319,27 @@ func (wr *writer) emit(ctx context.Context, tw *tar.Writer, j *job, m *Manifest)
 		m.Dirs = append(m.Dirs, Dir{Path: j.rel, Mode: j.mode})
 		return nil
 	}
-	size := j.fi.Size()
-	mode := j.fi.Mode().Perm()
+	size := j.info.Size
+	mode := j.info.Mode.Perm()
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: j.name, Size: size, Mode: int64(mode), ModTime: epoch, Format: tar.FormatGNU}); err != nil {
 		return fmt.Errorf("tarball: write %s: %w", j.name, err)
 	}
-	if j.h != noHandle {
+	if j.stream {
 		if err := wr.stream(ctx, tw, j, size); err != nil {
 			return err
 		}
 	} else if _, err := tw.Write(j.data); err != nil {
 		return fmt.Errorf("tarball: write %s: %w", j.name, err)
 	}
-	f := File{Path: j.rel, Size: size, Mode: mode, SHA256: j.sum}
-	m.Files = append(m.Files, f)
+	m.Files = append(m.Files, File{Path: j.rel, Size: size, Mode: mode, SHA256: j.sum})
 	m.Bytes += size
-	if wr.opts.OnFile != nil {
-		fi := j.fi
-		wr.opts.OnFile(f, &fi, j.start)
-	}
 	return nil
 }
 
 // stream copies a big file into the archive while the hash pipe digests
 // the same chunks on another core.
 func (wr *writer) stream(ctx context.Context, tw *tar.Writer, j *job, size int64) error {
-	defer func() { j.h.close(); j.h = noHandle }()
+	defer func() { j.f.Close(); j.f, j.stream = fsys.File{}, false }()
 	if wr.pipe == nil {
 		wr.pipe = newHashPipe()
 	}
@@ -364,7 +351,10 @@ func (wr *writer) stream(ctx context.Context, tw *tar.Writer, j *job, size int64
 			return err
 		}
 		buf := p.buffer()
-		m, err := j.h.read(buf[:min(int64(len(buf)), size-n)])
+		m, err := j.f.Read(buf[:min(int64(len(buf)), size-n)])
+		if err == io.EOF {
+			err = nil // m == 0: the file shrank, reported below
+		}
 		if m > 0 {
 			p.hash(buf[:m])
 			if _, werr := tw.Write(buf[:m]); werr != nil {
@@ -386,15 +376,8 @@ func (wr *writer) stream(ctx context.Context, tw *tar.Writer, j *job, size int64
 	}
 	j.sum = p.sum()
 	var one [1]byte
-	if m, _ := j.h.read(one[:]); m > 0 {
+	if m, _ := j.f.Read(one[:]); m > 0 {
 		return fmt.Errorf("%w: %s grew past %d bytes", ErrChanged, j.rel, size)
-	}
-	return nil
-}
-
-func checkName(p string) error {
-	if !utf8.ValidString(p) {
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrName, p)
 	}
 	return nil
 }

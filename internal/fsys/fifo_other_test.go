@@ -1,0 +1,7 @@
+//go:build !unix
+
+package fsys
+
+import "errors"
+
+func mkfifo(string) error { return errors.ErrUnsupported }
