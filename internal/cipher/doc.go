@@ -28,6 +28,10 @@
 //   - Errors never contain key material. Keys come from files or environment
 //     values given to [ReadKeyFile] and [ParseKey], never from a config body,
 //     and an ephemeral key is never generated implicitly.
+//   - A [Key] never prints: fmt (every verb), slog and the JSON and text
+//     encoders show "[REDACTED]"; its text form comes only from
+//     [Key.Secret]. Keys without entropy (all bytes equal, a short repeating
+//     pattern) are refused when parsed, loaded or written.
 //
 // The v2 construction is Tink's (github.com/tink-crypto/tink-go/v2/
 // streamingaead/subtle), used through its public API and not re-implemented,

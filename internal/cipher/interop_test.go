@@ -61,7 +61,7 @@ func runNode(t *testing.T, dir string, key Key, args ...string) (string, error) 
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(t.Context(), node, append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), "AGENT_SNAPSHOT_KEY="+key.String())
+	cmd.Env = append(os.Environ(), "AGENT_SNAPSHOT_KEY="+key.Secret())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -17,9 +17,22 @@ import (
 const KeySize = 32
 
 // Key is a snapshot key: 32 random bytes, the AES-256-GCM key of v1 envelopes
-// and the Tink main key of v2 ones. Its text form is base64url without padding
-// (43 characters).
+// and the Tink main key of v2 ones. Its text form, base64url without padding
+// (43 characters), is returned by [Key.Secret] and nothing else.
+//
+// A Key never prints: with every fmt verb (%v, %+v, %#v, %s, %q, %x, %X, %d,
+// ...), in slog and in JSON or text encodings it shows as "[REDACTED]", and
+// it refuses binary encodings (gob) and decoding from any of them (keys are
+// read from files or the environment, never from a config body). One limit
+// is fmt's: it cannot call methods on an unexported struct field, so a Key
+// kept in one prints as raw bytes when the struct is formatted; hold keys in
+// exported fields or behind a pointer.
 type Key [KeySize]byte
+
+const redacted = "[REDACTED]"
+
+// errNoEncoding is returned by the encoders and decoders a key refuses.
+var errNoEncoding = fmt.Errorf("%w: a snapshot key is never encoded or decoded as data; use Key.Secret, ParseKey or ReadKeyFile", ErrInvalidKey)
 
 // GenerateKey returns a new random key from crypto/rand.
 func GenerateKey() (Key, error) {
@@ -27,22 +40,84 @@ func GenerateKey() (Key, error) {
 	if _, err := rand.Read(k[:]); err != nil {
 		return Key{}, fmt.Errorf("generate key: %w", err)
 	}
+	if err := k.check(); err != nil { // a broken random source
+		return Key{}, fmt.Errorf("generate key: %w", err)
+	}
 	return k, nil
 }
 
-// String returns the key's text form, 43 characters of unpadded base64url:
-// it is the secret itself. Only [WriteKeyFile] and tests should need it.
-func (k Key) String() string { return base64.RawURLEncoding.EncodeToString(k[:]) }
+// Secret returns the key's text form, 43 characters of unpadded base64url:
+// the secret itself, for [WriteKeyFile] and tests. Every other way of
+// turning a Key into text redacts it.
+func (k Key) Secret() string { return base64.RawURLEncoding.EncodeToString(k[:]) }
+
+// String returns "[REDACTED]".
+func (Key) String() string { return redacted }
+
+// GoString returns "[REDACTED]" (%#v).
+func (Key) GoString() string { return redacted }
+
+// Format prints "[REDACTED]" for every verb, so %x, %d or %q cannot show the
+// bytes either.
+func (Key) Format(f fmt.State, _ rune) { io.WriteString(f, redacted) }
 
 // LogValue keeps the key out of structured logs.
-func (k Key) LogValue() slog.Value { return slog.StringValue("[REDACTED]") }
+func (Key) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalText returns "[REDACTED]", so text encoders and log handlers that
+// use it show the redaction. It does not parse back as a key.
+func (Key) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+
+// MarshalJSON returns the JSON string "[REDACTED]".
+func (Key) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+
+// MarshalBinary refuses: a binary encoding (gob) is for storage, and a key
+// is only ever stored by WriteKeyFile.
+func (Key) MarshalBinary() ([]byte, error) { return nil, errNoEncoding }
+
+// UnmarshalText refuses: keys come from ReadKeyFile or ParseKey.
+func (*Key) UnmarshalText([]byte) error { return errNoEncoding }
+
+// UnmarshalJSON refuses: keys come from ReadKeyFile or ParseKey.
+func (*Key) UnmarshalJSON([]byte) error { return errNoEncoding }
+
+// maxWeakPeriod: a key made of a pattern of up to this many bytes repeated
+// (all bytes equal, "abab...", a repeated 8-byte word) is refused. Such keys
+// come from placeholders and hand-made test values, never from a random
+// source: the chance that 32 random bytes repeat with a period of 8 or less
+// is below 2^-190.
+const maxWeakPeriod = 8
+
+// check refuses keys without entropy.
+func (k Key) check() error {
+	for p := 1; p <= maxWeakPeriod; p++ {
+		if periodic(k[:], p) {
+			if p == 1 {
+				return fmt.Errorf("%w: all %d bytes are equal, which no random key is (a placeholder?); generate one with 'hermesd keygen'", ErrInvalidKey, KeySize)
+			}
+			return fmt.Errorf("%w: it repeats a %d-byte pattern, which no random key does (a placeholder?); generate one with 'hermesd keygen'", ErrInvalidKey, p)
+		}
+	}
+	return nil
+}
+
+// periodic reports whether b[i] == b[i-p] for every i >= p.
+func periodic(b []byte, p int) bool {
+	for i := p; i < len(b); i++ {
+		if b[i] != b[i-p] {
+			return false
+		}
+	}
+	return true
+}
 
 // ParseKey parses a key's text form: base64url, with or without "=" padding,
 // surrounding whitespace ignored. Like the reference runtime, which maps
 // '-' to '+' and '_' to '/' before decoding, it also accepts the standard
 // base64 alphabet. The key must decode to exactly 32 bytes: a 16- or 24-byte
-// key is refused rather than silently giving AES-128 or AES-192. Errors wrap
-// ErrInvalidKey and never contain the key.
+// key is refused rather than silently giving AES-128 or AES-192, and so is a
+// key without entropy (all bytes equal, or a pattern of up to 8 bytes
+// repeated). Errors wrap ErrInvalidKey and never contain the key.
 func ParseKey(s string) (Key, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -74,6 +149,9 @@ func ParseKey(s string) (Key, error) {
 	}
 	var k Key
 	copy(k[:], b)
+	if err := k.check(); err != nil {
+		return Key{}, err
+	}
 	return k, nil
 }
 
@@ -125,10 +203,14 @@ func ReadKeyFile(path string) (Key, error) {
 	return k, nil
 }
 
-// WriteKeyFile creates path with mode 0600 and writes the key's text form and
-// a newline. It never overwrites: if path exists the error wraps
-// fs.ErrExist. The file and its directory are synced before it returns.
+// WriteKeyFile creates path with mode 0600 and writes the key's text form
+// ([Key.Secret]) and a newline. It never overwrites: if path exists the error
+// wraps fs.ErrExist. A key that [ParseKey] would refuse is not written. The
+// file and its directory are synced before it returns.
 func WriteKeyFile(path string, k Key) (err error) {
+	if err := k.check(); err != nil {
+		return fmt.Errorf("write key file: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
@@ -147,7 +229,7 @@ func WriteKeyFile(path string, k Key) (err error) {
 	if err := f.Chmod(0o600); err != nil {
 		return fmt.Errorf("write key file: %w", err)
 	}
-	if _, err := f.WriteString(k.String() + "\n"); err != nil {
+	if _, err := f.WriteString(k.Secret() + "\n"); err != nil {
 		return fmt.Errorf("write key file: %w", err)
 	}
 	if err := f.Sync(); err != nil {

@@ -36,8 +36,8 @@ func TestParseKey(t *testing.T) {
 			t.Errorf("ParseKey(%q) = %v, %v", s, k == want, err)
 		}
 	}
-	if want.String() != url || len(url) != 43 {
-		t.Errorf("String() = %q, want the 43-char %q", want.String(), url)
+	if want.Secret() != url || len(url) != 43 {
+		t.Errorf("Secret() = %q, want the 43-char %q", want.Secret(), url)
 	}
 
 	bad := []struct {
@@ -80,8 +80,8 @@ func TestGenerateKey(t *testing.T) {
 	if a == b || a == (Key{}) {
 		t.Fatal("GenerateKey is not random")
 	}
-	if k, err := ParseKey(a.String()); err != nil || k != a {
-		t.Fatalf("String/ParseKey round trip: %v", err)
+	if k, err := ParseKey(a.Secret()); err != nil || k != a {
+		t.Fatalf("Secret/ParseKey round trip: %v", err)
 	}
 }
 
@@ -103,7 +103,7 @@ func TestKeyFile(t *testing.T) {
 		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
 	}
 	content, err := os.ReadFile(path)
-	if err != nil || string(content) != k.String()+"\n" {
+	if err != nil || string(content) != k.Secret()+"\n" {
 		t.Fatalf("content %q, %v", content, err)
 	}
 	got, err := ReadKeyFile(path)

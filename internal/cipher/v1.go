@@ -39,12 +39,12 @@ func newGCM(key Key) gocipher.AEAD {
 // reference runtime's AES cipher.
 func SealV1(key Key, plaintext []byte) ([]byte, error) {
 	buf := make([]byte, v1HeaderSize, len(plaintext)+V1Overhead)
-	return sealV1(key, append(buf, plaintext...))
+	return sealV1(newGCM(key), append(buf, plaintext...))
 }
 
 // sealV1 seals buf[v1HeaderSize:] in place; buf's first bytes are reserved
 // for the header.
-func sealV1(key Key, buf []byte) ([]byte, error) {
+func sealV1(gcm gocipher.AEAD, buf []byte) ([]byte, error) {
 	if cap(buf)-len(buf) < v1TagSize {
 		buf = append(buf, make([]byte, v1TagSize)...)[:len(buf)]
 	}
@@ -54,7 +54,7 @@ func sealV1(key Key, buf []byte) ([]byte, error) {
 		return nil, fmt.Errorf("seal v1: %w", err)
 	}
 	pt := buf[v1HeaderSize:]
-	ct := newGCM(key).Seal(pt[:0], iv, pt, nil)
+	ct := gcm.Seal(pt[:0], iv, pt, nil)
 	return buf[:v1HeaderSize+len(ct)], nil
 }
 
@@ -124,12 +124,14 @@ func EncryptV1(dst io.Writer, key Key, maxSize int64) (io.WriteCloser, error) {
 	if maxSize < 0 {
 		return nil, errors.New("cipher: negative v1 size cap")
 	}
-	return &v1Writer{dst: dst, key: key, max: maxSize, buf: make([]byte, v1HeaderSize, min(maxSize, 64<<10)+V1Overhead)}, nil
+	return &v1Writer{dst: dst, gcm: newGCM(key), max: maxSize, buf: make([]byte, v1HeaderSize, min(maxSize, 64<<10)+V1Overhead)}, nil
 }
 
+// v1Writer holds the expanded key, never a Key value (see Format in
+// format.go).
 type v1Writer struct {
 	dst io.Writer
-	key Key
+	gcm gocipher.AEAD
 	max int64
 	buf []byte // header space, then the plaintext
 	err error
@@ -154,7 +156,7 @@ func (w *v1Writer) Close() error {
 		return w.err
 	}
 	w.err = errClosed
-	env, err := sealV1(w.key, w.buf)
+	env, err := sealV1(w.gcm, w.buf)
 	w.buf = nil
 	if err != nil {
 		w.err = err

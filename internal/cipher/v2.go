@@ -189,7 +189,7 @@ func Decrypt(src io.Reader, key Key, identity string, opts ...DecryptOption) (io
 type v2Reader struct {
 	src       *tracker
 	tink      io.Reader
-	key       Key
+	aead      *subtle.AESGCMHKDF // never a Key value (see Format in format.go)
 	aad       []byte
 	delivered int64 // plaintext bytes Tink has returned
 	peek      [1]byte
@@ -231,11 +231,11 @@ func newV2Reader(src io.Reader, start int64, key Key, identity string) (*v2Reade
 	if err != nil {
 		return nil, err
 	}
-	r := &v2Reader{src: &tracker{r: src}, key: key, aad: aad}
+	r := &v2Reader{src: &tracker{r: src}, aead: v2AEAD(key), aad: aad}
 	if start >= 0 {
 		r.ra, r.start = src.(io.ReaderAt), start
 	}
-	r.tink, err = v2AEAD(key).NewDecryptingReader(r.src, aad)
+	r.tink, err = r.aead.NewDecryptingReader(r.src, aad)
 	if err != nil {
 		switch {
 		case r.src.err != nil:
@@ -406,7 +406,7 @@ func (r *v2Reader) reauthenticates(k, end int64, nonFinal bool) bool {
 	if nonFinal {
 		src = io.MultiReader(src, bytes.NewReader([]byte{0}))
 	}
-	tr, err := v2AEAD(r.key).NewDecryptingReader(src, r.aad)
+	tr, err := r.aead.NewDecryptingReader(src, r.aad)
 	if err != nil {
 		return false
 	}
