@@ -9,7 +9,9 @@
 // begins, then 404), dedup as the publisher does it (alreadyCertified only
 // for a certified blob that outlives the requested end epoch and is
 // permanent, or deletable but owned by the publisher), closed-form Range
-// reads only (bytes=a-b), and the body limit (413 plain text, as axum's
+// reads only (bytes=a-b; 206 with Content-Range, 416 with
+// INVALID_BYTE_RANGE for other forms and for a last byte at or past the
+// end), and the body limit (413 plain text, as axum's
 // DefaultBodyLimit).
 //
 // What is simulated:
@@ -31,4 +33,9 @@
 // Faults (status errors, Retry-After, latency, connection resets and
 // truncated bodies) can be switched on at runtime, deterministically from a
 // seed, for retry tests; OnRequest sees every request with its outcome.
+// So can a hostile server's (never in the default mix): an endless body,
+// chunked or under a huge Content-Length (FaultEndless), a Content-Length
+// that lies about the real answer (FaultLyingLength), and a redirect to
+// another origin (FaultRedirect). Queue them with InjectNext or list them
+// in Faults.Kinds like any other.
 package localwalrus

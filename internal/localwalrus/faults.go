@@ -3,6 +3,7 @@ package localwalrus
 import (
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -54,18 +55,53 @@ const (
 	// bytes and closes the connection. A store stores the blob first, so
 	// only its answer is lost.
 	FaultTruncate
+
+	// The faults below are a hostile server's, not a flaky one's; they are
+	// never in DefaultFaultKinds.
+
+	// FaultEndless answers 200 with a body that never ends (until the
+	// client hangs up, or after Fault.Length bytes): blob-like bytes from
+	// the aggregator, an endless JSON document from the publisher (which
+	// reads and discards the upload first and stores nothing). With
+	// Fault.Length > 0 the answer announces that Content-Length (say
+	// 1 TiB); otherwise it is chunked.
+	FaultEndless
+	// FaultLyingLength answers like the real service, with the real
+	// status, headers and body, except that Content-Length claims
+	// Fault.Length bytes (0 means half the true length, so a short body
+	// looks complete). The body stops at the claim or at its true end,
+	// whichever is first; a claim beyond the true end leaves the body
+	// short and the connection closed.
+	FaultLyingLength
+	// FaultRedirect answers Fault.Status (a 3xx; 0 means 307) with a
+	// Location on another origin: Fault.Location (scheme://host:port)
+	// plus the request's path and query, or by default this server under
+	// its other loopback name (127.0.0.1 and localhost swapped). Nothing
+	// is read or stored.
+	FaultRedirect
 )
 
+var faultKindNames = [...]string{"none", "status", "reset", "truncate", "endless", "lying-length", "redirect"}
+
 func (k FaultKind) String() string {
-	return [...]string{"none", "status", "reset", "truncate"}[k]
+	if int(k) < len(faultKindNames) {
+		return faultKindNames[k]
+	}
+	return "FaultKind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Fault is one injected failure.
 type Fault struct {
 	Kind       FaultKind
-	Status     int    // FaultStatus
+	Status     int    // FaultStatus; FaultRedirect (3xx, 0 means 307)
 	RetryAfter string // FaultStatus: Retry-After header value, "" for none
 	CutAt      int64  // FaultReset/FaultTruncate: body bytes sent first; negative means half
+	// Length is the Content-Length claimed: FaultEndless (0: none, the
+	// body is chunked) and FaultLyingLength (0: half the true length).
+	Length int64
+	// Location is FaultRedirect's target origin (scheme://host:port); ""
+	// means this server under its other loopback name.
+	Location string
 	// Delay holds the request this long before anything else happens (a
 	// slow server); it combines with any Kind, including FaultNone.
 	Delay time.Duration

@@ -1,6 +1,7 @@
 package localwalrus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,9 +66,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if fault.Kind == FaultStatus {
+	switch fault.Kind {
+	case FaultStatus:
 		st.info.Fault = FaultStatus
 		writeFaultStatus(rec, route, fault)
+		return
+	case FaultRedirect:
+		st.info.Fault = FaultRedirect
+		writeRedirect(rec, r, fault)
+		return
+	case FaultEndless:
+		st.info.Fault = FaultEndless
+		if route == RoutePublisher {
+			// Take the upload first, as a publisher would, bounded as ever.
+			n, _ := io.Copy(io.Discard, http.MaxBytesReader(rec, r.Body, s.cfg.MaxBodySize))
+			st.info.BytesIn = n
+		}
+		writeEndless(r.Context(), rec, route, fault.Length)
 		return
 	}
 	s.mux.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, st)))
@@ -143,6 +158,98 @@ func writeFaultStatus(w http.ResponseWriter, route Route, f Fault) {
 	default:
 		writeText(w, f.Status, http.StatusText(f.Status))
 	}
+}
+
+// endlessCap ends even an endless body whose client never hangs up.
+const endlessCap = 1 << 40
+
+// endlessChunk is what endless bodies repeat: blob-like bytes for reads,
+// digits that keep a JSON string open for stores.
+var endlessChunk, endlessJSON = func() ([]byte, []byte) {
+	b := make([]byte, 32<<10)
+	for i := range b {
+		b[i] = byte(i*131 + i>>8)
+	}
+	return b, bytes.Repeat([]byte("0"), 32<<10)
+}()
+
+// writeEndless answers 200 with a body that goes on until the client
+// leaves, or for length bytes (the announced Content-Length) when
+// length > 0.
+func writeEndless(ctx context.Context, w http.ResponseWriter, route Route, length int64) {
+	limit := int64(endlessCap)
+	if length > 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(length, 10))
+		limit = length
+	}
+	chunk := endlessChunk
+	var head []byte
+	if route == RoutePublisher {
+		w.Header().Set("Content-Type", "application/json")
+		head, chunk = []byte(`{"newlyCreated":{"blobObject":{"id":"0x`), endlessJSON
+	} else {
+		w.Header().Set("Content-Type", "application/octet-stream")
+	}
+	w.WriteHeader(http.StatusOK)
+	var sent int64
+	p := head
+	for sent < limit && ctx.Err() == nil {
+		if len(p) == 0 {
+			p = chunk
+		}
+		n, err := w.Write(p[:min(int64(len(p)), limit-sent)])
+		sent += int64(n)
+		if err != nil {
+			return
+		}
+		p = p[n:]
+	}
+}
+
+// writeRedirect sends the client to another origin with the same path
+// and query.
+func writeRedirect(w http.ResponseWriter, r *http.Request, f Fault) {
+	code := f.Status
+	if code < 300 || code > 399 {
+		code = http.StatusTemporaryRedirect
+	}
+	target := f.Location
+	if target == "" {
+		target = otherLoopback(r.Host)
+	}
+	w.Header().Set("Location", strings.TrimRight(target, "/")+r.URL.RequestURI())
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(code)
+}
+
+// otherLoopback names this server's origin differently: 127.0.0.1 and
+// localhost are different origins on the same listener.
+func otherLoopback(host string) string {
+	h, port, err := net.SplitHostPort(host)
+	if err != nil {
+		h, port = host, ""
+	}
+	if h == "localhost" {
+		h = "127.0.0.1"
+	} else {
+		h = "localhost"
+	}
+	if port == "" {
+		return "http://" + h
+	}
+	return "http://" + net.JoinHostPort(h, port)
+}
+
+// claimedLength is FaultLyingLength's Content-Length for a body of n
+// bytes: the fault's, else half the truth (never the truth).
+func claimedLength(f Fault, n int64) int64 {
+	switch {
+	case f.Length > 0:
+		return f.Length
+	case n == 0:
+		return 1
+	}
+	return n / 2
 }
 
 // writeText answers with a plain-text body, as axum's rejections do.
@@ -338,6 +445,17 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 		nc.ResourceOperation.RegisterFromScratch = registerFromScratchJSON{EncodedLength: encodedLength(n), EpochsAhead: q.epochs}
 		resp = map[string]any{"newlyCreated": nc}
 	}
+	if st.fault.Kind == FaultLyingLength {
+		// Stored, but the answer's Content-Length lies.
+		data, _ := json.Marshal(resp)
+		claim := claimedLength(st.fault, int64(len(data)))
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.FormatInt(claim, 10))
+		w.WriteHeader(http.StatusOK)
+		w.Write(data[:min(claim, int64(len(data)))])
+		st.info.Fault = FaultLyingLength
+		return
+	}
 	if st.fault.Kind == FaultTruncate {
 		// Stored, but the answer is lost halfway.
 		data, _ := json.Marshal(resp)
@@ -434,6 +552,16 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		io.CopyN(st.rec, f, cutPoint(st.fault.CutAt, length))
 		cut(st.rec, st.fault.Kind == FaultReset)
+		return
+	}
+	if st.fault.Kind == FaultLyingLength && r.Method == http.MethodGet {
+		st.info.Fault = FaultLyingLength
+		claim := claimedLength(st.fault, length)
+		h.Set("Content-Length", strconv.FormatInt(claim, 10))
+		w.WriteHeader(status)
+		// Past its claim net/http would refuse to write; short of it, it
+		// closes the connection after the handler.
+		io.CopyN(w, f, min(claim, length))
 		return
 	}
 	w.WriteHeader(status)

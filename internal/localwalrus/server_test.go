@@ -2,10 +2,12 @@ package localwalrus
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -262,6 +264,12 @@ func TestRange(t *testing.T) {
 		{"bytes=2-5", 206, "2345", "bytes 2-5/20"},
 		{"bytes=0-19", 206, string(content), "bytes 0-19/20"},
 		{" bytes=10-19 ", 206, "abcdefghij", "bytes 10-19/20"},
+		{"bytes=19-19", 206, "j", "bytes 19-19/20"},
+		{"bytes=15-19", 206, "fghij", "bytes 15-19/20"},
+		{"bytes=19-20", 416, "", ""},
+		{"bytes=20-20", 416, "", ""},
+		{"bytes=0-999999999999999999", 416, "", ""},
+		{"bytes=0-9999999999999999999", 416, "", ""},
 		{"bytes=5-", 416, "", ""},
 		{"bytes=-5", 416, "", ""},
 		{"bytes=0-1,4-5", 416, "", ""},
@@ -283,8 +291,9 @@ func TestRange(t *testing.T) {
 				}
 				return
 			}
-			if string(r.body) != tt.body || r.header.Get("Content-Range") != tt.contRange {
-				t.Errorf("got %q %q, want %q %q", r.body, r.header.Get("Content-Range"), tt.body, tt.contRange)
+			if string(r.body) != tt.body || r.header.Get("Content-Range") != tt.contRange ||
+				r.header.Get("Content-Length") != strconv.Itoa(len(tt.body)) {
+				t.Errorf("got %q %q %q, want %q %q", r.body, r.header.Get("Content-Range"), r.header.Get("Content-Length"), tt.body, tt.contRange)
 			}
 		})
 	}
@@ -608,5 +617,178 @@ func TestBlobIDShape(t *testing.T) {
 	}
 	if base58([]byte{0, 0, 1}) != "112" {
 		t.Errorf("base58 leading zeros: %s", base58([]byte{0, 0, 1}))
+	}
+}
+
+// TestHostileFaults covers the faults of a hostile server: endless bodies,
+// lying lengths and redirects to another origin.
+func TestHostileFaults(t *testing.T) {
+	var mu sync.Mutex
+	var infos []RequestInfo
+	s := start(t, Config{OnRequest: func(ri RequestInfo) { mu.Lock(); infos = append(infos, ri); mu.Unlock() }})
+	content := bytes.Repeat([]byte("0123456789"), 1000)
+	id := decodeStore(t, put(t, s, "epochs=1", content)).NewlyCreated.BlobObject.BlobID
+	blobURL := s.URL() + "/v1/blobs/" + id
+	last := func() RequestInfo {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if err := s.Quiesce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return infos[len(infos)-1]
+	}
+	// get sends a GET without following redirects and returns the answer
+	// with up to limit body bytes and the error that ended them.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(method, url string, body []byte, limit int64, header ...string) (*http.Response, []byte, error) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), method, url, rd)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+		return resp, b, err
+	}
+
+	t.Run("endless chunked", func(t *testing.T) {
+		s.InjectNext(RouteAggregator, Fault{Kind: FaultEndless})
+		resp, b, err := get("GET", blobURL, nil, 5<<20)
+		if err != nil || resp.StatusCode != 200 || resp.ContentLength != -1 || len(b) != 5<<20 {
+			t.Fatalf("%d, Content-Length %d, %d bytes, %v", resp.StatusCode, resp.ContentLength, len(b), err)
+		}
+		if ri := last(); ri.Fault != FaultEndless || ri.BytesOut < 5<<20 || ri.Route != RouteAggregator {
+			t.Fatalf("recorded %+v", ri)
+		}
+	})
+	t.Run("endless with 1 TiB Content-Length", func(t *testing.T) {
+		s.InjectNext(RouteAggregator, Fault{Kind: FaultEndless, Length: 1 << 40})
+		resp, b, err := get("GET", blobURL, nil, 1<<20)
+		if err != nil || resp.StatusCode != 200 || resp.ContentLength != 1<<40 || len(b) != 1<<20 {
+			t.Fatalf("%d, Content-Length %d, %d bytes, %v", resp.StatusCode, resp.ContentLength, len(b), err)
+		}
+		last()
+	})
+	t.Run("endless with a small Content-Length", func(t *testing.T) {
+		s.InjectNext(RouteAggregator, Fault{Kind: FaultEndless, Length: 100_000})
+		resp, b, err := get("GET", blobURL, nil, 1<<20)
+		if err != nil || resp.ContentLength != 100_000 || len(b) != 100_000 {
+			t.Fatalf("Content-Length %d, %d bytes, %v", resp.ContentLength, len(b), err)
+		}
+		if ri := last(); ri.BytesOut != 100_000 {
+			t.Fatalf("recorded %+v", ri)
+		}
+	})
+	t.Run("endless store answer", func(t *testing.T) {
+		s.InjectNext(RoutePublisher, Fault{Kind: FaultEndless})
+		body := []byte("never stored")
+		resp, b, err := get("PUT", s.URL()+"/v1/blobs?epochs=1", body, 2<<20)
+		if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || len(b) != 2<<20 ||
+			!bytes.HasPrefix(b, []byte(`{"newlyCreated":{"blobObject":{"id":"0x0000`)) {
+			t.Fatalf("%d %q, %d bytes %.50q, %v", resp.StatusCode, resp.Header.Get("Content-Type"), len(b), b, err)
+		}
+		if ri := last(); ri.Fault != FaultEndless || ri.BytesIn != int64(len(body)) {
+			t.Fatalf("recorded %+v", ri)
+		}
+		if r := do(t, "GET", s.URL()+"/v1/blobs/"+BlobID(body), nil); r.status != 404 {
+			t.Fatalf("the endless store stored: %d", r.status)
+		}
+	})
+	t.Run("lying length, short", func(t *testing.T) {
+		s.InjectNext(RouteAggregator, Fault{Kind: FaultLyingLength})
+		resp, b, err := get("GET", blobURL, nil, 1<<20)
+		if err != nil || resp.StatusCode != 200 || resp.ContentLength != 5000 || !bytes.Equal(b, content[:5000]) {
+			t.Fatalf("Content-Length %d, %d bytes, %v", resp.ContentLength, len(b), err)
+		}
+		if ri := last(); ri.Fault != FaultLyingLength || ri.BytesOut != 5000 {
+			t.Fatalf("recorded %+v", ri)
+		}
+	})
+	t.Run("lying length, long", func(t *testing.T) {
+		s.InjectNext(RouteAggregator, Fault{Kind: FaultLyingLength, Length: 20_000})
+		resp, b, err := get("GET", blobURL, nil, 1<<20)
+		if !errors.Is(err, io.ErrUnexpectedEOF) || resp.ContentLength != 20_000 || !bytes.Equal(b, content) {
+			t.Fatalf("Content-Length %d, %d bytes, %v", resp.ContentLength, len(b), err)
+		}
+	})
+	t.Run("lying length, range", func(t *testing.T) {
+		s.InjectNext(RouteAggregator, Fault{Kind: FaultLyingLength})
+		resp, b, err := get("GET", blobURL, nil, 1<<20, "Range", "bytes=100-199")
+		if err != nil || resp.StatusCode != 206 || resp.Header.Get("Content-Range") != "bytes 100-199/10000" ||
+			resp.ContentLength != 50 || !bytes.Equal(b, content[100:150]) {
+			t.Fatalf("%d %q, Content-Length %d, %d bytes, %v", resp.StatusCode, resp.Header.Get("Content-Range"), resp.ContentLength, len(b), err)
+		}
+	})
+	t.Run("lying length, store answer", func(t *testing.T) {
+		s.InjectNext(RoutePublisher, Fault{Kind: FaultLyingLength})
+		body := []byte("stored under a lie")
+		resp, b, err := get("PUT", s.URL()+"/v1/blobs?epochs=1", body, 1<<20)
+		if err != nil || resp.StatusCode != 200 || json.Valid(b) || int64(len(b)) != resp.ContentLength {
+			t.Fatalf("%d, Content-Length %d, %q, %v", resp.StatusCode, resp.ContentLength, b, err)
+		}
+		if r := do(t, "GET", s.URL()+"/v1/blobs/"+BlobID(body), nil); r.status != 200 {
+			t.Fatalf("not stored: %d", r.status)
+		}
+	})
+	t.Run("redirect", func(t *testing.T) {
+		tests := []struct {
+			method, target string
+			fault          Fault
+			status         int
+			location       string
+		}{
+			{"GET", "/v1/blobs/" + id + "?strict_consistency_check=true", Fault{Kind: FaultRedirect}, 307,
+				"http://localhost:" + s.URL()[len("http://127.0.0.1:"):] + "/v1/blobs/" + id + "?strict_consistency_check=true"},
+			{"PUT", "/v1/blobs?epochs=2", Fault{Kind: FaultRedirect, Status: 302, Location: "http://127.0.0.1:9/"}, 302,
+				"http://127.0.0.1:9/v1/blobs?epochs=2"},
+			{"GET", "/v1/blobs/" + id, Fault{Kind: FaultRedirect, Status: 200, Location: "https://other.example"}, 307,
+				"https://other.example/v1/blobs/" + id},
+		}
+		for _, tt := range tests {
+			route := RouteAggregator
+			if tt.method == "PUT" {
+				route = RoutePublisher
+			}
+			s.InjectNext(route, tt.fault)
+			resp, _, err := get(tt.method, s.URL()+tt.target, []byte("redirected"), 1<<20)
+			if err != nil || resp.StatusCode != tt.status || resp.Header.Get("Location") != tt.location {
+				t.Fatalf("%s %s: %d %q %v", tt.method, tt.target, resp.StatusCode, resp.Header.Get("Location"), err)
+			}
+			if ri := last(); ri.Fault != FaultRedirect || ri.Status != tt.status {
+				t.Fatalf("recorded %+v", ri)
+			}
+		}
+		if r := do(t, "GET", s.URL()+"/v1/blobs/"+BlobID([]byte("redirected")), nil); r.status != 404 {
+			t.Fatalf("a redirected store stored: %d", r.status)
+		}
+		if got := otherLoopback("localhost:80"); got != "http://127.0.0.1:80" {
+			t.Errorf("otherLoopback: %s", got)
+		}
+	})
+	// The real API stays exact around the faults.
+	if r := do(t, "GET", blobURL, nil); r.status != 200 || !bytes.Equal(r.body, content) {
+		t.Fatalf("after faults: %d", r.status)
+	}
+	if r := do(t, "GET", blobURL+"?unknown=1", nil); r.status != 400 {
+		t.Fatalf("unknown parameter: %d", r.status)
+	}
+	if got := FaultKind(200).String(); got != "FaultKind(200)" {
+		t.Errorf("String of an unknown kind: %s", got)
+	}
+	for k, want := range map[FaultKind]string{FaultEndless: "endless", FaultLyingLength: "lying-length", FaultRedirect: "redirect"} {
+		if k.String() != want {
+			t.Errorf("%d.String() = %q", k, k.String())
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -18,7 +19,9 @@ type Client struct {
 	cfg         Config
 	publishers  []string
 	aggregators []string
-	http        *http.Client
+	storeHTTP   *http.Client // follows no redirect
+	readHTTP    *http.Client // follows a few, dropping credentials off-origin
+	redactor    *strings.Replacer
 	log         *slog.Logger
 	now         func() time.Time // Retry-After dates; replaced in tests
 	jitter      func(n int64) int64
@@ -38,11 +41,14 @@ func New(cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	rt := &watchdogTransport{base: base, wait: cfg.AttemptTimeout, idle: cfg.IdleTimeout}
 	c := &Client{
-		cfg:  cfg,
-		http: &http.Client{Transport: &watchdogTransport{base: base, wait: cfg.AttemptTimeout, idle: cfg.IdleTimeout}},
-		log:  log,
-		now:  time.Now,
+		cfg:       cfg,
+		storeHTTP: &http.Client{Transport: rt, CheckRedirect: refuseRedirect},
+		readHTTP:  &http.Client{Transport: rt, CheckRedirect: followRedirect},
+		redactor:  newRedactor(append(append([]string(nil), cfg.Publishers...), cfg.Aggregators...)),
+		log:       log,
+		now:       time.Now,
 		jitter: func(n int64) int64 {
 			if n <= 0 {
 				return 0
@@ -59,11 +65,21 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Publishers returns the configured publisher base URLs.
-func (c *Client) Publishers() []string { return append([]string(nil), c.publishers...) }
+// Publishers returns the configured publishers for display, as
+// scheme://host[:port]: the rest of a URL may hold an API key.
+func (c *Client) Publishers() []string { return redactAll(c.publishers) }
 
-// Aggregators returns the configured aggregator base URLs.
-func (c *Client) Aggregators() []string { return append([]string(nil), c.aggregators...) }
+// Aggregators returns the configured aggregators for display, as
+// scheme://host[:port].
+func (c *Client) Aggregators() []string { return redactAll(c.aggregators) }
+
+func redactAll(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = redact(u)
+	}
+	return out
+}
 
 // operation is the state of one Store or Read across its attempts. The
 // retryablehttp hooks are closures over it; retryablehttp runs attempts
@@ -105,8 +121,12 @@ func (o *operation) endpoint() string { return o.endpoints[o.cur] }
 // shared http.Client plus hooks bound to o. Its own logger stays off;
 // retries are logged here through the injected slog logger.
 func (o *operation) retryClient() *retryablehttp.Client {
+	hc := o.c.readHTTP
+	if o.name == "store" {
+		hc = o.c.storeHTTP
+	}
 	return &retryablehttp.Client{
-		HTTPClient:     o.c.http,
+		HTTPClient:     hc,
 		Logger:         nil,
 		RetryWaitMin:   o.c.cfg.RetryWaitMin,
 		RetryWaitMax:   o.c.cfg.RetryWaitMax,
@@ -138,6 +158,9 @@ func (o *operation) checkRetry(ctx context.Context, resp *http.Response, err err
 		o.lastStatus = resp.StatusCode
 	}
 	if err != nil {
+		// Redact before anything formats the error: net/http's *url.Error
+		// carries the full URL, API key and all.
+		err = o.c.redactErr(err)
 		o.lastErr = err
 		var pe *permanentError
 		if errors.As(err, &pe) {
@@ -253,7 +276,7 @@ func (o *operation) report(retry bool, wait time.Duration) {
 // finish reports the last attempt and wraps a failure in *OpError.
 func (o *operation) finish(ctx context.Context, blobID string, err error) error {
 	if err != nil && o.lastErr == nil {
-		o.lastErr = err
+		o.lastErr = o.c.redactErr(err)
 	}
 	o.report(false, 0)
 	if err == nil {
@@ -265,32 +288,38 @@ func (o *operation) finish(ctx context.Context, blobID string, err error) error 
 	}
 	if ctx.Err() != nil {
 		if context.Cause(ctx) == ErrTimeout {
-			err = fmt.Errorf("%w after %s (last error: %v)", ErrTimeout, o.c.cfg.Timeout, o.lastErr)
+			err = fmt.Errorf("%w after %s (last error: %v)", ErrTimeout, o.c.cfg.Timeout, o.c.redactErr(o.lastErr))
 		} else {
 			err = ctx.Err()
 		}
 	}
-	return &OpError{Op: o.name, BlobID: blobID, Endpoint: redact(o.endpoint()), Attempts: o.attempts, Err: err}
+	return &OpError{Op: o.name, BlobID: blobID, Endpoint: redact(o.endpoint()), Attempts: o.attempts, Err: o.c.redactErr(err)}
 }
 
 // statusError reads (a bounded part of) an error response into a
 // *StatusError and closes the body.
 func (o *operation) statusError(resp *http.Response) error {
 	defer drain(resp.Body)
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	code, status, reason, msg := parseErrorBody(body)
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	// Redacted before the excerpt is cut, so no cut splits a secret.
+	code, status, reason, msg := parseErrorBody([]byte(o.c.redactText(string(body))))
 	u := ""
 	if resp.Request != nil && resp.Request.URL != nil {
-		u = resp.Request.URL.Redacted()
+		u = originOf(resp.Request.URL)
 	}
+	// The body is the server's: a gateway may echo the request path.
+	r := o.c.redactText
 	return &StatusError{Op: o.name, URL: u, StatusCode: resp.StatusCode,
-		Code: code, Status: status, Reason: reason, Message: msg}
+		Code: code, Status: r(status), Reason: r(reason), Message: r(msg)}
 }
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
 
 // drain reads a little of a body so the connection can be reused, then
 // closes it.
 func drain(rc io.ReadCloser) {
-	io.Copy(io.Discard, io.LimitReader(rc, 64<<10))
+	io.Copy(io.Discard, io.LimitReader(rc, maxErrorBody))
 	rc.Close()
 }
 

@@ -805,3 +805,24 @@ func BenchmarkStoreRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadRange reads 64 KiB ranges of a 16 MiB blob, one request
+// each: the v3 reader's access pattern.
+func BenchmarkReadRange(b *testing.B) {
+	const size, span = 16 << 20, 64 << 10
+	s := startServer(b, localwalrus.Config{MaxBodySize: size})
+	c := newClient(b, s, walrus.Config{MaxBlobSize: size})
+	res, err := c.Store(b.Context(), genBody{seed: 1, size: size})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(span)
+	b.ReportAllocs()
+	off := int64(0)
+	for b.Loop() {
+		if _, err := c.ReadRange(b.Context(), res.BlobID, off, span, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		off = (off + 7*span) % (size - span)
+	}
+}

@@ -32,6 +32,14 @@ const (
 	// DefaultTimeout bounds one whole operation, all attempts included.
 	DefaultTimeout = 30 * time.Minute
 
+	// DefaultMaxReadSize bounds a read whose caller gave neither an
+	// expected nor a maximum size: above the protocol's largest blob
+	// (about 13.6 GiB), far below what a hostile endless body would fill.
+	DefaultMaxReadSize int64 = 16 << 30
+
+	// MaxRedirects is how many redirects a read follows.
+	MaxRedirects = 5
+
 	DefaultRetryMax      = 8
 	DefaultRetryWaitMin  = 500 * time.Millisecond
 	DefaultRetryWaitMax  = 30 * time.Second
@@ -41,7 +49,10 @@ const (
 // Config configures a Client. Zero fields take the defaults above.
 type Config struct {
 	// Publishers and Aggregators are base URLs (http or https, no query),
-	// tried in order and rotated through on retryable failures.
+	// tried in order and rotated through on retryable failures. A path
+	// prefix and userinfo are allowed and may hold an API key: only
+	// scheme://host[:port] of them ever appears in errors, logs and
+	// results.
 	Publishers  []string
 	Aggregators []string
 
@@ -67,6 +78,10 @@ type Config struct {
 	// MaxBlobSize is the largest body Store sends; bigger bodies fail before
 	// any request with ErrTooLarge.
 	MaxBlobSize int64
+	// MaxReadSize bounds a read given neither WithExpectedSize nor
+	// WithMaxSize (see DefaultMaxReadSize); a larger answer fails with
+	// ErrBodyTooLarge.
+	MaxReadSize int64
 
 	AttemptTimeout time.Duration // see DefaultAttemptTimeout
 	IdleTimeout    time.Duration // see DefaultIdleTimeout
@@ -95,7 +110,7 @@ type Config struct {
 // Attempt describes one finished HTTP attempt, for metrics.
 type Attempt struct {
 	Op       string // "store" or "read"
-	Endpoint string // base URL, credentials redacted
+	Endpoint string // scheme://host[:port] of the endpoint
 	N        int    // 1 for the first attempt of an operation
 	Status   int    // HTTP status, 0 when no response arrived
 	Err      error  // nil when the attempt succeeded
@@ -116,6 +131,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBlobSize == 0 {
 		c.MaxBlobSize = DefaultMaxBlobSize
+	}
+	if c.MaxReadSize == 0 {
+		c.MaxReadSize = DefaultMaxReadSize
 	}
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = DefaultAttemptTimeout
@@ -177,6 +195,9 @@ func (c Config) validate() error {
 	if c.MaxBlobSize < 0 {
 		bad("max_blob_size: must not be negative")
 	}
+	if c.MaxReadSize < 0 {
+		bad("max_read_size: must not be negative")
+	}
 	if c.AttemptTimeout < 0 || c.IdleTimeout < 0 || c.Timeout < 0 {
 		bad("timeouts must not be negative")
 	}
@@ -194,31 +215,23 @@ func checkEpochs(n int) error {
 }
 
 // checkBaseURL accepts http(s) URLs with a host and no query or fragment.
+// Its errors name only the origin: the rest may be an API key.
 func checkBaseURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL", s)
+		return errors.New("not a URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q: scheme must be http or https", redact(s))
+		return fmt.Errorf("%s: scheme must be http or https", redact(s))
 	}
 	if u.Host == "" {
-		return fmt.Errorf("%q has no host", redact(s))
+		return fmt.Errorf("%s has no host", redact(s))
 	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return fmt.Errorf("%q: give the base URL without query or fragment", redact(s))
+		return fmt.Errorf("%s: give the base URL without query or fragment", redact(s))
 	}
 	return nil
 }
 
 // normalizeBase strips trailing slashes so paths can be appended.
 func normalizeBase(s string) string { return strings.TrimRight(s, "/") }
-
-// redact hides userinfo passwords in a URL for logs and errors.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}

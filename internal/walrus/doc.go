@@ -1,6 +1,6 @@
 // Package walrus is a client for the Walrus publisher and aggregator HTTP
-// API: it stores a blob with PUT /v1/blobs and reads it back with
-// GET /v1/blobs/{id}.
+// API: it stores a blob with PUT /v1/blobs and reads it back, whole or in
+// closed byte ranges, with GET /v1/blobs/{id}.
 //
 // Invariants:
 //   - Bodies stream. A store reads its body from a reopenable source (a spool
@@ -18,5 +18,27 @@
 //   - Blob ids are opaque and case-sensitive; they are validated, never
 //     rewritten.
 //   - Nothing is logged except through Config.Logger, and the bearer token
-//     never is.
+//     never is. Endpoint URLs appear only as scheme://host[:port] in every
+//     error, log line and result: their paths, queries and userinfo may
+//     hold API keys.
+//
+// Every server is taken to be hostile. What is bounded, and by how much:
+//   - A read's blob size: the expected size (WithExpectedSize; Verify passes
+//     the stored size), else WithMaxSize, else Config.MaxReadSize (16 GiB).
+//     A Content-Length or Content-Range beyond it fails before the body is
+//     read, a body running past it fails at the first byte too many, with
+//     ErrBodyTooLarge; neither is retried nor failed over.
+//   - A range read writes exactly its length; an aggregator ignoring Range
+//     is tolerated only for a whole blob of at most 1 MiB.
+//   - Disk: ReadToFile checks free space (statfs) before writing, for the
+//     size an answer announces plus max(64 MiB, 1% of the filesystem), and
+//     again every 64 MiB: ErrNoSpace, with the numbers.
+//   - A publisher's answer: 1 MiB (Content-Length checked first). An error
+//     answer: 64 KiB read, 300 characters kept for messages.
+//   - Redirects: a store follows none (ErrRedirect); a read follows at most
+//     MaxRedirects (5), to http(s) only, and drops Authorization,
+//     Proxy-Authorization and Cookie once a hop leaves the configured
+//     scheme, host and port.
+//   - Time: AttemptTimeout until an answer starts, IdleTimeout for a stall
+//     mid-body, Timeout for a whole operation; RetryMax attempts.
 package walrus

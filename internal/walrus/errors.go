@@ -30,12 +30,23 @@ var (
 	ErrAttemptTimeout = errors.New("walrus: attempt timed out")
 	// ErrTimeout means a whole operation ran longer than Config.Timeout.
 	ErrTimeout = errors.New("walrus: operation timed out")
+	// ErrBodyTooLarge means an answer is, or says it is, larger than the
+	// bound of the read (the expected size, WithMaxSize or
+	// Config.MaxReadSize) or of a publisher's answer. It is permanent: the
+	// read stops at once and is neither retried nor failed over.
+	ErrBodyTooLarge = errors.New("walrus: answer larger than its bound")
+	// ErrNoSpace means the filesystem a download would be written to lacks
+	// the room for it plus a safety margin; nothing was written.
+	ErrNoSpace = errors.New("walrus: not enough free disk space")
+	// ErrInvalidRange means a byte range is not inside the blob: a bad
+	// ReadRange argument, or HTTP 416 from the aggregator.
+	ErrInvalidRange = errors.New("walrus: invalid byte range")
 )
 
 // StatusError is a non-success HTTP answer.
 type StatusError struct {
 	Op         string // "store" or "read"
-	URL        string // request URL, credentials redacted
+	URL        string // scheme://host[:port] of the request, nothing more
 	StatusCode int
 	// Status, Code and Message come from a JSON error body
 	// ({"error":{"code","status","message","details"}}); Reason is the
@@ -77,14 +88,20 @@ func (e *StatusError) Temporary() bool { return retryableStatus(e.StatusCode) }
 // Permanent is the opposite of Temporary.
 func (e *StatusError) Permanent() bool { return !e.Temporary() }
 
-// Is makes errors.Is(err, ErrNotFound) true for 404 and
-// errors.Is(err, ErrTooLarge) true for 413.
+// Is makes errors.Is(err, ErrNotFound) true for 404,
+// errors.Is(err, ErrTooLarge) true for 413,
+// errors.Is(err, ErrInvalidRange) true for 416 and
+// errors.Is(err, ErrRedirect) true for a 3xx that was not followed.
 func (e *StatusError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
 		return e.StatusCode == http.StatusNotFound
 	case ErrTooLarge:
 		return e.StatusCode == http.StatusRequestEntityTooLarge
+	case ErrInvalidRange:
+		return e.StatusCode == http.StatusRequestedRangeNotSatisfiable
+	case ErrRedirect:
+		return e.StatusCode >= 300 && e.StatusCode < 400
 	}
 	return false
 }
@@ -94,7 +111,7 @@ func (e *StatusError) Is(target error) bool {
 type OpError struct {
 	Op       string // "store" or "read"
 	BlobID   string // reads only
-	Endpoint string // the endpoint of the last attempt, redacted
+	Endpoint string // scheme://host[:port] of the last attempt's endpoint
 	Attempts int
 	Err      error // a *StatusError, a network error, ErrAttemptTimeout, ...
 }
@@ -183,30 +200,41 @@ func parseErrorBody(body []byte) (code int, status, reason, message string) {
 }
 
 // sanitize makes untrusted text safe for one log line: valid UTF-8, no
-// control characters, collapsed whitespace, at most max runes.
+// control characters, collapsed whitespace, at most max runes plus a
+// closing "…" when something was cut.
 func sanitize(s string, max int) string {
 	var b strings.Builder
 	n := 0
 	space := false
-	for len(s) > 0 && n < max {
+	for len(s) > 0 {
 		r, size := utf8.DecodeRuneInString(s)
-		s = s[size:]
 		switch {
 		case r == utf8.RuneError && size <= 1:
 			r = '?'
 		case unicode.IsSpace(r):
 			space = b.Len() > 0
+			s = s[size:]
 			continue
 		case !unicode.IsPrint(r):
 			r = '?'
 		}
+		// A collapsed space is written together with the rune after it,
+		// so both must fit: checking only the rune let the pair overrun
+		// the bound by one.
+		need := 1
+		if space {
+			need = 2
+		}
+		if n+need > max {
+			break
+		}
 		if space {
 			b.WriteByte(' ')
-			n++
 			space = false
 		}
 		b.WriteRune(r)
-		n++
+		n += need
+		s = s[size:]
 	}
 	if len(s) > 0 {
 		b.WriteString("…")

@@ -2,6 +2,7 @@ package walrus
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -115,6 +116,14 @@ func TestStatusError(t *testing.T) {
 			t.Errorf("Attempts: %d", Attempts(err))
 		}
 	}
+	for code, want := range map[int]error{416: ErrInvalidRange, 307: ErrRedirect, 304: ErrRedirect} {
+		if err := (&StatusError{StatusCode: code}); !errors.Is(err, want) || errors.Is(err, ErrNotFound) {
+			t.Errorf("%d is not %v", code, want)
+		}
+	}
+	if errors.Is(&StatusError{StatusCode: 200}, ErrRedirect) || errors.Is(&StatusError{StatusCode: 400}, ErrInvalidRange) {
+		t.Error("200 or 400 matched a sentinel")
+	}
 	e := &StatusError{StatusCode: 413, Message: plain413}
 	if !strings.Contains(e.Error(), "max_blob_size") {
 		t.Errorf("413 message lacks a hint: %s", e)
@@ -213,11 +222,162 @@ func TestParseContentRange(t *testing.T) {
 		{"bytes 0-10/10", 0, 0, 0, false},
 		{"items 0-1/2", 0, 0, 0, false},
 		{"bytes -1-2/5", 0, 0, 0, false},
+		{"bytes 9-9/10", 9, 9, 10, true},
+		{"bytes 0-0/1", 0, 0, 1, true},
+		{"bytes +1-2/5", 0, 0, 0, false},
+		{"bytes 1-+2/5", 0, 0, 0, false},
+		{"bytes 1-2/+5", 0, 0, 0, false},
+		{"bytes  1-2/5", 0, 0, 0, false},
+		{"bytes 1-2/5 ", 0, 0, 0, false},
+		{"bytes 1 -2/5", 0, 0, 0, false},
+		{"bytes 0-1/999999999999999999", 0, 1, 999999999999999999, true},
+		{"bytes 0-1/9999999999999999999", 0, 0, 0, false},
+		{"bytes 0-1-2/5", 0, 0, 0, false},
+		{"bytes 0-1/5/6", 0, 0, 0, false},
+		{"bytes 0x1-2/5", 0, 0, 0, false},
+		{"", 0, 0, 0, false},
 	}
 	for _, tt := range tests {
 		f, l, n, err := parseContentRange(tt.in)
 		if (err == nil) != tt.ok || (tt.ok && (f != tt.first || l != tt.last || n != tt.total)) {
 			t.Errorf("%q: %d %d %d %v", tt.in, f, l, n, err)
+		}
+	}
+}
+
+func FuzzParseContentRange(f *testing.F) {
+	for _, s := range []string{"bytes 0-9/10", "bytes 5-9/100", "bytes */10", "bytes 0-9/*", "bytes 9-0/10", "bytes +1-2/5",
+		"bytes 0-1/999999999999999999", "bytes 0-1/9999999999999999999", "bytes 007-008/9", "items 0-1/2", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		first, last, size, err := parseContentRange(v)
+		if err != nil {
+			if first != 0 || last != 0 || size != 0 || strings.ContainsAny(err.Error(), "\n\r\x00") || !utf8.ValidString(err.Error()) {
+				t.Fatalf("error %q with %d %d %d", err, first, last, size)
+			}
+			return
+		}
+		if first < 0 || last < first || size <= last {
+			t.Fatalf("%q: %d-%d/%d", v, first, last, size)
+		}
+		// Digits only: the canonical form parses to the same numbers.
+		f2, l2, s2, err := parseContentRange(fmt.Sprintf("bytes %d-%d/%d", first, last, size))
+		if err != nil || f2 != first || l2 != last || s2 != size {
+			t.Fatalf("%q: canonical form gives %d %d %d %v", v, f2, l2, s2, err)
+		}
+	})
+}
+
+func TestSanitize(t *testing.T) {
+	x := func(n int) string { return strings.Repeat("x", n) }
+	tests := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"plain", 10, "plain"},
+		{"  lead  and\t\ttrail \n", 20, "lead and trail"},
+		{"a\x00b\x1bc\xffd", 10, "a?b?c?d"},
+		{x(10), 10, x(10)},
+		{x(11), 10, x(10) + "…"},
+		// The space collapsed before a rune must fit with it (the
+		// fuzzer's 302-rune excerpt).
+		{x(9) + " yy", 10, x(9) + "…"},
+		{x(8) + " yy", 10, x(8) + " y…"},
+		{x(10) + "   ", 10, x(10)},
+		{x(10) + "   y", 10, x(10) + "…"},
+		{x(299) + " 00", maxErrorExcerpt, x(299) + "…"},
+	}
+	for _, tt := range tests {
+		got := sanitize(tt.in, tt.max)
+		if got != tt.want {
+			t.Errorf("sanitize(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		}
+		if n := utf8.RuneCountInString(got); n > tt.max+1 {
+			t.Errorf("sanitize(%q, %d): %d runes", tt.in, tt.max, n)
+		}
+	}
+}
+
+func TestFollowRedirect(t *testing.T) {
+	req := func(u string) *http.Request {
+		r, err := http.NewRequest(http.MethodGet, u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Authorization", "Bearer t")
+		r.Header.Set("Cookie", "c=1")
+		r.Header.Set("Range", "bytes=0-1")
+		return r
+	}
+	const origin = "https://agg.example:8443/base/v1/blobs/x"
+	tests := []struct {
+		name  string
+		chain []string // hops after origin; the last is being checked
+		keep  bool
+		err   bool
+	}{
+		{"same origin", []string{"https://agg.example:8443/other"}, true, false},
+		{"same origin, host case", []string{"https://AGG.example:8443/other"}, true, false},
+		{"other port", []string{"https://agg.example:9443/x"}, false, false},
+		{"default port spelled out", []string{"https://agg.example/x"}, false, false},
+		{"downgrade", []string{"http://agg.example:8443/x"}, false, false},
+		{"subdomain", []string{"https://cdn.agg.example:8443/x"}, false, false},
+		{"back home after leaving", []string{"https://cdn.example/x", "https://agg.example:8443/x"}, false, false},
+		{"not http", []string{"ftp://agg.example/x"}, false, true},
+		{"at the limit", []string{"https://agg.example:8443/1", "https://agg.example:8443/2", "https://agg.example:8443/3", "https://agg.example:8443/4", "https://agg.example:8443/5"}, true, false},
+		{"over the limit", []string{"https://agg.example:8443/1", "https://agg.example:8443/2", "https://agg.example:8443/3", "https://agg.example:8443/4", "https://agg.example:8443/5", "https://agg.example:8443/6"}, false, true},
+	}
+	for _, tt := range tests {
+		via := []*http.Request{req(origin)}
+		for _, u := range tt.chain[:len(tt.chain)-1] {
+			via = append(via, req(u))
+		}
+		next := req(tt.chain[len(tt.chain)-1])
+		err := followRedirect(next, via)
+		if (err != nil) != tt.err || (err != nil && !errors.Is(err, ErrRedirect)) {
+			t.Errorf("%s: error %v", tt.name, err)
+			continue
+		}
+		if tt.err {
+			continue
+		}
+		kept := next.Header.Get("Authorization") != "" && next.Header.Get("Cookie") != ""
+		if kept != tt.keep || next.Header.Get("Range") == "" {
+			t.Errorf("%s: headers %v", tt.name, next.Header)
+		}
+	}
+	if err := refuseRedirect(req(origin), []*http.Request{req(origin)}); !errors.Is(err, ErrRedirect) || strings.Contains(err.Error(), "base") {
+		t.Errorf("store redirect: %v", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://u:p@host.example:8443/v3/KEY?q=1#f": "https://host.example:8443",
+		"http://[::1]:80/x":                          "http://[::1]:80",
+		"http://host":                                "http://host",
+		"/relative/path":                             "(relative URL)",
+		"http://[::1/x":                              "(unparsable URL)",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if r := newRedactor([]string{"http://127.0.0.1:1", "https://host/"}); r != nil {
+		t.Errorf("a redactor for endpoints without secrets")
+	}
+	r := newRedactor([]string{"https://alice:s3cr3t%21@agg.example/v3/APIKEY/", "http://pub.example/ab"})
+	for in, want := range map[string]string{
+		"Get \"https://alice:s3cr3t%21@agg.example/v3/APIKEY/v1/blobs/x\": refused": "Get \"https://agg.example/v1/blobs/x\": refused",
+		"Cannot GET /v3/APIKEY/v1/blobs (as alice, password s3cr3t!)":               "Cannot GET /…/v1/blobs (as …, password …)",
+		"https://alice:xxxxx@agg.example/v3/APIKEY":                                 "https://agg.example",
+		// Parts shorter than minSecretPart stay: they would garble text.
+		"see /ab and http://pub.example/ab/v1": "see /ab and http://pub.example/v1",
+	} {
+		if got := r.Replace(in); got != want {
+			t.Errorf("redact %q:\n got %q\nwant %q", in, got, want)
 		}
 	}
 }

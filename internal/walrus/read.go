@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,11 +19,17 @@ import (
 	"github.com/hermesd/hermesd/internal/atomicfile"
 )
 
-// ReadOption adjusts one Read call.
+// ReadOption adjusts one Read, ReadRange, ReadToFile or Verify call.
 type ReadOption func(*readOptions)
 
 type readOptions struct {
 	notFoundRetries int
+	expected        int64 // the blob's size, -1 when unknown
+	expectedSet     bool
+	max             int64 // bound on the blob's size, 0 for Config.MaxReadSize
+	// beforeBody, when set, runs once the size of the bytes still to come
+	// is known and before any is written (ReadToFile's free-space check).
+	beforeBody func(need int64) error
 }
 
 // WithNotFoundRetries retries up to n 404 answers with backoff. Use it only
@@ -32,22 +40,67 @@ func WithNotFoundRetries(n int) ReadOption {
 	return func(o *readOptions) { o.notFoundRetries = n }
 }
 
+// WithExpectedSize says the blob is exactly n bytes (Verify passes the
+// stored size). An answer whose Content-Length, Content-Range total or
+// body differs fails at once with ErrMismatch (and ErrBodyTooLarge when
+// it is larger), before any byte of a wrong size is written when the
+// headers tell. For ReadRange it checks the blob's total size.
+func WithExpectedSize(n int64) ReadOption {
+	return func(o *readOptions) { o.expected, o.expectedSet = n, true }
+}
+
+// WithMaxSize bounds the blob's size at n bytes instead of
+// Config.MaxReadSize: a larger answer fails at once with ErrBodyTooLarge,
+// before its body is read when Content-Length or Content-Range tells.
+func WithMaxSize(n int64) ReadOption {
+	return func(o *readOptions) { o.max = n }
+}
+
 // ReadResult describes a finished read.
 type ReadResult struct {
 	BlobID     string
 	Size       int64  // bytes written to the destination
-	Aggregator string // base URL of the last attempt, redacted
+	Total      int64  // the blob's size; for ReadRange from Content-Range
+	Aggregator string // scheme://host[:port] of the last attempt's aggregator
 	Attempts   int
 	Resumes    int // attempts that continued a cut-off body with Range
 	Duration   time.Duration
 }
 
+// maxIgnoredRange is the largest whole-blob answer ReadRange accepts from
+// an aggregator that ignored its Range header: it skips to the range
+// instead of failing. Larger ones would cost a download per range.
+const maxIgnoredRange = 1 << 20
+
 // Read streams the blob's bytes into dst. A body cut off midway is resumed
 // with a Range request from the first missing byte, possibly on another
-// aggregator, so dst sees every byte exactly once and in order. On error,
-// dst may hold a prefix of the blob.
+// aggregator, so dst sees every byte exactly once and in order. The blob's
+// size is bounded (WithExpectedSize, WithMaxSize, Config.MaxReadSize). On
+// error, dst may hold a prefix of the blob.
 func (c *Client) Read(ctx context.Context, blobID string, dst io.Writer, opts ...ReadOption) (ReadResult, error) {
-	var ro readOptions
+	return c.read(ctx, blobID, dst, nil, opts)
+}
+
+// ReadRange writes the length bytes of the blob starting at off into dst,
+// with closed range requests (Range: bytes=off-(off+length-1), the only
+// form aggregators accept) that must be answered with 206 and the matching
+// Content-Range. A cut-off body resumes from its first missing byte; dst
+// sees exactly length bytes, each once, or an error. An aggregator that
+// ignores Range is tolerated for blobs of at most 1 MiB (the range is cut
+// out of the whole blob). Result.Total is the blob's size. A range that is
+// not inside the blob fails with ErrInvalidRange.
+func (c *Client) ReadRange(ctx context.Context, blobID string, off, length int64, dst io.Writer, opts ...ReadOption) (ReadResult, error) {
+	if off < 0 || length <= 0 || off > math.MaxInt64-length {
+		return ReadResult{}, fmt.Errorf("%w: offset %d, length %d", ErrInvalidRange, off, length)
+	}
+	return c.read(ctx, blobID, dst, &span{off: off, n: length}, opts)
+}
+
+// span is the part of a blob a ranged read wants: bytes [off, off+n).
+type span struct{ off, n int64 }
+
+func (c *Client) read(ctx context.Context, blobID string, dst io.Writer, rng *span, opts []ReadOption) (ReadResult, error) {
+	ro := readOptions{expected: -1}
 	for _, opt := range opts {
 		opt(&ro)
 	}
@@ -57,31 +110,50 @@ func (c *Client) Read(ctx context.Context, blobID string, dst io.Writer, opts ..
 	if len(c.aggregators) == 0 {
 		return ReadResult{}, fmt.Errorf("%w: no aggregators configured", ErrConfig)
 	}
+	bound := ro.max
+	switch {
+	case ro.expectedSet && ro.expected < 0:
+		return ReadResult{}, fmt.Errorf("%w: expected size %d is negative", ErrConfig, ro.expected)
+	case ro.max < 0:
+		return ReadResult{}, fmt.Errorf("%w: maximum read size %d is negative", ErrConfig, ro.max)
+	case ro.max == 0:
+		bound = c.cfg.MaxReadSize
+	}
+	if ro.expected >= 0 {
+		if ro.expected > bound {
+			return ReadResult{}, fmt.Errorf("%w: expected size %s is over the read limit of %s", ErrBodyTooLarge, FormatSize(ro.expected), FormatSize(bound))
+		}
+		bound = ro.expected
+	}
+	if rng != nil && rng.off+rng.n > bound {
+		return ReadResult{}, fmt.Errorf("%w: bytes %d-%d are beyond the blob's size or size limit of %d bytes", ErrInvalidRange, rng.off, rng.off+rng.n-1, bound)
+	}
+
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
-
 	op := c.newOperation("read", c.aggregators)
 	op.notFoundLeft = ro.notFoundRetries
+	rd := &reader{op: op, ro: &ro, rng: rng, bound: bound, total: -1, w: &countingWriter{w: dst}}
 	path := "/v1/blobs/" + url.PathEscape(blobID)
-	w := &countingWriter{w: dst}
-	total := int64(-1) // the blob's size, once an answer told it
 	var attemptBase int64
-	op.onStart = func() { attemptBase = w.n }
-	op.attemptBytes = func() int64 { return w.n - attemptBase }
+	op.onStart = func() { attemptBase = rd.w.n }
+	op.attemptBytes = func() int64 { return rd.w.n - attemptBase }
 	resumes := 0
 	op.prepare = func(r *http.Request) error {
 		u, err := url.Parse(op.endpoint() + path)
 		if err != nil {
-			return permanent(err)
+			return permanent(c.redactErr(err))
 		}
 		r.URL, r.Host = u, u.Host
 		r.Header.Del("Range")
-		if w.n > 0 {
-			if total < 0 {
-				return permanent(fmt.Errorf("walrus read: cannot resume after %d bytes: the aggregator sent no Content-Length", w.n))
-			}
-			// Aggregators accept only the closed form bytes=a-b.
-			r.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", w.n, total-1))
+		h, err := rd.rangeHeader()
+		if err != nil {
+			return err
+		}
+		if h != "" {
+			r.Header.Set("Range", h)
+		}
+		if rd.w.n > 0 {
 			resumes++
 		}
 		return nil
@@ -89,54 +161,13 @@ func (c *Client) Read(ctx context.Context, blobID string, dst io.Writer, opts ..
 
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, op.endpoint()+path, nil)
 	if err != nil {
-		return ReadResult{}, fmt.Errorf("walrus read: %w", err)
+		return ReadResult{}, fmt.Errorf("walrus read: %w", c.redactErr(err))
 	}
 	req.Header.Set("Accept", "application/octet-stream")
-	req.SetResponseHandler(func(resp *http.Response) error {
-		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
-			return op.statusError(resp)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode == http.StatusPartialContent {
-			first, last, size, err := parseContentRange(resp.Header.Get("Content-Range"))
-			switch {
-			case err != nil:
-				return protocolErrorf("206 answer: %v", err)
-			case first != w.n || last != size-1:
-				return protocolErrorf("206 answer covers bytes %d-%d/%d, asked for %d-%d", first, last, size, w.n, size-1)
-			case total >= 0 && size != total:
-				return protocolErrorf("blob size changed from %d to %d bytes between answers", total, size)
-			}
-			total = size
-		} else {
-			if resp.ContentLength >= 0 {
-				if total >= 0 && resp.ContentLength != total {
-					return protocolErrorf("blob size changed from %d to %d bytes between answers", total, resp.ContentLength)
-				}
-				total = resp.ContentLength
-			}
-			if w.n > 0 {
-				// The server ignored Range and sent everything: skip what
-				// dst already has.
-				if _, err := io.CopyN(io.Discard, resp.Body, w.n); err != nil {
-					return fmt.Errorf("skip %d bytes already read: %w", w.n, err)
-				}
-			}
-		}
-		if _, err := io.Copy(w, resp.Body); err != nil {
-			var we *writeError
-			if errors.As(err, &we) {
-				return permanent(we)
-			}
-			if total < 0 || w.n < total {
-				return fmt.Errorf("body cut off after %d bytes: %w", w.n, err)
-			}
-		}
-		if total >= 0 && w.n != total {
-			return fmt.Errorf("body ended after %d of %d bytes: %w", w.n, total, io.ErrUnexpectedEOF)
-		}
-		return nil
-	})
+	if h, _ := rd.rangeHeader(); h != "" {
+		req.Header.Set("Range", h)
+	}
+	req.SetResponseHandler(rd.handle)
 
 	start := time.Now()
 	resp, err := op.retryClient().Do(req)
@@ -146,26 +177,221 @@ func (c *Client) Read(ctx context.Context, blobID string, dst io.Writer, opts ..
 	if err := op.finish(ctx, blobID, err); err != nil {
 		return ReadResult{}, err
 	}
-	res := ReadResult{BlobID: blobID, Size: w.n, Aggregator: redact(op.endpoint()),
+	total := rd.total
+	if total < 0 {
+		total = rd.w.n // a whole body without Content-Length ended cleanly
+	}
+	res := ReadResult{BlobID: blobID, Size: rd.w.n, Total: total, Aggregator: redact(op.endpoint()),
 		Attempts: op.attempts, Resumes: resumes, Duration: time.Since(start)}
-	c.log.Debug("walrus: read blob", "blob_id", blobID, "size", res.Size, "aggregator", res.Aggregator,
+	c.log.Debug("walrus: read blob", "blob_id", blobID, "size", res.Size, "total", res.Total, "aggregator", res.Aggregator,
 		"attempts", res.Attempts, "resumes", res.Resumes, "duration", res.Duration)
 	return res, nil
+}
+
+// reader is the state of one read across its attempts.
+type reader struct {
+	op    *operation
+	ro    *readOptions
+	rng   *span // nil for the whole blob
+	bound int64 // the blob may not be larger
+	total int64 // the blob's size once an answer told it, else -1
+	w     *countingWriter
+	// checked is set once beforeBody approved the bytes to come.
+	checked bool
+}
+
+// size is the blob's size as far as known: from an answer, else the
+// caller's expectation, else -1.
+func (rd *reader) size() int64 {
+	if rd.total >= 0 {
+		return rd.total
+	}
+	return rd.ro.expected
+}
+
+// want is how many bytes the read delivers in all: the range, or the
+// whole blob when its size is known (-1 if not).
+func (rd *reader) want() int64 {
+	if rd.rng != nil {
+		return rd.rng.n
+	}
+	return rd.size()
+}
+
+// rangeHeader is the Range of the next attempt: the rest of the span, or
+// the rest of the blob after a cut; "" for a fresh whole-blob read.
+func (rd *reader) rangeHeader() (string, error) {
+	if rd.rng != nil {
+		return fmt.Sprintf("bytes=%d-%d", rd.rng.off+rd.w.n, rd.rng.off+rd.rng.n-1), nil
+	}
+	if rd.w.n == 0 {
+		return "", nil
+	}
+	if rd.size() < 0 {
+		return "", permanent(fmt.Errorf("walrus read: cannot resume after %d bytes: the aggregator sent no Content-Length", rd.w.n))
+	}
+	// Aggregators accept only the closed form bytes=a-b.
+	return fmt.Sprintf("bytes=%d-%d", rd.w.n, rd.size()-1), nil
+}
+
+// learnTotal checks a size an answer gave for the blob against what is
+// known and allowed, before any of its body is read.
+func (rd *reader) learnTotal(size int64, from string) error {
+	switch {
+	case rd.total >= 0 && size != rd.total:
+		return protocolErrorf("blob size changed from %d to %d bytes between answers", rd.total, size)
+	case rd.ro.expected >= 0 && size > rd.ro.expected:
+		return permanent(fmt.Errorf("%w: %w: %s says the blob is %d bytes, %d expected", ErrBodyTooLarge, ErrMismatch, from, size, rd.ro.expected))
+	case rd.ro.expected >= 0 && size != rd.ro.expected:
+		return permanent(fmt.Errorf("%w: %s says the blob is %d bytes, %d expected", ErrMismatch, from, size, rd.ro.expected))
+	case size > rd.bound:
+		return permanent(fmt.Errorf("%w: %s says the blob is %s, over the read limit of %s", ErrBodyTooLarge, from, FormatSize(size), FormatSize(rd.bound)))
+	case rd.rng != nil && rd.rng.off+rd.rng.n > size:
+		return permanent(fmt.Errorf("%w: bytes %d-%d are beyond the end of the %d-byte blob", ErrInvalidRange, rd.rng.off, rd.rng.off+rd.rng.n-1, size))
+	}
+	rd.total = size
+	return nil
+}
+
+// handle consumes one 2xx answer (anything else becomes a *StatusError).
+// Errors it returns are retried (a cut-off body resumes) unless
+// permanent.
+func (rd *reader) handle(resp *http.Response) error {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
+		return rd.op.statusError(resp)
+	}
+	defer resp.Body.Close()
+	// Where the body starts in the blob, and what the read needs of it.
+	var skip int64
+	first := rd.w.n
+	if rd.rng != nil {
+		first += rd.rng.off
+	}
+	if resp.StatusCode == http.StatusPartialContent {
+		a, b, size, err := parseContentRange(resp.Header.Get("Content-Range"))
+		if err != nil {
+			return protocolErrorf("206 answer: %v", err)
+		}
+		if err := rd.learnTotal(size, "Content-Range"); err != nil {
+			return err
+		}
+		last := size - 1
+		if rd.rng != nil {
+			last = rd.rng.off + rd.rng.n - 1
+		}
+		if a != first || b != last {
+			return protocolErrorf("206 answer covers bytes %d-%d/%d, asked for %d-%d", a, b, size, first, last)
+		}
+		if resp.ContentLength >= 0 && resp.ContentLength != b-a+1 {
+			return protocolErrorf("206 answer for %d bytes has Content-Length %d", b-a+1, resp.ContentLength)
+		}
+	} else {
+		if resp.ContentLength >= 0 {
+			if err := rd.learnTotal(resp.ContentLength, "Content-Length"); err != nil {
+				return err
+			}
+		}
+		if rd.rng != nil && (resp.ContentLength < 0 || resp.ContentLength > maxIgnoredRange) {
+			// Not permanent: another aggregator may honour Range.
+			what := "of unknown size"
+			if resp.ContentLength >= 0 {
+				what = "of " + FormatSize(resp.ContentLength)
+			}
+			return fmt.Errorf("walrus read: the aggregator ignored Range and sent the whole blob %s; that is accepted only up to %s",
+				what, FormatSize(maxIgnoredRange))
+		}
+		// The server ignored Range (or none was sent): skip what is
+		// already written, or what precedes the span.
+		skip = first
+	}
+	need := int64(-1) // bytes still to come, when known
+	if want := rd.want(); want >= 0 {
+		need = want - rd.w.n
+	}
+	if rd.ro.beforeBody != nil && need >= 0 && !rd.checked {
+		if err := rd.ro.beforeBody(need); err != nil {
+			return permanent(err)
+		}
+		rd.checked = true
+	}
+	if skip > 0 {
+		if _, err := io.CopyN(io.Discard, resp.Body, skip); err != nil {
+			return fmt.Errorf("skip %d bytes already read: %w", skip, err)
+		}
+	}
+	limit := need
+	if limit < 0 {
+		// Size unknown (no Content-Length): the bound, and not a byte more.
+		limit = rd.bound - rd.w.n
+	}
+	_, err := io.Copy(rd.w, io.LimitReader(resp.Body, limit))
+	if err != nil {
+		var we *writeError
+		if errors.As(err, &we) {
+			return permanent(we)
+		}
+		return fmt.Errorf("body cut off after %d bytes: %w", rd.w.n, err)
+	}
+	// Only the caller's expectation says how long a body without
+	// Content-Length should be; a clean end before it is a wrong size.
+	onlyExpected := rd.rng == nil && rd.total < 0 && rd.ro.expected >= 0
+	if need >= 0 && rd.w.n < rd.want() {
+		if onlyExpected {
+			return permanent(fmt.Errorf("%w: the body ended after %d bytes, %d expected", ErrMismatch, rd.w.n, rd.ro.expected))
+		}
+		// net/http reports a body short of its Content-Length as an
+		// error above; this one was chunked and ended early.
+		return fmt.Errorf("body ended after %d of %d bytes: %w", rd.w.n, rd.want(), io.ErrUnexpectedEOF)
+	}
+	if resp.ContentLength >= 0 {
+		return nil // net/http delivers no byte past Content-Length
+	}
+	// No Content-Length: the body must end exactly here.
+	var one [1]byte
+	n, err := io.ReadFull(resp.Body, one[:])
+	switch {
+	case n > 0 && onlyExpected:
+		return permanent(fmt.Errorf("%w: %w: the body goes on past the %d bytes expected", ErrBodyTooLarge, ErrMismatch, rd.ro.expected))
+	case n > 0 && need < 0:
+		return permanent(fmt.Errorf("%w: the body goes on past the read limit of %s", ErrBodyTooLarge, FormatSize(rd.bound)))
+	case n > 0:
+		return protocolErrorf("the body goes on past the %d bytes announced", rd.want())
+	case err != io.EOF:
+		return fmt.Errorf("body cut off after %d bytes: %w", rd.w.n, err)
+	}
+	return nil
 }
 
 // ReadToFile reads the blob into path atomically: into a temporary file
 // beside it, fsynced and renamed over path only when the whole blob
 // arrived. An existing file at path is replaced. The file gets mode 0600.
+// Before writing a byte it checks that the directory's filesystem has
+// room for the blob (its expected size, else its Content-Length) plus a
+// margin, failing with ErrNoSpace; a download of unknown size is checked
+// every 64 MiB.
 func (c *Client) ReadToFile(ctx context.Context, blobID, path string, opts ...ReadOption) (ReadResult, error) {
 	if err := ValidateBlobID(blobID); err != nil {
 		return ReadResult{}, err
+	}
+	dir := filepath.Dir(path)
+	space := func(need int64) error { return CheckFreeSpace(dir, need) }
+	opts = append(opts[:len(opts):len(opts)], func(o *readOptions) { o.beforeBody = space })
+	ro := readOptions{expected: -1}
+	for _, opt := range opts {
+		opt(&ro)
+	}
+	if ro.expected >= 0 {
+		// Before the temporary file exists, so a refusal leaves nothing.
+		if err := space(ro.expected); err != nil {
+			return ReadResult{}, err
+		}
 	}
 	f, err := atomicfile.Create(path, 0o600)
 	if err != nil {
 		return ReadResult{}, err
 	}
 	defer f.Abort()
-	res, err := c.Read(ctx, blobID, f.File, opts...)
+	res, err := c.Read(ctx, blobID, &spaceGuard{w: f.File, dir: dir}, opts...)
 	if err != nil {
 		return ReadResult{}, err
 	}
@@ -175,10 +401,33 @@ func (c *Client) ReadToFile(ctx context.Context, blobID, path string, opts ...Re
 	return res, nil
 }
 
+// spaceGuardEvery is how many bytes spaceGuard lets pass between checks.
+const spaceGuardEvery = 64 << 20
+
+// spaceGuard stops a download of unknown size (or a disk filled by
+// someone else meanwhile) before it eats the free-space margin.
+type spaceGuard struct {
+	w     io.Writer
+	dir   string
+	since int64
+}
+
+func (g *spaceGuard) Write(p []byte) (int, error) {
+	if g.since += int64(len(p)); g.since >= spaceGuardEvery {
+		g.since = 0
+		if err := CheckFreeSpace(g.dir, int64(len(p))); err != nil {
+			return 0, err
+		}
+	}
+	return g.w.Write(p)
+}
+
 // Verify reads the blob back (into a hash, not to disk) and checks that it
-// is size bytes with SHA-256 want. A difference is ErrMismatch.
+// is size bytes with SHA-256 want. A difference is ErrMismatch; an answer
+// announcing a different size fails before its body is read.
 func (c *Client) Verify(ctx context.Context, blobID string, want [32]byte, size int64, opts ...ReadOption) (ReadResult, error) {
 	h := sha256.New()
+	opts = append(opts[:len(opts):len(opts)], WithExpectedSize(size))
 	res, err := c.Read(ctx, blobID, h, opts...)
 	if err != nil {
 		return res, err
@@ -213,25 +462,44 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// parseContentRange parses "bytes first-last/size" with a known size.
+// parseContentRange parses "bytes first-last/size" with a known size: the
+// only form a 206 answer to a closed range may take.
 func parseContentRange(v string) (first, last, size int64, err error) {
+	bad := func(what string) (int64, int64, int64, error) {
+		return 0, 0, 0, fmt.Errorf("Content-Range %q %s", sanitize(v, 80), what)
+	}
 	rest, ok := strings.CutPrefix(v, "bytes ")
 	if !ok {
-		return 0, 0, 0, fmt.Errorf("Content-Range %q is not a byte range", sanitize(v, 80))
+		return bad("is not a byte range")
 	}
 	rng, sz, ok := strings.Cut(rest, "/")
 	if !ok {
-		return 0, 0, 0, fmt.Errorf("Content-Range %q has no size", sanitize(v, 80))
+		return bad("has no size")
 	}
 	a, b, ok := strings.Cut(rng, "-")
 	if !ok {
-		return 0, 0, 0, fmt.Errorf("Content-Range %q has no range", sanitize(v, 80))
+		return bad("has no range")
 	}
-	first, err1 := strconv.ParseInt(a, 10, 64)
-	last, err2 := strconv.ParseInt(b, 10, 64)
-	size, err3 := strconv.ParseInt(sz, 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || first < 0 || last < first || size <= last {
-		return 0, 0, 0, fmt.Errorf("Content-Range %q is malformed", sanitize(v, 80))
+	first, ok1 := parseDecimal(a)
+	last, ok2 := parseDecimal(b)
+	size, ok3 := parseDecimal(sz)
+	if !ok1 || !ok2 || !ok3 || last < first || size <= last {
+		return bad("is malformed")
 	}
 	return first, last, size, nil
+}
+
+// parseDecimal accepts plain ASCII digits only (no sign, no spaces, at
+// most 18 of them, so no overflow): strconv alone takes "+5".
+func parseDecimal(s string) (int64, bool) {
+	if s == "" || len(s) > 18 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }

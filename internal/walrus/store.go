@@ -106,7 +106,7 @@ type StoreResult struct {
 	Cost            uint64 // FROST, newlyCreated only
 	TxDigest        string // certification event (alreadyCertified)
 
-	Publisher string // base URL that answered, redacted
+	Publisher string // scheme://host[:port] of the publisher that answered
 	Attempts  int
 	Duration  time.Duration
 }
@@ -164,7 +164,7 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 	})
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPut, op.endpoint()+"/v1/blobs?"+query, open)
 	if err != nil {
-		return StoreResult{}, fmt.Errorf("walrus store: %w", err)
+		return StoreResult{}, fmt.Errorf("walrus store: %w", c.redactErr(err))
 	}
 	// retryablehttp only learns lengths from in-memory readers; without this
 	// the upload would go out chunked.
@@ -177,7 +177,7 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 	op.prepare = func(r *http.Request) error {
 		u, err := url.Parse(op.endpoint() + "/v1/blobs?" + query)
 		if err != nil {
-			return permanent(err)
+			return permanent(c.redactErr(err))
 		}
 		r.URL, r.Host = u, u.Host
 		return c.authorize(r.Context(), r)
@@ -189,6 +189,10 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 			return op.statusError(resp)
 		}
 		defer resp.Body.Close()
+		if resp.ContentLength > maxStoreResponse {
+			return permanent(fmt.Errorf("%w: %w: store response of %d bytes, more than the %d allowed",
+				ErrProtocol, ErrBodyTooLarge, resp.ContentLength, maxStoreResponse))
+		}
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxStoreResponse+1))
 		if err != nil {
 			// The blob may well be stored; retrying costs at most another
@@ -196,9 +200,13 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 			return fmt.Errorf("read store response: %w", err)
 		}
 		if len(data) > maxStoreResponse {
-			return protocolErrorf("store response larger than %d bytes", maxStoreResponse)
+			return permanent(fmt.Errorf("%w: %w: store response goes on past the %d bytes allowed",
+				ErrProtocol, ErrBodyTooLarge, maxStoreResponse))
 		}
 		r, err := parseStoreResponse(data)
+		if err != nil {
+			err = c.redactStoreError(err, data)
+		}
 		if errors.Is(err, errStoreFailed) {
 			return err
 		}
@@ -228,6 +236,26 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 		"already_certified", result.AlreadyCertified, "publisher", result.Publisher,
 		"attempts", result.Attempts, "duration", result.Duration)
 	return result, nil
+}
+
+// redactStoreError gives a parse error of a publisher's answer a text
+// without the endpoints' secrets. The text quotes the answer, cut to a
+// bound, and a cut could split a secret the redactor then misses: so the
+// text comes from parsing the redacted answer, while the error itself
+// (for errors.Is) stays the one of the real answer, which alone decides.
+func (c *Client) redactStoreError(err error, data []byte) error {
+	if c.redactor == nil {
+		return err
+	}
+	red := c.redactText(string(data))
+	if red == string(data) {
+		return c.redactErr(err)
+	}
+	_, err2 := parseStoreResponse([]byte(red))
+	if err2 == nil {
+		return c.redactErr(err)
+	}
+	return &redactedError{msg: c.redactText(err2.Error()), err: err}
 }
 
 // authorize sets the bearer token, if any, on a store request.

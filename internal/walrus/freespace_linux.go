@@ -1,0 +1,18 @@
+package walrus
+
+import "syscall"
+
+// diskSpace returns the bytes available to this user and the size of the
+// filesystem holding dir.
+func diskSpace(dir string) (avail, size uint64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	// Block counts are in units of the fragment size where it is set.
+	unit := uint64(st.Frsize)
+	if unit == 0 {
+		unit = uint64(st.Bsize)
+	}
+	return st.Bavail * unit, st.Blocks * unit, nil
+}
