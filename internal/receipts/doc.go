@@ -23,14 +23,15 @@
 // For a runtime receipt (stratum/receipt/v1, v2) the signature covers only
 // those six fields; everything else in it (model, transcript, ...) is
 // unauthenticated, as in the runtime. v1 receipts without stateDeltaHash do
-// not verify (missing digest fields); their policy on import decides.
+// not verify (missing digest fields), so they are never imported.
 //
 // # hermesd/snapshot/v1 receipts
 //
 // hermesd signs one receipt per snapshot. Its JSON keys, in this order:
 //
 //	schemaVersion     "hermesd/snapshot/v1"
-//	tokenId           the agent's iNFT token id as a JSON number; omitted if it has none
+//	tokenId           the agent's iNFT token id as a JSON number (required to sign;
+//	                  Verify still accepts an older receipt without it)
 //	subscriber        the signing operator's address, 0x + 40 lowercase hex
 //	callId            "hermesd-" + 32 hex (see SnapshotCallID); unique per transition
 //	agentId           hermesd's agent id
@@ -73,18 +74,33 @@
 // back from the file. Options.ReadOnly opens a log without changing it (for
 // listing while the daemon appends).
 //
-// <log>.quarantine collects what is set aside, one JSON object per line:
-// {"time", "source" ("import" or "log"), "file", "line", "status", "reason",
-// and the data: "receipt" (a parsed receipt, verbatim), "text" or "base64"
-// (anything else), "length", "truncated"}. It is only ever appended to.
+// Only receipts signed by a trusted operator enter the log through Import:
+// the log is folded into every snapshot, so anything else there would let
+// whoever can post receipts grow every snapshot past the publisher's limit.
+// Append is for hermesd's own receipts and does not verify.
+//
+// # The quarantine
+//
+// <log>.quarantine collects what is set aside, one JSON object per line
+// (QuarantineRecord): {"time", "source" ("import" or "log"), "file",
+// "line", "status", "reason", and the data: "receipt" (a parsed receipt,
+// verbatim), "text" or "base64" (anything else, cut at about 1 MiB),
+// "length", "truncated"}. It is appended to, and emptied only by
+// PurgeQuarantine. It is bounded (Options.Quarantine, default 16 MiB and
+// 10,000 records): Import drops lines that do not fit and counts them.
+// Its size and count are learnt once at open, so imports do not reread it.
+// It is opened with O_NOFOLLOW and created 0600: a symbolic link planted
+// at its path fails the write instead of redirecting it.
 //
 // # receipts.ndjson
 //
-// Export writes all receipts newest first, one per line, the stored bytes,
-// joined by "\n" with no trailing newline (an empty file for none), and
-// replaces the file atomically. Import verifies every line, appends the new
-// ones in reverse line order (so export → import → export is byte-identical),
-// counts blank lines and duplicates, applies a Policy to what does not
-// verify, and accounts for every line in its report. It never touches the
-// network.
+// Export writes the receipts that carry a tokenId (the reference runtime's
+// importer throws on one without) newest first, one per line, the stored
+// bytes, joined by "\n" with no trailing newline (an empty file for none),
+// and replaces the file atomically. Import verifies every line, appends the
+// trusted new ones in reverse line order (so export → import → export is
+// byte-identical), counts blank lines and duplicates, applies a Policy to
+// the rest, and accounts for every line in a bounded report. VerifyLines
+// does the verification alone, streaming one result per line. Neither
+// touches the network.
 package receipts

@@ -16,11 +16,16 @@ const NDJSONName = "receipts.ndjson"
 // that identical brain states tar identically.
 const ndjsonPerm = 0o644
 
-// Export writes every receipt as receipts.ndjson: newest first (ts
+// Export writes the receipts as receipts.ndjson: newest first (ts
 // descending; equal ts: later append first), one compact JSON per line, the
 // exact stored bytes, lines joined by "\n" with no trailing newline, and
-// nothing at all for an empty log. There is no row cap. Receipts appended
-// while Export runs are not included.
+// nothing at all when there is nothing to write. There is no row cap.
+// Receipts appended while Export runs are not included.
+//
+// Only receipts that carry a tokenId are written: the reference runtime's
+// importer stores tokenId in a column and throws on a receipt without one,
+// which would fail the whole restore of the brain there. Receipts without
+// one stay in the log (Iterate lists them).
 func (l *Log) Export(ctx context.Context, w io.Writer) error {
 	order, entries, f, err := l.view()
 	if err != nil {
@@ -28,19 +33,24 @@ func (l *Log) Export(ctx context.Context, w io.Writer) error {
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	rr := &recordReader{f: f}
+	written := 0
 	for k, i := range order {
 		if k&1023 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
+		if !entries[i].token {
+			continue
+		}
 		b, err := l.readRecord(rr, entries[i])
 		if err != nil {
 			return err
 		}
-		if k > 0 {
+		if written > 0 {
 			bw.WriteByte('\n')
 		}
+		written++
 		if _, err := bw.Write(b); err != nil {
 			return fmt.Errorf("receipts: export: %w", err)
 		}

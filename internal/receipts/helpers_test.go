@@ -6,8 +6,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -152,4 +155,37 @@ func openTestLog(t testing.TB, opts Options) *Log {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// signedReceipt is a small receipt with a tokenId, signed by key; extra is
+// spliced in before the signature (",\"k\":v" or "").
+func signedReceipt(t testing.TB, key *ecdsa.PrivateKey, callID string, ts int64, extra string) Receipt {
+	t.Helper()
+	sub := strings.ToLower(addrOf(key).Hex())
+	out, delta := hash32(0xbb), hash32(0x33)
+	sig, err := Sign(DigestFields{CallID: callID, TokenID: "7", Subscriber: sub, OutputHash: out, StateDeltaHash: delta, TS: ts}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mustParse(t, fmt.Appendf(nil, `{"tokenId":7,"subscriber":%q,"callId":%q,"outputHash":%q,"stateDeltaHash":%q,"ts":%d%s,"signature":%q}`,
+		sub, callID, out, delta, ts, extra, sig))
+}
+
+// parallelReceipts builds out[i] = mk(i) on every CPU: signing dominates
+// building big fixtures.
+func parallelReceipts(out [][]byte, mk func(i int) []byte) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(out) {
+					return
+				}
+				out[i] = mk(i)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -10,49 +10,51 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ethereum/go-ethereum/common"
 )
 
-// Policy decides what Import does with a line that does not verify
-// (unsigned, bad signature, missing digest fields, bad hermesd binding, or
-// not a receipt at all). A valid signature by an unknown signer is not
-// unverifiable: it is imported under every policy and flagged, because
-// dropping it would also drop it from every later snapshot of the brain.
+// Policy decides what Import does with a line that is not a receipt signed
+// by a trusted operator: a bad or missing signature, an unknown signer,
+// missing digest fields, a bad hermesd binding, or not a receipt at all.
+// Such a line never enters the log, under any policy: whatever is in the
+// log is folded into every later snapshot, so an unverified line would
+// let anyone who can post receipts grow (and break) every snapshot.
 type Policy int
 
 const (
-	// PolicyQuarantine (the default) writes unverifiable lines to the
-	// quarantine file beside the log and does not import them.
+	// PolicyQuarantine (the default) writes such lines to the quarantine
+	// file beside the log, within its limits, and imports the rest.
 	PolicyQuarantine Policy = iota
-	// PolicyKeep imports unverifiable receipts, flagged in the report.
-	// Lines that are not receipts cannot be kept; they are quarantined.
-	PolicyKeep
-	// PolicyReject aborts the whole import, leaving the log unchanged,
-	// if any line is unverifiable.
+	// PolicyReject aborts the whole import, leaving the log unchanged, if
+	// any line is not a trusted receipt.
 	PolicyReject
 )
 
-// ParsePolicy parses "keep", "quarantine" or "reject".
+// ErrPolicy is matched by the error of ParsePolicy.
+var ErrPolicy = errors.New("receipts: unknown import policy")
+
+// ParsePolicy parses "quarantine" or "reject".
 func ParsePolicy(s string) (Policy, error) {
 	switch s {
 	case "quarantine":
 		return PolicyQuarantine, nil
-	case "keep":
-		return PolicyKeep, nil
 	case "reject":
 		return PolicyReject, nil
+	case "keep":
+		return 0, fmt.Errorf("%w: %q was removed: receipts not signed by a trusted operator are never folded into snapshots (use quarantine)", ErrPolicy, s)
 	}
-	return 0, fmt.Errorf("receipts: policy %q is not one of keep, quarantine, reject", s)
+	return 0, fmt.Errorf("%w: %q is not one of quarantine, reject", ErrPolicy, s)
 }
 
 func (p Policy) String() string {
 	switch p {
 	case PolicyQuarantine:
 		return "quarantine"
-	case PolicyKeep:
-		return "keep"
 	case PolicyReject:
 		return "reject"
 	}
@@ -69,35 +71,46 @@ const (
 	ActionImported    Action = "imported"
 	ActionDuplicate   Action = "duplicate"
 	ActionQuarantined Action = "quarantined"
+	ActionDropped     Action = "dropped" // for the quarantine, but it was full
 	ActionRejected    Action = "rejected"
 	ActionSkipped     Action = "skipped" // acceptable, but the import was rejected
 )
 
-// LineResult describes one input line that was not a clean import.
+// LineResult describes one input line: in an ImportReport one that was
+// not a clean import, from VerifyLines every non-blank line. CallID and
+// Reason are cut to a few hundred bytes (the input chooses them).
 type LineResult struct {
 	Line   int    `json:"line"`             // 1-based
 	CallID string `json:"callId,omitempty"` // "" when the line is not a receipt
 	Status Status `json:"status,omitempty"` // 0 for a conflicting duplicate
+	Signer string `json:"signer,omitempty"` // the recovered address, when a signature recovered
 	Reason string `json:"reason,omitempty"`
-	Action Action `json:"action"`
+	Action Action `json:"action,omitempty"` // "" from VerifyLines
 }
 
+// MaxProblems bounds ImportReport.Problems; the rest are only counted.
+const MaxProblems = 100
+
 // ImportReport accounts for every line of the input:
-// Lines = Blank + Imported + Duplicates + Quarantined + Rejected + Skipped.
+// Lines = Blank + Imported + Duplicates + Quarantined + Dropped + Rejected + Skipped.
 type ImportReport struct {
-	Lines       int `json:"lines"`
-	Blank       int `json:"blank"`
-	Imported    int `json:"imported"`
-	Flagged     int `json:"flagged"`    // imported although not signed by a trusted operator
+	Lines    int `json:"lines"`
+	Blank    int `json:"blank"`
+	Imported int `json:"imported"`
+	// Flagged is always 0: untrusted receipts are no longer imported. It
+	// stays for readers of earlier reports.
+	Flagged     int `json:"flagged"`
 	Duplicates  int `json:"duplicates"` // callId already in the log or earlier in the input
 	Conflicts   int `json:"conflicts"`  // duplicates whose bytes differ (CRC-32C or length)
 	Quarantined int `json:"quarantined"`
+	Dropped     int `json:"dropped"` // not trusted and not quarantined: the quarantine was full
 	Rejected    int `json:"rejected"`
-	Skipped     int `json:"skipped"` // acceptable lines not imported because the import was rejected
-	// Problems lists, in line order, every line that was flagged,
-	// quarantined, rejected, skipped while flagged, or a conflicting
-	// duplicate.
-	Problems []LineResult `json:"problems,omitempty"`
+	Skipped     int `json:"skipped"` // trusted lines not imported because the import was rejected
+	// Problems lists, in line order, the first MaxProblems lines that were
+	// quarantined, dropped, rejected, or conflicting duplicates;
+	// ProblemsOmitted counts the rest.
+	Problems        []LineResult `json:"problems,omitempty"`
+	ProblemsOmitted int          `json:"problemsOmitted,omitempty"`
 	// QuarantineFile is where quarantined lines went ("" if none).
 	QuarantineFile string `json:"quarantineFile,omitempty"`
 }
@@ -106,31 +119,29 @@ type ImportReport struct {
 // malformed (and only its start is quarantined).
 const maxImportLine = MaxReceiptSize + 4096
 
-// spooled is an accepted input line waiting in the spool file.
-type spooled struct {
-	entry
-	flagged bool
-	problem int // index in Problems, or -1
-}
-
 // Import reads receipts (ndjson: one compact JSON receipt per line, so a
-// single receipt is a one-line input) and adds the new ones
-// to the log. Each line is parsed and verified against trusted; blank lines
-// are counted and skipped; unverifiable lines follow policy; duplicates (by
-// callId) are counted. Nothing is dropped without a count and, unless it is
-// a plain duplicate, a line number in Problems. There are no network side
-// effects.
+// single receipt is a one-line input) and adds the new ones to the log.
+// Each line is parsed and verified against trusted; only receipts whose
+// signature recovers to a trusted signer (StatusTrusted) are imported.
+// Blank lines are counted and skipped, duplicates (by callId) counted, and
+// everything else follows policy. Nothing is dropped without a count.
+// There are no network side effects.
 //
-// Accepted receipts are appended as one batch (one fsync) in reverse input
-// order, so that among equal ts the first line of the input is the newest:
-// importing an exported receipts.ndjson into an empty log and exporting
-// again reproduces it byte for byte. The batch is spooled to a temporary
-// file beside the log first, so memory stays bounded by the index.
+// Memory and disk stay bounded whatever the input: lines are read within
+// a bound and handled in chunks (signatures of a chunk are checked in
+// parallel), the report keeps MaxProblems problems, and the quarantine
+// file stops at its limits (Options.Quarantine).
+//
+// Accepted receipts are spooled to a temporary file beside the log, then
+// appended as one batch (one fsync) in reverse input order, so that among
+// equal ts the first line of the input is the newest: importing an
+// exported receipts.ndjson into an empty log and exporting again
+// reproduces it byte for byte.
 func (l *Log) Import(ctx context.Context, r io.Reader, policy Policy, trusted []common.Address) (ImportReport, error) {
 	l.importMu.Lock()
 	defer l.importMu.Unlock()
 	var rep ImportReport
-	if policy < PolicyQuarantine || policy > PolicyReject {
+	if policy != PolicyQuarantine && policy != PolicyReject {
 		return rep, fmt.Errorf("receipts: import: unknown %v", policy)
 	}
 	l.mu.Lock()
@@ -142,31 +153,26 @@ func (l *Log) Import(ctx context.Context, r io.Reader, policy Policy, trusted []
 
 	im := &importer{l: l, policy: policy, rep: &rep, seen: make(map[string]crcLen)}
 	defer im.cleanup()
-	br := bufio.NewReaderSize(r, 64<<10)
-	var acc []byte
+	c := newChunker(r)
 	for {
-		data, n, _, tooLong, rerr := readLine(br, &acc, maxImportLine)
-		if n == 0 {
-			if rerr != nil && rerr != io.EOF {
-				return rep, fmt.Errorf("receipts: import: read: %w", rerr)
-			}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		lines, err := c.next()
+		if err != nil {
+			return rep, fmt.Errorf("receipts: import: %w", err)
+		}
+		if len(lines) == 0 {
 			break
 		}
-		rep.Lines++
-		if rep.Lines&255 == 0 {
-			if err := ctx.Err(); err != nil {
+		im.lookup(lines)
+		verifyChunk(lines, trusted)
+		for i := range lines {
+			rep.Lines++
+			if err := im.line(&lines[i]); err != nil {
 				return rep, err
 			}
 		}
-		if err := im.line(rep.Lines, data, n, tooLong, trusted); err != nil {
-			return rep, err
-		}
-		if rerr != nil && rerr != io.EOF {
-			return rep, fmt.Errorf("receipts: import: read: %w", rerr)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return rep, err
 	}
 	if im.q != nil {
 		err := im.q.close()
@@ -176,15 +182,117 @@ func (l *Log) Import(ctx context.Context, r io.Reader, policy Policy, trusted []
 		}
 	}
 	if policy == PolicyReject && rep.Rejected > 0 {
-		rep.Skipped = len(im.accepted)
-		for _, a := range im.accepted {
-			if a.problem >= 0 {
-				rep.Problems[a.problem].Action = ActionSkipped
-			}
-		}
+		rep.Skipped = len(im.accepted) + im.skipped
 		return rep, im.rejection()
 	}
 	return rep, im.commit()
+}
+
+// inLine is one input line, read and parsed.
+type inLine struct {
+	no    int
+	n     int64 // bytes consumed, newline included
+	blank bool
+	rec   Receipt // when perr is nil
+	perr  error
+	data  []byte // when perr is not nil: the line, cut to maxQuarantineBytes
+	crc   uint32
+
+	inLog bool   // callId already in the log
+	logCL crcLen // and that record's checksum and length
+	check bool   // verify it
+	res   VerifyResult
+}
+
+// chunker reads input lines in chunks, so that signatures can be checked
+// in parallel while memory stays bounded by the chunk.
+type chunker struct {
+	br     *bufio.Reader
+	acc    []byte
+	lineNo int
+	done   bool
+	lines  []inLine
+}
+
+const (
+	chunkLines = 256
+	chunkBytes = 4 << 20 // plus at most one line
+)
+
+func newChunker(r io.Reader) *chunker {
+	return &chunker{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// next returns the next chunk, empty at the end. It is valid until the
+// next call.
+func (c *chunker) next() ([]inLine, error) {
+	clear(c.lines) // drop references to the last chunk's receipts
+	c.lines = c.lines[:0]
+	held := 0
+	for !c.done && len(c.lines) < chunkLines && held < chunkBytes {
+		data, n, _, tooLong, rerr := readLine(c.br, &c.acc, maxImportLine)
+		if n == 0 {
+			c.done = true
+			if rerr != nil && rerr != io.EOF {
+				return nil, fmt.Errorf("read: %w", rerr)
+			}
+			break
+		}
+		c.lineNo++
+		ln := inLine{no: c.lineNo, n: n}
+		if tooLong {
+			ln.perr = fmt.Errorf("%w: line of %d bytes exceeds the limit", ErrTooLarge, n)
+			ln.data = bytes.Clone(data[:min(len(data), maxQuarantineBytes)])
+		} else if t := trimLine(data); len(t) == 0 {
+			ln.blank = true
+		} else if ln.rec, ln.perr = Parse(t); ln.perr != nil {
+			ln.data = bytes.Clone(t[:min(len(t), maxQuarantineBytes)])
+		} else {
+			ln.crc = crc32.Checksum(ln.rec.raw, castagnoli)
+		}
+		held += len(ln.data) + len(ln.rec.raw)
+		c.lines = append(c.lines, ln)
+		if rerr != nil {
+			c.done = true
+			if rerr != io.EOF {
+				return nil, fmt.Errorf("read: %w", rerr)
+			}
+		}
+	}
+	return c.lines, nil
+}
+
+// verifyChunk verifies the lines marked check, on all CPUs: signature
+// recovery is what bounds the import rate.
+func verifyChunk(lines []inLine, trusted []common.Address) {
+	var idx []int
+	for i := range lines {
+		if lines[i].check {
+			idx = append(idx, i)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(idx))
+	if workers <= 1 {
+		for _, i := range idx {
+			lines[i].res, _ = Verify(&lines[i].rec, trusted)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(idx) {
+					return
+				}
+				ln := &lines[idx[k]]
+				ln.res, _ = Verify(&ln.rec, trusted)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 type crcLen struct {
@@ -197,7 +305,9 @@ type importer struct {
 	policy   Policy
 	rep      *ImportReport
 	seen     map[string]crcLen // callIds accepted from this input
-	accepted []spooled
+	accepted []entry           // spooled; off is the offset in the spool
+	skipped  int               // accepted after a rejection: not spooled
+	rejected []string          // the first few rejection reasons
 	spool    *os.File
 	spoolW   *bufio.Writer
 	spoolOff int64
@@ -214,151 +324,126 @@ func (im *importer) cleanup() {
 	}
 }
 
-// line handles one input line.
-func (im *importer) line(lineNo int, data []byte, n int64, tooLong bool, trusted []common.Address) error {
-	rep := im.rep
-	var rec Receipt
-	var perr error
-	if tooLong {
-		perr = fmt.Errorf("%w: line of %d bytes exceeds the limit", ErrTooLarge, n)
-	} else {
-		data = trimLine(data)
-		if len(data) == 0 {
-			rep.Blank++
-			return nil
+// lookup marks the chunk's receipts that are already in the log, and
+// those to verify.
+func (im *importer) lookup(lines []inLine) {
+	l := im.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range lines {
+		ln := &lines[i]
+		if ln.blank || ln.perr != nil {
+			continue
 		}
-		rec, perr = Parse(data)
+		if _, ok := im.seen[ln.rec.CallID]; ok {
+			continue // a duplicate, whatever it verifies as
+		}
+		if idx, ok := l.index[ln.rec.CallID]; ok {
+			e := l.entries[idx]
+			ln.inLog, ln.logCL = true, crcLen{e.crc, e.n}
+			continue
+		}
+		ln.check = true
 	}
-	if perr != nil {
-		return im.unverifiable(lineNo, nil, data, n, StatusMalformed, perr.Error())
-	}
+}
 
-	crc := crc32.Checksum(rec.raw, castagnoli)
-	cl := crcLen{crc, int32(len(rec.raw))}
+// line handles one input line, in input order.
+func (im *importer) line(ln *inLine) error {
+	switch {
+	case ln.blank:
+		im.rep.Blank++
+		return nil
+	case ln.perr != nil:
+		return im.untrusted(ln, StatusMalformed, ln.perr.Error(), common.Address{})
+	}
+	rec := &ln.rec
+	cl := crcLen{ln.crc, int32(len(rec.raw))}
 	if prev, ok := im.seen[rec.CallID]; ok {
-		im.duplicate(lineNo, rec.CallID, prev != cl)
+		im.duplicate(ln.no, rec.CallID, prev != cl)
 		return nil
 	}
-	im.l.mu.Lock()
-	idx, inLog := im.l.index[rec.CallID]
-	var prev crcLen
-	if inLog {
-		e := im.l.entries[idx]
-		prev = crcLen{e.crc, e.n}
-	}
-	im.l.mu.Unlock()
-	if inLog {
-		im.duplicate(lineNo, rec.CallID, prev != cl)
+	if ln.inLog {
+		im.duplicate(ln.no, rec.CallID, ln.logCL != cl)
 		return nil
 	}
-
-	res, _ := Verify(&rec, trusted)
-	switch res.Status {
-	case StatusTrusted:
-		return im.accept(rec, crc, false, -1)
-	case StatusUnknownSigner:
-		p := im.problem(lineNo, rec.CallID, res.Status, res.Reason, ActionImported)
-		return im.accept(rec, crc, true, p)
+	if ln.res.Status == StatusTrusted {
+		return im.accept(ln)
 	}
-	return im.unverifiable(lineNo, &rec, data, n, res.Status, res.Reason)
+	return im.untrusted(ln, ln.res.Status, ln.res.Reason, ln.res.Signer)
 }
 
-// ScanLines calls fn for each line of r the way Import reads it: the
-// 1-based line number and the line without its newline and surrounding
-// white space (blank lines included, as empty slices). A line longer than
-// the import limit is passed as nil with an error matching ErrTooLarge.
-// line is valid only during the call. An error from fn stops the scan and
-// is returned.
-func ScanLines(r io.Reader, fn func(n int, line []byte, err error) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var acc []byte
-	for n := 1; ; n++ {
-		data, size, _, tooLong, rerr := readLine(br, &acc, maxImportLine)
-		if size == 0 {
-			if rerr != nil && rerr != io.EOF {
-				return fmt.Errorf("receipts: read: %w", rerr)
-			}
-			return nil
-		}
-		var err error
-		if tooLong {
-			data, err = nil, fmt.Errorf("%w: line of %d bytes exceeds the limit", ErrTooLarge, size)
-		} else {
-			data = trimLine(data)
-		}
-		if err := fn(n, data, err); err != nil {
-			return err
-		}
-		if rerr != nil && rerr != io.EOF {
-			return fmt.Errorf("receipts: read: %w", rerr)
-		}
+func (im *importer) problem(lineNo int, callID string, st Status, reason string, signer common.Address, a Action) {
+	if len(im.rep.Problems) == MaxProblems {
+		im.rep.ProblemsOmitted++
+		return
 	}
-}
-
-// trimLine removes what JavaScript's String.prototype.trim removes at the
-// ends that matters here: Unicode white space and a byte-order mark.
-func trimLine(b []byte) []byte {
-	for {
-		t := bytes.TrimSpace(b)
-		t = bytes.TrimPrefix(t, []byte("\uFEFF"))
-		t = bytes.TrimSuffix(t, []byte("\uFEFF"))
-		if len(t) == len(b) {
-			return t
-		}
-		b = t
+	p := LineResult{Line: lineNo, CallID: clip(callID), Status: st, Reason: clip(reason), Action: a}
+	if signer != (common.Address{}) {
+		p.Signer = signer.Hex()
 	}
-}
-
-func (im *importer) problem(lineNo int, callID string, st Status, reason string, a Action) int {
-	im.rep.Problems = append(im.rep.Problems, LineResult{Line: lineNo, CallID: callID, Status: st, Reason: reason, Action: a})
-	return len(im.rep.Problems) - 1
+	im.rep.Problems = append(im.rep.Problems, p)
 }
 
 func (im *importer) duplicate(lineNo int, callID string, conflict bool) {
 	im.rep.Duplicates++
 	if conflict {
 		im.rep.Conflicts++
-		im.problem(lineNo, callID, 0, "callId already present with different bytes; the first one is kept", ActionDuplicate)
+		im.problem(lineNo, callID, 0, "callId already present with different bytes; the first one is kept", common.Address{}, ActionDuplicate)
 	}
 }
 
-// unverifiable applies the policy to a line that did not verify. rec is nil
-// when the line is not a receipt.
-func (im *importer) unverifiable(lineNo int, rec *Receipt, data []byte, n int64, st Status, reason string) error {
+// untrusted applies the policy to a line that is not a trusted receipt.
+func (im *importer) untrusted(ln *inLine, st Status, reason string, signer common.Address) error {
 	callID := ""
-	if rec != nil {
-		callID = rec.CallID
+	if ln.perr == nil {
+		callID = ln.rec.CallID
 	}
-	switch {
-	case im.policy == PolicyReject:
+	if im.policy == PolicyReject {
 		im.rep.Rejected++
-		im.problem(lineNo, callID, st, reason, ActionRejected)
+		im.problem(ln.no, callID, st, reason, signer, ActionRejected)
+		if len(im.rejected) < 5 {
+			im.rejected = append(im.rejected, fmt.Sprintf("line %d: %s", ln.no, clip(reason)))
+		}
 		return nil
-	case im.policy == PolicyKeep && rec != nil:
-		p := im.problem(lineNo, callID, st, reason, ActionImported)
-		return im.accept(*rec, crc32.Checksum(rec.raw, castagnoli), true, p)
 	}
-	im.rep.Quarantined++
-	im.problem(lineNo, callID, st, reason, ActionQuarantined)
 	if im.q == nil {
-		q, err := openQuarantine(im.l.QuarantinePath(), im.l.noSync)
+		q, err := im.l.openQuarantine()
 		if err != nil {
 			return err
 		}
 		im.q = q
-		im.rep.QuarantineFile = q.path
 	}
-	qe := quarantined{source: "import", line: lineNo, reason: reason, status: st, length: n}
-	if rec != nil {
-		qe.rec = rec.raw
+	qe := quarantined{source: "import", line: ln.no, reason: reason, status: st, length: ln.n}
+	if ln.perr == nil {
+		qe.rec = ln.rec.raw
 	} else {
-		qe.data = data
+		qe.data = ln.data
 	}
-	return im.q.add(qe)
+	written, err := im.q.add(qe, false)
+	if err != nil {
+		return err
+	}
+	if !written {
+		im.rep.Dropped++
+		im.problem(ln.no, callID, st, reason, signer, ActionDropped)
+		return nil
+	}
+	im.rep.Quarantined++
+	im.rep.QuarantineFile = im.q.path
+	im.problem(ln.no, callID, st, reason, signer, ActionQuarantined)
+	return nil
 }
 
-// accept spools a receipt for the final append.
-func (im *importer) accept(rec Receipt, crc uint32, flagged bool, problem int) error {
+// accept spools a trusted receipt for the final append (or, once the
+// import is rejected, only counts it).
+func (im *importer) accept(ln *inLine) error {
+	rec := &ln.rec
+	n := int32(len(rec.raw))
+	im.seen[rec.CallID] = crcLen{ln.crc, n}
+	if im.rep.Rejected > 0 {
+		im.skipped++
+		return nil
+	}
 	if im.spool == nil {
 		f, err := os.CreateTemp(filepath.Dir(im.l.path), ".receipts-import-*")
 		if err != nil {
@@ -369,12 +454,7 @@ func (im *importer) accept(rec Receipt, crc uint32, flagged bool, problem int) e
 	if _, err := im.spoolW.Write(rec.raw); err != nil {
 		return fmt.Errorf("receipts: import spool: %w", err)
 	}
-	n := int32(len(rec.raw))
-	im.seen[rec.CallID] = crcLen{crc, n}
-	im.accepted = append(im.accepted, spooled{
-		entry:   entry{callID: rec.CallID, ts: rec.TS, off: im.spoolOff, n: n, crc: crc},
-		flagged: flagged, problem: problem,
-	})
+	im.accepted = append(im.accepted, entry{callID: rec.CallID, ts: rec.TS, off: im.spoolOff, n: n, crc: ln.crc, token: rec.has&fTokenID != 0})
 	im.spoolOff += int64(n)
 	return nil
 }
@@ -395,14 +475,10 @@ func (im *importer) commit() error {
 	}
 	b := l.newBatch()
 	rr := &recordReader{f: im.spool}
-	var added []*spooled
 	for i := len(im.accepted) - 1; i >= 0; i-- {
 		a := &im.accepted[i]
 		if _, dup := l.index[a.callID]; dup { // appended since we checked
 			im.rep.Duplicates++
-			if a.problem >= 0 {
-				im.rep.Problems[a.problem].Action = ActionDuplicate
-			}
 			continue
 		}
 		buf, err := rr.read(a.off, int(a.n))
@@ -412,37 +488,23 @@ func (im *importer) commit() error {
 		if crc32.Checksum(buf, castagnoli) != a.crc {
 			return errors.New("receipts: import spool: checksum mismatch")
 		}
-		if err := b.add(buf, a.callID, a.ts); err != nil {
+		if err := b.add(buf, a.callID, a.ts, a.token); err != nil {
 			return err
 		}
-		added = append(added, a)
 	}
-	if _, err := b.commit(); err != nil {
+	added, err := b.commit()
+	if err != nil {
 		return err
 	}
-	for _, a := range added {
-		im.rep.Imported++
-		if a.flagged {
-			im.rep.Flagged++
-		}
-	}
+	im.rep.Imported = added
 	return nil
 }
 
 func (im *importer) rejection() error {
-	var first []string
-	for _, p := range im.rep.Problems {
-		if p.Action == ActionRejected {
-			first = append(first, fmt.Sprintf("line %d: %s", p.Line, p.Reason))
-			if len(first) == 5 {
-				break
-			}
-		}
-	}
 	more := ""
-	if im.rep.Rejected > len(first) {
-		more = fmt.Sprintf("; and %d more", im.rep.Rejected-len(first))
+	if im.rep.Rejected > len(im.rejected) {
+		more = fmt.Sprintf("; and %d more", im.rep.Rejected-len(im.rejected))
 	}
-	return fmt.Errorf("%w: %d of %d lines do not verify (policy reject), log unchanged: %s%s",
-		ErrRejected, im.rep.Rejected, im.rep.Lines, strings.Join(first, "; "), more)
+	return fmt.Errorf("%w: %d of %d lines are not receipts signed by a trusted operator (policy reject), log unchanged: %s%s",
+		ErrRejected, im.rep.Rejected, im.rep.Lines, strings.Join(im.rejected, "; "), more)
 }

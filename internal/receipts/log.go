@@ -1,10 +1,7 @@
 package receipts
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -41,32 +38,6 @@ var (
 	ErrReadOnly = errors.New("receipts: log opened read-only")
 )
 
-// CorruptError reports a damaged record in the log: one that is followed by
-// intact records, so it is not a torn final write but lost or altered data.
-type CorruptError struct {
-	Path   string
-	Line   int   // 1-based line number in the file (the header is line 1); 0 if unknown
-	Offset int64 // byte offset of the line
-	Reason string
-	More   int // further damaged lines after this one
-}
-
-func (e *CorruptError) Error() string {
-	var s string
-	if e.Line > 0 {
-		s = fmt.Sprintf("receipts: %s:%d: corrupt record at byte %d: %s", e.Path, e.Line, e.Offset, e.Reason)
-	} else {
-		s = fmt.Sprintf("receipts: %s: corrupt record at byte %d: %s", e.Path, e.Offset, e.Reason)
-	}
-	if e.More > 0 {
-		s += fmt.Sprintf(" (and %d more damaged line(s))", e.More)
-	}
-	return s + "; reopen with repair to move damaged lines to the quarantine file"
-}
-
-// Is makes errors.Is(err, ErrCorrupt) true.
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
-
 // Options configure OpenLog.
 type Options struct {
 	// Logger receives warnings about recovery at open; nil discards them.
@@ -78,9 +49,11 @@ type Options struct {
 	// ReadOnly opens an existing log without changing anything, for
 	// inspecting a log another process may be appending to: damage after
 	// the last intact record is skipped (Recovery says what a writable open
-	// would cut), Append and Import fail with ErrReadOnly, Repair is
-	// ignored.
+	// would cut), Append, Import and PurgeQuarantine fail with ErrReadOnly,
+	// Repair is ignored.
 	ReadOnly bool
+	// Quarantine bounds the quarantine file; zero fields take the defaults.
+	Quarantine QuarantineLimits
 
 	noSync bool // tests only: skip fsync where only the bytes written matter
 }
@@ -111,8 +84,9 @@ type Log struct {
 	recovery Recovery
 	noSync   bool
 	readOnly bool
+	qlim     QuarantineLimits
 
-	importMu sync.Mutex // one Import at a time (it owns a spool file)
+	importMu sync.Mutex // one Import (or PurgeQuarantine) at a time
 
 	mu      sync.Mutex
 	f       *os.File
@@ -121,6 +95,10 @@ type Log struct {
 	index   map[string]int32
 	sorted  []int32 // newest-first order of entries; nil when stale
 	err     error   // sticky: the file's tail is in an unknown state
+
+	qmu    sync.Mutex
+	qBytes int64 // size of the quarantine file
+	qCount int   // records in it; -1 until counted (a file over the limit)
 }
 
 type entry struct {
@@ -129,6 +107,7 @@ type entry struct {
 	off    int64 // offset of the JSON in the file
 	n      int32 // length of the JSON
 	crc    uint32
+	token  bool // the receipt has a tokenId (Export writes only those)
 }
 
 // LogPath is where an agent's receipt log lives in the state directory:
@@ -153,12 +132,15 @@ func QuarantinePath(logPath string) string { return logPath + ".quarantine" }
 // final write is truncated away and reported in Recovery; a damaged record
 // before intact ones is a *CorruptError unless opts.Repair is set.
 func OpenLog(path string, opts Options) (*Log, error) {
+	qlim, err := opts.Quarantine.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	var f *os.File
-	var err error
 	if opts.ReadOnly {
 		f, err = os.Open(path)
 	} else {
@@ -170,7 +152,9 @@ func OpenLog(path string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receipts: open log: %w", err)
 	}
-	l := &Log{path: path, logger: logger, f: f, noSync: opts.noSync, readOnly: opts.ReadOnly}
+	l := &Log{path: path, logger: logger, f: f, noSync: opts.noSync, readOnly: opts.ReadOnly, qlim: qlim}
+	// Before load: repairing the log may add to the quarantine.
+	l.initQuarantine()
 	if err := l.load(opts.Repair && !opts.ReadOnly); err != nil {
 		l.f.Close()
 		return nil, err
@@ -200,296 +184,6 @@ func (l *Log) QuarantinePath() string { return QuarantinePath(l.path) }
 
 // Recovery reports what OpenLog fixed.
 func (l *Log) Recovery() Recovery { return l.recovery }
-
-// badLine is a line that is not an intact record.
-type badLine struct {
-	line     int
-	off, n   int64
-	reason   string
-	complete bool // ended with a newline
-}
-
-// load reads the whole file and builds the index.
-func (l *Log) load(repair bool) error {
-	l.entries, l.index, l.sorted = nil, make(map[string]int32), nil
-	st, err := l.f.Stat()
-	if err != nil {
-		return fmt.Errorf("receipts: stat log: %w", err)
-	}
-	size := st.Size()
-	hdrLen := int64(len(logHeader))
-	head := make([]byte, min(size, 4096))
-	if _, err := l.f.ReadAt(head, 0); err != nil && err != io.EOF {
-		return fmt.Errorf("receipts: read log: %w", err)
-	}
-	if size < hdrLen || string(head[:hdrLen]) != logHeader {
-		if size > 4096 || !tornHeader(head) {
-			return fmt.Errorf("%w: %s", ErrNotLog, l.path)
-		}
-		// A new file whose creation was cut short: start it again.
-		if size > 0 {
-			l.recovery.TruncatedBytes += size
-			l.logger.Warn("receipt log: torn header rewritten", "path", l.path, "bytes", size)
-		}
-		if l.readOnly {
-			return nil // an empty log; size 0 stops any write
-		}
-		if err := l.f.Truncate(0); err != nil {
-			return fmt.Errorf("receipts: reset log: %w", err)
-		}
-		if _, err := l.f.WriteAt([]byte(logHeader), 0); err != nil {
-			return fmt.Errorf("receipts: write log header: %w", err)
-		}
-		if err := l.sync(); err != nil {
-			return fmt.Errorf("receipts: sync log: %w", err)
-		}
-		if err := l.syncDir(); err != nil {
-			return fmt.Errorf("receipts: %w", err)
-		}
-		l.size = hdrLen
-		return nil
-	}
-
-	br := bufio.NewReaderSize(io.NewSectionReader(l.f, hdrLen, size-hdrLen), int(min(256<<10, max(4096, size-hdrLen))))
-	var acc []byte
-	var pending, corrupt []badLine
-	off, lastGoodEnd, lineNo := hdrLen, hdrLen, 1
-	for {
-		data, n, complete, tooLong, rerr := readLine(br, &acc, MaxReceiptSize+frameOverhead)
-		if n == 0 {
-			if rerr != nil && rerr != io.EOF {
-				return fmt.Errorf("receipts: read log: %w", rerr)
-			}
-			break
-		}
-		lineNo++
-		var reason string
-		var e entry
-		switch {
-		case tooLong:
-			reason = "record longer than the limit"
-		case !complete:
-			reason = "incomplete record (no newline)"
-		default:
-			e, reason = decodeRecord(data, off)
-		}
-		if reason == "" {
-			corrupt, pending = append(corrupt, pending...), pending[:0]
-			if _, dup := l.index[e.callID]; dup {
-				l.recovery.DuplicateLines = append(l.recovery.DuplicateLines, lineNo)
-				l.logger.Warn("receipt log: duplicate callId ignored", "path", l.path, "line", lineNo, "callId", e.callID)
-			} else {
-				l.index[e.callID] = int32(len(l.entries))
-				l.entries = append(l.entries, e)
-			}
-			lastGoodEnd = off + n
-		} else {
-			pending = append(pending, badLine{line: lineNo, off: off, n: n, reason: reason, complete: complete})
-		}
-		off += n
-		if rerr != nil && rerr != io.EOF {
-			return fmt.Errorf("receipts: read log: %w", rerr)
-		}
-	}
-	l.size = off
-
-	if len(corrupt) > 0 {
-		if !repair {
-			c := corrupt[0]
-			return &CorruptError{Path: l.path, Line: c.line, Offset: c.off, Reason: c.reason, More: len(corrupt) - 1}
-		}
-		return l.repair(corrupt, pending, lastGoodEnd)
-	}
-	if len(pending) > 0 {
-		return l.cutTail(pending, lastGoodEnd)
-	}
-	return nil
-}
-
-// tornHeader reports whether b is a proper prefix of the header followed
-// only by NUL bytes (a crash while the file was being created).
-func tornHeader(b []byte) bool {
-	i := 0
-	for i < len(b) && i < len(logHeader) && b[i] == logHeader[i] {
-		i++
-	}
-	if i == len(logHeader) {
-		return false
-	}
-	for _, c := range b[i:] {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// readLine reads one line of at most max bytes. data is the line with its
-// newline, valid until the next call; n counts every byte consumed,
-// including those of an over-long line, of which data holds only the
-// first max bytes.
-func readLine(br *bufio.Reader, acc *[]byte, max int) (data []byte, n int64, complete, tooLong bool, err error) {
-	*acc = (*acc)[:0]
-	for {
-		frag, e := br.ReadSlice('\n')
-		n += int64(len(frag))
-		if e == nil && len(*acc) == 0 && !tooLong && len(frag) <= max {
-			return frag, n, true, false, nil // the common case: no copy
-		}
-		if room := max - len(*acc); room > 0 {
-			*acc = append(*acc, frag[:min(room, len(frag))]...)
-		}
-		if n > int64(max) {
-			tooLong = true
-		}
-		switch e {
-		case nil:
-			return *acc, n, true, tooLong, nil
-		case bufio.ErrBufferFull:
-			continue
-		default:
-			return *acc, n, false, tooLong, e
-		}
-	}
-}
-
-// decodeRecord checks one framed line: "<crc32c hex> <compact json>\n".
-func decodeRecord(line []byte, off int64) (entry, string) {
-	if len(line) < frameOverhead+2 || line[8] != ' ' {
-		return entry{}, "bad framing"
-	}
-	var crcb [4]byte
-	if _, err := hex.Decode(crcb[:], line[:8]); err != nil {
-		return entry{}, "bad checksum field"
-	}
-	crc := uint32(crcb[0])<<24 | uint32(crcb[1])<<16 | uint32(crcb[2])<<8 | uint32(crcb[3])
-	js := line[9 : len(line)-1]
-	if crc32.Checksum(js, castagnoli) != crc {
-		return entry{}, "checksum mismatch"
-	}
-	r, err := Parse(js)
-	if err != nil {
-		return entry{}, err.Error()
-	}
-	if !bytes.Equal(r.raw, js) {
-		return entry{}, "record is not compact JSON"
-	}
-	return entry{callID: r.CallID, ts: r.TS, off: off + 9, n: int32(len(js)), crc: crc}, ""
-}
-
-// cutTail removes a torn final write. Complete lines in it go to the
-// quarantine file first: a torn write rarely leaves a newline-terminated
-// line, bit rot in the last record does, and that record was acknowledged.
-func (l *Log) cutTail(tail []badLine, end int64) error {
-	cut := l.size - end
-	for _, b := range tail {
-		l.recovery.TornLines = append(l.recovery.TornLines, b.line)
-	}
-	l.recovery.TruncatedBytes += cut
-	if l.readOnly {
-		// Possibly a batch being written right now by the log's owner.
-		l.size = end
-		return nil
-	}
-	if err := l.quarantineLines(tail, func(b badLine) bool { return b.complete }); err != nil {
-		return err
-	}
-	l.logger.Warn("receipt log: torn final write removed", "path", l.path,
-		"bytes", cut, "first_line", tail[0].line, "reason", tail[0].reason)
-	if err := l.f.Truncate(end); err != nil {
-		return fmt.Errorf("receipts: truncate torn tail: %w", err)
-	}
-	if err := l.sync(); err != nil {
-		return fmt.Errorf("receipts: sync log: %w", err)
-	}
-	l.size = end
-	return nil
-}
-
-// repair quarantines damaged lines and the torn tail, rewrites the log
-// without them, and loads it again.
-func (l *Log) repair(corrupt, tail []badLine, end int64) error {
-	if err := l.quarantineLines(corrupt, func(badLine) bool { return true }); err != nil {
-		return err
-	}
-	if err := l.quarantineLines(tail, func(b badLine) bool { return b.complete }); err != nil {
-		return err
-	}
-	af, err := atomicfile.Create(l.path, 0o600)
-	if err != nil {
-		return fmt.Errorf("receipts: repair: %w", err)
-	}
-	defer af.Abort()
-	w := bufio.NewWriterSize(af, 1<<20)
-	w.WriteString(logHeader)
-	pos := int64(len(logHeader))
-	for _, c := range corrupt {
-		if _, err := io.Copy(w, io.NewSectionReader(l.f, pos, c.off-pos)); err != nil {
-			return fmt.Errorf("receipts: repair: %w", err)
-		}
-		pos = c.off + c.n
-	}
-	if _, err := io.Copy(w, io.NewSectionReader(l.f, pos, end-pos)); err != nil {
-		return fmt.Errorf("receipts: repair: %w", err)
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("receipts: repair: %w", err)
-	}
-	if err := af.Commit(); err != nil {
-		return fmt.Errorf("receipts: repair: %w", err)
-	}
-	for _, c := range corrupt {
-		l.recovery.Quarantined = append(l.recovery.Quarantined, c.line)
-	}
-	for _, b := range tail {
-		l.recovery.TornLines = append(l.recovery.TornLines, b.line)
-	}
-	l.recovery.TruncatedBytes += l.size - end
-	l.logger.Warn("receipt log: damaged records moved to quarantine", "path", l.path,
-		"lines", len(corrupt), "quarantine", l.QuarantinePath())
-	f, err := os.OpenFile(l.path, os.O_RDWR, 0)
-	if err != nil {
-		return fmt.Errorf("receipts: reopen repaired log: %w", err)
-	}
-	l.f.Close()
-	l.f = f
-	dups := l.recovery.DuplicateLines
-	l.recovery.DuplicateLines = nil
-	err = l.load(false)
-	l.recovery.DuplicateLines = dups // line numbers of the original file
-	return err
-}
-
-// quarantineLines copies the selected lines of the log file to the
-// quarantine file.
-func (l *Log) quarantineLines(lines []badLine, sel func(badLine) bool) error {
-	var qs []quarantined
-	for _, b := range lines {
-		if !sel(b) {
-			continue
-		}
-		buf := make([]byte, min(b.n, maxQuarantineBytes))
-		if _, err := l.f.ReadAt(buf, b.off); err != nil && err != io.EOF {
-			return fmt.Errorf("receipts: read damaged line: %w", err)
-		}
-		qs = append(qs, quarantined{source: "log", file: l.path, line: b.line, reason: b.reason,
-			data: bytes.TrimSuffix(buf, []byte("\n")), length: b.n})
-	}
-	if len(qs) == 0 {
-		return nil
-	}
-	qw, err := openQuarantine(l.QuarantinePath(), l.noSync)
-	if err != nil {
-		return err
-	}
-	for _, q := range qs {
-		if err := qw.add(q); err != nil {
-			qw.close()
-			return err
-		}
-	}
-	return qw.close()
-}
 
 // Close closes the log. Later calls fail with ErrClosed.
 func (l *Log) Close() error {
@@ -544,7 +238,9 @@ func (l *Log) Get(callID string) (Receipt, bool, error) {
 
 // Append adds receipts that are not yet in the log (by callId, also within
 // the batch) with one write and one fsync, and returns how many it added.
-// On error nothing of the batch is in the log.
+// On error nothing of the batch is in the log. Append does not verify: it
+// is for receipts the caller signed itself (NewSnapshotReceipt); receipts
+// from anywhere else go through Import.
 func (l *Log) Append(recs ...Receipt) (added int, err error) {
 	for i := range recs {
 		if len(recs[i].raw) == 0 || recs[i].CallID == "" {
@@ -562,7 +258,7 @@ func (l *Log) Append(recs ...Receipt) (added int, err error) {
 		if _, dup := l.index[r.CallID]; dup || b.has(r.CallID) {
 			continue
 		}
-		if err := b.add(r.raw, r.CallID, r.TS); err != nil {
+		if err := b.add(r.raw, r.CallID, r.TS, r.has&fTokenID != 0); err != nil {
 			return 0, err
 		}
 	}
@@ -602,7 +298,7 @@ func (b *batch) has(callID string) bool {
 	return ok
 }
 
-func (b *batch) add(raw []byte, callID string, ts int64) error {
+func (b *batch) add(raw []byte, callID string, ts int64, token bool) error {
 	if b.seen == nil {
 		b.seen = make(map[string]struct{})
 	}
@@ -610,7 +306,7 @@ func (b *batch) add(raw []byte, callID string, ts int64) error {
 	crc := crc32.Checksum(raw, castagnoli)
 	frameOff := b.off + int64(len(b.buf))
 	b.buf = appendFrame(b.buf, crc, raw)
-	b.added = append(b.added, entry{callID: callID, ts: ts, off: frameOff + 9, n: int32(len(raw)), crc: crc})
+	b.added = append(b.added, entry{callID: callID, ts: ts, off: frameOff + 9, n: int32(len(raw)), crc: crc, token: token})
 	if len(b.buf) >= batchChunk {
 		return b.flush()
 	}

@@ -318,7 +318,7 @@ func TestLogCorruptMiddle(t *testing.T) {
 			sc.Buffer(nil, 4<<20)
 			var got []int
 			for sc.Scan() {
-				var e quarantineRecord
+				var e QuarantineRecord
 				if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 					t.Fatal(err)
 				}
@@ -458,7 +458,7 @@ func TestLogClosedAndMisuse(t *testing.T) {
 	if err := l.Export(context.Background(), io.Discard); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Export after Close: %v", err)
 	}
-	if _, err := l.Import(context.Background(), strings.NewReader(""), PolicyKeep, nil); !errors.Is(err, ErrClosed) {
+	if _, err := l.Import(context.Background(), strings.NewReader(""), PolicyQuarantine, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Import after Close: %v", err)
 	}
 	if err := l.Close(); !errors.Is(err, ErrClosed) {
@@ -508,7 +508,7 @@ func TestLogReadOnly(t *testing.T) {
 	if _, err := l.Append(recs[2]); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Append: %v", err)
 	}
-	if _, err := l.Import(context.Background(), strings.NewReader(recs[2].String()), PolicyKeep, nil); !errors.Is(err, ErrReadOnly) {
+	if _, err := l.Import(context.Background(), strings.NewReader(recs[2].String()), PolicyQuarantine, nil); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Import: %v", err)
 	}
 	if got := receiptBytes(t, l); len(got) != 2 || got[0] != recs[1].String() {

@@ -107,9 +107,8 @@ func Parse(line []byte) (Receipt, error) {
 	if !utf8.Valid(line) {
 		return Receipt{}, fmt.Errorf("%w: invalid UTF-8", ErrMalformed)
 	}
-	var arr [24]member
-	members := arr[:0:len(arr)]
-	ok, space := validJSON(line, &members)
+	s := jsonScanner{record: true}
+	ok, space := s.scan(line)
 	if !ok {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, line); err != nil {
@@ -125,11 +124,11 @@ func Parse(line []byte) (Receipt, error) {
 			return Receipt{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		raw = buf.Bytes()
-		if ok, _ := validJSON(raw, &members); !ok {
+		if ok, _ := s.scan(raw); !ok {
 			return Receipt{}, fmt.Errorf("%w: %v", ErrMalformed, errJSONSyntax)
 		}
 	}
-	return fromMembers(raw, members)
+	return fromMembers(raw, s.members())
 }
 
 // fromMembers interprets the top-level members of raw, a valid compact JSON

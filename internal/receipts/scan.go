@@ -18,9 +18,13 @@ type jsonScanner struct {
 	i     int
 	space bool // insignificant whitespace seen
 	depth int
-	// members are the spans of the top-level object's keys and values,
-	// recorded in the same pass so Parse need not scan again.
-	members []member
+	// The spans of the top-level object's keys and values, recorded in
+	// the same pass so Parse need not scan again. The first few live in
+	// the scanner itself, so a scanner on the stack does not allocate.
+	record bool
+	mem    [24]member
+	n      int
+	more   []member
 }
 
 // member locates one top-level key (with quotes) and its value in b.
@@ -28,22 +32,30 @@ type member struct{ k0, k1, v0, v1 int }
 
 // validJSON reports whether b is exactly one JSON value (surrounding
 // whitespace allowed), and whether it contains insignificant whitespace.
-// It does not check UTF-8. members, if not nil, receives the top-level
-// object's members.
-func validJSON(b []byte, members *[]member) (ok, hasSpace bool) {
-	s := jsonScanner{b: b}
-	if members != nil {
-		s.members = (*members)[:0]
-	}
+// It does not check UTF-8.
+func validJSON(b []byte) (ok, hasSpace bool) {
+	var s jsonScanner
+	return s.scan(b)
+}
+
+// scan validates b as validJSON does, recording top-level members when
+// s.record is set.
+func (s *jsonScanner) scan(b []byte) (ok, hasSpace bool) {
+	s.b, s.i, s.space, s.depth, s.n, s.more = b, 0, false, 0, 0, s.more[:0]
 	s.ws()
 	if !s.value() {
 		return false, false
 	}
 	s.ws()
-	if members != nil {
-		*members = s.members
-	}
 	return s.i == len(s.b), s.space
+}
+
+// members returns the recorded members; the slice may share s's memory.
+func (s *jsonScanner) members() []member {
+	if s.n <= len(s.mem) {
+		return s.mem[:s.n]
+	}
+	return append(s.mem[:], s.more...)
 }
 
 func (s *jsonScanner) ws() {
@@ -116,8 +128,13 @@ func (s *jsonScanner) object() bool {
 		if !s.value() {
 			return false
 		}
-		if s.depth == 1 && s.members != nil {
-			s.members = append(s.members, member{k0, k1, v0, s.i})
+		if s.depth == 1 && s.record {
+			if s.n < len(s.mem) {
+				s.mem[s.n] = member{k0, k1, v0, s.i}
+			} else {
+				s.more = append(s.more, member{k0, k1, v0, s.i})
+			}
+			s.n++
 		}
 		if end, ok := s.after('}'); !ok || end {
 			return ok

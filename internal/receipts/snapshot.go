@@ -14,11 +14,16 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 )
 
+// ErrNoTokenID is returned by NewSnapshotReceipt for an agent without a
+// token id: the reference runtime's importer throws on a receipt without
+// tokenId, so such a receipt could not travel in receipts.ndjson.
+var ErrNoTokenID = errors.New("receipts: snapshot receipt: the agent has no token id (the reference runtime cannot import receipts without one)")
+
 // SnapshotInfo describes one brain transition that hermesd snapshotted.
 type SnapshotInfo struct {
 	AgentID string
-	// TokenID is the agent's iNFT token id in decimal; "" when it has none
-	// (the receipt then has no tokenId and its digest uses "").
+	// TokenID is the agent's iNFT token id in decimal. It is required:
+	// the reference runtime's importer rejects a receipt without one.
 	TokenID          string
 	BundleHashBefore string // 0x + 64 hex; the previous snapshot's bundle hash
 	BundleHashAfter  string // 0x + 64 hex; this snapshot's bundle hash
@@ -45,7 +50,10 @@ func NewSnapshotReceipt(info SnapshotInfo, key *ecdsa.PrivateKey) (Receipt, erro
 	if !utf8.ValidString(info.ParentBlobID) {
 		return Receipt{}, errors.New("receipts: snapshot receipt: parent blob id not UTF-8")
 	}
-	if info.TokenID != "" && !validTokenID(info.TokenID) {
+	if info.TokenID == "" {
+		return Receipt{}, ErrNoTokenID
+	}
+	if !validTokenID(info.TokenID) {
 		return Receipt{}, fmt.Errorf("receipts: snapshot receipt: token id %q is not a decimal integer", info.TokenID)
 	}
 	if info.TS <= 0 {
@@ -77,10 +85,8 @@ func NewSnapshotReceipt(info SnapshotInfo, key *ecdsa.PrivateKey) (Receipt, erro
 	b := make([]byte, 0, 640+len(info.AgentID)+len(info.ParentBlobID))
 	b = append(b, `{"schemaVersion":`...)
 	b = appendJSONString(b, SchemaSnapshotV1)
-	if info.TokenID != "" {
-		b = append(b, `,"tokenId":`...)
-		b = append(b, info.TokenID...)
-	}
+	b = append(b, `,"tokenId":`...)
+	b = append(b, info.TokenID...)
 	b = appendField(b, "subscriber", subscriber)
 	b = appendField(b, "callId", callID)
 	b = appendField(b, "agentId", info.AgentID)
