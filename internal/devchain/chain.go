@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core"
+	"github.com/ethereum/go-ethereum/core/rawdb"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth"
 	"github.com/ethereum/go-ethereum/eth/catalyst"
@@ -59,8 +63,11 @@ type Config struct {
 	// PollInterval for receipts; 0 = DefaultPollInterval.
 	PollInterval time.Duration
 	// DataDir persists the chain (blocks and state) so that a restarted
-	// chain resumes where it stopped: ENS records survive. "" keeps
-	// everything in memory.
+	// chain resumes where it stopped: ENS records survive. Every block is
+	// on disk before any RPC response can show it, so even after a kill -9
+	// nothing a client saw mined is lost; a directory that cannot resume
+	// at its last block is refused (ErrDamaged). "" keeps everything in
+	// memory.
 	DataDir string
 	// TxTimeout bounds the chain's own waits for a receipt (when the
 	// caller's context has no earlier deadline); 0 = DefaultTxTimeout.
@@ -74,6 +81,7 @@ type Config struct {
 // admin operations signed by the dev key are serialised.
 type Chain struct {
 	stack   *node.Node
+	front   *front
 	client  *ethclient.Client
 	url     string
 	chainID *big.Int
@@ -95,6 +103,11 @@ type Chain struct {
 
 // Start builds the genesis, starts the node and registers cfg.Names. The
 // context bounds start-up only; Close stops the chain.
+//
+// With a DataDir, Start resumes the chain stored there at its last durable
+// head, or creates it; a directory it cannot resume is refused with an
+// error matching ErrDamaged that says what to do. Start returns only once
+// the genesis and the registrations are on disk.
 func Start(ctx context.Context, cfg Config) (*Chain, error) {
 	arts, err := LoadArtifacts(cfg.ArtifactsDir)
 	if err != nil {
@@ -124,40 +137,45 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 	}
 	devAddr := crypto.PubkeyToAddress(cfg.DevKey.PublicKey)
 	funded := append([]common.Address{devAddr}, cfg.Fund...)
-	extra, err := genesisExtra(cfg.DataDir)
-	if err != nil {
-		return nil, err
+	makeGenesis := func(extra []byte) (*core.Genesis, error) {
+		return genesis(cfg.ChainID, arts, devAddr, funded, cfg.Balance, extra)
 	}
-	gen, err := genesis(cfg.ChainID, arts, devAddr, funded, cfg.Balance, extra)
-	if err != nil {
-		return nil, err
+	var dir string // "" = in memory
+	if cfg.DataDir != "" {
+		if dir, err = filepath.Abs(cfg.DataDir); err != nil {
+			return nil, fmt.Errorf("devchain: data dir: %w", err)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("devchain: %w", err)
+		}
+		if err := checkDamagedMarker(dir); err != nil {
+			return nil, err
+		}
 	}
 
+	// No HTTP here: the chain serves JSON-RPC itself (see front).
 	nodeConf := node.Config{
-		Name:             "hermesd-devchain",
-		DataDir:          cfg.DataDir, // "" = in memory
-		HTTPHost:         "127.0.0.1",
-		HTTPPort:         cfg.Port,
-		HTTPModules:      []string{"eth", "net", "web3"},
-		HTTPVirtualHosts: []string{"localhost"},
-		HTTPTimeouts:     rpc.DefaultHTTPTimeouts,
-		HTTPBodyLimit:    5 << 20,
-		P2P:              p2p.Config{NoDiscovery: true, MaxPeers: 0, ListenAddr: ""},
-		Logger:           log.NewLogger(logger.Handler()),
+		Name:    instanceName,
+		DataDir: dir,
+		P2P:     p2p.Config{NoDiscovery: true, MaxPeers: 0, ListenAddr: ""},
+		Logger:  log.NewLogger(logger.Handler()),
 	}
-	stack, err := node.New(&nodeConf)
+	stack, err := node.New(&nodeConf) // locks dir against a second chain
 	if err != nil {
 		return nil, fmt.Errorf("devchain: new node: %w", err)
 	}
+	var fr *front
 	ok := false
 	defer func() {
 		if !ok {
+			if fr != nil {
+				fr.close()
+			}
 			stack.Close()
 		}
 	}()
 
 	ethConf := ethconfig.Defaults
-	ethConf.Genesis = gen
 	ethConf.NetworkId = cfg.ChainID
 	ethConf.SyncMode = ethconfig.FullSync
 	// The log index (filter maps) costs ~100 ms of CPU per chain, mostly
@@ -165,6 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 	ethConf.LogNoHistory = true
 	ethConf.TxPool.NoLocals = true
 	ethConf.TxPool.Journal = ""
+	ethConf.BlobPool.Datadir = "" // pending transactions never outlive the process
 	// A transaction the miner would never include (tip below the miner's
 	// minimum) would make the simulated beacon seal empty blocks forever;
 	// the pool refuses it instead.
@@ -174,17 +193,50 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 	ethConf.TrieCleanCache = 16
 	ethConf.TrieDirtyCache = 16
 	ethConf.SnapshotCache = 0
+	head := diskHead{fresh: true}
+	if dir != "" {
+		// The default path state scheme keeps the state of recent blocks
+		// in memory and writes it out only on a clean close: a kill lost
+		// the last blocks, and in a first run the genesis state. The hash
+		// scheme without pruning (an archive node) commits every block's
+		// state trie to the database before the block becomes head.
+		ethConf.StateScheme = rawdb.HashScheme
+		ethConf.NoPruning = true
+		head, err = inspect(stack, dir, node.DatabaseOptions{
+			Cache:             ethConf.DatabaseCache,
+			Handles:           ethConf.DatabaseHandles,
+			AncientsDirectory: ethConf.DatabaseFreezer,
+			EraDirectory:      ethConf.DatabaseEra,
+		}, makeGenesis)
+		if err != nil {
+			return nil, err
+		}
+	}
+	extra := head.extra
+	if head.fresh {
+		if extra, err = randomExtra(); err != nil {
+			return nil, err
+		}
+	}
+	if ethConf.Genesis, err = makeGenesis(extra); err != nil {
+		return nil, err
+	}
 	backend, err := eth.New(stack, &ethConf)
 	if err != nil {
+		if dir != "" {
+			return nil, fmt.Errorf("devchain: open chain at %s: %w (if it is damaged, delete %s to start over)", dir, err, dir)
+		}
 		return nil, fmt.Errorf("devchain: new eth service: %w", err)
 	}
+	if cur := backend.BlockChain().CurrentBlock(); !head.fresh && cur.Hash() != head.hash {
+		// go-ethereum "repaired" something inspect did not foresee by
+		// rewinding; it rewrote the head markers, so remember the refusal.
+		return nil, markDamaged(dir, fmt.Sprintf("go-ethereum moved its head from block %d to block %d on opening", head.number, cur.Number))
+	}
 	fsys := filters.NewFilterSystem(backend.APIBackend, filters.Config{})
-	stack.RegisterAPIs([]rpc.API{{Namespace: "eth", Service: filters.NewFilterAPI(fsys)}})
 	// Period 0: blocks are sealed on demand by the chain's own miner
-	// goroutine (see mine), not by geth's dev API loop, whose transaction
+	// goroutine (see startMining), not by geth's dev API loop, whose transaction
 	// subscription can come back nil and then never seal anything.
-	// Was: the beacon API seals a block whenever the pool receives a
-	// transaction. Its APIs must be registered before the node starts.
 	beacon, err := catalyst.NewSimulatedBeacon(0, common.Address{}, backend)
 	if err != nil {
 		return nil, fmt.Errorf("devchain: simulated beacon: %w", err)
@@ -193,15 +245,28 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 	if err := stack.Start(); err != nil {
 		return nil, fmt.Errorf("devchain: start node: %w", err)
 	}
-	url := stack.HTTPEndpoint()
-	client, err := ethclient.DialContext(ctx, url)
+	var dur *durability
+	if dir != "" {
+		db := backend.ChainDb()
+		// The genesis of a first run is on disk before anyone sees it.
+		if err := db.SyncKeyValue(); err != nil {
+			return nil, fmt.Errorf("devchain: sync chain database: %w", err)
+		}
+		dur = &durability{sync: db.SyncKeyValue}
+	}
+	fr, err = startFront(cfg.Port, publicAPIs(backend, fsys, stack.Server().Name), dur)
 	if err != nil {
-		return nil, fmt.Errorf("devchain: dial %s: %w", url, err)
+		return nil, err
+	}
+	client, err := ethclient.DialContext(ctx, fr.url)
+	if err != nil {
+		return nil, fmt.Errorf("devchain: dial %s: %w", fr.url, err)
 	}
 	c := &Chain{
 		stack:   stack,
+		front:   fr,
 		client:  client,
-		url:     url,
+		url:     fr.url,
 		chainID: new(big.Int).SetUint64(cfg.ChainID),
 		devKey:  cfg.DevKey,
 		devAddr: devAddr,
@@ -210,7 +275,7 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 		timeout: cfg.TxTimeout,
 		log:     logger,
 	}
-	c.startMining(backend, beacon)
+	c.startMining(backend, beacon, dur)
 	if len(cfg.Names) > 0 {
 		if err := c.RegisterMany(ctx, cfg.Names); err != nil {
 			c.stopMining()
@@ -219,8 +284,22 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 		}
 	}
 	ok = true
-	logger.Debug("devchain started", "url", url, "chain_id", cfg.ChainID)
+	logger.Debug("devchain started", "url", c.url, "chain_id", cfg.ChainID, "data_dir", dir, "head", backend.BlockChain().CurrentBlock().Number)
 	return c, nil
+}
+
+// publicAPIs are the namespaces geth serves with --http.api eth,net,web3.
+func publicAPIs(backend *eth.Ethereum, fsys *filters.FilterSystem, version string) []rpc.API {
+	var apis []rpc.API
+	for _, api := range backend.APIs() {
+		if api.Namespace == "eth" || api.Namespace == "net" {
+			apis = append(apis, api)
+		}
+	}
+	return append(apis,
+		rpc.API{Namespace: "eth", Service: filters.NewFilterAPI(fsys)},
+		rpc.API{Namespace: "web3", Service: &web3API{version: version}},
+	)
 }
 
 // Close stops the node and releases its port. It is safe to call twice.
@@ -228,10 +307,12 @@ func (c *Chain) Close() error {
 	c.closeOnce.Do(func() {
 		c.stopMining()
 		c.client.Close()
-		c.closeErr = c.stack.Close()
-		if errors.Is(c.closeErr, node.ErrNodeStopped) {
-			c.closeErr = nil
+		ferr := c.front.close()
+		serr := c.stack.Close()
+		if errors.Is(serr, node.ErrNodeStopped) {
+			serr = nil
 		}
+		c.closeErr = errors.Join(ferr, serr)
 	})
 	return c.closeErr
 }
@@ -266,8 +347,8 @@ const minePoll = 25 * time.Millisecond
 
 // startMining seals a block whenever the pool holds executable
 // transactions: at once on the pool's event, and on a short poll as a
-// backstop.
-func (c *Chain) startMining(backend *eth.Ethereum, beacon *catalyst.SimulatedBeacon) {
+// backstop. With dur, each block is on disk before any request sees it.
+func (c *Chain) startMining(backend *eth.Ethereum, beacon *catalyst.SimulatedBeacon, dur *durability) {
 	c.stopMine, c.mineDone = make(chan struct{}), make(chan struct{})
 	pool := backend.TxPool()
 	// The pool delivers events synchronously: a separate goroutine must
@@ -315,7 +396,12 @@ func (c *Chain) startMining(backend *eth.Ethereum, beacon *catalyst.SimulatedBea
 				if executable, _ := pool.Stats(); executable == 0 {
 					break
 				}
-				beacon.Commit()
+				if err := c.seal(backend.BlockChain(), beacon, dur); err != nil {
+					// Nothing more can be made durable: the RPC
+					// server answers every request with this error.
+					c.log.Error("devchain: sealing stopped", "err", err)
+					return
+				}
 			}
 		}
 	}()
@@ -326,6 +412,28 @@ func (c *Chain) startMining(backend *eth.Ethereum, beacon *catalyst.SimulatedBea
 		}
 		close(c.mineDone)
 	}()
+}
+
+// seal seals one block; with dur it holds every RPC request back until
+// the block is synced to disk.
+func (c *Chain) seal(bc *core.BlockChain, beacon *catalyst.SimulatedBeacon, dur *durability) error {
+	if dur == nil {
+		beacon.Commit()
+		return nil
+	}
+	var head *types.Header
+	err := dur.seal(func() bool {
+		before := bc.CurrentBlock().Hash()
+		beacon.Commit()
+		if cur := bc.CurrentBlock(); cur.Hash() != before {
+			head = cur
+		}
+		return head != nil
+	})
+	if err == nil && head != nil {
+		c.log.Debug("devchain: block durable", "number", head.Number)
+	}
+	return err
 }
 
 func (c *Chain) stopMining() {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,18 +55,34 @@ func TestChainConfigIsOsaka(t *testing.T) {
 	}
 }
 
+// storages are the two kinds of chain every behaviour is tested on.
+var storages = []struct {
+	name string
+	disk bool
+}{{"memory", false}, {"disk", true}}
+
 func TestStartRegisterAndUseENS(t *testing.T) {
+	for _, st := range storages {
+		t.Run(st.name, func(t *testing.T) { testRegisterAndUseENS(t, st.disk) })
+	}
+}
+
+func testRegisterAndUseENS(t *testing.T, disk bool) {
 	alice := DeriveKey("alice")
 	aliceAddr := crypto.PubkeyToAddress(alice.PublicKey)
 	bob := crypto.PubkeyToAddress(DeriveKey("bob").PublicKey)
-	c := startChain(t, Config{
+	cfg := Config{
 		Fund: []common.Address{aliceAddr},
 		Names: []Name{
 			{Name: "agent.eth", Owner: aliceAddr},
 			{Name: "Auditor.Example.eth", Owner: bob},
 			{Name: "example.eth", Owner: aliceAddr},
 		},
-	})
+	}
+	if disk {
+		cfg.DataDir = t.TempDir()
+	}
+	c := startChain(t, cfg)
 	ctx := t.Context()
 	// A fresh HTTP client, as hermesd would use.
 	client, err := ethclient.DialContext(ctx, c.URL())
@@ -265,24 +282,66 @@ func TestLoadArtifactsErrors(t *testing.T) {
 }
 
 // BenchmarkStart measures what a test pays for its own chain: start (genesis
-// with registry and resolver), register two names, close.
+// with registry and resolver), register two names, close. disk-reopen is a
+// persistent chain started again on its data directory (names already
+// registered), as the devnet does.
 func BenchmarkStart(b *testing.B) {
 	owner := crypto.PubkeyToAddress(DeriveKey("alice").PublicKey)
 	if _, err := LoadArtifacts(""); err != nil { // parsed once per process
 		b.Fatal(err)
 	}
-	for _, names := range []int{0, 2} {
-		b.Run(fmt.Sprintf("names=%d", names), func(b *testing.B) {
-			cfg := Config{}
-			if names > 0 {
-				cfg.Names = []Name{{Name: "agent.eth", Owner: owner}, {Name: "auditor.example.eth", Owner: owner}}
-			}
+	names := []Name{{Name: "agent.eth", Owner: owner}, {Name: "auditor.example.eth", Owner: owner}}
+	for _, tc := range []struct {
+		name  string
+		names []Name
+		dir   func() string
+	}{
+		{"names=0", nil, func() string { return "" }},
+		{"names=2", names, func() string { return "" }},
+		{"disk-new/names=2", names, func() string { return b.TempDir() }},
+		{"disk-reopen/names=2", names, sync.OnceValue(func() string { return b.TempDir() })},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				c, err := Start(context.Background(), cfg)
+				c, err := Start(context.Background(), Config{Names: tc.names, DataDir: tc.dir()})
 				if err != nil {
 					b.Fatal(err)
 				}
 				if err := c.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBlock measures one transaction sealed in its own block with its
+// receipt back: what a pointer write costs on the devnet. On disk that
+// includes the fsync of the database's write-ahead log.
+func BenchmarkBlock(b *testing.B) {
+	alice := DeriveKey("alice")
+	aliceAddr := crypto.PubkeyToAddress(alice.PublicKey)
+	for _, st := range storages {
+		b.Run(st.name, func(b *testing.B) {
+			cfg := Config{Fund: []common.Address{aliceAddr}, Names: []Name{{Name: "agent.eth", Owner: aliceAddr}}}
+			if st.disk {
+				cfg.DataDir = b.TempDir()
+			}
+			c, err := Start(b.Context(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			res := ResolverAddress
+			node := NameHash("agent.eth")
+			i := 0
+			for b.Loop() {
+				i++
+				data, err := c.Artifacts().Resolver.ABI.Pack("setText", node, "agent-snapshot", fmt.Sprintf("blob-%d", i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.Transact(b.Context(), alice, Call{To: &res, Data: data, Gas: 200_000}); err != nil {
 					b.Fatal(err)
 				}
 			}

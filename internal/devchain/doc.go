@@ -1,10 +1,11 @@
 // Package devchain runs a local Ethereum chain inside the process, with the
 // real ENS contracts deployed, for tests and the devnet.
 //
-// The chain is a go-ethereum node (in-memory database, no peer-to-peer
-// networking) driven by a simulated beacon that seals a block as soon as a
-// transaction arrives. It serves JSON-RPC over HTTP on 127.0.0.1 only, so
-// code under test talks to it exactly as it would to a public endpoint.
+// The chain is a go-ethereum node (no peer-to-peer networking) driven by a
+// simulated beacon that seals a block as soon as a transaction arrives. It
+// serves JSON-RPC over HTTP on 127.0.0.1 only (eth, net and web3, as geth's
+// --http), so code under test talks to it exactly as it would to a public
+// endpoint.
 //
 // Invariants:
 //   - Fee and gas rules are mainnet's as of Osaka (+ the BPO1/BPO2 blob
@@ -18,4 +19,12 @@
 //   - The contract artifacts are third-party bytecode fetched at set-up by
 //     scripts/fetch-ens-artifacts.sh; they are read from disk (never
 //     embedded), checked against pinned hashes and parsed once per process.
+//   - A chain without a data directory lives in memory and is as fast as
+//     go-ethereum allows. A chain with one is crash-safe: every block's
+//     state trie is committed with the block (hash state scheme, archive),
+//     the database's write-ahead log is fsynced after each block, and no
+//     RPC request runs between a block becoming head and that sync. A
+//     transaction whose receipt a client saw is therefore on disk, and a
+//     start after kill -9 resumes at the last durable head or refuses the
+//     directory (ErrDamaged) with what to do; it never rewinds silently.
 package devchain

@@ -4,8 +4,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"math/big"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -66,30 +64,15 @@ func ChainConfig(chainID uint64) *params.ChainConfig {
 	return &cfg
 }
 
-// genesisExtra returns the genesis extraData. A random one makes every chain
-// a distinct network (its own genesis hash), so per-chain state kept by
+// randomExtra returns a random genesis extraData. It makes every chain a
+// distinct network (its own genesis hash), so per-chain state kept by
 // clients, such as nonce counters, never carries over from an earlier
-// chain. A persistent chain keeps its extraData in its data directory so
-// that it reopens as the same network.
-func genesisExtra(dataDir string) ([]byte, error) {
-	var path string
-	if dataDir != "" {
-		path = filepath.Join(dataDir, "genesis-extra")
-		if b, err := os.ReadFile(path); err == nil && len(b) == 32 {
-			return b, nil
-		}
-	}
+// chain. A persistent chain reads its extraData back from its genesis
+// header (see inspect).
+func randomExtra() ([]byte, error) {
 	extra := make([]byte, 32)
 	if _, err := rand.Read(extra); err != nil {
 		return nil, fmt.Errorf("devchain: genesis extra data: %w", err)
-	}
-	if path != "" {
-		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("devchain: %w", err)
-		}
-		if err := os.WriteFile(path, extra, 0o600); err != nil {
-			return nil, fmt.Errorf("devchain: %w", err)
-		}
 	}
 	return extra, nil
 }
