@@ -1,26 +1,10 @@
-// Package watch turns filesystem events under a brain directory into
-// debounced batches of changed paths.
-//
-// fsnotify is not recursive, so every directory gets its own watch, and a
-// directory that appears is watched and then scanned (files created before
-// its watch was in place would otherwise be missed). Events are coalesced
-// until the tree has been quiet for a while, or until the oldest pending
-// change has waited the maximum lag. An event queue overflow turns the
-// batch into a full rescan. Batches that are not taken yet merge, so changes
-// made while a snapshot runs become exactly one more batch.
 package watch
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -33,7 +17,8 @@ type Batch struct {
 	// everything under it.
 	Paths []string
 	// Rescan means the event stream lost events (queue overflow, a watch
-	// that could not be added): the consumer must re-examine the whole tree.
+	// that could not be added, a polled directory that changed): the
+	// consumer must re-examine the whole tree.
 	Rescan bool
 	// First is when the oldest change in the batch was seen.
 	First time.Time
@@ -59,82 +44,105 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Watcher watches a directory tree. Create it with New, read Ready and Take
-// batches, and Close it when done.
-type Watcher struct {
-	root string
-	opts Options
-	log  *slog.Logger
-	fsw  *fsnotify.Watcher
-
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	ready  chan struct{} // capacity 1: a batch is waiting in taken
-
-	mu    sync.Mutex
-	batch *Batch // released, not yet taken
+func (o Options) withDefaults() Options {
+	if o.Quiet <= 0 {
+		o.Quiet = 500 * time.Millisecond
+	}
+	if o.MaxLag <= 0 {
+		o.MaxLag = 10 * o.Quiet
+	}
+	if o.MaxLag < o.Quiet {
+		o.MaxLag = o.Quiet
+	}
+	if o.MaxBusy <= 0 {
+		o.MaxBusy = 5 * o.MaxLag
+	}
+	if o.Ignore == nil {
+		o.Ignore = func(string) bool { return false }
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
 }
 
-// New starts watching root, which must exist.
+// maxInbox bounds the events queued for one subscription whose worker is
+// behind (a slow Busy or Ignore); beyond it events are dropped and the
+// batch becomes a rescan.
+const maxInbox = 4096
+
+// Watcher is one subscription: a directory tree watched through a Hub.
+// Read Ready and Take batches, and Close it when done.
+type Watcher struct {
+	hub    *Hub
+	own    bool   // hub is New's private one
+	root   string // absolute, symlinks resolved: the routing key
+	prefix string // root with a trailing separator
+	dir    string // as the caller named it, for log lines
+	opts   Options
+	log    *slog.Logger
+	ready  chan struct{} // capacity 1: a batch is waiting in batch
+	alarm  *alarm
+
+	polling atomic.Bool  // in the periodic-rescan fallback
+	polls   atomic.Int64 // fallback polls done
+	events  atomic.Int64 // events routed here
+
+	stopOnce, closeOnce sync.Once
+	closeErr            error
+
+	mu      sync.Mutex
+	batch   *Batch // released, not yet taken
+	inbox   []fsnotify.Event
+	lost    bool // events were dropped on the way here
+	fired   bool // the alarm went off
+	running bool // a worker (or Watch) owns the state below
+	closed  bool
+	wg      sync.WaitGroup
+
+	// Owned by whoever has running set: one worker goroutine at a time,
+	// handed over under mu.
+	held      map[string]struct{} // directories this subscription watches
+	pending   map[string]struct{}
+	rescan    bool
+	first     time.Time // oldest pending change; zero when none
+	last      time.Time
+	releaseAt time.Time // when the debounce looks at pending again
+	gone      bool      // polling because the root vanished
+	pollAt    time.Time // next fallback poll; zero when watching
+	pollSince time.Time
+	need      int    // directories in the tree at the last look
+	sum       uint64 // fallback digest of the tree
+	force     bool   // the last digest saw racy times: report the next poll
+	lastLog   time.Time
+	errLogged bool
+}
+
+// New starts watching root, which must exist, on a hub of its own (one
+// inotify instance). Processes that watch many directories share one Hub.
 func New(root string, opts Options) (*Watcher, error) {
-	if opts.Quiet <= 0 {
-		opts.Quiet = 500 * time.Millisecond
-	}
-	if opts.MaxLag <= 0 {
-		opts.MaxLag = 10 * opts.Quiet
-	}
-	if opts.MaxLag < opts.Quiet {
-		opts.MaxLag = opts.Quiet
-	}
-	if opts.MaxBusy <= 0 {
-		opts.MaxBusy = 5 * opts.MaxLag
-	}
-	if opts.Ignore == nil {
-		opts.Ignore = func(string) bool { return false }
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	st, err := os.Stat(root)
+	h, err := NewHub(HubOptions{Logger: opts.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", root, err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("watch %s: not a directory", root)
-	}
-	fsw, err := fsnotify.NewBufferedWatcher(1024)
-	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", root, err)
-	}
-	w := &Watcher{
-		root:   filepath.Clean(root),
-		opts:   opts,
-		log:    log,
-		fsw:    fsw,
-		cancel: func() {},
-		ready:  make(chan struct{}, 1),
-	}
-	if _, err := w.addTree(w.root); err != nil {
-		fsw.Close()
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		w.run(ctx)
-	}()
+	w, err := h.Watch(root, opts)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	w.own = true
 	return w, nil
 }
 
 // Close stops watching. Batches not yet taken are discarded.
 func (w *Watcher) Close() error {
-	w.cancel()
-	err := w.fsw.Close()
-	w.wg.Wait()
-	return err
+	w.closeOnce.Do(func() {
+		w.stop()
+		if w.own {
+			w.closeErr = w.hub.Close()
+		}
+	})
+	return w.closeErr
 }
 
 // Ready is signalled when a batch can be taken.
@@ -151,6 +159,10 @@ func (w *Watcher) Take() (b Batch, ok bool) {
 	b, w.batch = *w.batch, nil
 	return b, true
 }
+
+// Polling reports whether the tree is rescanned periodically instead of
+// watched (a limit was reached, or the root vanished).
+func (w *Watcher) Polling() bool { return w.polling.Load() }
 
 // release merges pending changes into the batch waiting to be taken.
 func (w *Watcher) release(paths map[string]struct{}, rescan bool, first time.Time) {
@@ -184,147 +196,67 @@ func (w *Watcher) release(paths map[string]struct{}, rescan bool, first time.Tim
 	}
 }
 
-// run is the single goroutine that owns the pending set and the timers.
-func (w *Watcher) run(ctx context.Context) {
-	pending := map[string]struct{}{}
-	rescan := false
-	var first, last time.Time
-
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	arm := func(now time.Time) {
-		// Fire at the earlier of quiet-after-last and max-lag-after-first.
-		due := last.Add(w.opts.Quiet)
-		if lag := first.Add(w.opts.MaxLag); lag.Before(due) {
-			due = lag
+// deliver queues one routed event. It runs on the hub's router and must
+// stay cheap: the work happens on the subscription's worker.
+func (w *Watcher) deliver(ev fsnotify.Event) {
+	w.events.Add(1)
+	w.mu.Lock()
+	if !w.closed {
+		if len(w.inbox) < maxInbox {
+			w.inbox = append(w.inbox, ev)
+		} else {
+			w.lost = true
 		}
-		timer.Reset(max(due.Sub(now), 0))
+		w.startLocked()
 	}
-
-	for {
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-
-		case ev, ok := <-w.fsw.Events:
-			if !ok {
-				return
-			}
-			now := time.Now()
-			changed, lost := w.handle(ev, pending)
-			if !changed {
-				continue
-			}
-			rescan = rescan || lost
-			if first.IsZero() {
-				first = now
-			}
-			last = now
-			arm(now)
-
-		case err, ok := <-w.fsw.Errors:
-			if !ok {
-				return
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.log.Warn("filesystem event queue overflowed; rescanning", "dir", w.root)
-			} else {
-				w.log.Warn("filesystem watch error; rescanning", "dir", w.root, "error", err)
-			}
-			now := time.Now()
-			rescan = true
-			if first.IsZero() {
-				first = now
-			}
-			last = now
-			arm(now)
-
-		case now := <-timer.C:
-			if first.IsZero() {
-				continue
-			}
-			if w.opts.Busy != nil && w.opts.Busy() && now.Sub(first) < w.opts.MaxLag+w.opts.MaxBusy {
-				// A write is in progress; look again after another quiet
-				// period rather than snapshot a half-written database.
-				w.log.Debug("tree busy; holding snapshot", "dir", w.root)
-				timer.Reset(w.opts.Quiet)
-				continue
-			}
-			w.release(pending, rescan, first)
-			pending = map[string]struct{}{}
-			rescan = false
-			first, last = time.Time{}, time.Time{}
-		}
-	}
+	w.mu.Unlock()
 }
 
-// handle records one event. It reports whether anything relevant changed,
-// and whether events may have been lost (a new directory that could not be
-// watched), which calls for a rescan.
-func (w *Watcher) handle(ev fsnotify.Event, pending map[string]struct{}) (changed, lost bool) {
-	if filepath.Clean(ev.Name) == w.root {
-		// The root itself was removed or renamed: nothing below it can be
-		// trusted any more.
-		return ev.Op != fsnotify.Chmod, true
+// lose records that events for this tree were lost.
+func (w *Watcher) lose() {
+	w.mu.Lock()
+	if !w.closed {
+		w.lost = true
+		w.inbox = nil
+		w.startLocked()
 	}
-	rel, ok := w.rel(ev.Name)
-	if !ok || w.opts.Ignore(rel) {
-		return false, false
-	}
-	if ev.Op == fsnotify.Chmod {
-		// Attribute changes (touch, chmod) do not change content; the
-		// bundle hash ignores modes and times.
-		return false, false
-	}
-	if ev.Has(fsnotify.Create) {
-		if st, err := os.Lstat(ev.Name); err == nil && st.IsDir() {
-			// Watch the new directory, then report what is already inside:
-			// files created before the watch existed sent no events.
-			found, err := w.addTree(ev.Name)
-			if err != nil {
-				w.log.Warn("cannot watch new directory; will rescan", "dir", ev.Name, "error", err)
-				lost = true
-			}
-			for _, p := range found {
-				pending[p] = struct{}{}
-			}
-		}
-	}
-	pending[rel] = struct{}{}
-	return true, lost
+	w.mu.Unlock()
 }
 
-// addTree adds a watch to dir and every directory below it, and returns the
-// relative paths of the regular files it found.
-func (w *Watcher) addTree(dir string) ([]string, error) {
-	var files []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while we walked
-			}
-			return err
+// wake is the alarm's fire: the debounce or the poll is due.
+func (w *Watcher) wake() {
+	w.mu.Lock()
+	if !w.closed {
+		w.fired = true
+		w.startLocked()
+	}
+	w.mu.Unlock()
+}
+
+// startLocked starts a worker unless one runs. Workers exist only while
+// there is work, so idle subscriptions cost no goroutine.
+func (w *Watcher) startLocked() {
+	if w.running {
+		return
+	}
+	w.running = true
+	w.wg.Add(1)
+	go w.work()
+}
+
+// stop unsubscribes: no more events, no worker, watches released.
+func (w *Watcher) stop() {
+	w.stopOnce.Do(func() {
+		w.hub.unsubscribe(w)
+		w.mu.Lock()
+		w.closed = true
+		w.inbox = nil
+		w.mu.Unlock()
+		w.wg.Wait() // the worker, or Watch's setup
+		w.hub.clock.stop(w.alarm)
+		w.releaseAll()
+		if w.polling.Load() {
+			w.hub.polled.Add(-1)
 		}
-		if d.IsDir() {
-			if err := w.fsw.Add(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("watch %s: %w", p, err)
-			}
-			return nil
-		}
-		if rel, ok := w.rel(p); ok && d.Type().IsRegular() && !w.opts.Ignore(rel) {
-			files = append(files, rel)
-		}
-		return nil
 	})
-	return files, err
-}
-
-// rel converts an absolute event path into a slash-separated relative one.
-func (w *Watcher) rel(p string) (string, bool) {
-	r, err := filepath.Rel(w.root, p)
-	if err != nil || r == "." || r == ".." || strings.HasPrefix(r, "../") {
-		return "", false
-	}
-	return filepath.ToSlash(r), true
 }

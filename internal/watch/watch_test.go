@@ -47,12 +47,24 @@ func write(t *testing.T, p, s string) {
 	}
 }
 
+// sharedHub, when set, makes newWatcher subscribe on it rather than on
+// New's private hub, so the same tests cover both.
+var sharedHub *Hub
+
 func newWatcher(t *testing.T, root string, o Options) *Watcher {
 	t.Helper()
 	if o.Quiet == 0 {
 		o.Quiet = 30 * time.Millisecond
 	}
-	w, err := New(root, o)
+	var (
+		w   *Watcher
+		err error
+	)
+	if sharedHub != nil {
+		w, err = sharedHub.Watch(root, o)
+	} else {
+		w, err = New(root, o)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
