@@ -1,0 +1,1164 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	gohash "hash"
+	"io"
+	"io/fs"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/restic/chunker"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hermesd/hermesd/internal/hash"
+)
+
+// The two top-level files kept beside the root tree, not in it.
+const (
+	LockFile     = "bundle.lock.json"
+	ReceiptsFile = "receipts.ndjson"
+)
+
+// Walk bounds.
+const (
+	// MaxDepth bounds directory nesting, in the walker and in readers.
+	MaxDepth = 256
+	// maxDirEntries bounds one directory listing.
+	maxDirEntries = 1 << 22
+)
+
+// PackSink stores finished packs. StorePack uploads the pack file, reads
+// the blob back and compares its SHA-256 with p.SHA256, and only then
+// returns the blob id and end epoch: the builder references a pack's
+// objects only after StorePack succeeded. The file belongs to the builder,
+// which removes it when StorePack returns.
+type PackSink interface {
+	StorePack(ctx context.Context, p *Pack) (Stored, error)
+}
+
+// Stored is where a pack went.
+type Stored struct {
+	BlobID   string
+	EndEpoch uint64 // exclusive: the blob expires when this epoch begins
+}
+
+// TreeSource loads trees by id: a *Reader (from Walrus) or a TreeMap (the
+// trees a previous Snapshot built, kept in memory).
+type TreeSource interface {
+	Tree(ctx context.Context, id ID) (*Tree, error)
+}
+
+// prefetcher is a TreeSource that can load a whole commit's trees in a few
+// batched round trips (Reader does).
+type prefetcher interface {
+	Prefetch(ctx context.Context, root ID) error
+}
+
+// TreeMap is an in-memory TreeSource.
+type TreeMap map[ID]*Tree
+
+// Tree returns the tree id, or an ErrCorrupt error when it is not in the
+// map.
+func (m TreeMap) Tree(_ context.Context, id ID) (*Tree, error) {
+	if t, ok := m[id]; ok {
+		return t, nil
+	}
+	return nil, corruptf("tree %s not found", id.Short())
+}
+
+// Builder takes v3 snapshots of one agent's brain. Its fields are the
+// agent's constants; Snapshot's input is per snapshot. A Builder may be
+// reused but runs one snapshot at a time.
+type Builder struct {
+	Keys        *Keys
+	Sink        PackSink
+	SpoolDir    string // where pack files are written before upload
+	MaxPackSize int64  // walrus.max_blob_size; at least MinPackSize
+	// Workers is the number of file readers and of sealers; 0 means
+	// runtime.GOMAXPROCS(0).
+	Workers int
+	// Uploads is the number of concurrent StorePack calls; 0 means 1.
+	Uploads int
+}
+
+// SnapshotInput is one snapshot's input.
+type SnapshotInput struct {
+	// Brain is the brain directory. Its top-level bundle.lock.json and
+	// receipts.ndjson are stored beside the root tree (Commit.Lock,
+	// Commit.Receipts).
+	Brain string
+	// Index is the dedup index of the previous head; required, updated in
+	// place when the snapshot succeeds (and only then).
+	Index *Index
+	// Prev is the previous v3 commit and Trees loads its trees; with both,
+	// a file whose path, size and SHA-256 (from Known) match Prev reuses
+	// its chunks without being read. Nil means every file is read.
+	Prev  *Commit
+	Trees TreeSource
+	// Known lists the brain's files with their digests, as
+	// hash.Cache.Files returns them after the hash the lock records.
+	Known []hash.File
+	// Want, when not zero, is the bundle hash the caller computed (and
+	// wrote into the lock): a tree that hashes otherwise is ErrChanged.
+	Want hash.Digest
+	// Parent is the previous head's blob id ("" for an agent's first
+	// snapshot) and ParentFormat its format ("v1", "v2", "v3").
+	Parent       string
+	ParentFormat string
+	// Time is the commit time (time.Now when zero).
+	Time time.Time
+	// LockVersion is the lock's version field.
+	LockVersion int64
+	// Repack lists packs whose still-referenced objects must be written
+	// again (expiry, compaction); RepackBefore adds every indexed pack
+	// whose end epoch is at most that epoch (0: none). The new commit
+	// references none of them.
+	Repack       []string
+	RepackBefore uint64
+}
+
+// Result describes a snapshot whose packs are all uploaded and verified.
+type Result struct {
+	Commit   *Commit
+	CommitID ID      // SHA-256 of the commit's encoding
+	Head     PackRef // the head pack: its blob id is the new ENS value
+	// Trees holds every tree of the commit: pass it as the next
+	// snapshot's Trees to avoid downloading them.
+	Trees TreeMap
+	Stats Stats
+}
+
+// Stats counts what a snapshot did.
+type Stats struct {
+	Files, Dirs   int   // in the commit's root tree
+	Bytes         int64 // total size of those files
+	FilesRead     int   // files read and chunked (changed or new, plus lock and receipts)
+	BytesRead     int64
+	FilesReused   int // files whose chunks were reused without reading
+	ChunksNew     int
+	ChunksReused  int
+	TreesNew      int
+	TreesReused   int
+	BytesNew      int64 // plaintext bytes of new objects
+	BytesStored   int64 // stored bytes of new objects (Commit.Added)
+	Packs         int   // packs uploaded, the head included
+	BytesUploaded int64 // their total size
+	// Live says how much of each pack the commit references (the head
+	// included): a pack mostly dead is a compaction candidate (Repack).
+	Live []PackUse
+}
+
+// PackUse is one live pack's size and the stored bytes of its objects the
+// commit references.
+type PackUse struct {
+	BlobID   string
+	Size     int64
+	Live     int64
+	EndEpoch uint64
+}
+
+// node is one file or directory of the brain being snapshotted.
+type node struct {
+	name     string
+	dir      bool
+	mode     fs.FileMode
+	size     int64
+	sum      [32]byte
+	chunks   []ID  // reused or final
+	slots    []*ID // filled by sealers while the file is chunked
+	children []*node
+	tree     ID
+	gone     bool // vanished before it could be read
+	reused   bool
+}
+
+func (n *node) chunkIDs() []ID {
+	if n.reused || n.slots == nil {
+		return n.chunks
+	}
+	ids := make([]ID, len(n.slots))
+	for i, s := range n.slots {
+		ids[i] = *s
+	}
+	return ids
+}
+
+type fileJob struct {
+	n    *node
+	fd   int
+	path string
+}
+
+type chunkMsg struct {
+	data  []byte
+	id    ID
+	known bool // id already computed (a whole small file: its SHA-256)
+	slot  *ID
+	ref   *bufRef
+}
+
+// bufRef shares a pooled buffer between stages: the last release returns
+// it to its pool.
+type bufRef struct {
+	n    atomic.Int32
+	buf  *[]byte
+	pool *bufPool
+}
+
+func newBufRef(buf *[]byte, pool *bufPool, users int32) *bufRef {
+	r := &bufRef{buf: buf, pool: pool}
+	r.n.Store(users)
+	return r
+}
+
+func (r *bufRef) release() {
+	if r.n.Add(-1) == 0 {
+		r.pool.put(r.buf)
+	}
+}
+
+type sealedObj struct {
+	h    Handle
+	data []byte
+	plen int
+	buf  *[]byte
+}
+
+// build is one Snapshot run.
+type build struct {
+	b       *Builder
+	in      *SnapshotInput
+	keys    *Keys
+	pol     chunker.Pol
+	known   map[string]*hash.File
+	repack  map[string]bool
+	maxTree int
+
+	mu      sync.Mutex
+	pending map[Handle]struct{} // objects claimed for sealing in this snapshot
+
+	// alt holds, for objects whose indexed location is in a pack being
+	// repacked, another location outside the repack set.
+	alt map[Handle]objLoc
+
+	small, big, sealed *bufPool
+
+	jobs     chan fileJob
+	chunks   chan chunkMsg
+	objects  chan sealedObj
+	full     chan *PackWriter // packs to write out
+	ready    chan *Pack       // pack files to upload
+	packBufs *bufPool         // memory of the packs being filled or written
+
+	upMu     sync.Mutex
+	uploaded []uploadedPack
+	last     *PackWriter
+
+	root     *node
+	lock     *node
+	receipts *node
+	trees    TreeMap
+
+	stats struct {
+		filesRead, filesReused, chunksNew, chunksReused, treesNew, treesReused atomic.Int64
+		bytesRead, bytesNew, bytesStored, packs, bytesUploaded                 atomic.Int64
+	}
+}
+
+type uploadedPack struct {
+	ref     PackRef
+	entries []IndexEntry
+}
+
+func (b *Builder) workers() int {
+	if b.Workers > 0 {
+		return b.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// Snapshot snapshots in.Brain: it walks the brain (never following a
+// symlink below it, skipping what is neither a regular file nor a
+// directory), reads and chunks only the files it cannot reuse, seals and
+// packs the objects no live pack holds yet, uploads every full pack
+// through the sink, and finally the head pack carrying the commit. The
+// stages overlap (read+hash+chunk, seal, spool, upload) with bounded
+// memory. On any error nothing is referenced and in.Index is unchanged;
+// packs already uploaded are orphans the next commit ignores.
+func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, error) {
+	if err := b.check(&in); err != nil {
+		return nil, err
+	}
+	pol, err := b.Keys.Polynomial()
+	if err != nil {
+		return nil, err
+	}
+	w := b.workers()
+	bd := &build{
+		b: b, in: &in, keys: b.Keys, pol: pol,
+		repack:   map[string]bool{},
+		pending:  map[Handle]struct{}{},
+		small:    newBufPool(MinChunk+1, 8*w),
+		big:      newBufPool(MaxChunk, 2*w+2),
+		sealed:   newBufPool(MaxChunk+Overhead, w+2),
+		jobs:     make(chan fileJob, 64),
+		chunks:   make(chan chunkMsg, 2*w),
+		objects:  make(chan sealedObj, 2*w),
+		full:     make(chan *PackWriter),
+		ready:    make(chan *Pack, 1),
+		packBufs: newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), 1),
+		trees:    TreeMap{},
+	}
+	// The largest object an empty pack can hold.
+	bd.maxTree = int(min(b.MaxPackSize-HeaderSize-minIndexStored-indexEntryLen-Overhead, MaxTreeLen))
+	for _, id := range in.Repack {
+		bd.repack[id] = true
+	}
+	if in.RepackBefore > 0 {
+		for _, p := range in.Index.Packs() {
+			if p.EndEpoch <= in.RepackBefore {
+				bd.repack[p.BlobID] = true
+			}
+		}
+	}
+	if len(bd.repack) > 0 {
+		bd.alt = in.Index.alternatives(bd.repack)
+	}
+	if len(in.Known) > 0 {
+		bd.known = make(map[string]*hash.File, len(in.Known))
+		for i := range in.Known {
+			bd.known[in.Known[i].Path] = &in.Known[i]
+		}
+	}
+	return bd.run(ctx)
+}
+
+func (b *Builder) check(in *SnapshotInput) error {
+	switch {
+	case b.Keys == nil:
+		return errors.New("repo: builder has no keys")
+	case b.Sink == nil:
+		return errors.New("repo: builder has no pack sink")
+	case b.MaxPackSize < MinPackSize:
+		return fmt.Errorf("%w: max pack size %d is below the minimum %d", ErrTooLarge, b.MaxPackSize, MinPackSize)
+	case in.Index == nil:
+		return errors.New("repo: snapshot needs a dedup index (NewIndex for a new repository)")
+	case in.Parent != "" && !ValidBlobID(in.Parent):
+		return fmt.Errorf("repo: parent %q is not a blob id", clip(in.Parent))
+	case (in.Parent == "") != (in.ParentFormat == ""):
+		return errors.New("repo: parent and parent format go together")
+	case in.Parent != "" && !slices.Contains([]string{ParentV1, ParentV2, ParentV3}, in.ParentFormat):
+		return fmt.Errorf("repo: parent format %q: want v1, v2 or v3", clip(in.ParentFormat))
+	case in.LockVersion < 0:
+		return errors.New("repo: negative lock version")
+	}
+	if in.Prev != nil && in.Trees == nil {
+		return errors.New("repo: a previous commit needs a tree source")
+	}
+	return nil
+}
+
+func (bd *build) run(ctx context.Context) (res *Result, err error) {
+	if bd.in.Prev != nil {
+		if p, ok := bd.in.Trees.(prefetcher); ok {
+			if err := p.Prefetch(ctx, bd.in.Prev.Root); err != nil {
+				return nil, fmt.Errorf("load previous trees: %w", err)
+			}
+		}
+	}
+	rootFD, err := openRootDir(bd.in.Brain)
+	if err != nil {
+		return nil, fmt.Errorf("repo: brain: %w", err)
+	}
+	defer closeFD(rootFD)
+	rst, err := fstat(rootFD)
+	if err != nil {
+		return nil, fmt.Errorf("repo: brain: %w", err)
+	}
+	bd.root = &node{dir: true, mode: rst.mode.Perm()}
+
+	g, gctx := errgroup.WithContext(ctx)
+	var filesDone sync.WaitGroup // walker, readers, sealers
+	w := bd.b.workers()
+
+	filesDone.Add(1)
+	g.Go(func() error {
+		defer filesDone.Done()
+		defer close(bd.jobs)
+		var prev *Tree
+		if bd.in.Prev != nil {
+			t, err := bd.in.Trees.Tree(gctx, bd.in.Prev.Root)
+			if err != nil {
+				return fmt.Errorf("load previous root tree: %w", err)
+			}
+			prev = t
+		}
+		return bd.walkDir(gctx, rootFD, "", bd.root, prev, 0)
+	})
+	var readers sync.WaitGroup
+	for range w {
+		readers.Add(1)
+		filesDone.Add(1)
+		g.Go(func() error {
+			defer filesDone.Done()
+			defer readers.Done()
+			return bd.readFiles(gctx)
+		})
+	}
+	g.Go(func() error {
+		readers.Wait()
+		close(bd.chunks)
+		return nil
+	})
+	for range w {
+		filesDone.Add(1)
+		g.Go(func() error {
+			defer filesDone.Done()
+			return bd.seal(gctx)
+		})
+	}
+	var bundle hash.Digest
+	var usage map[*indexPack]int64
+	g.Go(func() error {
+		defer close(bd.objects)
+		filesDone.Wait()
+		if err := gctx.Err(); err != nil {
+			return err
+		}
+		var err error
+		bundle, usage, err = bd.finishTrees(gctx)
+		return err
+	})
+	g.Go(func() error { return bd.spool(gctx) })
+	g.Go(func() error { return bd.finish(gctx) })
+	var uploaders sync.WaitGroup
+	for range max(bd.b.Uploads, 1) {
+		uploaders.Add(1)
+		g.Go(func() error {
+			defer uploaders.Done()
+			return bd.upload(gctx)
+		})
+	}
+	err = g.Wait()
+	if err != nil {
+		if bd.last != nil {
+			bd.last.Abort()
+		}
+		return nil, err
+	}
+	if want := bd.in.Want; want != (hash.Digest{}) && bundle != want {
+		bd.last.Abort()
+		return nil, fmt.Errorf("%w: the snapshot's files hash to %s, expected %s", ErrChanged, bundle, want)
+	}
+	return bd.commit(ctx, bundle, usage)
+}
+
+// walkDir lists the directory fd (at rel) into n, reading nothing but
+// names and stat data: files that cannot be reused go to the readers.
+func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev *Tree, depth int) error {
+	if depth >= MaxDepth {
+		return fmt.Errorf("%w: %s: directories nested deeper than %d", ErrTooLarge, displayPath(rel), MaxDepth)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	names, err := listDir(fd, make([]byte, 32<<10), maxDirEntries)
+	if err != nil {
+		return fmt.Errorf("repo: read directory %s: %w", displayPath(rel), err)
+	}
+	slices.Sort(names) // bytewise: the tree order
+	for _, name := range names {
+		p := name
+		if rel != "" {
+			p = rel + "/" + name
+		}
+		st, err := statAt(fd, name)
+		if err != nil {
+			if isVanished(err) {
+				continue
+			}
+			return fmt.Errorf("repo: stat %s: %w", p, err)
+		}
+		isDir, isFile := st.mode.IsDir(), st.mode.Type() == 0
+		if !isDir && !isFile {
+			continue // symlink, socket, fifo, device: skipped like the hasher
+		}
+		if err := CheckName(name); err != nil {
+			return fmt.Errorf("%w (at %q)", err, p)
+		}
+		if rel == "" && (name == LockFile || name == ReceiptsFile) {
+			if isDir {
+				return fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
+			}
+			c := &node{name: name, mode: st.mode.Perm()}
+			if name == LockFile {
+				bd.lock = c
+			} else {
+				bd.receipts = c
+			}
+			if err := bd.submit(ctx, fd, p, c); err != nil {
+				return err
+			}
+			continue
+		}
+		var pe *Entry
+		if prev != nil {
+			pe = prev.Find(name)
+		}
+		if isDir {
+			cfd, err := openDirAt(fd, name)
+			if err != nil {
+				if isVanished(err) {
+					continue
+				}
+				return fmt.Errorf("repo: open directory %s: %w", p, err)
+			}
+			cst, err := fstat(cfd)
+			if err != nil {
+				closeFD(cfd)
+				return fmt.Errorf("repo: stat %s: %w", p, err)
+			}
+			c := &node{name: name, dir: true, mode: cst.mode.Perm()}
+			var sub *Tree
+			if pe != nil && pe.Type == EntryDir {
+				if sub, err = bd.in.Trees.Tree(ctx, pe.Subtree); err != nil {
+					closeFD(cfd)
+					return fmt.Errorf("load previous tree of %s: %w", p, err)
+				}
+			}
+			err = bd.walkDir(ctx, cfd, p, c, sub, depth+1)
+			closeFD(cfd)
+			if err != nil {
+				return err
+			}
+			n.children = append(n.children, c)
+			continue
+		}
+		c := &node{name: name, mode: st.mode.Perm()}
+		n.children = append(n.children, c)
+		if pe != nil && pe.Type == EntryFile && bd.reusable(p, pe) {
+			c.size, c.sum, c.chunks, c.reused = pe.Size, pe.SHA256, pe.Chunks, true
+			bd.stats.filesReused.Add(1)
+			bd.stats.chunksReused.Add(int64(len(pe.Chunks)))
+			continue
+		}
+		if err := bd.submit(ctx, fd, p, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reusable reports whether the file at path may keep the previous
+// commit's entry without being read: the hash cache vouches for the same
+// size and SHA-256, and every chunk is in a live pack that is not being
+// repacked (or was sealed in this snapshot).
+func (bd *build) reusable(path string, pe *Entry) bool {
+	k := bd.known[path]
+	if k == nil || k.Size != pe.Size || k.SHA256 != pe.SHA256 {
+		return false
+	}
+	for _, id := range pe.Chunks {
+		if !bd.available(Handle{TypeChunk, id}) {
+			return false
+		}
+	}
+	return true
+}
+
+func (bd *build) available(h Handle) bool {
+	bd.mu.Lock()
+	_, ok := bd.pending[h]
+	bd.mu.Unlock()
+	if ok {
+		return true
+	}
+	_, ok = bd.locate(h)
+	return ok
+}
+
+// locate returns where an indexed pack outside the repack set holds h.
+func (bd *build) locate(h Handle) (objLoc, bool) {
+	l, ok := bd.in.Index.lookup(h)
+	if ok && bd.repack[l.pack.ref.BlobID] {
+		l, ok = bd.alt[h]
+	}
+	return l, ok
+}
+
+// claim reports whether h must be sealed now: no live pack outside the
+// repack set holds it and no other stage claimed it.
+func (bd *build) claim(h Handle) bool {
+	if _, ok := bd.locate(h); ok {
+		return false
+	}
+	bd.mu.Lock()
+	defer bd.mu.Unlock()
+	if _, ok := bd.pending[h]; ok {
+		return false
+	}
+	bd.pending[h] = struct{}{}
+	return true
+}
+
+func (bd *build) submit(ctx context.Context, dirfd int, path string, n *node) error {
+	fd, err := openFileAt(dirfd, n.name)
+	if err != nil {
+		if isVanished(err) {
+			n.gone = true
+			return nil
+		}
+		return fmt.Errorf("repo: open %s: %w", path, err)
+	}
+	select {
+	case bd.jobs <- fileJob{n: n, fd: fd, path: path}:
+		return nil
+	case <-ctx.Done():
+		closeFD(fd)
+		return ctx.Err()
+	}
+}
+
+// readFiles is a reader stage: it reads, hashes and chunks files.
+func (bd *build) readFiles(ctx context.Context) error {
+	var ch *chunker.Chunker
+	sum := sha256.New()
+	var firstErr error
+	for j := range bd.jobs {
+		if firstErr == nil {
+			firstErr = ctx.Err()
+		}
+		if firstErr != nil {
+			closeFD(j.fd) // drain: the walker may still be sending
+			continue
+		}
+		if ch == nil {
+			ch = chunker.NewWithBoundaries(nil, bd.pol, MinChunk, MaxChunk)
+		}
+		firstErr = bd.readFile(ctx, j, ch, sum)
+		closeFD(j.fd)
+	}
+	return firstErr
+}
+
+func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, sum gohash.Hash) error {
+	n := j.n
+	st, err := fstat(j.fd)
+	if err != nil {
+		return fmt.Errorf("repo: stat %s: %w", j.path, err)
+	}
+	if st.mode.Type() != 0 {
+		n.gone = true // replaced by something else since the listing
+		return nil
+	}
+	var r io.Reader = fdReader(j.fd)
+	var prefix *[]byte
+	if st.size <= MinChunk {
+		buf, err := bd.small.get(ctx)
+		if err != nil {
+			return err
+		}
+		m, err := io.ReadFull(r, *buf)
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			// The whole file: one chunk whose id is the file's SHA-256.
+			n.size = int64(m)
+			n.sum = sha256.Sum256((*buf)[:m])
+			bd.stats.filesRead.Add(1)
+			bd.stats.bytesRead.Add(int64(m))
+			if m == 0 {
+				bd.small.put(buf)
+				return nil
+			}
+			slot := new(ID)
+			n.slots = []*ID{slot}
+			return bd.sendChunk(ctx, chunkMsg{data: (*buf)[:m], id: n.sum, known: true, slot: slot, ref: newBufRef(buf, bd.small, 1)})
+		case err != nil:
+			bd.small.put(buf)
+			return fmt.Errorf("repo: read %s: %w", j.path, err)
+		}
+		// The file grew past MinChunk since the stat: chunk it.
+		prefix = buf
+		r = io.MultiReader(bytes.NewReader(*buf), r)
+	}
+	defer bd.small.put(prefix)
+	// The file's SHA-256 runs on a goroutine of its own, fed the chunks in
+	// order: chunking (Rabin) and hashing a large file then use two cores.
+	type hashMsg struct {
+		data []byte
+		ref  *bufRef
+	}
+	toHash := make(chan hashMsg, 4)
+	hashed := make(chan []byte, 1)
+	go func() {
+		sum.Reset()
+		for m := range toHash {
+			sum.Write(m.data)
+			m.ref.release()
+		}
+		hashed <- sum.Sum(nil)
+	}()
+	err = bd.chunkFile(ctx, j, n, r, ch, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
+	close(toHash)
+	copy(n.sum[:], <-hashed)
+	if err != nil {
+		return err
+	}
+	bd.stats.filesRead.Add(1)
+	bd.stats.bytesRead.Add(n.size)
+	return nil
+}
+
+// chunkFile cuts r into chunks, hands each to hash (in order) and to the
+// sealers.
+func (bd *build) chunkFile(ctx context.Context, j fileJob, n *node, r io.Reader, ch *chunker.Chunker, hash func([]byte, *bufRef)) error {
+	ch.ResetWithBoundaries(r, bd.pol, MinChunk, MaxChunk)
+	ch.SetAverageBits(AvgBits)
+	for {
+		buf, err := bd.big.get(ctx)
+		if err != nil {
+			return err
+		}
+		c, err := ch.Next((*buf)[:0])
+		if err == io.EOF {
+			bd.big.put(buf)
+			return nil
+		}
+		if err != nil {
+			bd.big.put(buf)
+			return fmt.Errorf("repo: read %s: %w", j.path, err)
+		}
+		n.size += int64(c.Length)
+		slot := new(ID)
+		n.slots = append(n.slots, slot)
+		ref := newBufRef(buf, bd.big, 2)
+		hash(c.Data, ref)
+		if err := bd.sendChunk(ctx, chunkMsg{data: c.Data, slot: slot, ref: ref}); err != nil {
+			return err
+		}
+	}
+}
+
+func (bd *build) sendChunk(ctx context.Context, m chunkMsg) error {
+	select {
+	case bd.chunks <- m:
+		return nil
+	case <-ctx.Done():
+		m.ref.release()
+		return ctx.Err()
+	}
+}
+
+// seal is a sealer stage: chunk id, dedup, AES-256-GCM.
+func (bd *build) seal(ctx context.Context) error {
+	for m := range bd.chunks {
+		if !m.known {
+			m.id = sha256.Sum256(m.data)
+		}
+		*m.slot = m.id
+		h := Handle{TypeChunk, m.id}
+		if !bd.claim(h) {
+			bd.stats.chunksReused.Add(1)
+			m.ref.release()
+			continue
+		}
+		err := bd.sealObject(ctx, h, m.data)
+		m.ref.release()
+		if err != nil {
+			return err
+		}
+		bd.stats.chunksNew.Add(1)
+	}
+	return nil
+}
+
+func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
+	var buf *[]byte
+	var out []byte
+	if len(plain)+Overhead <= bd.sealed.size {
+		var err error
+		if buf, err = bd.sealed.get(ctx); err != nil {
+			return err
+		}
+		out = (*buf)[:0]
+	} else {
+		out = make([]byte, 0, len(plain)+Overhead) // a large tree
+	}
+	out, err := bd.keys.sealTo(out, h.Type, plain)
+	if err != nil {
+		bd.sealed.put(buf)
+		return err
+	}
+	select {
+	case bd.objects <- sealedObj{h: h, data: out, plen: len(plain), buf: buf}:
+		return nil
+	case <-ctx.Done():
+		bd.sealed.put(buf)
+		return ctx.Err()
+	}
+}
+
+// spool is the pack stage: it appends sealed objects to the current pack
+// and hands full packs to the uploaders. The last pack stays open: it
+// becomes the head.
+func (bd *build) spool(ctx context.Context) (err error) {
+	defer close(bd.full)
+	pw, err := newPackWriter(ctx, bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize, bd.packBufs)
+	if err != nil {
+		for o := range bd.objects {
+			bd.sealed.put(o.buf)
+		}
+		return err
+	}
+	defer func() {
+		if err != nil {
+			pw.Abort()
+		} else {
+			bd.last = pw
+		}
+	}()
+	for o := range bd.objects {
+		if err == nil {
+			err = bd.add(ctx, &pw, o)
+		}
+		bd.sealed.put(o.buf)
+	}
+	return err
+}
+
+func (bd *build) add(ctx context.Context, pw **PackWriter, o sealedObj) error {
+	err := (*pw).Add(o.h.Type, o.h.ID, o.data)
+	if errors.Is(err, ErrPackFull) {
+		select {
+		case bd.full <- *pw:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if *pw, err = newPackWriter(ctx, bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize, bd.packBufs); err != nil {
+			return err
+		}
+		err = (*pw).Add(o.h.Type, o.h.ID, o.data)
+	}
+	if err != nil {
+		return err
+	}
+	bd.stats.bytesNew.Add(int64(o.plen))
+	bd.stats.bytesStored.Add(int64(len(o.data)))
+	return nil
+}
+
+// finish writes full packs to files (and frees their memory), one at a
+// time, for the uploaders.
+func (bd *build) finish(ctx context.Context) error {
+	defer close(bd.ready)
+	var firstErr error
+	for pw := range bd.full {
+		if firstErr == nil {
+			firstErr = ctx.Err()
+		}
+		if firstErr != nil {
+			pw.Abort()
+			continue
+		}
+		p, err := pw.Finish(nil)
+		if err != nil {
+			firstErr = err
+			continue
+		}
+		select {
+		case bd.ready <- p:
+		case <-ctx.Done():
+			os.Remove(p.Path)
+			firstErr = ctx.Err()
+		}
+	}
+	return firstErr
+}
+
+// upload is an uploader stage: it stores pack files through the sink.
+func (bd *build) upload(ctx context.Context) error {
+	var firstErr error
+	for p := range bd.ready {
+		if firstErr == nil {
+			firstErr = ctx.Err()
+		}
+		if firstErr != nil {
+			os.Remove(p.Path)
+			continue
+		}
+		ref, err := bd.store(ctx, p)
+		if err != nil {
+			firstErr = err
+			continue
+		}
+		bd.upMu.Lock()
+		bd.uploaded = append(bd.uploaded, uploadedPack{ref: ref, entries: p.Objects})
+		bd.upMu.Unlock()
+	}
+	return firstErr
+}
+
+func (bd *build) store(ctx context.Context, p *Pack) (PackRef, error) {
+	defer os.Remove(p.Path)
+	st, err := bd.b.Sink.StorePack(ctx, p)
+	if err != nil {
+		return PackRef{}, fmt.Errorf("store pack: %w", err)
+	}
+	if !ValidBlobID(st.BlobID) {
+		return PackRef{}, fmt.Errorf("store pack: sink returned blob id %q", clip(st.BlobID))
+	}
+	if st.EndEpoch > maxJSONInt {
+		return PackRef{}, fmt.Errorf("store pack: sink returned end epoch %d", st.EndEpoch)
+	}
+	bd.stats.packs.Add(1)
+	bd.stats.bytesUploaded.Add(p.Size)
+	return PackRef{BlobID: st.BlobID, Size: p.Size, EndEpoch: st.EndEpoch, IndexLength: p.IndexLength, SHA256: p.SHA256}, nil
+}
+
+// finishTrees encodes every directory bottom-up, seals the trees no live
+// pack holds, computes the bundle hash and how much of each indexed pack
+// the commit references.
+func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]int64, error) {
+	usage := map[*indexPack]int64{}
+	seen := map[Handle]struct{}{}
+	ref := func(h Handle) {
+		if _, ok := seen[h]; ok {
+			return
+		}
+		seen[h] = struct{}{}
+		bd.mu.Lock()
+		_, isNew := bd.pending[h]
+		bd.mu.Unlock()
+		if isNew {
+			return
+		}
+		if l, ok := bd.locate(h); ok {
+			usage[l.pack] += l.n
+		}
+	}
+	var leaves []keyedLeaf
+	var enc []byte
+	var walk func(n *node, path string) error
+	walk = func(n *node, path string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t := &Tree{Entries: make([]Entry, 0, len(n.children))}
+		for _, c := range n.children {
+			p := c.name
+			if path != "" {
+				p = path + "/" + c.name
+			}
+			if c.dir {
+				if err := walk(c, p); err != nil {
+					return err
+				}
+				t.Entries = append(t.Entries, Entry{Name: c.name, Type: EntryDir, Mode: c.mode, Subtree: c.tree})
+				continue
+			}
+			if c.gone {
+				continue
+			}
+			c.chunks = c.chunkIDs()
+			for _, id := range c.chunks {
+				ref(Handle{TypeChunk, id})
+			}
+			t.Entries = append(t.Entries, Entry{Name: c.name, Type: EntryFile, Mode: c.mode, Size: c.size, SHA256: c.sum, Chunks: c.chunks})
+			leaves = append(leaves, keyedLeaf{path: p, sum: c.sum})
+		}
+		var err error
+		if enc, err = t.appendEncoding(enc[:0]); err != nil {
+			return fmt.Errorf("tree of %s: %w", displayPath(path), err)
+		}
+		if len(enc) > bd.maxTree {
+			return fmt.Errorf("%w: the tree of %s is %d bytes, more than a pack of %d bytes can hold (too many entries)",
+				ErrTooLarge, displayPath(path), len(enc), bd.b.MaxPackSize)
+		}
+		n.tree = sha256.Sum256(enc)
+		bd.trees[n.tree] = t
+		h := Handle{TypeTree, n.tree}
+		if bd.claim(h) {
+			if err := bd.sealObject(ctx, h, enc); err != nil {
+				return err
+			}
+			bd.stats.treesNew.Add(1)
+		} else {
+			bd.stats.treesReused.Add(1)
+		}
+		ref(h) // after the claim: a tree being repacked is new now
+		return nil
+	}
+	if err := walk(bd.root, ""); err != nil {
+		return hash.Digest{}, nil, err
+	}
+	for _, f := range []*node{bd.lock, bd.receipts} {
+		if f != nil && !f.gone {
+			f.chunks = f.chunkIDs()
+			for _, id := range f.chunks {
+				ref(Handle{TypeChunk, id})
+			}
+		}
+	}
+	return bundleOf(leaves), usage, nil
+}
+
+type keyedLeaf struct {
+	path string
+	sum  [32]byte
+}
+
+// bundleOf returns the bundle hash of files (DESIGN.md §2): leaves in
+// UTF-16 order of their paths.
+func bundleOf(files []keyedLeaf) hash.Digest {
+	slices.SortFunc(files, func(a, b keyedLeaf) int { return hash.Compare(a.path, b.path) })
+	leaves := make([]hash.Digest, len(files))
+	for i, f := range files {
+		leaves[i] = hash.Leaf(f.path, f.sum)
+	}
+	return hash.Bundle(leaves)
+}
+
+// commit writes the head pack: the commit lists every live pack (the
+// indexed ones still referenced, and every pack this snapshot uploaded),
+// then the index is replaced by the new head's packs.
+func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*indexPack]int64) (*Result, error) {
+	last := bd.last
+	defer func() { last.Abort() }()
+
+	t := bd.in.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	c := &Commit{
+		Format: Format, Identity: bd.keys.identity, KeyID: bd.keys.KeyID(),
+		Root: bd.root.tree, Parent: bd.in.Parent, ParentFormat: bd.in.ParentFormat,
+		Time: max(t.UnixMilli(), 0), BundleHash: bundle, LockVersion: bd.in.LockVersion,
+		Added: bd.stats.bytesStored.Load(),
+	}
+	var st Stats
+	var count func(n *node)
+	count = func(n *node) {
+		for _, ch := range n.children {
+			switch {
+			case ch.dir:
+				st.Dirs++
+				count(ch)
+			case !ch.gone:
+				st.Files++
+				st.Bytes += ch.size
+			}
+		}
+	}
+	count(bd.root)
+	c.Files, c.Bytes = int64(st.Files), st.Bytes
+	c.Lock, c.Receipts = fileRef(bd.lock), fileRef(bd.receipts)
+
+	live := map[string]*indexPack{}
+	for p := range usage {
+		live[p.ref.BlobID] = p
+	}
+	packList := func() []PackRef {
+		refs := make([]PackRef, 0, len(live)+len(bd.uploaded))
+		for _, p := range live {
+			refs = append(refs, p.ref)
+		}
+		for _, u := range bd.uploaded {
+			refs = append(refs, u.ref)
+		}
+		slices.SortFunc(refs, func(a, b PackRef) int { return strings.Compare(a.BlobID, b.BlobID) })
+		return refs
+	}
+	c.Packs = packList()
+	enc, err := c.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if !last.Fits(0, int64(len(enc))) {
+		// The commit does not fit beside the last objects: they go in a
+		// pack of their own, and the head carries the commit alone.
+		p, err := last.Finish(nil)
+		if err != nil {
+			return nil, err
+		}
+		ref, err := bd.store(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		bd.uploaded = append(bd.uploaded, uploadedPack{ref: ref, entries: p.Objects})
+		if last, err = NewPackWriter(bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize); err != nil {
+			return nil, err
+		}
+		c.Packs = packList()
+		if enc, err = c.Encode(); err != nil {
+			return nil, err
+		}
+		if !last.Fits(0, int64(len(enc))) {
+			return nil, fmt.Errorf("%w: commit of %d bytes does not fit in a pack of %d bytes", ErrTooLarge, len(enc), bd.b.MaxPackSize)
+		}
+	}
+	hp, err := last.Finish(enc)
+	if err != nil {
+		return nil, err
+	}
+	head, err := bd.store(ctx, hp)
+	if err != nil {
+		return nil, err
+	}
+
+	// The new index: the packs the commit lists, plus the head.
+	packs := make([]*indexPack, 0, len(live)+len(bd.uploaded)+1)
+	for _, u := range bd.uploaded {
+		packs = append(packs, &indexPack{ref: u.ref, entries: u.entries})
+	}
+	packs = append(packs, &indexPack{ref: head, head: true, entries: hp.Objects})
+	for _, p := range live {
+		packs = append(packs, p)
+	}
+	bd.in.Index.replace(head.BlobID, packs)
+
+	newUse := map[string]int64{}
+	for _, u := range bd.uploaded {
+		newUse[u.ref.BlobID] = u.ref.Size - HeaderSize - u.ref.IndexLength
+	}
+	newUse[head.BlobID] = head.Size - HeaderSize - head.IndexLength
+	for p, n := range usage {
+		st.Live = append(st.Live, PackUse{BlobID: p.ref.BlobID, Size: p.ref.Size, Live: n, EndEpoch: p.ref.EndEpoch})
+	}
+	for _, u := range bd.uploaded {
+		st.Live = append(st.Live, PackUse{BlobID: u.ref.BlobID, Size: u.ref.Size, Live: newUse[u.ref.BlobID], EndEpoch: u.ref.EndEpoch})
+	}
+	st.Live = append(st.Live, PackUse{BlobID: head.BlobID, Size: head.Size, Live: newUse[head.BlobID], EndEpoch: head.EndEpoch})
+	slices.SortFunc(st.Live, func(a, b PackUse) int { return strings.Compare(a.BlobID, b.BlobID) })
+
+	s := &bd.stats
+	st.FilesRead, st.BytesRead, st.FilesReused = int(s.filesRead.Load()), s.bytesRead.Load(), int(s.filesReused.Load())
+	st.ChunksNew, st.ChunksReused = int(s.chunksNew.Load()), int(s.chunksReused.Load())
+	st.TreesNew, st.TreesReused = int(s.treesNew.Load()), int(s.treesReused.Load())
+	st.BytesNew, st.BytesStored = s.bytesNew.Load(), s.bytesStored.Load()
+	st.Packs, st.BytesUploaded = int(s.packs.Load()), s.bytesUploaded.Load()
+	return &Result{Commit: c, CommitID: sha256.Sum256(enc), Head: head, Trees: bd.trees, Stats: st}, nil
+}
+
+func fileRef(n *node) *FileRef {
+	if n == nil || n.gone {
+		return nil
+	}
+	return &FileRef{Mode: n.mode, Size: n.size, SHA256: n.sum, Chunks: n.chunks}
+}
+
+func displayPath(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
+}

@@ -1,0 +1,247 @@
+package repo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+
+	"github.com/hermesd/hermesd/internal/hash"
+)
+
+// Format is the commit's format string.
+const Format = "hermesd/v3"
+
+// Parent formats a v3 commit may continue from.
+const (
+	ParentV1 = "v1"
+	ParentV2 = "v2"
+	ParentV3 = "v3"
+)
+
+// Bounds on a commit (docs/format-v3.md §7).
+const (
+	// MaxCommitLen bounds a commit's encoding.
+	MaxCommitLen = 16 << 20
+	// MaxPacks bounds a commit's live pack list.
+	MaxPacks = 100_000
+	// MaxBlobIDLen bounds a blob id (Walrus ids are 43 characters).
+	MaxBlobIDLen = 128
+	// maxJSONInt: every number fits a JavaScript number exactly.
+	maxJSONInt = 1<<53 - 1
+)
+
+// Commit is one snapshot of an agent's brain: the root tree, the lock and
+// receipts files beside it, the lineage link, and every pack (other than
+// the head pack carrying the commit) that holds an object it references.
+// It is encoded as JSON inside the head pack's index.
+type Commit struct {
+	Format       string      `json:"format"`       // "hermesd/v3"
+	Identity     string      `json:"identity"`     // the agent identity
+	KeyID        string      `json:"keyId"`        // AgentKey.ID of the key that wrote it
+	Root         ID          `json:"root"`         // root tree id
+	Parent       string      `json:"parent"`       // previous head blob id; "" for the first snapshot
+	ParentFormat string      `json:"parentFormat"` // "v1", "v2" or "v3"; "" iff Parent is ""
+	Time         int64       `json:"time"`         // ms since the Unix epoch
+	BundleHash   hash.Digest `json:"bundleHash"`   // of the root tree's files
+	LockVersion  int64       `json:"lockVersion"`  // the lock's version field
+	Files        int64       `json:"files"`        // regular files in the root tree
+	Bytes        int64       `json:"bytes"`        // their total size
+	Added        int64       `json:"added"`        // stored bytes of the objects this snapshot wrote
+	Lock         *FileRef    `json:"lock"`         // bundle.lock.json; null if absent
+	Receipts     *FileRef    `json:"receipts"`     // receipts.ndjson; null if absent
+	Packs        []PackRef   `json:"packs"`        // live packs except the head, by blob id
+}
+
+// FileRef is a file kept beside the root tree (the lock, the receipts).
+type FileRef struct {
+	Mode   fs.FileMode `json:"mode"` // permission bits, as a decimal number
+	Size   int64       `json:"size"`
+	SHA256 ID          `json:"sha256"` // of the whole content
+	Chunks []ID        `json:"chunks"`
+}
+
+// PackRef is a live pack: its blob, size, end epoch (exclusive), the
+// length of its encrypted index (so one range read gets header and index),
+// and the SHA-256 of the whole blob.
+type PackRef struct {
+	BlobID      string `json:"blobId"`
+	Size        int64  `json:"size"`
+	EndEpoch    uint64 `json:"endEpoch"`
+	IndexLength int64  `json:"indexLength"`
+	SHA256      ID     `json:"sha256"`
+}
+
+// Encode returns the commit's JSON encoding after validating it.
+func (c *Commit) Encode() ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("repo: encode commit: %w", err)
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if len(b) > MaxCommitLen {
+		return nil, fmt.Errorf("%w: commit of %d bytes exceeds %d", ErrTooLarge, len(b), MaxCommitLen)
+	}
+	return b, nil
+}
+
+// DecodeCommit parses and validates a commit. Unknown fields, trailing
+// data and out-of-range values are refused with ErrCorrupt.
+func DecodeCommit(b []byte) (*Commit, error) {
+	if len(b) > MaxCommitLen {
+		return nil, corruptf("commit of %d bytes exceeds %d", len(b), MaxCommitLen)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c Commit
+	if err := dec.Decode(&c); err != nil {
+		return nil, corruptf("commit: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, corruptf("commit: trailing data")
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return &c, nil
+}
+
+// Validate checks every field's range and the pack list's order.
+func (c *Commit) Validate() error {
+	switch {
+	case c.Format != Format:
+		return fmt.Errorf("commit: format %q, want %q", clip(c.Format), Format)
+	case checkIdentity(c.Identity) != nil:
+		return fmt.Errorf("commit: %w", checkIdentity(c.Identity))
+	case !isKeyID(c.KeyID):
+		return fmt.Errorf("commit: key id %q: want %d hex digits", clip(c.KeyID), 2*KeyIDSize)
+	case c.Root.IsZero():
+		return fmt.Errorf("commit: no root tree")
+	case c.Parent == "" && c.ParentFormat != "":
+		return fmt.Errorf("commit: parent format %q without a parent", clip(c.ParentFormat))
+	case c.Parent != "" && !slices.Contains([]string{ParentV1, ParentV2, ParentV3}, c.ParentFormat):
+		return fmt.Errorf("commit: parent format %q: want v1, v2 or v3", clip(c.ParentFormat))
+	case c.Parent != "" && !ValidBlobID(c.Parent):
+		return fmt.Errorf("commit: parent %q is not a blob id", clip(c.Parent))
+	}
+	for _, v := range []struct {
+		name string
+		n    int64
+	}{{"time", c.Time}, {"lockVersion", c.LockVersion}, {"files", c.Files}, {"bytes", c.Bytes}, {"added", c.Added}} {
+		if v.n < 0 || v.n > maxJSONInt {
+			return fmt.Errorf("commit: %s %d out of range", v.name, v.n)
+		}
+	}
+	if err := c.Lock.validate("lock"); err != nil {
+		return err
+	}
+	if err := c.Receipts.validate("receipts"); err != nil {
+		return err
+	}
+	if len(c.Packs) > MaxPacks {
+		return fmt.Errorf("commit: %d packs, more than %d", len(c.Packs), MaxPacks)
+	}
+	for i, p := range c.Packs {
+		if err := p.validate(); err != nil {
+			return err
+		}
+		if i > 0 && c.Packs[i-1].BlobID >= p.BlobID {
+			return fmt.Errorf("commit: pack list out of order or duplicate at %q", p.BlobID)
+		}
+	}
+	return nil
+}
+
+func (r *FileRef) validate(what string) error {
+	if r == nil {
+		return nil
+	}
+	switch n := int64(len(r.Chunks)); {
+	case r.Mode&^0o777 != 0:
+		return fmt.Errorf("commit: %s: mode %#o has more than permission bits", what, uint32(r.Mode))
+	case r.Size < 0 || r.Size > maxJSONInt:
+		return fmt.Errorf("commit: %s: size %d out of range", what, r.Size)
+	case (r.Size == 0) != (n == 0) || n > r.Size:
+		return fmt.Errorf("commit: %s: %d chunks cannot hold %d bytes", what, n, r.Size)
+	}
+	return nil
+}
+
+func (p *PackRef) validate() error {
+	switch {
+	case !ValidBlobID(p.BlobID):
+		return fmt.Errorf("commit: pack %q is not a blob id", clip(p.BlobID))
+	case p.IndexLength < minIndexStored || p.IndexLength > MaxIndexLen:
+		return fmt.Errorf("commit: pack %s: index length %d out of range", p.BlobID, p.IndexLength)
+	case p.Size < HeaderSize+p.IndexLength || p.Size > MaxPackLen:
+		return fmt.Errorf("commit: pack %s: size %d out of range", p.BlobID, p.Size)
+	case p.EndEpoch > maxJSONInt:
+		return fmt.Errorf("commit: pack %s: end epoch %d out of range", p.BlobID, p.EndEpoch)
+	}
+	return nil
+}
+
+// ValidBlobID reports whether s can be a blob id: 1 to MaxBlobIDLen
+// characters of the URL-safe base64 alphabet (Walrus ids are 43).
+func ValidBlobID(s string) bool {
+	if s == "" || len(s) > MaxBlobIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func isKeyID(s string) bool {
+	if len(s) != 2*KeyIDSize {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// Pack returns the commit's pack entry for blobID, or nil.
+func (c *Commit) Pack(blobID string) *PackRef {
+	i, ok := slices.BinarySearchFunc(c.Packs, blobID, func(p PackRef, id string) int { return strings.Compare(p.BlobID, id) })
+	if !ok {
+		return nil
+	}
+	return &c.Packs[i]
+}
+
+// MinEndEpoch returns the earliest end epoch of the commit's listed packs
+// (0 when it lists none): the commit is restorable until then, provided
+// its head pack also lives.
+func (c *Commit) MinEndEpoch() uint64 {
+	var m uint64
+	for i, p := range c.Packs {
+		if i == 0 || p.EndEpoch < m {
+			m = p.EndEpoch
+		}
+	}
+	return m
+}
+
+// Expiring returns the blob ids of the listed packs whose end epoch is at
+// most epoch+margin: the packs a repack should rewrite now.
+func (c *Commit) Expiring(epoch, margin uint64) []string {
+	var ids []string
+	for _, p := range c.Packs {
+		if p.EndEpoch <= epoch+margin {
+			ids = append(ids, p.BlobID)
+		}
+	}
+	return ids
+}

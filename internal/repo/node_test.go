@@ -1,0 +1,253 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/hermesd/hermesd/internal/localwalrus"
+)
+
+// richBrain has nested and empty directories, unicode names, modes, a
+// file of many chunks, a lock and receipts.
+func richBrain(t testing.TB) string {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"system.md":            "You are a test agent.\n",
+		"skills/reentrancy.md": "---\nname: reentrancy\n---\nLook for re-entrant calls.\n",
+		"skills/a/b/c/deep.md": "deep",
+		"patterns/":            "",
+		"empty/nested/":        "",
+		"ünïcødé/日本語.md":       "こんにちは",
+		"emoji/🦀.md":           "crab",
+		"\uE000/x":             "private use (sorts after non-BMP in UTF-16)",
+		"𝔘/y":                  "non-BMP",
+		".dotfile":             "dot",
+		"zero":                 "",
+		"bundle.lock.json":     "{\n  \"bundleHash\": \"0x00\",\n  \"version\": 3\n}",
+		"receipts.ndjson":      "{\"callId\":\"2\"}\n{\"callId\":\"1\"}",
+	})
+	for i := range 40 {
+		writeFiles(t, dir, map[string]string{fmt.Sprintf("patterns/p%02d.md", i): fmt.Sprintf("pattern %d\n%s", i, randomBytes(uint64(i), 3000+i*50))})
+	}
+	if err := os.WriteFile(filepath.Join(dir, "memory.db"), randomBytes(7, 5<<20+777), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for p, m := range map[string]os.FileMode{"skills/reentrancy.md": 0o444, "system.md": 0o640, "patterns": 0o700, "empty/nested": 0o555, "zero": 0o600} {
+		if err := os.Chmod(filepath.Join(dir, p), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// editBrain changes a few things: one page of memory.db, a new file, a
+// removed file, the lock.
+func editBrain(t testing.TB, dir string) {
+	f, err := os.OpenFile(filepath.Join(dir, "memory.db"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xab}, 4096), 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	writeFiles(t, dir, map[string]string{"skills/new.md": "new skill", "bundle.lock.json": "{\n  \"version\": 4\n}"})
+	if err := os.Remove(filepath.Join(dir, "patterns/p07.md")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nodeOrSkip(t *testing.T) string {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	return node
+}
+
+func runNode(t *testing.T, node string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(node, append([]string{filepath.Join("testdata", "v3read.js")}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node v3read.js: %v\n%s", err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// TestNodeReader restores snapshots with the independent reader, written
+// from docs/format-v3.md alone, and compares the result byte for byte and
+// mode for mode.
+func TestNodeReader(t *testing.T) {
+	node := nodeOrSkip(t)
+	brain := richBrain(t)
+	f := newFx(t, MinPackSize) // 2 MiB packs: several of them
+	first := f.snap(brain, nil)
+	editBrain(t, brain)
+	second := f.snap(brain, nil)
+	if len(first.Commit.Packs) < 2 || len(second.Commit.Packs) < 3 {
+		t.Fatalf("want several packs, got %d then %d", len(first.Commit.Packs), len(second.Commit.Packs))
+	}
+	master := base64.RawURLEncoding.EncodeToString(testMaster[:])
+	out := filepath.Join(t.TempDir(), "node")
+	stdout := runNode(t, node, "--blobs", f.store.dir, "--head", f.head, "--master", master, "--identity", testIdentity, "--out", out)
+	mustEqualTree(t, brain, out)
+	var got struct {
+		BundleHash string `json:"bundleHash"`
+		Files      int64  `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("node output %q: %v", stdout, err)
+	}
+	if got.BundleHash != second.Commit.BundleHash.String() || got.Files != second.Commit.Files {
+		t.Errorf("node says %+v, commit says %s and %d files", got, second.Commit.BundleHash, second.Commit.Files)
+	}
+
+	// The agent key alone (a transferred agent) opens it too.
+	ak := DeriveAgentKey(testMaster, testIdentity).Bytes()
+	out2 := filepath.Join(t.TempDir(), "node2")
+	runNode(t, node, "--blobs", f.store.dir, "--head", f.head, "--agent-key", base64.RawURLEncoding.EncodeToString(ak[:]), "--identity", testIdentity, "--out", out2)
+	mustEqualTree(t, brain, out2)
+}
+
+// TestNodeReaderWalrus runs the whole path over HTTP: packs stored on the
+// local Walrus server, then restored with closed range reads by the Go
+// reader and by the independent reader.
+func TestNodeReaderWalrus(t *testing.T) {
+	node := nodeOrSkip(t)
+	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	ws := &walrusStore{url: ts.URL, client: ts.Client()}
+
+	brain := richBrain(t)
+	f := newFx(t, MinPackSize)
+	f.b.Sink = ws
+	f.snap(brain, nil)
+	editBrain(t, brain)
+	f.snap(brain, nil)
+
+	r, err := Open(context.Background(), ws, f.keys, f.head, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "go")
+	if _, err := r.Restore(context.Background(), dir, RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustEqualTree(t, brain, dir)
+
+	out := filepath.Join(t.TempDir(), "node")
+	runNode(t, node, "--url", ts.URL, "--head", f.head, "--master", base64.RawURLEncoding.EncodeToString(testMaster[:]), "--identity", testIdentity, "--out", out)
+	mustEqualTree(t, brain, out)
+}
+
+// walrusStore speaks the Walrus HTTP API: PUT /v1/blobs (then a read-back
+// check) and GET /v1/blobs/{id} with a closed Range. It is the shape of
+// the sink and range reader the daemon's Walrus client provides.
+type walrusStore struct {
+	url    string
+	client *http.Client
+}
+
+func (s *walrusStore) StorePack(ctx context.Context, p *Pack) (Stored, error) {
+	f, err := os.Open(p.Path)
+	if err != nil {
+		return Stored{}, err
+	}
+	defer f.Close()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.url+"/v1/blobs?epochs=5", f)
+	if err != nil {
+		return Stored{}, err
+	}
+	req.ContentLength = p.Size
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return Stored{}, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		NewlyCreated *struct {
+			BlobObject struct {
+				BlobID  string `json:"blobId"`
+				Storage struct {
+					EndEpoch uint64 `json:"endEpoch"`
+				} `json:"storage"`
+			} `json:"blobObject"`
+		} `json:"newlyCreated"`
+		AlreadyCertified *struct {
+			BlobID   string `json:"blobId"`
+			EndEpoch uint64 `json:"endEpoch"`
+		} `json:"alreadyCertified"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return Stored{}, fmt.Errorf("PUT: %s: %s", resp.Status, b)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return Stored{}, err
+	}
+	var st Stored
+	switch {
+	case out.NewlyCreated != nil:
+		st = Stored{BlobID: out.NewlyCreated.BlobObject.BlobID, EndEpoch: out.NewlyCreated.BlobObject.Storage.EndEpoch}
+	case out.AlreadyCertified != nil:
+		st = Stored{BlobID: out.AlreadyCertified.BlobID, EndEpoch: out.AlreadyCertified.EndEpoch}
+	default:
+		return Stored{}, fmt.Errorf("PUT: unexpected answer")
+	}
+	// Read back and compare, as the daemon does before referencing a blob.
+	h := sha256.New()
+	if _, err := s.ReadRange(ctx, st.BlobID, 0, p.Size, h); err != nil {
+		return Stored{}, fmt.Errorf("read back: %w", err)
+	}
+	if !bytes.Equal(h.Sum(nil), p.SHA256[:]) {
+		return Stored{}, fmt.Errorf("read back: digest mismatch")
+	}
+	return st, nil
+}
+
+var contentRange = regexp.MustCompile(`^bytes (\d+)-(\d+)/(\d+)$`)
+
+func (s *walrusStore) ReadRange(ctx context.Context, blobID string, off, n int64, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/v1/blobs/"+blobID, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent {
+		return 0, fmt.Errorf("GET %s: %s", blobID, resp.Status)
+	}
+	m := contentRange.FindStringSubmatch(resp.Header.Get("Content-Range"))
+	if m == nil || m[1] != strconv.FormatInt(off, 10) || m[2] != strconv.FormatInt(off+n-1, 10) {
+		return 0, fmt.Errorf("GET %s: Content-Range %q", blobID, resp.Header.Get("Content-Range"))
+	}
+	total, _ := strconv.ParseInt(m[3], 10, 64)
+	got, err := io.Copy(w, io.LimitReader(resp.Body, n))
+	if err == nil && got != n {
+		err = io.ErrUnexpectedEOF
+	}
+	return total, err
+}

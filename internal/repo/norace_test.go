@@ -1,0 +1,5 @@
+//go:build !race
+
+package repo
+
+const raceEnabled = false

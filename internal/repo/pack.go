@@ -1,0 +1,442 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Pack layout (docs/format-v3.md §6):
+//
+//	header[28] ‖ encrypted index[L] ‖ objects[D]
+//
+// The header is plaintext and fixed-size; the index is one AES-256-GCM
+// object whose associated data includes the header; objects are stored
+// back to back, each nonce ‖ ciphertext ‖ tag.
+const (
+	// HeaderSize is the size of a pack header.
+	HeaderSize = 28
+	// Magic starts every hermesd blob; the byte after it is the version.
+	Magic = "HRMS"
+	// Version is the pack format version byte.
+	Version = 0x03
+
+	flagHead = 0x01
+
+	// indexEntryLen: type[1] ‖ id[32] ‖ offset u64 ‖ length u32.
+	indexEntryLen = 1 + 32 + 8 + 4
+	// minIndexPlain: entry count u32 ‖ commit length u32.
+	minIndexPlain  = 8
+	minIndexStored = minIndexPlain + Overhead
+
+	// MaxIndexLen bounds a stored pack index.
+	MaxIndexLen = 64 << 20
+	// MaxPackLen bounds a pack (Walrus stores at most about 13.6 GiB).
+	MaxPackLen = 16 << 30
+	// MaxChunkLen bounds a chunk's plaintext as a reader accepts it (the
+	// writer makes chunks of at most MaxChunk).
+	MaxChunkLen = 16 << 20
+	// MaxTreeLen bounds a tree's plaintext.
+	MaxTreeLen = 64 << 20
+)
+
+// Header is a pack's plaintext header.
+type Header struct {
+	Head        bool            // the pack carries a commit
+	KeyID       [KeyIDSize]byte // AgentKey.ID of the writer
+	IndexLength int64           // stored (encrypted) index length
+	DataLength  int64           // bytes of objects after the index
+}
+
+// Size returns the size of the whole pack the header describes.
+func (h Header) Size() int64 { return HeaderSize + h.IndexLength + h.DataLength }
+
+// DataOffset returns where the objects begin in the pack.
+func (h Header) DataOffset() int64 { return HeaderSize + h.IndexLength }
+
+// Encode returns the header's 28 bytes.
+func (h Header) Encode() [HeaderSize]byte {
+	var b [HeaderSize]byte
+	copy(b[:], Magic)
+	b[4] = Version
+	if h.Head {
+		b[5] = flagHead
+	}
+	copy(b[8:16], h.KeyID[:])
+	binary.BigEndian.PutUint32(b[16:], uint32(h.IndexLength))
+	binary.BigEndian.PutUint64(b[20:], uint64(h.DataLength))
+	return b
+}
+
+// DecodeHeader parses a pack header. A blob that does not start with
+// "HRMS" 0x03 is ErrNotPack; any other defect is ErrCorrupt.
+func DecodeHeader(b []byte) (Header, error) {
+	if len(b) < 5 || string(b[:4]) != Magic {
+		return Header{}, fmt.Errorf("%w: no %q magic", ErrNotPack, Magic)
+	}
+	if b[4] != Version {
+		return Header{}, fmt.Errorf("%w: format version %d", ErrNotPack, b[4])
+	}
+	if len(b) < HeaderSize {
+		return Header{}, corruptf("pack header truncated at %d bytes", len(b))
+	}
+	var h Header
+	if b[5]&^flagHead != 0 || b[6] != 0 || b[7] != 0 {
+		return Header{}, corruptf("pack header: unknown flags %#02x %#02x %#02x", b[5], b[6], b[7])
+	}
+	h.Head = b[5]&flagHead != 0
+	copy(h.KeyID[:], b[8:16])
+	h.IndexLength = int64(binary.BigEndian.Uint32(b[16:]))
+	d := binary.BigEndian.Uint64(b[20:])
+	switch {
+	case h.IndexLength < minIndexStored || h.IndexLength > MaxIndexLen:
+		return Header{}, corruptf("pack header: index length %d out of range", h.IndexLength)
+	case d > MaxPackLen-HeaderSize-uint64(h.IndexLength):
+		return Header{}, corruptf("pack header: data length %d out of range", d)
+	}
+	h.DataLength = int64(d)
+	return h, nil
+}
+
+// IndexEntry locates one object in a pack. Offset is relative to the
+// start of the pack's data (Header.DataOffset); Length is the stored
+// length, plaintext plus Overhead.
+type IndexEntry struct {
+	Type   Type
+	ID     ID
+	Offset int64
+	Length int64
+}
+
+// Handle returns the entry's object handle.
+func (e IndexEntry) Handle() Handle { return Handle{e.Type, e.ID} }
+
+// PackIndex is a pack's index plaintext: its objects in pack order, and
+// the commit (JSON) when the pack is a head.
+type PackIndex struct {
+	Entries []IndexEntry
+	Commit  []byte
+}
+
+// maxPlain returns the largest plaintext an object of type t may have.
+func maxPlain(t Type) int64 {
+	switch t {
+	case TypeChunk:
+		return MaxChunkLen
+	case TypeTree:
+		return MaxTreeLen
+	}
+	return -1
+}
+
+// Encode returns the index plaintext.
+func (ix *PackIndex) Encode() []byte {
+	b := make([]byte, 0, minIndexPlain+indexEntryLen*len(ix.Entries)+len(ix.Commit))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ix.Entries)))
+	for _, e := range ix.Entries {
+		b = append(b, byte(e.Type))
+		b = append(b, e.ID[:]...)
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Offset))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.Length))
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ix.Commit)))
+	return append(b, ix.Commit...)
+}
+
+// DecodePackIndex parses an index plaintext for a pack whose data region
+// has dataLen bytes. Entries must tile the data region exactly, in order
+// (each starting where the previous ended, the last ending at dataLen),
+// with known types, lengths between Overhead and the type's cap, and no
+// handle twice. Errors match ErrCorrupt.
+func DecodePackIndex(b []byte, dataLen int64) (*PackIndex, error) {
+	if len(b) < minIndexPlain {
+		return nil, corruptf("pack index: %d bytes, shorter than its fixed fields", len(b))
+	}
+	n := binary.BigEndian.Uint32(b)
+	rest := b[4:]
+	if uint64(n) > uint64((len(rest)-4)/indexEntryLen) {
+		return nil, corruptf("pack index: %d entries cannot fit in %d bytes", n, len(b))
+	}
+	if uint64(n) > uint64(dataLen/Overhead) {
+		return nil, corruptf("pack index: %d entries cannot fit in %d data bytes", n, dataLen)
+	}
+	ix := &PackIndex{Entries: make([]IndexEntry, n)}
+	seen := make(map[Handle]struct{}, n)
+	var off int64
+	for i := range ix.Entries {
+		e := &ix.Entries[i]
+		e.Type = Type(rest[0])
+		copy(e.ID[:], rest[1:33])
+		o := binary.BigEndian.Uint64(rest[33:])
+		e.Length = int64(binary.BigEndian.Uint32(rest[41:]))
+		rest = rest[indexEntryLen:]
+		max := maxPlain(e.Type)
+		switch {
+		case max < 0:
+			return nil, corruptf("pack index: entry %d: unknown object type %d", i, e.Type)
+		case o != uint64(off):
+			return nil, corruptf("pack index: entry %d: offset %d, want %d (objects must tile the data)", i, o, off)
+		case e.Length < Overhead || e.Length > max+Overhead:
+			return nil, corruptf("pack index: %s: length %d out of range", e.Handle(), e.Length)
+		case e.Length > dataLen-off:
+			return nil, corruptf("pack index: %s at %d+%d runs past the data (%d bytes)", e.Handle(), off, e.Length, dataLen)
+		}
+		e.Offset = off
+		off += e.Length
+		if _, dup := seen[e.Handle()]; dup {
+			return nil, corruptf("pack index: %s listed twice", e.Handle())
+		}
+		seen[e.Handle()] = struct{}{}
+	}
+	if off != dataLen {
+		return nil, corruptf("pack index: objects cover %d of %d data bytes", off, dataLen)
+	}
+	c := binary.BigEndian.Uint32(rest)
+	rest = rest[4:]
+	if uint64(c) != uint64(len(rest)) {
+		return nil, corruptf("pack index: commit length %d, %d bytes left", c, len(rest))
+	}
+	if c > MaxCommitLen {
+		return nil, corruptf("pack index: commit of %d bytes exceeds %d", c, MaxCommitLen)
+	}
+	if c > 0 {
+		ix.Commit = bytes.Clone(rest)
+	}
+	return ix, nil
+}
+
+// openIndex authenticates and parses a pack's stored index against its
+// header bytes. A header naming another key id is ErrWrongAgent.
+func (k *Keys) openIndex(hdrBytes []byte, h Header, stored []byte) (*PackIndex, error) {
+	if h.KeyID != k.keyID {
+		return nil, &wrongAgentError{msg: fmt.Sprintf("%s: the pack was written under key id %x, this agent's key id is %x (another agent's snapshot, or another key)",
+			ErrWrongAgent.Error(), h.KeyID, k.keyID)}
+	}
+	if int64(len(stored)) != h.IndexLength {
+		return nil, corruptf("pack index: %d bytes, header says %d", len(stored), h.IndexLength)
+	}
+	plain, err := k.openAAD(nil, k.indexAAD(hdrBytes), stored)
+	if err != nil {
+		return nil, fmt.Errorf("pack index: %w (wrong identity %q, or the pack was tampered with)", err, k.identity)
+	}
+	ix, err := DecodePackIndex(plain, h.DataLength)
+	if err != nil {
+		return nil, err
+	}
+	if h.Head != (len(ix.Commit) > 0) {
+		return nil, corruptf("pack index: head flag %v but commit of %d bytes", h.Head, len(ix.Commit))
+	}
+	return ix, nil
+}
+
+// OpenIndex authenticates and parses a pack's stored index; hdr is the
+// pack's first HeaderSize bytes.
+func (k *Keys) OpenIndex(hdr, stored []byte) (Header, *PackIndex, error) {
+	h, err := DecodeHeader(hdr)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	ix, err := k.openIndex(hdr[:HeaderSize], h, stored)
+	return h, ix, err
+}
+
+// Pack is a finished pack file, ready to upload.
+type Pack struct {
+	Path        string   // the pack file; the writer's caller removes it after upload
+	Size        int64    // bytes
+	SHA256      [32]byte // of the whole file, for the read-back check
+	IndexLength int64    // stored index length (for the commit's pack list)
+	Head        bool     // carries a commit
+	Objects     []IndexEntry
+}
+
+// MinPackSize is the smallest pack cap a writer accepts: a chunk of
+// MaxChunk bytes must fit, with its index.
+const MinPackSize = 2 << 20
+
+// ErrPackFull is returned by PackWriter.Add when the object does not fit.
+var ErrPackFull = errors.New("repo: pack full")
+
+// memoryPackLimit: packs up to this cap are assembled in memory and
+// written once; larger ones are spooled to a file first.
+const memoryPackLimit = 16 << 20
+
+// PackWriter collects sealed objects of one pack under a size cap and, on
+// Finish, writes the pack file (header, sealed index, objects) in one pass,
+// computing its SHA-256 on the way. Objects are held in memory when the
+// cap is at most 16 MiB (Walrus's public publishers take 10 MiB), else
+// spooled to a temporary file. Not safe for concurrent use.
+type PackWriter struct {
+	keys    *Keys
+	dir     string
+	max     int64
+	mem     *[]byte // objects, when held in memory
+	pool    *bufPool
+	spool   *os.File
+	entries []IndexEntry
+	data    int64
+	err     error // sticky
+}
+
+// NewPackWriter starts a pack whose file will be written in dir (a spool
+// directory), at most maxSize bytes.
+func NewPackWriter(keys *Keys, dir string, maxSize int64) (*PackWriter, error) {
+	return newPackWriter(context.Background(), keys, dir, maxSize, nil)
+}
+
+// newPackWriter takes its memory buffer from pool (when not nil), waiting
+// for one: that bounds the packs in memory.
+func newPackWriter(ctx context.Context, keys *Keys, dir string, maxSize int64, pool *bufPool) (*PackWriter, error) {
+	if maxSize < MinPackSize {
+		return nil, fmt.Errorf("%w: pack cap %d is below the minimum %d", ErrTooLarge, maxSize, MinPackSize)
+	}
+	w := &PackWriter{keys: keys, dir: dir, max: min(maxSize, MaxPackLen)}
+	if w.max > memoryPackLimit {
+		f, err := os.CreateTemp(dir, "hermesd-objects-*.tmp")
+		if err != nil {
+			return nil, fmt.Errorf("repo: create pack spool: %w", err)
+		}
+		w.spool = f
+		return w, nil
+	}
+	if pool != nil {
+		b, err := pool.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.mem, w.pool = b, pool
+		*w.mem = (*w.mem)[:0]
+	} else {
+		b := make([]byte, 0, 1<<20)
+		w.mem = &b
+	}
+	return w, nil
+}
+
+// Len returns the number of objects added.
+func (w *PackWriter) Len() int { return len(w.entries) }
+
+// sizeWith returns the size the pack would have with extra more objects
+// of storedLen bytes in all and a commit of commitLen bytes.
+func (w *PackWriter) sizeWith(storedLen, commitLen int64, extra int) (total, indexPlain int64) {
+	n := int64(len(w.entries) + extra)
+	indexPlain = minIndexPlain + indexEntryLen*n + commitLen
+	return HeaderSize + indexPlain + Overhead + w.data + storedLen, indexPlain
+}
+
+// Fits reports whether an object of storedLen bytes still fits, leaving
+// room for a commit of commitLen bytes (storedLen 0: only the commit).
+func (w *PackWriter) Fits(storedLen, commitLen int64) bool {
+	extra := 1
+	if storedLen == 0 {
+		extra = 0
+	}
+	total, ix := w.sizeWith(storedLen, commitLen, extra)
+	return total <= w.max && ix+Overhead <= MaxIndexLen
+}
+
+// Add appends a sealed object (Keys.Seal's output). It returns ErrPackFull
+// when the object does not fit under the cap; the pack is then unchanged.
+func (w *PackWriter) Add(t Type, id ID, stored []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if maxPlain(t) < 0 || int64(len(stored)) < Overhead || int64(len(stored)) > maxPlain(t)+Overhead {
+		return fmt.Errorf("repo: %s %s: stored length %d out of range", t, id.Short(), len(stored))
+	}
+	if !w.Fits(int64(len(stored)), 0) {
+		return ErrPackFull
+	}
+	if w.mem != nil {
+		*w.mem = append(*w.mem, stored...)
+	} else if _, err := w.spool.Write(stored); err != nil {
+		w.err = fmt.Errorf("repo: write pack spool: %w", err)
+		return w.err
+	}
+	w.entries = append(w.entries, IndexEntry{Type: t, ID: id, Offset: w.data, Length: int64(len(stored))})
+	w.data += int64(len(stored))
+	return nil
+}
+
+// Finish writes the pack file: a head pack when commit is non-empty. The
+// returned Pack's file belongs to the caller. The writer is done either
+// way.
+func (w *PackWriter) Finish(commit []byte) (p *Pack, err error) {
+	defer w.Abort()
+	if w.err != nil {
+		return nil, w.err
+	}
+	if total, ix := w.sizeWith(0, int64(len(commit)), 0); total > w.max || ix+Overhead > MaxIndexLen {
+		return nil, fmt.Errorf("%w: pack of %d bytes with its commit exceeds the cap of %d", ErrPackFull, total, w.max)
+	}
+	ix := &PackIndex{Entries: w.entries, Commit: commit}
+	plain := ix.Encode()
+	h := Header{Head: len(commit) > 0, KeyID: w.keys.keyID, IndexLength: int64(len(plain) + Overhead), DataLength: w.data}
+	hdr := h.Encode()
+	prefix := make([]byte, 0, HeaderSize+len(plain)+Overhead)
+	prefix = append(prefix, hdr[:]...)
+	if prefix, err = w.keys.sealAAD(prefix, w.keys.indexAAD(hdr[:]), plain); err != nil {
+		return nil, err
+	}
+	out, err := os.CreateTemp(w.dir, "hermesd-pack-*.hrms")
+	if err != nil {
+		return nil, fmt.Errorf("repo: create pack: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			out.Close()
+			os.Remove(out.Name())
+		}
+	}()
+	sum := sha256.New()
+	mw := io.MultiWriter(out, sum)
+	if _, err := mw.Write(prefix); err != nil {
+		return nil, fmt.Errorf("repo: write pack: %w", err)
+	}
+	if w.mem != nil {
+		if _, err := mw.Write(*w.mem); err != nil {
+			return nil, fmt.Errorf("repo: write pack: %w", err)
+		}
+	} else {
+		if _, err := w.spool.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("repo: rewind pack spool: %w", err)
+		}
+		n, err := io.CopyBuffer(mw, io.LimitReader(w.spool, w.data+1), make([]byte, 1<<20))
+		if err != nil {
+			return nil, fmt.Errorf("repo: write pack: %w", err)
+		}
+		if n != w.data {
+			return nil, fmt.Errorf("repo: pack spool holds %d bytes, want %d", n, w.data)
+		}
+	}
+	if err := out.Close(); err != nil {
+		return nil, fmt.Errorf("repo: write pack: %w", err)
+	}
+	p = &Pack{Path: out.Name(), Size: h.Size(), IndexLength: h.IndexLength, Head: h.Head, Objects: w.entries}
+	copy(p.SHA256[:], sum.Sum(nil))
+	return p, nil
+}
+
+// Abort discards what the writer holds. It is safe to call more than once
+// and after Finish.
+func (w *PackWriter) Abort() {
+	if w.spool != nil {
+		w.spool.Close()
+		os.Remove(w.spool.Name())
+		w.spool = nil
+	}
+	if w.mem != nil {
+		if w.pool != nil {
+			w.pool.put(w.mem)
+		}
+		w.mem = nil
+	}
+	if w.err == nil {
+		w.err = errors.New("repo: pack writer closed")
+	}
+}

@@ -1,0 +1,523 @@
+package repo
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// RangeReader reads closed byte ranges of blobs: the Walrus aggregator's
+// `Range: bytes=a-b` (a 206 answer with `Content-Range: a-b/total`).
+//
+// ReadRange writes bytes [off, off+length) of the blob to w, never more,
+// and returns the blob's total size. It may fail after a partial write;
+// the reader then asks again for the rest. A missing or expired blob is an
+// error that the reader passes on, wrapped.
+type RangeReader interface {
+	ReadRange(ctx context.Context, blobID string, off, length int64, w io.Writer) (total int64, err error)
+}
+
+// ReadOptions tunes a Reader's downloads.
+type ReadOptions struct {
+	// Concurrency bounds simultaneous range reads; 0 means 4.
+	Concurrency int
+	// Gap is how many unneeded bytes between two needed objects of one
+	// pack are downloaded rather than paying for a second request; 0
+	// means 64 KiB, negative means none.
+	Gap int64
+	// MaxRange bounds one coalesced range read; 0 means 4 MiB. An object
+	// larger than that gets a range of its own.
+	MaxRange int64
+	// Attempts bounds the reads of one range, resuming after the bytes
+	// received; 0 means 3.
+	Attempts int
+}
+
+func (o ReadOptions) withDefaults() ReadOptions {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	switch {
+	case o.Gap == 0:
+		o.Gap = 64 << 10
+	case o.Gap < 0:
+		o.Gap = 0
+	}
+	if o.MaxRange <= 0 {
+		o.MaxRange = 4 << 20
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 3
+	}
+	return o
+}
+
+// Reader reads one v3 snapshot: its head commit, the indexes of its live
+// packs, its trees and its objects. It verifies everything it reads. A
+// Reader is safe for concurrent use.
+type Reader struct {
+	src    RangeReader
+	keys   *Keys
+	opts   ReadOptions
+	headID string
+	commit *Commit
+	cid    ID
+	packs  []*packState // the commit's packs in list order, then the head
+	head   *packState
+	// headPrefix is the head pack's header and index as first read.
+	headPrefix []byte
+	loc        map[Handle]objRef
+
+	treeMu sync.Mutex
+	trees  map[ID]*Tree
+
+	downloaded atomic.Int64
+	ranges     atomic.Int64
+}
+
+type packState struct {
+	ref     PackRef
+	hdr     Header
+	entries []IndexEntry
+	head    bool
+}
+
+// objRef is where one object is: absolute offset and stored length.
+type objRef struct {
+	h    Handle
+	pack *packState
+	off  int64
+	n    int64
+}
+
+// Head is what the head pack alone tells: its commit and size.
+type Head struct {
+	BlobID      string
+	Commit      *Commit
+	CommitID    ID // SHA-256 of the commit's encoding
+	Size        int64
+	IndexLength int64
+	Objects     []IndexEntry // the objects the head pack holds
+}
+
+// ReadCommit reads only the head pack's header and index (two range
+// reads) and returns its verified commit: enough to walk a lineage
+// (hermesd log: follow Commit.Parent while ParentFormat is "v3").
+func ReadCommit(ctx context.Context, src RangeReader, keys *Keys, blobID string) (*Head, error) {
+	r := &Reader{src: src, keys: keys, opts: ReadOptions{}.withDefaults()}
+	p, c, cid, err := r.readHead(ctx, blobID)
+	if err != nil {
+		return nil, err
+	}
+	return &Head{BlobID: blobID, Commit: c, CommitID: cid, Size: p.ref.Size, IndexLength: p.ref.IndexLength, Objects: p.entries}, nil
+}
+
+// Open reads the head pack blobID (header, index, commit) and the indexes
+// of every pack the commit lists (one range read each, concurrently), and
+// verifies them: the commit must be this agent's, every pack must have the
+// size and index length the commit records.
+func Open(ctx context.Context, src RangeReader, keys *Keys, blobID string, opts ReadOptions) (*Reader, error) {
+	r := &Reader{src: src, keys: keys, opts: opts.withDefaults(), headID: blobID, trees: map[ID]*Tree{}}
+	head, c, cid, err := r.readHead(ctx, blobID)
+	if err != nil {
+		return nil, err
+	}
+	r.commit, r.cid, r.head = c, cid, head
+	if c.Pack(blobID) != nil {
+		return nil, corruptf("commit lists its own head pack %s", blobID)
+	}
+	r.packs = make([]*packState, len(c.Packs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.opts.Concurrency)
+	for i := range c.Packs {
+		g.Go(func() error {
+			p, err := r.readPack(gctx, c.Packs[i])
+			r.packs[i] = p
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	r.packs = append(r.packs, head)
+	n := 0
+	for _, p := range r.packs {
+		n += len(p.entries)
+	}
+	r.loc = make(map[Handle]objRef, n)
+	for _, p := range r.packs {
+		base := p.hdr.DataOffset()
+		for _, e := range p.entries {
+			if _, ok := r.loc[e.Handle()]; !ok {
+				r.loc[e.Handle()] = objRef{h: e.Handle(), pack: p, off: base + e.Offset, n: e.Length}
+			}
+		}
+	}
+	return r, nil
+}
+
+// readHead reads and verifies a head pack's header, index and commit.
+func (r *Reader) readHead(ctx context.Context, blobID string) (*packState, *Commit, ID, error) {
+	if !ValidBlobID(blobID) {
+		return nil, nil, ID{}, fmt.Errorf("repo: %q is not a blob id", clip(blobID))
+	}
+	hb, total, err := r.readRange(ctx, blobID, 0, HeaderSize, nil)
+	if err != nil {
+		return nil, nil, ID{}, fmt.Errorf("read pack %s: %w", blobID, err)
+	}
+	h, err := DecodeHeader(hb)
+	if err != nil {
+		return nil, nil, ID{}, fmt.Errorf("pack %s: %w", blobID, err)
+	}
+	if err := checkSize(blobID, h, total); err != nil {
+		return nil, nil, ID{}, err
+	}
+	if !h.Head {
+		return nil, nil, ID{}, corruptf("pack %s is not a head pack (it carries no commit)", blobID)
+	}
+	ib, _, err := r.readRange(ctx, blobID, HeaderSize, h.IndexLength, nil)
+	if err != nil {
+		return nil, nil, ID{}, fmt.Errorf("read pack %s: %w", blobID, err)
+	}
+	ix, err := r.keys.openIndex(hb, h, ib)
+	if err != nil {
+		return nil, nil, ID{}, fmt.Errorf("pack %s: %w", blobID, err)
+	}
+	c, err := DecodeCommit(ix.Commit)
+	if err != nil {
+		return nil, nil, ID{}, fmt.Errorf("pack %s: %w", blobID, err)
+	}
+	if c.Identity != r.keys.identity || c.KeyID != r.keys.KeyID() {
+		return nil, nil, ID{}, &wrongAgentError{msg: fmt.Sprintf("%s: pack %s holds a commit of %q (key id %s)", ErrWrongAgent.Error(), blobID, clip(c.Identity), c.KeyID)}
+	}
+	p := &packState{ref: PackRef{BlobID: blobID, Size: total, IndexLength: h.IndexLength}, hdr: h, entries: ix.Entries, head: true}
+	r.headPrefix = append(append([]byte{}, hb...), ib...)
+	return p, c, sha256.Sum256(ix.Commit), nil
+}
+
+// readPack reads a listed pack's header and index in one range read.
+func (r *Reader) readPack(ctx context.Context, ref PackRef) (*packState, error) {
+	b, total, err := r.readRange(ctx, ref.BlobID, 0, HeaderSize+ref.IndexLength, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read pack %s: %w", ref.BlobID, err)
+	}
+	h, err := DecodeHeader(b)
+	if err != nil {
+		return nil, fmt.Errorf("pack %s: %w", ref.BlobID, err)
+	}
+	if err := checkSize(ref.BlobID, h, total); err != nil {
+		return nil, err
+	}
+	if h.IndexLength != ref.IndexLength || total != ref.Size {
+		return nil, corruptf("pack %s: %d bytes with an index of %d, the commit says %d and %d", ref.BlobID, total, h.IndexLength, ref.Size, ref.IndexLength)
+	}
+	ix, err := r.keys.openIndex(b[:HeaderSize], h, b[HeaderSize:])
+	if err != nil {
+		return nil, fmt.Errorf("pack %s: %w", ref.BlobID, err)
+	}
+	return &packState{ref: ref, hdr: h, entries: ix.Entries, head: h.Head}, nil
+}
+
+func checkSize(blobID string, h Header, total int64) error {
+	switch {
+	case total < h.Size():
+		return corruptf("pack %s is truncated: %d bytes, its header says %d", blobID, total, h.Size())
+	case total > h.Size():
+		return corruptf("pack %s has %d bytes of trailing data", blobID, total-h.Size())
+	}
+	return nil
+}
+
+// fixedWriter collects exactly want bytes into b.
+type fixedWriter struct {
+	b    []byte
+	want int
+}
+
+var errOverflow = errors.New("blob store returned more bytes than requested")
+
+func (w *fixedWriter) Write(p []byte) (int, error) {
+	room := w.want - len(w.b)
+	if len(p) > room {
+		w.b = append(w.b, p[:room]...)
+		return room, errOverflow
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// readRange reads [off, off+n) of a blob into buf (reused if large
+// enough), resuming after partial reads. It returns the bytes and the
+// blob's total size.
+func (r *Reader) readRange(ctx context.Context, blobID string, off, n int64, buf []byte) ([]byte, int64, error) {
+	if int64(cap(buf)) < n {
+		buf = make([]byte, 0, n)
+	}
+	w := &fixedWriter{b: buf[:0], want: int(n)}
+	var total int64
+	var err error
+	for attempt := 0; attempt < r.opts.Attempts; attempt++ {
+		got := int64(len(w.b))
+		r.ranges.Add(1)
+		total, err = r.src.ReadRange(ctx, blobID, off+got, n-got, w)
+		r.downloaded.Add(int64(len(w.b)) - got)
+		if errors.Is(err, errOverflow) {
+			return nil, 0, fmt.Errorf("range %d+%d: %w", off, n, err)
+		}
+		if err == nil && int64(len(w.b)) == n {
+			return w.b, total, nil
+		}
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		if err == nil {
+			if total > 0 && total < off+n {
+				return nil, 0, corruptf("blob %s has %d bytes, the range %d+%d runs past it", blobID, total, off, n)
+			}
+			err = fmt.Errorf("range %d+%d: got %d bytes", off, n, len(w.b))
+		}
+	}
+	return nil, 0, err
+}
+
+// Commit returns the head commit.
+func (r *Reader) Commit() *Commit { return r.commit }
+
+// CommitID returns the SHA-256 of the head commit's encoding.
+func (r *Reader) CommitID() ID { return r.cid }
+
+// HeadBlobID returns the head pack's blob id.
+func (r *Reader) HeadBlobID() string { return r.headID }
+
+// Downloaded returns the bytes and range requests read so far.
+func (r *Reader) Downloaded() (bytes, ranges int64) { return r.downloaded.Load(), r.ranges.Load() }
+
+// Index rebuilds a dedup index of this head (the packs it lists and the
+// head pack itself), for a lost or stale local index. headEndEpoch is the
+// head pack's end epoch, which only the upload's answer (or the chain)
+// knows. The head pack is downloaded once to compute its SHA-256, which the
+// next commit records.
+func (r *Reader) Index(ctx context.Context, headEndEpoch uint64) (*Index, error) {
+	b, _, err := r.readRange(ctx, r.headID, 0, r.head.ref.Size, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read pack %s: %w", r.headID, err)
+	}
+	if !bytes.Equal(b[:HeaderSize+r.head.ref.IndexLength], r.headPrefix) {
+		return nil, corruptf("pack %s changed while it was read", r.headID)
+	}
+	packs := make([]*indexPack, 0, len(r.packs))
+	for _, p := range r.packs {
+		ref := p.ref
+		if p == r.head {
+			ref.EndEpoch = headEndEpoch
+			ref.SHA256 = sha256.Sum256(b)
+		}
+		packs = append(packs, &indexPack{ref: ref, head: p.head, entries: p.entries})
+	}
+	ix := NewIndex()
+	ix.replace(r.headID, packs)
+	return ix, nil
+}
+
+func (r *Reader) locate(h Handle) (objRef, error) {
+	o, ok := r.loc[h]
+	if !ok {
+		return objRef{}, corruptf("%s is not in any live pack of the commit", h)
+	}
+	return o, nil
+}
+
+// Tree loads, verifies and caches one tree of the snapshot.
+func (r *Reader) Tree(ctx context.Context, id ID) (*Tree, error) {
+	r.treeMu.Lock()
+	t := r.trees[id]
+	r.treeMu.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	if err := r.loadTrees(ctx, []ID{id}); err != nil {
+		return nil, err
+	}
+	r.treeMu.Lock()
+	defer r.treeMu.Unlock()
+	return r.trees[id], nil
+}
+
+// Prefetch loads every tree reachable from root, level by level: each
+// level's trees are fetched together (coalesced, concurrent), so a commit's
+// trees cost about one round of requests per directory level.
+func (r *Reader) Prefetch(ctx context.Context, root ID) error {
+	level := []ID{root}
+	seen := map[ID]bool{root: true}
+	for depth := 0; len(level) > 0; depth++ {
+		if depth > MaxDepth {
+			return corruptf("trees nested deeper than %d", MaxDepth)
+		}
+		if err := r.loadTrees(ctx, level); err != nil {
+			return err
+		}
+		var next []ID
+		r.treeMu.Lock()
+		for _, id := range level {
+			for _, e := range r.trees[id].Entries {
+				if e.Type == EntryDir && !seen[e.Subtree] {
+					seen[e.Subtree] = true
+					next = append(next, e.Subtree)
+				}
+			}
+		}
+		r.treeMu.Unlock()
+		level = next
+	}
+	return nil
+}
+
+// loadTrees fetches the trees of ids that are not cached yet.
+func (r *Reader) loadTrees(ctx context.Context, ids []ID) error {
+	var objs []objRef
+	r.treeMu.Lock()
+	for _, id := range ids {
+		if r.trees[id] == nil {
+			o, err := r.locate(Handle{TypeTree, id})
+			if err != nil {
+				r.treeMu.Unlock()
+				return err
+			}
+			objs = append(objs, o)
+		}
+	}
+	r.treeMu.Unlock()
+	return r.fetch(ctx, r.plan(objs, true), false, func(o objRef, plain []byte) error {
+		t, err := DecodeTree(plain)
+		if err != nil {
+			return fmt.Errorf("tree %s: %w", o.h.ID.Short(), err)
+		}
+		r.treeMu.Lock()
+		r.trees[o.h.ID] = t
+		r.treeMu.Unlock()
+		return nil
+	})
+}
+
+// span is one coalesced range read.
+type span struct {
+	pack *packState
+	off  int64
+	n    int64
+	objs []objRef
+}
+
+// plan groups objects into range reads. sorted: by pack (in the commit's
+// order) and offset, each object once, which minimizes requests;
+// otherwise in the given order, merging only neighbours.
+func (r *Reader) plan(objs []objRef, sorted bool) []span {
+	if sorted {
+		rank := make(map[*packState]int, len(r.packs))
+		for i, p := range r.packs {
+			rank[p] = i
+		}
+		objs = slices.Clone(objs)
+		slices.SortFunc(objs, func(a, b objRef) int {
+			if c := rank[a.pack] - rank[b.pack]; c != 0 {
+				return c
+			}
+			return cmp.Compare(a.off, b.off)
+		})
+		objs = slices.CompactFunc(objs, func(a, b objRef) bool { return a.pack == b.pack && a.off == b.off })
+	}
+	var spans []span
+	for _, o := range objs {
+		if k := len(spans) - 1; k >= 0 {
+			s := &spans[k]
+			end := s.off + s.n
+			if s.pack == o.pack && o.off >= end && o.off-end <= r.opts.Gap && o.off+o.n-s.off <= r.opts.MaxRange {
+				s.n = o.off + o.n - s.off
+				s.objs = append(s.objs, o)
+				continue
+			}
+		}
+		spans = append(spans, span{pack: o.pack, off: o.off, n: o.n, objs: []objRef{o}})
+	}
+	return spans
+}
+
+// fetch downloads the spans (Concurrency at a time), decrypts and verifies
+// every object, and calls deliver with its plaintext (valid only during
+// the call). ordered: deliveries happen in span order, one at a time;
+// otherwise concurrently, in any order.
+func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, deliver func(o objRef, plain []byte) error) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	next := make(chan int)
+	var turns []chan struct{}
+	if ordered {
+		turns = make([]chan struct{}, len(spans)+1)
+		for i := range turns {
+			turns[i] = make(chan struct{})
+		}
+		close(turns[0])
+	}
+	g.Go(func() error {
+		defer close(next)
+		for i := range spans {
+			select {
+			case next <- i:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	for range min(r.opts.Concurrency, len(spans)) {
+		g.Go(func() error {
+			var buf, plain []byte
+			for i := range next {
+				s := &spans[i]
+				var err error
+				buf, _, err = r.readRange(gctx, s.pack.ref.BlobID, s.off, s.n, buf)
+				if err != nil {
+					return fmt.Errorf("read pack %s: %w", s.pack.ref.BlobID, err)
+				}
+				if ordered {
+					select {
+					case <-turns[i]:
+					case <-gctx.Done():
+						return gctx.Err()
+					}
+				}
+				for _, o := range s.objs {
+					stored := buf[o.off-s.off : o.off-s.off+o.n]
+					if plain, err = r.keys.openTo(plain[:0], o.h.Type, o.h.ID, stored); err != nil {
+						return fmt.Errorf("pack %s: %w", s.pack.ref.BlobID, err)
+					}
+					if err := deliver(o, plain); err != nil {
+						return err
+					}
+				}
+				if ordered {
+					close(turns[i+1])
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Walk calls fn for every entry of the snapshot's root tree, depth first
+// in name order, with its '/'-separated path; see the package function
+// Walk.
+func (r *Reader) Walk(ctx context.Context, fn WalkFunc) error {
+	return Walk(ctx, r, r.commit.Root, fn)
+}

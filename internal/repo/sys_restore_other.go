@@ -1,0 +1,23 @@
+//go:build !linux
+
+package repo
+
+import (
+	"io/fs"
+	"os"
+)
+
+// restoreDir writes restored files below a directory through os.Root.
+type restoreDir struct {
+	root *os.Root
+}
+
+func openRestoreDir(root *os.Root, _ string) (*restoreDir, error) {
+	return &restoreDir{root: root}, nil
+}
+
+func (d *restoreDir) close() {}
+
+func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, mode *fs.FileMode) error {
+	return d.writeAtRoot(path, create, data, off, mode)
+}

@@ -1,0 +1,253 @@
+package repo
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"math"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxNameLen bounds one file or directory name in bytes.
+const MaxNameLen = 1024
+
+// EntryType says what a tree entry is.
+type EntryType uint8
+
+// Entry types (docs/format-v3.md §5).
+const (
+	EntryFile EntryType = 1
+	EntryDir  EntryType = 2
+)
+
+func (t EntryType) String() string {
+	switch t {
+	case EntryFile:
+		return "file"
+	case EntryDir:
+		return "dir"
+	}
+	return fmt.Sprintf("entry(%d)", uint8(t))
+}
+
+// Entry is one name of a directory: a regular file with its size, the
+// SHA-256 of its whole content and its chunk ids in order, or a directory
+// with its subtree id. Mode holds only permission bits (mode & 0o777).
+type Entry struct {
+	Name    string
+	Type    EntryType
+	Mode    fs.FileMode
+	Size    int64    // file only
+	SHA256  [32]byte // file only
+	Chunks  []ID     // file only; empty iff Size == 0
+	Subtree ID       // dir only
+}
+
+// Tree is one directory: its entries sorted by name bytes, names unique.
+type Tree struct {
+	Entries []Entry
+}
+
+// Find returns the entry called name, or nil.
+func (t *Tree) Find(name string) *Entry {
+	lo, hi := 0, len(t.Entries)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.Entries[m].Name < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(t.Entries) && t.Entries[lo].Name == name {
+		return &t.Entries[lo]
+	}
+	return nil
+}
+
+// Tree encoding sizes.
+const (
+	treeHeaderLen   = 4          // u32 entry count
+	entryFixedLen   = 2 + 1 + 2  // name length, type, mode
+	fileFixedLen    = 8 + 32 + 4 // size, sha256, chunk count
+	dirFixedLen     = 32         // subtree id
+	minTreeEntryLen = entryFixedLen + 1 + dirFixedLen
+)
+
+// CheckName validates one name against the format's policy, the same as
+// the bundle hasher's plus the structural rules: non-empty, valid UTF-8, no
+// '/', NUL or '\', not "." or "..", at most MaxNameLen bytes.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty name", ErrName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: %q: longer than %d bytes", ErrName, clip(name), MaxNameLen)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: %q", ErrName, name)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrName, name)
+	case strings.ContainsAny(name, "/\\\x00"):
+		return fmt.Errorf("%w: %q contains '/', '\\' or NUL", ErrName, name)
+	}
+	return nil
+}
+
+// Encode returns the tree's canonical bytes (docs/format-v3.md §5): the same
+// directory always encodes to the same bytes, hence the same id. It
+// refuses entries out of order, duplicate or invalid names, and fields out
+// of range.
+func (t *Tree) Encode() ([]byte, error) {
+	return t.appendEncoding(nil)
+}
+
+func (t *Tree) encodedLen() int {
+	n := treeHeaderLen
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		n += entryFixedLen + len(e.Name)
+		if e.Type == EntryDir {
+			n += dirFixedLen
+		} else {
+			n += fileFixedLen + 32*len(e.Chunks)
+		}
+	}
+	return n
+}
+
+func (t *Tree) appendEncoding(b []byte) ([]byte, error) {
+	if uint64(len(t.Entries)) > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: directory has too many entries", ErrTooLarge)
+	}
+	if cap(b)-len(b) < t.encodedLen() {
+		nb := make([]byte, len(b), len(b)+t.encodedLen())
+		copy(nb, b)
+		b = nb
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(t.Entries)))
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		if err := CheckName(e.Name); err != nil {
+			return nil, err
+		}
+		if i > 0 && t.Entries[i-1].Name >= e.Name {
+			return nil, fmt.Errorf("repo: tree entries out of order or duplicate at %q", e.Name)
+		}
+		if e.Mode&^0o777 != 0 {
+			return nil, fmt.Errorf("repo: %s: mode %v has more than permission bits", e.Name, e.Mode)
+		}
+		b = binary.BigEndian.AppendUint16(b, uint16(len(e.Name)))
+		b = append(b, e.Name...)
+		b = append(b, byte(e.Type))
+		b = binary.BigEndian.AppendUint16(b, uint16(e.Mode))
+		switch e.Type {
+		case EntryFile:
+			if e.Size < 0 || (e.Size == 0) != (len(e.Chunks) == 0) || int64(len(e.Chunks)) > e.Size && e.Size > 0 {
+				return nil, fmt.Errorf("repo: %s: size %d does not fit %d chunks", e.Name, e.Size, len(e.Chunks))
+			}
+			if uint64(len(e.Chunks)) > math.MaxUint32 {
+				return nil, fmt.Errorf("%w: %s has too many chunks", ErrTooLarge, e.Name)
+			}
+			b = binary.BigEndian.AppendUint64(b, uint64(e.Size))
+			b = append(b, e.SHA256[:]...)
+			b = binary.BigEndian.AppendUint32(b, uint32(len(e.Chunks)))
+			for _, c := range e.Chunks {
+				b = append(b, c[:]...)
+			}
+		case EntryDir:
+			b = append(b, e.Subtree[:]...)
+		default:
+			return nil, fmt.Errorf("repo: %s: unknown entry type %d", e.Name, e.Type)
+		}
+	}
+	return b, nil
+}
+
+// ID returns the tree's id, SHA-256 of its encoding.
+func (t *Tree) ID() (ID, error) {
+	b, err := t.Encode()
+	if err != nil {
+		return ID{}, err
+	}
+	return sha256.Sum256(b), nil
+}
+
+// DecodeTree parses a tree's bytes. Everything is checked: the entry count
+// against the bytes present, names (policy, order, uniqueness), types,
+// modes, sizes against chunk counts, and no trailing bytes. Errors match
+// ErrCorrupt.
+func DecodeTree(b []byte) (*Tree, error) {
+	if len(b) < treeHeaderLen {
+		return nil, corruptf("tree: %d bytes, shorter than its header", len(b))
+	}
+	n := binary.BigEndian.Uint32(b)
+	rest := b[treeHeaderLen:]
+	if uint64(n) > uint64(len(rest)/minTreeEntryLen) {
+		return nil, corruptf("tree: %d entries cannot fit in %d bytes", n, len(rest))
+	}
+	t := &Tree{Entries: make([]Entry, n)}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		if len(rest) < entryFixedLen {
+			return nil, corruptf("tree: entry %d truncated", i)
+		}
+		nl := int(binary.BigEndian.Uint16(rest))
+		if nl == 0 || nl > MaxNameLen || len(rest) < entryFixedLen+nl {
+			return nil, corruptf("tree: entry %d: name length %d out of range", i, nl)
+		}
+		e.Name = string(rest[2 : 2+nl])
+		if err := CheckName(e.Name); err != nil {
+			return nil, fmt.Errorf("%w: tree: %w", ErrCorrupt, err)
+		}
+		if i > 0 && t.Entries[i-1].Name >= e.Name {
+			return nil, corruptf("tree: entry %q out of order or duplicate", e.Name)
+		}
+		e.Type = EntryType(rest[2+nl])
+		mode := binary.BigEndian.Uint16(rest[3+nl:])
+		if mode&^0o777 != 0 {
+			return nil, corruptf("tree: %q: mode %#o has more than permission bits", e.Name, mode)
+		}
+		e.Mode = fs.FileMode(mode)
+		rest = rest[entryFixedLen+nl:]
+		switch e.Type {
+		case EntryFile:
+			if len(rest) < fileFixedLen {
+				return nil, corruptf("tree: %q truncated", e.Name)
+			}
+			size := binary.BigEndian.Uint64(rest)
+			copy(e.SHA256[:], rest[8:40])
+			k := binary.BigEndian.Uint32(rest[40:])
+			rest = rest[fileFixedLen:]
+			switch {
+			case size > math.MaxInt64:
+				return nil, corruptf("tree: %q: size %d out of range", e.Name, size)
+			case (size == 0) != (k == 0), uint64(k) > size:
+				return nil, corruptf("tree: %q: %d chunks cannot hold %d bytes", e.Name, k, size)
+			case uint64(k) > uint64(len(rest)/32):
+				return nil, corruptf("tree: %q: %d chunk ids cannot fit in %d bytes", e.Name, k, len(rest))
+			}
+			e.Size = int64(size)
+			if k > 0 {
+				e.Chunks = make([]ID, k)
+				for j := range e.Chunks {
+					copy(e.Chunks[j][:], rest[32*j:])
+				}
+				rest = rest[32*int(k):]
+			}
+		case EntryDir:
+			if len(rest) < dirFixedLen {
+				return nil, corruptf("tree: %q truncated", e.Name)
+			}
+			copy(e.Subtree[:], rest)
+			rest = rest[dirFixedLen:]
+		default:
+			return nil, corruptf("tree: %q: unknown entry type %d", e.Name, e.Type)
+		}
+	}
+	if len(rest) != 0 {
+		return nil, corruptf("tree: %d trailing bytes", len(rest))
+	}
+	return t, nil
+}
