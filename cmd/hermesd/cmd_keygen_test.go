@@ -41,7 +41,7 @@ func TestKeygen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(stdout, key.String()) {
+	if strings.Contains(stdout, key.Secret()) {
 		t.Error("keygen printed the key")
 	}
 
@@ -53,7 +53,7 @@ func TestKeygen(t *testing.T) {
 	if code := exitCode(err); code != exitFailure {
 		t.Errorf("exit code %d, want %d", code, exitFailure)
 	}
-	if stdout != "" || strings.Contains(stderr, key.String()) {
+	if stdout != "" || strings.Contains(stderr, key.Secret()) {
 		t.Errorf("output on failure: %q %q", stdout, stderr)
 	}
 	if again, _ := cipher.ReadKeyFile(path); again != key {

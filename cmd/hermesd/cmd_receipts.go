@@ -183,23 +183,23 @@ func receiptInput(r io.Reader) (io.Reader, error) {
 
 const receiptsAddHelp = `Verify receipts and append the new ones (by callId) to an agent's receipt
 log, as the daemon's POST /v1/agents/{id}/receipts does. The input is
-ndjson or one JSON receipt, from FILE or standard input. Receipts that do not
-verify (unsigned, bad signature, missing fields) follow --policy: keep them
-(flagged), quarantine them (written to receipts.log.quarantine beside the
-log, not added), or reject the whole input (exit 3, log unchanged). A valid
-signature by an operator that is not trusted is added and flagged.
+ndjson or one JSON receipt, from FILE or standard input. Only receipts signed
+by a trusted operator enter the log (and so the snapshots). Everything else
+(unsigned, bad signature, unknown signer, not a receipt) follows --policy:
+quarantine it (set aside in receipts.log.quarantine beside the log, within
+its size bound) or reject the whole input (exit 3, log unchanged).
 
 The daemon holds the state directory while it runs; stop it, or POST the
 receipts to it instead.`
 
 func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "receipts add",
-		"receipts add [-config FILE | --state-dir DIR] --agent ID [--policy keep|quarantine|reject] [--trust ADDRESS]... [--json] [FILE|-]",
+		"receipts add [-config FILE | --state-dir DIR] --agent ID [--policy quarantine|reject] [--trust ADDRESS]... [--json] [FILE|-]",
 		receiptsAddHelp)
 	var rf receiptsFlags
 	rf.register(fs, true)
 	agentID := fs.String("agent", "", "agent `ID` (required)")
-	policyName := fs.String("policy", "", "what to do with receipts that do not verify: keep, quarantine or reject (default receipts.import_policy, else quarantine)")
+	policyName := fs.String("policy", "", "what to do with lines that are not receipts of a trusted operator: quarantine or reject (default receipts.import_policy, else quarantine)")
 	jsonOut := fs.Bool("json", false, "print the import report as one JSON object")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -287,9 +287,9 @@ func receiptsCount(n int, one, many string) string {
 const receiptsMaxDetail = 20
 
 func printImportReport(w io.Writer, agent string, rep receipts.ImportReport) {
-	fmt.Fprintf(w, "%s: %s: %d added (%d flagged), %s, %d quarantined, %d rejected, %s\n",
-		agent, receiptsCount(rep.Lines, "line", "lines"), rep.Imported, rep.Flagged,
-		receiptsCount(rep.Duplicates, "duplicate", "duplicates"), rep.Quarantined, rep.Rejected,
+	fmt.Fprintf(w, "%s: %s: %d added, %s, %d quarantined, %d dropped (quarantine full), %d rejected, %s\n",
+		agent, receiptsCount(rep.Lines, "line", "lines"), rep.Imported,
+		receiptsCount(rep.Duplicates, "duplicate", "duplicates"), rep.Quarantined, rep.Dropped, rep.Rejected,
 		receiptsCount(rep.Blank, "blank line", "blank lines"))
 	for i, p := range rep.Problems {
 		if i == receiptsMaxDetail {
@@ -297,9 +297,6 @@ func printImportReport(w io.Writer, agent string, rep receipts.ImportReport) {
 			break
 		}
 		what := string(p.Action)
-		if p.Action == receipts.ActionImported {
-			what = "added, flagged"
-		}
 		id := ""
 		if p.CallID != "" {
 			id = " " + p.CallID

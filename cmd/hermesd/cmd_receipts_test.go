@@ -110,20 +110,28 @@ func TestReceiptsAddListVerify(t *testing.T) {
 	if err != nil {
 		t.Fatalf("add: %v\n%s", err, stdout)
 	}
-	for _, want := range []string{"a1: 6 lines: 3 added (1 flagged), 0 duplicates, 2 quarantined, 0 rejected, 1 blank line",
-		"line 4 call-stranger: added, flagged:", "line 5 call-unsigned: quarantined:", "line 6: quarantined:", "receipts.log.quarantine"} {
+	for _, want := range []string{"a1: 6 lines: 2 added, 0 duplicates, 3 quarantined, 0 dropped (quarantine full), 0 rejected, 1 blank line",
+		"line 4 call-stranger: quarantined:", "line 5 call-unsigned: quarantined:", "line 6: quarantined:", "receipts.log.quarantine"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("add output lacks %q:\n%s", want, stdout)
 		}
 	}
 	ids := receiptsInLog(t, stateDir, "a1")
-	if len(ids) != 3 || ids[0] != "call-good" || ids[2] != "call-stranger" {
+	if len(ids) != 2 || ids[0] != "call-good" || !strings.HasPrefix(ids[1], "hermesd-") {
 		t.Fatalf("log: %v", ids)
 	}
 
-	// Again, as JSON: everything is a duplicate now except what was
-	// quarantined, which policy keep adds.
-	stdout, _, err = runReceiptsCmd(t, "", "receipts", "add", "--state-dir", stateDir, "--agent", "a1", "--policy", "keep", "--json", file)
+	// A signer nobody trusts gets nowhere under reject either: the whole
+	// input is refused and the log is unchanged.
+	stdout, _, err = runReceiptsCmd(t, "", "receipts", "add", "--state-dir", stateDir, "--agent", "a1", "--policy", "reject",
+		writeReceiptsFile(t, dir, "stranger.ndjson", runtimeReceiptLine(t, "call-stranger-2", 1700000400, stranger)))
+	if exitCode(err) != exitMismatch || len(receiptsInLog(t, stateDir, "a1")) != 2 {
+		t.Fatalf("reject of an unknown signer: %v\n%s", err, stdout)
+	}
+
+	// Again, as JSON: the trusted lines are duplicates now, the rest is
+	// quarantined again.
+	stdout, _, err = runReceiptsCmd(t, "", "receipts", "add", "--state-dir", stateDir, "--agent", "a1", "--trust", receiptsAddr(op), "--json", file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +142,7 @@ func TestReceiptsAddListVerify(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
-	if rep.Agent != "a1" || rep.Policy != "keep" || rep.Lines != 6 || rep.Duplicates != 3 || rep.Imported != 1 || rep.Quarantined != 1 || rep.Total != 4 {
+	if rep.Agent != "a1" || rep.Policy != "quarantine" || rep.Lines != 6 || rep.Duplicates != 2 || rep.Imported != 0 || rep.Quarantined != 3 || rep.Total != 2 {
 		t.Fatalf("report %+v", rep)
 	}
 
@@ -144,15 +152,13 @@ func TestReceiptsAddListVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != 5 || !strings.HasPrefix(lines[0], "TIME") ||
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "TIME") ||
 		!strings.Contains(lines[1], "call-good") || !strings.Contains(lines[1], "trusted") ||
-		!strings.Contains(lines[2], "hermesd-") || !strings.Contains(lines[2], "hermesd/snapshot/v1") ||
-		!strings.Contains(lines[3], "call-stranger") || !strings.Contains(lines[3], "unknown-signer") ||
-		!strings.Contains(lines[4], "call-unsigned") || !strings.Contains(lines[4], "unsigned") {
+		!strings.Contains(lines[2], "hermesd-") || !strings.Contains(lines[2], "hermesd/snapshot/v1") {
 		t.Fatalf("list:\n%s", stdout)
 	}
 	stdout, _, err = runReceiptsCmd(t, "", "receipts", "list", "--state-dir", stateDir, "--limit", "1", "a1")
-	if err != nil || !strings.Contains(stdout, "(1 of 4 receipts") {
+	if err != nil || !strings.Contains(stdout, "(1 of 2 receipts") {
 		t.Fatalf("list --limit: %v\n%s", err, stdout)
 	}
 	stdout, _, err = runReceiptsCmd(t, "", "receipts", "list", "--state-dir", stateDir, "--json", "--trust", receiptsAddr(op), "a1")
@@ -168,7 +174,7 @@ func TestReceiptsAddListVerify(t *testing.T) {
 			Receipt json.RawMessage
 		}
 	}
-	if err := json.Unmarshal([]byte(stdout), &lj); err != nil || lj.Total != 4 || len(lj.Receipts) != 4 ||
+	if err := json.Unmarshal([]byte(stdout), &lj); err != nil || lj.Total != 2 || len(lj.Receipts) != 2 ||
 		lj.Receipts[0].Status != "trusted" || string(lj.Receipts[0].Receipt) != runtimeReceiptLine(t, "call-good", 1700000300, op) {
 		t.Fatalf("list --json: %v\n%s", err, stdout)
 	}
@@ -176,7 +182,7 @@ func TestReceiptsAddListVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n"); len(got) != 4 || got[0] != runtimeReceiptLine(t, "call-good", 1700000300, op) ||
+	if got := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n"); len(got) != 2 || got[0] != runtimeReceiptLine(t, "call-good", 1700000300, op) ||
 		!strings.Contains(stdout, `"model":"hermes <3>"`) {
 		t.Fatalf("list --ndjson:\n%s", stdout)
 	}
@@ -226,7 +232,7 @@ func TestReceiptsAddPrettyJSONFromStdin(t *testing.T) {
 	json.Indent(&pretty, []byte(runtimeReceiptLine(t, "pretty", 5, op)), "", "  ")
 	stateDir := t.TempDir()
 	stdout, _, err := runReceiptsCmd(t, pretty.String(), "receipts", "add", "--state-dir", stateDir, "--agent", "a1", "--trust", receiptsAddr(op), "-")
-	if err != nil || !strings.Contains(stdout, "1 line: 1 added (0 flagged)") {
+	if err != nil || !strings.Contains(stdout, "1 line: 1 added, 0 duplicates") {
 		t.Fatalf("add: %v\n%s", err, stdout)
 	}
 	if ids := receiptsInLog(t, stateDir, "a1"); len(ids) != 1 || ids[0] != "pretty" {
@@ -274,26 +280,28 @@ encryption:
   key: {file: ./snapshot.key}
 receipts:
   trusted: [%q]
-  import_policy: keep
+  import_policy: reject
 agents:
   - id: a1
     brain_dir: ./brain
 `, receiptsAddr(op)))
 	in := runtimeReceiptLine(t, "c1", 2, op) + "\n" + runtimeReceiptLine(t, "c2", 1, nil)
 	stdout, _, err := runReceiptsCmd(t, in, "receipts", "add", "-config", cfgPath, "--agent", "a1", "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep struct {
 		Log      string
 		Policy   string
 		Imported int
-		Flagged  int
+		Rejected int
 	}
 	json.Unmarshal([]byte(stdout), &rep)
-	// The policy comes from the configuration, the trusted operator too.
-	if rep.Policy != "keep" || rep.Imported != 2 || rep.Flagged != 1 || rep.Log != filepath.Join(dir, "state", "agents", "a1", "receipts.log") {
-		t.Fatalf("report %s", stdout)
+	// The policy comes from the configuration, the trusted operator too:
+	// the unsigned second line rejects the whole input.
+	if exitCode(err) != exitMismatch || rep.Policy != "reject" || rep.Imported != 0 || rep.Rejected != 1 || rep.Log != filepath.Join(dir, "state", "agents", "a1", "receipts.log") {
+		t.Fatalf("report %v %s", err, stdout)
+	}
+	stdout, _, err = runReceiptsCmd(t, runtimeReceiptLine(t, "c1", 2, op), "receipts", "add", "-config", cfgPath, "--agent", "a1", "--json")
+	if err != nil {
+		t.Fatal(err)
 	}
 	stdout, _, err = runReceiptsCmd(t, "", "receipts", "list", "-config", cfgPath, "a1")
 	if err != nil || !strings.Contains(stdout, "c1") || !strings.Contains(stdout, "trusted") {

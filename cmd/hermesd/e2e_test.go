@@ -708,7 +708,7 @@ func TestE2ERestoreFailures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				writeKey(t, []byte(k.String()+"\n"))
+				writeKey(t, []byte(k.Secret()+"\n"))
 			},
 			teardown: func(t *testing.T) { writeKey(t, origKey) },
 			code:     exitAuth,

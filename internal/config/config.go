@@ -142,8 +142,10 @@ type Receipts struct {
 	Signer SecretRef `yaml:"signer"`
 	// Trusted lists the operator addresses whose signatures verify.
 	Trusted []string `yaml:"trusted"`
-	// ImportPolicy decides what a restore does with receipts that do not
-	// verify: keep, quarantine (default) or reject.
+	// ImportPolicy decides what an import does with receipts that are not
+	// signed by a trusted operator: quarantine (default: set aside in a
+	// bounded file beside the log, never folded into a snapshot) or reject
+	// (the whole input).
 	ImportPolicy string `yaml:"import_policy"`
 }
 

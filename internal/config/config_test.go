@@ -29,7 +29,7 @@ encryption:
   key: {file: keys/snapshot.key}
 receipts:
   trusted: ["0x00000000000000000000000000000000000000aa"]
-  import_policy: keep
+  import_policy: reject
 defaults:
   quiet: 500ms
   max_lag: 5s

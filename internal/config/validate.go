@@ -280,9 +280,11 @@ func (c *Config) validateSecrets(v *validator) {
 		}
 	}
 	switch c.Receipts.ImportPolicy {
-	case "keep", "quarantine", "reject":
+	case "quarantine", "reject":
+	case "keep":
+		v.add("receipts.import_policy", "keep was removed: receipts not signed by a trusted operator are never folded into snapshots (use quarantine or reject)")
 	default:
-		v.add("receipts.import_policy", "%q is not one of keep, quarantine, reject", c.Receipts.ImportPolicy)
+		v.add("receipts.import_policy", "%q is not one of quarantine, reject", c.Receipts.ImportPolicy)
 	}
 }
 

@@ -187,9 +187,10 @@ func tree(t *testing.T, dir string) map[string]fileInfo {
 }
 
 func TestSnapshotPublishRestore(t *testing.T) {
+	alphaToken, betaToken := uint64(1), uint64(2)
 	w := newWorld(t,
-		devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"},
-		devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"},
+		devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth", TokenID: &alphaToken},
+		devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth", TokenID: &betaToken},
 	)
 	seedBrain(t, w.brain("alpha"))
 	seedBrain(t, w.brain("beta"))

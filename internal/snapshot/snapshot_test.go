@@ -83,8 +83,10 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) snapshotter(identity string) *Snapshotter {
+	token := uint64(7)
 	return &Snapshotter{
 		AgentID:  "alpha",
+		TokenID:  &token,
 		BrainDir: f.brain,
 		SpoolDir: f.spool,
 		Envelope: Envelope{Key: f.key, Identity: identity},
