@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"text/tabwriter"
 	"time"
 
-	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -33,11 +35,14 @@ are never downloaded. Restore an entry with 'hermesd restore --at N --dir DIR'.`
 	}
 	defer oc.Close()
 	cfg, ac, svc := oc.cfg, oc.agent, oc.svc
-	latest, err := latestBlob(ctx, cfg, ac, svc)
+	latest, _, err := svc.Latest(ctx, ac)
+	if errors.Is(err, compose.ErrNoSnapshot) {
+		return withCode(exitNotFound, err)
+	}
 	if err != nil {
 		return err
 	}
-	lock, err := snapshot.ReadLock(ctx, svc.Walrus, latest, svc.Key, ac.Identity())
+	lock, err := svc.Pipeline(ac, os.TempDir(), nil).ReadLock(ctx, latest)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", latest, err)
 	}
@@ -74,7 +79,9 @@ are never downloaded. Restore an entry with 'hermesd restore --at N --dir DIR'.`
 		if e.EndEpoch > 0 {
 			end = fmt.Sprint(e.EndEpoch)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.N, e.BlobID, e.BundleHash, e.CreatedAt.Format(time.RFC3339), size, end)
+		// Every field but N comes from the blob: hostile bytes must not
+		// reach the terminal.
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.N, sanitize(e.BlobID), sanitize(e.BundleHash), e.CreatedAt.Format(time.RFC3339), size, end)
 	}
 	return tw.Flush()
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
-	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/ens"
 )
 
@@ -101,8 +101,8 @@ func (f *chainFlags) clientConfig(signer bool) (ens.Config, error) {
 		if err != nil {
 			return ec, withCode(exitUsage, err)
 		}
-		ec = daemon.ENSConfig(c, nil, nil)
-		src = daemon.SignerSource(c.Chain.Signer)
+		ec = compose.ChainConfig(c, nil, nil)
+		src = compose.SignerSource(c.Chain.Signer)
 	}
 	if f.rpc != "" {
 		ec.RPCURL = f.rpc

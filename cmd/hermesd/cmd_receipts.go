@@ -16,9 +16,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
-	"github.com/hermesd/hermesd/internal/daemon"
-	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -94,21 +93,22 @@ func (f *receiptsFlags) loadConfig(needState bool) (*config.Config, error) {
 // signer is trusted as the daemon trusts it; if its key cannot be read here
 // (an environment variable only the service has, say) that is a warning.
 func (f *receiptsFlags) trusted(env *cmdEnv, cfg *config.Config) ([]common.Address, error) {
-	var list []string
-	if cfg != nil {
-		list = append(list, cfg.Receipts.Trusted...)
-	}
-	list = append(list, f.trust...)
-	addrs, err := receipts.ParseAddresses(list)
+	addrs, err := receipts.ParseAddresses(f.trust)
 	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}
-	if cfg != nil && !cfg.Receipts.Signer.IsZero() {
-		s, err := ens.LoadSigner(daemon.SignerSource(cfg.Receipts.Signer))
+	if cfg != nil {
+		conf, warn, err := compose.Trusted(cfg)
 		if err != nil {
-			fmt.Fprintf(env.stderr, "hermesd: warning: receipts.signer not loaded (%v); its receipts count as unknown unless trusted otherwise\n", err)
-		} else if self := s.Address(); !receiptsHasAddr(addrs, self) {
-			addrs = append(addrs, self)
+			return nil, withCode(exitUsage, err)
+		}
+		if warn != nil {
+			fmt.Fprintf(env.stderr, "hermesd: warning: %v\n", warn)
+		}
+		for _, a := range conf {
+			if !receiptsHasAddr(addrs, a) {
+				addrs = append(addrs, a)
+			}
 		}
 	}
 	return addrs, nil

@@ -10,31 +10,36 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
-	"github.com/hermesd/hermesd/internal/config"
-	"github.com/hermesd/hermesd/internal/daemon"
-	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
 func runRestore(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet(env, "restore", "restore [-config FILE] [--blob ID | --at ENTRY] [--dir DIR] [--json] AGENT",
+	fs := newFlagSet(env, "restore", "restore [-config FILE] [--blob ID | --at ENTRY] [--dir DIR] [--unverified] [--json] AGENT",
 		`Cold-restore an agent's brain from chain plus Walrus, once, as 'hermesd run'
 does at start (for init containers): when the brain directory is missing or
 holds no files, read the ENS pointer, download, decrypt, extract into a
 temporary directory, verify the bundle hash, and move it into place. An
-existing brain is left alone (exit 0). No pointer means a fresh start from the
-seed directory.
+existing brain is left alone (exit 0) without contacting the chain. No
+pointer means a fresh start from the seed directory.
 
 With --dir, the snapshot is restored into DIR instead (which must be empty),
 and nothing of the agent's own state changes. --blob picks a blob id;
 --at picks an earlier snapshot from the lineage of the latest one: a number
 (1 = the parent of the latest), a blob id, or a bundle hash prefix. Both
-need --dir, so a running brain is never overwritten.`)
+need --dir, so a running brain is never overwritten.
+
+--unverified (with --dir) installs a snapshot that has no bundle.lock.json,
+or whose files do not match it — e.g. one the reference runtime took while
+its brain was changing. The blob must still decrypt and authenticate; the
+output says what could not be checked and what the files hash to.`)
 	cfgPath := configFlag(fs)
 	blob := fs.String("blob", "", "restore this blob id instead of the one the ENS pointer names")
 	at := fs.String("at", "", "restore an entry of the lineage: N, a blob id, or a bundle hash prefix")
 	dir := fs.String("dir", "", "restore into this directory instead of the agent's brain directory")
+	unverified := fs.Bool("unverified", false, "with --dir: install a snapshot whose bundle hash cannot be verified, and say so")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -46,19 +51,37 @@ need --dir, so a running brain is never overwritten.`)
 	if *blob != "" && *at != "" {
 		return usageErrorf("--blob and --at are exclusive")
 	}
-	if (*blob != "" || *at != "") && *dir == "" {
-		return usageErrorf("--blob and --at restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
+	if (*blob != "" || *at != "" || *unverified) && *dir == "" {
+		return usageErrorf("--blob, --at and --unverified restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
+	}
+	out := restoreOutput{Agent: pos[0]}
+	if *dir == "" {
+		// An existing brain needs nothing remote: an init container on a
+		// healthy brain must succeed while the chain is unreachable.
+		_, ac, _, err := loadAgentConfig(env, *cfgPath, pos[0], "")
+		if err != nil {
+			return err
+		}
+		if has, err := snapshot.HasFiles(ac.BrainDir); err != nil {
+			return err
+		} else if has {
+			res, err := hash.Dir(ctx, ac.BrainDir, hash.Options{})
+			if err != nil {
+				return fmt.Errorf("hash %s: %w", ac.BrainDir, err)
+			}
+			out.Dir, out.Origin, out.BundleHash = ac.BrainDir, "existing", res.Digest.String()
+			return printRestore(env, out, *jsonOut)
+		}
 	}
 	oc, err := openAgent(ctx, env, *cfgPath, pos[0], "")
 	if err != nil {
 		return err
 	}
 	defer oc.Close()
-	cfg, ac, log, svc := oc.cfg, oc.agent, oc.log, oc.svc
+	cfg, ac, svc := oc.cfg, oc.agent, oc.svc
 
-	out := restoreOutput{Agent: ac.ID}
 	if *dir == "" {
-		st, err := daemon.PrepareOnce(ctx, cfg, svc, ac.ID, log)
+		st, err := svc.PrepareOnce(ctx, ac.ID)
 		if err != nil {
 			return err
 		}
@@ -69,15 +92,24 @@ need --dir, so a running brain is never overwritten.`)
 		return printRestore(env, out, *jsonOut)
 	}
 
+	sd, err := state.Open(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer sd.Close()
+	pipe := svc.Pipeline(ac, sd.SpoolDir(), nil)
 	id := *blob
 	if id == "" {
-		latest, err := latestBlob(ctx, cfg, ac, svc)
+		latest, _, err := svc.Latest(ctx, ac)
+		if errors.Is(err, compose.ErrNoSnapshot) {
+			return withCode(exitNotFound, err)
+		}
 		if err != nil {
 			return err
 		}
 		id = latest
 		if *at != "" {
-			lock, err := snapshot.ReadLock(ctx, svc.Walrus, latest, svc.Key, ac.Identity())
+			lock, err := pipe.ReadLock(ctx, latest)
 			if err != nil {
 				return fmt.Errorf("read lineage of %s: %w", latest, err)
 			}
@@ -88,26 +120,7 @@ need --dir, so a running brain is never overwritten.`)
 			id = e.BlobID
 		}
 	}
-	sd, err := state.Open(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	defer sd.Close()
-	var others []string
-	for _, o := range cfg.Agents {
-		if o.ID != ac.ID {
-			others = append(others, o.Identity())
-		}
-	}
-	r := &snapshot.Restorer{
-		Store:    svc.Walrus,
-		SpoolDir: sd.SpoolDir(),
-		Key:      svc.Key,
-		Identity: ac.Identity(),
-		Others:   others,
-		Log:      log,
-	}
-	res, err := r.Restore(ctx, id, *dir)
+	res, err := pipe.RestoreWith(ctx, id, *dir, snapshot.RestoreOptions{Unverified: *unverified})
 	if err != nil {
 		return err
 	}
@@ -115,27 +128,8 @@ need --dir, so a running brain is never overwritten.`)
 	out.BundleHash, out.Files, out.Bytes = res.BundleHash.String(), res.Files, res.Bytes
 	out.BlobBytes, out.Skipped = res.BlobSize, res.Skipped
 	out.DownloadMS, out.UnpackMS = res.Download.Milliseconds(), res.Unpack.Milliseconds()
+	out.Unverified = res.Unchecked
 	return printRestore(env, out, *jsonOut)
-}
-
-// latestBlob is the agent's newest snapshot: the ENS pointer, or for an
-// agent without a name the last snapshot in the local state.
-func latestBlob(ctx context.Context, cfg *config.Config, ac *config.Agent, svc daemon.Services) (string, error) {
-	if ac.ENSName != "" && svc.ENS != nil {
-		v, err := svc.ENS.Read(ctx, ac.ENSName)
-		if errors.Is(err, ens.ErrNoPointer) {
-			return "", withCode(exitNotFound, fmt.Errorf("%s has no agent-snapshot record", ac.ENSName))
-		}
-		return v, err
-	}
-	st, err := state.LoadAgent(state.AgentPath(cfg.StateDir, ac.ID))
-	if err != nil {
-		return "", err
-	}
-	if st.Last == nil {
-		return "", withCode(exitNotFound, fmt.Errorf("agent %s has no ENS name and no snapshot in %s", ac.ID, cfg.StateDir))
-	}
-	return st.Last.BlobID, nil
 }
 
 // pickLineage finds an entry by position (1 = newest earlier snapshot),
@@ -177,6 +171,8 @@ type restoreOutput struct {
 	DownloadMS int64    `json:"downloadMs,omitempty"`
 	UnpackMS   int64    `json:"unpackMs,omitempty"`
 	Skipped    []string `json:"skipped,omitempty"`
+	// Unverified lists what an --unverified restore could not check.
+	Unverified []string `json:"unverified,omitempty"`
 }
 
 func printRestore(env *cmdEnv, o restoreOutput, asJSON bool) error {
@@ -197,7 +193,13 @@ func printRestore(env *cmdEnv, o restoreOutput, asJSON bool) error {
 		fmt.Fprintf(env.stdout, "%s: brain already present in %s (bundle hash %s); nothing restored\n", o.Agent, o.Dir, o.BundleHash)
 	}
 	for _, s := range o.Skipped {
-		fmt.Fprintf(env.stdout, "  skipped: %s\n", s)
+		fmt.Fprintf(env.stdout, "  skipped: %s\n", sanitize(s))
+	}
+	for _, s := range o.Unverified {
+		fmt.Fprintf(env.stdout, "  NOT VERIFIED: %s\n", sanitize(s))
+	}
+	if len(o.Unverified) > 0 {
+		fmt.Fprintf(env.stdout, "  the restored files hash to %s; nothing vouches that this is the state the snapshot claims\n", o.BundleHash)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/daemon"
 )
@@ -61,10 +62,11 @@ pending pointers (shutdown_timeout); a second signal aborts the flush.`)
 // runDaemon runs a daemon for cfg until ctx is cancelled, then shuts it down
 // within cfg.ShutdownTimeout (sigs aborts the flush).
 func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <-chan os.Signal) error {
-	svc, err := daemon.Build(ctx, cfg, log, daemon.BuildOptions{})
+	svc, err := compose.Build(ctx, cfg, log, compose.Options{})
 	if err != nil {
 		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
 	}
+	defer svc.Close()
 	d, err := daemon.New(cfg, svc, log)
 	if err != nil {
 		return err
@@ -104,8 +106,13 @@ func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <
 	}()
 	start := time.Now()
 	if err := d.Close(flushCtx); err != nil {
-		log.Warn("stopped with work left", "error", err)
-		return nil
+		// Nothing is lost (pending pointers are in the state directory
+		// and published at the next start), but a supervisor must know.
+		if errors.Is(flushCtx.Err(), context.DeadlineExceeded) {
+			log.Warn("the flush reached shutdown_timeout", "limit", limit)
+		}
+		log.Warn("stopped with work left", "error", err, "took", time.Since(start).Round(time.Millisecond))
+		return err
 	}
 	log.Info("hermesd stopped", "took", time.Since(start).Round(time.Millisecond))
 	return nil

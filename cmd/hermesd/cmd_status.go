@@ -42,7 +42,7 @@ running. Exits 1 when the daemon runs but is not ready.`)
 				return err
 			}
 			s := agent.Status{ID: ac.ID, ENSName: ac.ENSName, BrainDir: ac.BrainDir, Phase: agent.PhaseStopped,
-				Origin: st.Origin, Last: st.Last, Published: st.Published, Pending: st.Pending}
+				Origin: st.Origin, Last: st.Last, Published: st.Published, Pending: st.Pending, Hold: st.Hold}
 			if st.Last != nil {
 				s.BundleHash = st.Last.BundleHash
 			}
@@ -135,8 +135,11 @@ func printStatus(w io.Writer, rep statusReport) {
 		if a.Reason != "" {
 			phase += ": " + a.Reason
 		}
-		if a.Conflict != "" {
-			pending += " HELD: " + a.Conflict
+		if a.Hold != nil {
+			pending += " HELD: " + a.Hold.Reason
+		}
+		if a.LastError != "" {
+			phase += " (last snapshot failed: " + a.LastError + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, phase, short(a.BundleHash), last, age, pub, pending)
 	}

@@ -27,10 +27,12 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -350,6 +352,22 @@ func poll(t *testing.T, limit time.Duration, what string, cond func() bool) {
 }
 
 // status asks the running daemon for its status (GET /v1/status).
+// restorer is the restore pipeline of agent id, built from the devnet's
+// configuration alone (its own clients, a scratch spool).
+func (w *e2eWorld) restorer(id string) *snapshot.Pipeline {
+	w.t.Helper()
+	svc, err := compose.Build(w.t.Context(), w.dn.Config, nil, compose.Options{ReadOnly: true})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(svc.Close)
+	ac, err := w.dn.Config.Agent(id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return svc.Pipeline(ac, w.t.TempDir(), nil)
+}
+
 func (w *e2eWorld) status() (daemon.StatusReport, error) {
 	var rep daemon.StatusReport
 	resp, err := w.client.Get("http://" + w.http + "/v1/status")

@@ -31,10 +31,8 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/cipher"
-	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/snapshot"
-	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 // e2eSeed is the seed of the randomized end-to-end tests: $HERMESD_E2E_SEED
@@ -278,19 +276,7 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 	wp := newWalrusProxy(t, w.dn.Walrus.URL())
 	cfg := rewriteConfig(t, w, w.dn.Walrus.URL(), wp.srv.URL)
 
-	key, err := cipher.ReadKeyFile(w.dn.KeyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wc, err := daemon.WalrusConfig(w.dn.Config, nil) // straight to the server
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := walrus.New(wc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	restorer := &snapshot.Restorer{Store: store, SpoolDir: t.TempDir(), Key: key, Identity: name}
+	restorer := w.restorer(id) // straight to the server
 	chain := w.ensClient(false)
 
 	// The triggers spread the kills over the pipeline: start-up and the
@@ -473,19 +459,7 @@ func TestE2ECrashLeftoversInBrain(t *testing.T) {
 	if h := dirHash(t, brain); h != wantHash {
 		t.Fatalf("brain hashes to %s, hermesd settled on %s", h, wantHash)
 	}
-	key, err := cipher.ReadKeyFile(w.dn.KeyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wc, err := daemon.WalrusConfig(w.dn.Config, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := walrus.New(wc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	restorer := &snapshot.Restorer{Store: store, SpoolDir: t.TempDir(), Key: key, Identity: name}
+	restorer := w.restorer(id)
 	checkConsistent(t, w, 0, id, name, wantHash, want, restorer, w.ensClient(false))
 	p.signal(syscall.SIGTERM)
 	if code := p.wait(15 * time.Second); code != 0 {
@@ -496,7 +470,7 @@ func TestE2ECrashLeftoversInBrain(t *testing.T) {
 // checkConsistent verifies a settled agent against the chain, its state
 // file, its lock, its brain and the blob the pointer names.
 func checkConsistent(t *testing.T, w *e2eWorld, i int, id, name, wantHash string, want map[string]hashedFile,
-	restorer *snapshot.Restorer, chain interface {
+	restorer *snapshot.Pipeline, chain interface {
 		Read(context.Context, string) (string, error)
 	}) {
 	t.Helper()
@@ -1001,14 +975,23 @@ func TestE2ESigtermFlush(t *testing.T) {
 		p.mustWaitLine(msgUploaded, 1, 20*time.Second)
 		start := time.Now()
 		p.signal(syscall.SIGTERM)
-		code := p.wait(limit + 10*time.Second)
+		// A generous deadline: the process must end, but how long past
+		// the limit depends on the machine's load.
+		code := p.wait(limit + 60*time.Second)
 		took := time.Since(start)
 		t.Logf("SIGTERM with a hanging chain: exit %d after %v (limit %v)", code, took.Round(time.Millisecond), limit)
-		if took < limit-100*time.Millisecond || took > limit+3*time.Second {
-			t.Errorf("shutdown took %v, want about the %v limit", took, limit)
+		// It kept trying until the limit (a lower bound cannot flake),
+		// said it stopped there, and exited 1: a supervisor must know
+		// that a pointer stayed pending.
+		if took < limit {
+			t.Errorf("shutdown took %v, less than the %v limit", took, limit)
 		}
-		if code != 0 {
-			t.Errorf("exit %d", code)
+		if code != exitFailure {
+			t.Errorf("exit %d, want %d (pointers left pending)", code, exitFailure)
+		}
+		out := p.out.String()
+		if !strings.Contains(out, "the flush reached shutdown_timeout") || !strings.Contains(out, "pointers still pending at shutdown") {
+			t.Errorf("the log does not say the flush stopped at the limit with a pointer pending:\n%s", out)
 		}
 		st := w.agentState(id)
 		if st.Pending == nil || st.Last == nil || st.Pending.Value != st.Last.BlobID {
@@ -1030,14 +1013,18 @@ func TestE2ESigtermFlush(t *testing.T) {
 		p.mustWaitLine("flushing pending pointers", 1, 5*time.Second)
 		start := time.Now()
 		p.signal(syscall.SIGINT)
-		code := p.wait(limit + 10*time.Second)
-		took := time.Since(start)
-		t.Logf("second SIGINT: exit %d after %v", code, took.Round(time.Millisecond))
-		if took > limit/2 {
-			t.Errorf("second signal took %v to stop hermesd (flush limit %v)", took, limit)
-		}
-		if !strings.Contains(p.out.String(), "second signal: aborting the flush") {
+		code := p.wait(limit + 60*time.Second)
+		t.Logf("second SIGINT: exit %d after %v", code, time.Since(start).Round(time.Millisecond))
+		// The flush was cut short by the signal, not by the limit.
+		out := p.out.String()
+		if !strings.Contains(out, "second signal: aborting the flush") {
 			t.Error("no log line says the flush was aborted")
+		}
+		if strings.Contains(out, "the flush reached shutdown_timeout") {
+			t.Error("the flush ran to its limit despite the second signal")
+		}
+		if code != exitFailure {
+			t.Errorf("exit %d, want %d (a pointer left pending)", code, exitFailure)
 		}
 		st := w.agentState(id)
 		if st.Pending == nil || st.Pending.Value != pending {

@@ -1,16 +1,16 @@
 // Package agent runs one brain: restore it if it is missing, watch it,
-// snapshot it when its bundle hash moves, and hand verified snapshots to
-// the pointer publisher.
+// snapshot it when its bundle hash moves, and keep the state of its ENS
+// pointer (pending, published, held) from which PublishOnce publishes.
 //
 // The loop (Run) is a thin scheduler over SyncOnce, which tests, drills and
-// the CLI call directly. Failures are retried with capped exponential
-// backoff; errors are logged at most every 30 seconds, and recovery once.
+// the CLI call directly. The decisions live in this package and are unit
+// tested with fakes of the interfaces it declares (Pipeline, Pointer,
+// PointerWriter): restore or start fresh, reconcile with the chain after a
+// crash, a rollback of the record versus another writer, backoff.
 package agent
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/receipts"
@@ -29,11 +30,16 @@ import (
 	"github.com/hermesd/hermesd/internal/state"
 )
 
-// PointerReader reads an agent's ENS agent-snapshot record. A missing
-// record is an error matching ErrNoPointer (the ens package's sentinel is
-// passed in Deps so this package does not depend on it).
-type PointerReader interface {
-	Read(ctx context.Context, name string) (string, error)
+// Pipeline takes and restores the snapshots of this agent's brain.
+type Pipeline interface {
+	Take(ctx context.Context, in snapshot.Input) (snapshot.Result, error)
+	Restore(ctx context.Context, blobID, target string) (snapshot.Restored, error)
+}
+
+// Pointer reads an agent's ENS agent-snapshot record; ok is false when
+// the name has no record.
+type Pointer interface {
+	Read(ctx context.Context, name string) (value string, ok bool, err error)
 }
 
 // Notifier wakes whoever publishes pending pointers.
@@ -67,8 +73,6 @@ type Config struct {
 	BrainDir string
 	SeedDir  string
 	ENSName  string // normalized; "" = never published
-	Identity string // bound into v2 envelopes
-	TokenID  *uint64
 	Quiet    time.Duration
 	MaxLag   time.Duration
 	// MinInterval is the minimum time between two uploads (0 = none).
@@ -76,26 +80,27 @@ type Config struct {
 	// RefreshAfter is the age at which the last snapshot is uploaded
 	// again even if nothing changed, before its blob expires (0 = never).
 	RefreshAfter time.Duration
-	Epochs       int
 	// ImportPolicy and Trusted govern receipts re-imported on restore and
 	// received from the runtime.
 	ImportPolicy receipts.Policy
 	Trusted      []common.Address
 }
 
-// Deps are the shared services an agent uses.
+// Deps are the services an agent uses.
 type Deps struct {
-	State        *state.Dir
-	Store        snapshot.BlobStore
-	Pointer      PointerReader // nil when the agent has no ENS name
-	ErrNoPointer error         // what Pointer returns for "no record"
-	Envelope     snapshot.Envelope
-	Others       []string          // identities of the other agents
-	Signer       *ecdsa.PrivateKey // signs transition receipts; optional
-	Publisher    Notifier
-	Observer     Observer
-	Log          *slog.Logger
-	Now          func() time.Time
+	State    *state.Dir
+	Pipeline Pipeline
+	Receipts *receipts.Log // the agent's receipt log (the agent closes it)
+	Pointer  Pointer       // nil when the agent has no ENS name
+	// Publisher is told when a pointer becomes pending.
+	Publisher Notifier
+	// Recovered, when set, returns a channel that is closed when the
+	// services snapshots depend on come back after an outage, so a sync
+	// waiting for its backoff retries at once (nil: backoff only).
+	Recovered func() <-chan struct{}
+	Observer  Observer
+	Log       *slog.Logger
+	Now       func() time.Time
 }
 
 // Agent is one supervised brain.
@@ -105,29 +110,27 @@ type Agent struct {
 	log  *slog.Logger
 	dir  string // state directory of this agent
 
-	receipts *receipts.Log
-	cache    *hash.Cache
-	snap     *snapshot.Snapshotter
-	restorer *snapshot.Restorer
+	cache *hash.Cache
 
 	syncMu sync.Mutex // one snapshot in flight
 
 	mu         sync.Mutex
 	st         *state.AgentState
+	dirty      bool // st differs from the state file (a save failed)
 	phase      Phase
 	reason     string
-	conflict   string // why publishing is held, if it is
 	startedAs  string // what the last Prepare did: restored, fresh or existing
 	lastHash   hash.Digest
 	lastHashAt time.Time
 	lastErr    string
+	tooLarge   hash.Digest // a state known not to fit the store's limit
 	// unsavedSince is when the brain was first seen to differ from its
 	// last verified snapshot (zero when in sync): the staleness to alert on.
 	unsavedSince time.Time
 }
 
-// New opens an agent's state and receipt log. It touches nothing in the
-// brain directory; Prepare does.
+// New opens an agent's state. It touches nothing in the brain directory;
+// Prepare does.
 func New(cfg Config, deps Deps) (*Agent, error) {
 	if deps.Observer == nil {
 		deps.Observer = nopObserver{}
@@ -148,43 +151,14 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The log is a rebuildable cache: damaged records are moved to its
-	// quarantine file (and logged) rather than keeping the brain
-	// unprotected.
-	rl, err := receipts.OpenLog(receipts.LogPath(deps.State.Path(), cfg.ID), receipts.Options{Logger: log, Repair: true})
-	if err != nil {
-		return nil, fmt.Errorf("open receipt log: %w", err)
-	}
 	a := &Agent{
-		cfg:      cfg,
-		deps:     deps,
-		log:      log,
-		dir:      dir,
-		receipts: rl,
-		cache:    hash.NewCache(cfg.BrainDir, hash.Options{}),
-		st:       st,
-		phase:    PhaseStarting,
-	}
-	a.snap = &snapshot.Snapshotter{
-		AgentID:  cfg.ID,
-		TokenID:  cfg.TokenID,
-		BrainDir: cfg.BrainDir,
-		SpoolDir: deps.State.SpoolDir(),
-		Envelope: deps.Envelope,
-		Store:    deps.Store,
-		Epochs:   cfg.Epochs,
-		Receipts: rl,
-		Signer:   deps.Signer,
-		Now:      deps.Now,
-		Log:      log,
-	}
-	a.restorer = &snapshot.Restorer{
-		Store:    deps.Store,
-		SpoolDir: deps.State.SpoolDir(),
-		Key:      deps.Envelope.Key,
-		Identity: deps.Envelope.Identity,
-		Others:   deps.Others,
-		Log:      log,
+		cfg:   cfg,
+		deps:  deps,
+		log:   log,
+		dir:   dir,
+		cache: hash.NewCache(cfg.BrainDir, hash.Options{}),
+		st:    st,
+		phase: PhaseStarting,
 	}
 	a.loadCache()
 	return a, nil
@@ -197,13 +171,20 @@ func (a *Agent) ID() string { return a.cfg.ID }
 func (a *Agent) Config() Config { return a.cfg }
 
 // Receipts is the agent's receipt log.
-func (a *Agent) Receipts() *receipts.Log { return a.receipts }
+func (a *Agent) Receipts() *receipts.Log { return a.deps.Receipts }
 
-// Close saves the hash cache and closes the receipt log.
+// Close saves what is unsaved (the state, the hash cache) and closes the
+// receipt log.
 func (a *Agent) Close() error {
 	a.setPhase(PhaseStopped, "")
 	a.saveCache()
-	return a.receipts.Close()
+	err := a.SaveState()
+	if a.deps.Receipts != nil {
+		if cerr := a.deps.Receipts.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 func (a *Agent) setPhase(p Phase, reason string) {
@@ -227,43 +208,44 @@ type Status struct {
 	Last       *state.Snapshot `json:"last,omitempty"`
 	Published  string          `json:"published,omitempty"`
 	Pending    *state.Pointer  `json:"pending,omitempty"`
-	Conflict   string          `json:"conflict,omitempty"`
-	LastError  string          `json:"lastError,omitempty"`
+	// Hold says why publishing is held until an operator decides.
+	Hold      *state.Hold `json:"hold,omitempty"`
+	LastError string      `json:"lastError,omitempty"`
+	// Unsaved reports agent state that could not be written to the state
+	// directory yet (it is retried).
+	Unsaved bool `json:"unsaved,omitempty"`
 	// UnsavedSince is when the brain first differed from its last verified
 	// snapshot; zero when every change is safely stored.
-	UnsavedSince time.Time         `json:"unsavedSince,omitzero"`
-	Receipts     int               `json:"receipts"`
-	Extra        map[string]string `json:"-"`
+	UnsavedSince time.Time `json:"unsavedSince,omitzero"`
+	Receipts     int       `json:"receipts"`
 }
 
 // Status reports the agent's state.
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	st := a.st.Clone()
 	s := Status{
 		ID:           a.cfg.ID,
 		ENSName:      a.cfg.ENSName,
 		BrainDir:     a.cfg.BrainDir,
 		Phase:        a.phase,
 		Reason:       a.reason,
-		Origin:       a.st.Origin,
+		Origin:       st.Origin,
 		StartedAs:    a.startedAs,
-		Published:    a.st.Published,
-		Conflict:     a.conflict,
+		Last:         st.Last,
+		Published:    st.Published,
+		Pending:      st.Pending,
+		Hold:         st.Hold,
 		LastError:    a.lastErr,
+		Unsaved:      a.dirty,
 		UnsavedSince: a.unsavedSince,
-		Receipts:     a.receipts.Len(),
+	}
+	if a.deps.Receipts != nil {
+		s.Receipts = a.deps.Receipts.Len()
 	}
 	if a.lastHash != (hash.Digest{}) {
 		s.BundleHash, s.HashedAt = a.lastHash.String(), a.lastHashAt
-	}
-	if a.st.Last != nil {
-		l := *a.st.Last
-		s.Last = &l
-	}
-	if a.st.Pending != nil {
-		p := *a.st.Pending
-		s.Pending = &p
 	}
 	return s
 }
@@ -275,9 +257,39 @@ func (a *Agent) Ready() bool {
 	return a.phase == PhaseReady
 }
 
-// saveState writes the agent state; the caller holds a.mu.
+// saveStateLocked writes the agent state; the caller holds a.mu. A failed
+// save leaves the state dirty: SaveState retries it, and so does every
+// later change.
 func (a *Agent) saveStateLocked() error {
-	return state.SaveAgent(a.dir, a.st)
+	if err := state.SaveAgent(a.dir, a.st); err != nil {
+		if !a.dirty {
+			a.log.Error("cannot save the agent state; it is kept in memory and saved again", "error", err)
+		}
+		a.dirty = true
+		return fmt.Errorf("save agent state: %w", err)
+	}
+	if a.dirty {
+		a.log.Info("agent state saved again")
+	}
+	a.dirty = false
+	return nil
+}
+
+// SaveState writes the agent state if an earlier save failed.
+func (a *Agent) SaveState() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.dirty {
+		return nil
+	}
+	return a.saveStateLocked()
+}
+
+// Dirty reports state that is not saved yet.
+func (a *Agent) Dirty() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.dirty
 }
 
 const cacheFile = "hash.cache"
@@ -294,25 +306,22 @@ func (a *Agent) loadCache() {
 	}
 }
 
+// saveCache persists the hash cache. It is an optimisation, re-validated
+// on load: a failure costs a cold re-hash at the next start, nothing more.
 func (a *Agent) saveCache() {
-	p := filepath.Join(a.dir, cacheFile)
-	tmp := p + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := atomicfile.Create(filepath.Join(a.dir, cacheFile), 0o600)
 	if err != nil {
-		return
-	}
-	err = a.cache.Save(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
 		a.log.Debug("cannot save hash cache", "error", err)
 		return
 	}
-	// The cache is an optimisation, re-validated on load: a rename without
-	// fsync is enough.
-	os.Rename(tmp, p)
+	defer f.Abort()
+	if err := a.cache.Save(f); err != nil {
+		a.log.Debug("cannot save hash cache", "error", err)
+		return
+	}
+	if err := f.Commit(); err != nil {
+		a.log.Debug("cannot save hash cache", "error", err)
+	}
 }
 
 // isOwnFile reports paths hermesd itself writes in the brain directory.
@@ -320,8 +329,9 @@ func isOwnFile(rel string) bool {
 	switch {
 	case rel == bundlelock.FileName, rel == snapshot.ReceiptsFile:
 		return true
-	case strings.HasPrefix(rel, "."+bundlelock.FileName+"."), strings.HasPrefix(rel, "."+snapshot.ReceiptsFile+"."):
-		return true // temporary files of atomic replacement
+	case strings.HasPrefix(rel, atomicfile.TempPrefix(bundlelock.FileName)),
+		strings.HasPrefix(rel, atomicfile.TempPrefix(snapshot.ReceiptsFile)):
+		return true // the instant of an atomic replacement
 	}
 	return false
 }
@@ -351,12 +361,13 @@ func (a *Agent) busy() bool {
 	return false
 }
 
-// knownBlob reports whether id is a snapshot this agent made or restored.
-func (a *Agent) knownBlob(id string) bool {
-	if a.st.Last != nil && a.st.Last.BlobID == id {
-		return true
+// ownBlobLocked reports whether id is a snapshot of this agent's lineage:
+// one it made or restored (the caller holds a.mu).
+func (a *Agent) ownBlobLocked(id string) bool {
+	if id == "" {
+		return false
 	}
-	if a.st.Pending != nil && a.st.Pending.Value == id {
+	if (a.st.Last != nil && a.st.Last.BlobID == id) || (a.st.Pending != nil && a.st.Pending.Value == id) || a.st.Published == id {
 		return true
 	}
 	lock, err := bundlelock.Read(filepath.Join(a.cfg.BrainDir, bundlelock.FileName))
@@ -378,4 +389,13 @@ func (nopObserver) Unchanged(string)                           {}
 func (nopObserver) Failed(string, string, error)               {}
 func (nopObserver) Restore(string, string, *snapshot.Restored) {}
 
-var errStopped = errors.New("agent stopped")
+// SetRecovered sets the recovery signal (see Deps.Recovered). Call it
+// before Run.
+func (a *Agent) SetRecovered(f func() <-chan struct{}) { a.deps.Recovered = f }
+
+// Failing reports whether the agent's last sync failed.
+func (a *Agent) Failing() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastErr != ""
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -48,8 +49,9 @@ func (a *Agent) Prepare(ctx context.Context) error {
 	}
 	a.noteHash(res)
 	if err := a.reconcile(ctx); err != nil {
-		// Not fatal: snapshots continue, publishing waits for a fix.
-		a.log.Error("ENS pointer not reconciled; publishing held", "error", err)
+		// Not fatal: snapshots continue; the publisher checks the record
+		// again before it writes.
+		a.log.Warn("ENS pointer not reconciled yet", "error", err)
 	}
 	a.setPhase(PhaseReady, "")
 	return nil
@@ -57,13 +59,14 @@ func (a *Agent) Prepare(ctx context.Context) error {
 
 // removeCrashTemps deletes the temporary files of hermesd's own atomic
 // writes into the brain (bundle.lock.json, receipts.ndjson) that a crash
-// between create and rename left behind. They are not brain content: the
-// watcher ignores them (isOwnFile), but the bundle hash would not, and
-// every later snapshot would carry them.
+// between link and rename left behind (or, where unnamed temporary files
+// are not available, between create and rename). They are not brain
+// content: the watcher ignores them, but the bundle hash would not.
 func (a *Agent) removeCrashTemps() {
 	for _, base := range []string{bundlelock.FileName, snapshot.ReceiptsFile} {
-		// The pattern of atomicfile.Create's temporary names.
-		m, _ := filepath.Glob(filepath.Join(a.cfg.BrainDir, "."+base+".tmp-*"))
+		m, _ := filepath.Glob(filepath.Join(a.cfg.BrainDir, atomicfile.TempPrefix(base)+"*"))
+		outside, _ := filepath.Glob(atomicfile.OutsidePrefix(filepath.Join(a.cfg.BrainDir, base)) + "*")
+		m = append(m, outside...)
 		for _, p := range m {
 			if info, err := os.Lstat(p); err != nil || !info.Mode().IsRegular() {
 				continue
@@ -101,7 +104,7 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("%w: %w", ErrRestoreFailed, err)
 	}
 	if blob == "" {
-		if err := os.MkdirAll(a.cfg.BrainDir, 0o755); err != nil {
+		if err := os.MkdirAll(a.cfg.BrainDir, snapshot.RootMode); err != nil {
 			return false, fmt.Errorf("create brain dir: %w", err)
 		}
 		a.mu.Lock()
@@ -115,7 +118,7 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 	}
 
 	a.log.Info("brain missing; restoring", "blob", blob, "from", source)
-	r, err := a.restorer.Restore(ctx, blob, a.cfg.BrainDir)
+	r, err := a.deps.Pipeline.Restore(ctx, blob, a.cfg.BrainDir)
 	if err != nil {
 		a.deps.Observer.Restore(a.cfg.ID, "failed", nil)
 		return false, fmt.Errorf("%w: blob %s (from %s): %w", ErrRestoreFailed, blob, source, err)
@@ -123,7 +126,7 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 	for _, s := range r.Skipped {
 		a.log.Warn("restore skipped an archive entry", "entry", s)
 	}
-	if err := a.afterRestore(ctx, r, source == "ens"); err != nil {
+	if err := a.afterRestore(ctx, r, source == sourceENS); err != nil {
 		return true, err
 	}
 	a.log.Info("brain restored", "blob", blob, "bundle_hash", r.BundleHash, "files", r.Files,
@@ -133,28 +136,34 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// Where findSnapshot found the blob to restore.
+const (
+	sourceENS         = "ens"
+	sourcePending     = "local state (unpublished)"
+	sourceLocalLatest = "local state"
+)
+
 // findSnapshot returns the blob to restore and where its id came from, or
 // "" when there is none.
 func (a *Agent) findSnapshot(ctx context.Context) (blob, source string, err error) {
 	if a.cfg.ENSName != "" && a.deps.Pointer != nil {
-		v, err := a.deps.Pointer.Read(ctx, a.cfg.ENSName)
+		v, ok, err := a.deps.Pointer.Read(ctx, a.cfg.ENSName)
 		switch {
-		case err == nil:
-			return v, "ens", nil
-		case a.deps.ErrNoPointer != nil && errors.Is(err, a.deps.ErrNoPointer):
-			// No record: a fresh agent, unless the local state knows a
-			// snapshot (published nowhere yet).
-		default:
+		case err != nil:
 			return "", "", fmt.Errorf("read ENS pointer of %s: %w", a.cfg.ENSName, err)
+		case ok:
+			return v, sourceENS, nil
 		}
+		// No record: a fresh agent, unless the local state knows a
+		// snapshot (published nowhere yet).
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.st.Pending != nil {
-		return a.st.Pending.Value, "local state (unpublished)", nil
+		return a.st.Pending.Value, sourcePending, nil
 	}
 	if a.st.Last != nil {
-		return a.st.Last.BlobID, "local state", nil
+		return a.st.Last.BlobID, sourceLocalLatest, nil
 	}
 	return "", "", nil
 }
@@ -163,17 +172,16 @@ func (a *Agent) findSnapshot(ctx context.Context) (blob, source string, err erro
 // lock naming the restored blob, the local state pointing at it.
 func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS bool) error {
 	rpath := filepath.Join(a.cfg.BrainDir, snapshot.ReceiptsFile)
-	if f, err := os.Open(rpath); err == nil {
-		rep, err := a.receipts.Import(ctx, f, a.cfg.ImportPolicy, a.cfg.Trusted)
+	if f, err := os.Open(rpath); err == nil && a.deps.Receipts != nil {
+		rep, err := a.deps.Receipts.Import(ctx, f, a.cfg.ImportPolicy, a.cfg.Trusted)
 		f.Close()
 		if err != nil {
-			// The brain is in place; the receipts stay in the brain's
-			// receipts.ndjson and the next snapshot keeps them there only
-			// if they are in the log, so say so loudly.
+			// The brain is in place; its receipts.ndjson is rewritten from
+			// the log at the next snapshot, so say loudly what is missing.
 			a.log.Error("receipts in the restored brain were not imported", "error", err)
 		} else {
 			a.log.Info("receipts re-imported", "imported", rep.Imported, "duplicates", rep.Duplicates,
-				"flagged", rep.Flagged, "quarantined", rep.Quarantined)
+				"quarantined", rep.Quarantined, "dropped", rep.Dropped)
 		}
 	}
 
@@ -207,6 +215,7 @@ func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS b
 		a.st.Published = r.BlobID
 		a.st.PublishedAt = a.deps.Now()
 		a.st.Pending = nil
+		a.st.Hold = nil
 	}
 	a.st.Origin = "restored"
 	a.startedAs = "restored"
@@ -219,7 +228,7 @@ func (a *Agent) fillSeed() error {
 	if a.cfg.SeedDir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(a.cfg.BrainDir, 0o755); err != nil {
+	if err := os.MkdirAll(a.cfg.BrainDir, snapshot.RootMode); err != nil {
 		return fmt.Errorf("create brain dir: %w", err)
 	}
 	copied := 0
@@ -290,9 +299,7 @@ func copyNew(src, dst string, perm fs.FileMode) error {
 }
 
 // reconcile learns what the chain says when the local state does not know
-// (first start, or a wiped state directory): a record naming one of this
-// brain's own snapshots is adopted; a record naming an unknown blob means
-// another writer, and publishing is held until an operator decides.
+// (first start, or a wiped state directory), through CheckPointer.
 func (a *Agent) reconcile(ctx context.Context) error {
 	if a.cfg.ENSName == "" || a.deps.Pointer == nil {
 		return nil
@@ -303,27 +310,8 @@ func (a *Agent) reconcile(ctx context.Context) error {
 	if known {
 		return nil
 	}
-	v, err := a.deps.Pointer.Read(ctx, a.cfg.ENSName)
-	if a.deps.ErrNoPointer != nil && errors.Is(err, a.deps.ErrNoPointer) {
-		v, err = "", nil
-	}
-	if err != nil {
-		return fmt.Errorf("read ENS pointer of %s: %w", a.cfg.ENSName, err)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if v == "" || a.knownBlob(v) {
-		a.st.Published = v
-		a.st.PublishedAt = a.deps.Now()
-		if a.st.Pending != nil {
-			a.st.Pending.Expected = v
-		}
-		return a.saveStateLocked()
-	}
-	a.conflict = fmt.Sprintf("%s points at %s, which is not a snapshot of this brain; another writer? "+
-		"restore it (move the brain away and restart) or overwrite it with 'hermesd pointer set --force'",
-		a.cfg.ENSName, v)
-	return errors.New(a.conflict)
+	_, err := a.CheckPointer(ctx)
+	return err
 }
 
 func (a *Agent) noteHash(res hash.Result) {

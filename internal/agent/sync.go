@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/backoff"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -46,6 +46,10 @@ func (a *Agent) SyncOnce(ctx context.Context) (SyncResult, error) {
 func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResult, error) {
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
+	// A state save that failed earlier is retried with every sync.
+	if err := a.SaveState(); err != nil {
+		return SyncResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		t := a.deps.Now()
 		var res hash.Result
@@ -73,7 +77,12 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResu
 
 func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest) (SyncResult, error) {
 	a.mu.Lock()
-	last := a.st.Last
+	var last *state.Snapshot
+	if a.st.Last != nil {
+		l := *a.st.Last
+		last = &l
+	}
+	tooLarge := a.tooLarge
 	a.mu.Unlock()
 
 	if h == hash.Null {
@@ -102,13 +111,23 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest) (SyncResult,
 		a.unsavedSince = a.deps.Now()
 	}
 	a.mu.Unlock()
+	if tooLarge == h {
+		// Packing it again gives the same size: fail at once until the
+		// brain changes.
+		return SyncResult{}, fmt.Errorf("%w: this state of the brain (%s) was measured before; waiting for a change",
+			snapshot.ErrTooLarge, h)
+	}
 
-	r, err := a.snap.Take(ctx, h)
+	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h})
 	if err != nil {
 		stage := "snapshot"
 		switch {
 		case errors.Is(err, snapshot.ErrChanged):
 			stage = "pack"
+		case errors.Is(err, snapshot.ErrTooLarge):
+			a.mu.Lock()
+			a.tooLarge = h
+			a.mu.Unlock()
 		}
 		a.deps.Observer.Failed(a.cfg.ID, stage, err)
 		return SyncResult{}, err
@@ -142,11 +161,13 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest) (SyncResult,
 	a.mu.Unlock()
 	a.deps.Observer.Snapshot(a.cfg.ID, r)
 	a.saveCache()
-	if err != nil {
-		return SyncResult{}, fmt.Errorf("save state: %w", err)
-	}
 	if a.cfg.ENSName != "" && a.deps.Publisher != nil {
+		// Published from memory even if the save failed; the save is
+		// retried until it succeeds.
 		a.deps.Publisher.Notify()
+	}
+	if err != nil {
+		return SyncResult{}, err
 	}
 	return SyncResult{Outcome: Snapshotted, Hash: h, Snapshot: &r}, nil
 }
@@ -180,17 +201,21 @@ func (a *Agent) recoverWiped(ctx context.Context, last *state.Snapshot) (SyncRes
 	return SyncResult{Outcome: Restored, Hash: res.Digest}, nil
 }
 
-// Backoff and log rate limits of the loop.
-const (
-	backoffMin   = time.Second
-	backoffMax   = 5 * time.Minute
-	errLogPeriod = 30 * time.Second
-)
+// Watcher is the source of change batches for one brain (a subscription
+// to the process's watch hub).
+type Watcher interface {
+	Ready() <-chan struct{}
+	Take() (watch.Batch, bool)
+	Close() error
+}
+
+// Watch subscribes to changes below a directory.
+type Watch func(dir string, opts watch.Options) (Watcher, error)
 
 // Run watches the brain and syncs until ctx is done. Prepare must have
-// succeeded. It owns its watcher; it returns when ctx is cancelled.
-func (a *Agent) Run(ctx context.Context) {
-	var w *watch.Watcher
+// succeeded. It owns its subscription; it returns when ctx is cancelled.
+func (a *Agent) Run(ctx context.Context, subscribe Watch) {
+	var w Watcher
 	defer func() {
 		if w != nil {
 			w.Close()
@@ -202,7 +227,7 @@ func (a *Agent) Run(ctx context.Context) {
 			w = nil
 		}
 		var err error
-		w, err = watch.New(a.cfg.BrainDir, watch.Options{
+		w, err = subscribe(a.cfg.BrainDir, watch.Options{
 			Quiet:  a.cfg.Quiet,
 			MaxLag: a.cfg.MaxLag,
 			Ignore: isOwnFile,
@@ -210,14 +235,14 @@ func (a *Agent) Run(ctx context.Context) {
 			Logger: a.log,
 		})
 		if err != nil {
+			w = nil
 			a.log.Error("cannot watch brain directory; will retry", "error", err)
 		}
 	}
 	startWatch()
 
+	bo := &backoff.Backoff{Min: time.Second, Max: 5 * time.Minute, Log: a.log, Now: a.deps.Now}
 	var (
-		failures  int
-		lastLog   time.Time
 		retry     = time.NewTimer(0) // first pass right away: changes made while stopped
 		pending   []string
 		rescan    = true
@@ -242,13 +267,21 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 
 	for {
-		var ready <-chan struct{}
+		var ready, recovered <-chan struct{}
 		if w != nil {
 			ready = w.Ready()
+		}
+		if needRetry && bo.Failures() > 0 && a.deps.Recovered != nil {
+			recovered = a.deps.Recovered()
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-recovered:
+			// The outage that failed the last sync is over: retry now
+			// rather than at the end of a long backoff.
+			needRetry = false
+			retry.Stop()
 		case <-ready:
 			b, ok := w.Take()
 			if !ok {
@@ -285,24 +318,16 @@ func (a *Agent) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			failures++
 			a.mu.Lock()
 			a.lastErr = err.Error()
 			a.mu.Unlock()
-			wait := backoff(failures)
-			if now := a.deps.Now(); now.Sub(lastLog) >= errLogPeriod {
-				a.log.Error("sync failed; will retry", "error", err, "consecutive_errors", failures, "backoff", wait)
-				lastLog = now
-			}
 			// Keep the changed paths: the retry must look at them again.
 			needRetry = true
-			retry.Reset(wait)
+			retry.Reset(bo.Failed("sync failed; will retry", err))
 			continue
 		}
 		pending, rescan = nil, false
-		if failures > 0 {
-			a.log.Info("sync recovered", "previous_errors", failures)
-			failures, lastLog = 0, time.Time{}
+		if bo.Succeeded("sync recovered") > 0 {
 			a.mu.Lock()
 			a.lastErr = ""
 			a.mu.Unlock()
@@ -319,16 +344,7 @@ func (a *Agent) Run(ctx context.Context) {
 			// Without a watcher nothing would wake us: poll until one
 			// can be set up.
 			needRetry = true
-			retry.Reset(backoff(1))
+			retry.Reset(bo.Wait(1))
 		}
 	}
-}
-
-// backoff is capped exponential with jitter.
-func backoff(failures int) time.Duration {
-	d := backoffMin << min(failures-1, 16)
-	if d > backoffMax || d <= 0 {
-		d = backoffMax
-	}
-	return d/2 + rand.N(d/2+1)
 }

@@ -52,10 +52,13 @@ func closure(t *testing.T, rel string) []string {
 // may import: fsys, the shared directory walk and name policy, is itself a
 // leaf that imports nothing of ours, and only hash and tarball build on it.
 var leaves = map[string][]string{
-	"internal/fsys":    nil,
-	"internal/cipher":  nil,
-	"internal/hash":    {"internal/fsys"},
-	"internal/tarball": {"internal/fsys"},
+	"internal/fsys":       nil,
+	"internal/cipher":     nil,
+	"internal/backoff":    nil,
+	"internal/diskspace":  nil,
+	"internal/atomicfile": nil,
+	"internal/hash":       {"internal/fsys"},
+	"internal/tarball":    {"internal/fsys"},
 }
 
 func TestLeavesImportNothingOfOurs(t *testing.T) {
@@ -89,17 +92,50 @@ func TestWalrusAndENSAreIndependent(t *testing.T) {
 	}
 }
 
-func TestOrchestrationIsOnTop(t *testing.T) {
-	top := []string{"internal/daemon", "internal/agent", "cmd/hermesd", "internal/drill"}
-	for _, pkg := range []string{
+// The layers, bottom up: leaf and client packages; the snapshot pipeline;
+// the agent; the composition root (compose); and on top the daemon, the
+// drill and the CLI, which depend on compose and never on each other.
+var (
+	top         = []string{"cmd/hermesd", "internal/daemon", "internal/drill"}
+	composition = "internal/compose"
+	below       = []string{
 		"internal/fsys", "internal/hash", "internal/tarball", "internal/cipher", "internal/walrus", "internal/localwalrus",
 		"internal/ens", "internal/devchain", "internal/receipts", "internal/bundlelock", "internal/snapshot",
-		"internal/state", "internal/config", "internal/watch",
-	} {
+		"internal/state", "internal/config", "internal/watch", "internal/backoff", "internal/diskspace",
+		"internal/atomicfile", "internal/agent", "internal/repo", "internal/seal", "internal/sealserver",
+	}
+)
+
+func TestOrchestrationIsOnTop(t *testing.T) {
+	for _, pkg := range below {
 		for _, dep := range closure(t, pkg) {
-			if slices.Contains(top, dep) {
-				t.Errorf("%s imports orchestration package %s", pkg, dep)
+			if dep == composition || slices.Contains(top, dep) {
+				t.Errorf("%s imports %s, which is above it", pkg, dep)
 			}
+		}
+	}
+	for _, dep := range closure(t, composition) {
+		if slices.Contains(top, dep) {
+			t.Errorf("compose imports %s: composition sits below the daemon, the drill and the CLI", dep)
+		}
+	}
+}
+
+// TestTopLayersDependOnCompositionOnly: the drill and the daemon build
+// their services through compose, and never import each other (the
+// daemon used to be the factory every command depended on).
+func TestTopLayersDependOnCompositionOnly(t *testing.T) {
+	for _, pair := range [][2]string{
+		{"internal/drill", "internal/daemon"},
+		{"internal/daemon", "internal/drill"},
+	} {
+		if deps := closure(t, pair[0]); slices.Contains(deps, pair[1]) {
+			t.Errorf("%s depends on %s", pair[0], pair[1])
+		}
+	}
+	for _, pkg := range top {
+		if !slices.Contains(imports(t, pkg), composition) {
+			t.Errorf("%s does not build its services through %s", pkg, composition)
 		}
 	}
 }

@@ -4,14 +4,16 @@
 // the directory.
 //
 // The brain directory is hashed by the agent runtime too (dotfiles
-// included), so a temporary file must not be visible in it under a name of
-// its own for longer than an instant (DESIGN §3). On Linux the temporary
-// file is therefore created unnamed (O_TMPFILE) and linked under a
-// temporary name only right before the rename; a crash while it is being
-// written leaves nothing behind. Where O_TMPFILE is not available (other
-// systems, or a filesystem without it) a named temporary file is used, and
-// TempPattern says what its name looks like so that leftovers of a crash
-// can be recognised.
+// included), so a temporary file must not be visible in it (DESIGN §3).
+// CreateOutside keeps the temporary file in the parent directory, when
+// that is on the same filesystem and writable, and renames it into place:
+// it never appears in the brain at all. Otherwise, and for Create, the
+// temporary file is created unnamed (O_TMPFILE, on Linux) and linked under
+// a temporary name only right before the rename, so it is visible for an
+// instant and a crash while it is written leaves nothing behind. Where
+// O_TMPFILE is not available a named temporary file is used; TempPrefix
+// and OutsidePrefix say what the names look like, so that leftovers of a
+// crash can be recognised.
 package atomicfile
 
 import (
@@ -71,6 +73,35 @@ func Create(path string, perm os.FileMode) (*File, error) {
 	return af, nil
 }
 
+// OutsidePrefix returns the path prefix of the temporary files
+// CreateOutside keeps outside path's directory: in its parent, named
+// "." + the directory's name + "." + the file's name + ".tmp-".
+func OutsidePrefix(path string) string {
+	dir, base := filepath.Split(filepath.Clean(path))
+	dir = filepath.Clean(dir)
+	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+"."+base+".tmp-")
+}
+
+// CreateOutside starts replacing path like Create, with the temporary file
+// outside path's directory (see the package doc), so that whoever scans
+// that directory never sees it.
+func CreateOutside(path string, perm os.FileMode) (*File, error) {
+	dir := filepath.Dir(filepath.Clean(path))
+	parent := filepath.Dir(dir)
+	if parent != dir && sameDevice(dir, parent) {
+		prefix := OutsidePrefix(path)
+		if f, err := os.CreateTemp(filepath.Dir(prefix), filepath.Base(prefix)+"*"); err == nil {
+			af := &File{File: f, path: path, dir: dir, base: filepath.Base(path), perm: perm}
+			if err := af.Chmod(perm); err != nil {
+				af.Abort()
+				return nil, fmt.Errorf("chmod temp for %s: %w", af.base, err)
+			}
+			return af, nil
+		}
+	}
+	return Create(path, perm)
+}
+
 // Commit flushes the data to disk and renames it over the target.
 func (f *File) Commit() error {
 	if f.done {
@@ -101,6 +132,11 @@ func (f *File) Commit() error {
 	if err := os.Rename(tmp, f.path); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("replace %s: %w", f.path, err)
+	}
+	if td := filepath.Dir(tmp); td != f.dir {
+		if err := SyncDir(td); err != nil {
+			return err
+		}
 	}
 	return SyncDir(f.dir)
 }

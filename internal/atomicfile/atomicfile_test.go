@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -90,6 +91,53 @@ func TestIsTemp(t *testing.T) {
 	} {
 		if IsTemp(name) != want {
 			t.Errorf("IsTemp(%q) = %v", name, !want)
+		}
+	}
+}
+
+// TestCreateOutsideNeverShowsInTheDirectory: the replacement of a brain
+// file is never visible in the brain, not even for an instant.
+func TestCreateOutsideNeverShowsInTheDirectory(t *testing.T) {
+	parent := t.TempDir()
+	brain := filepath.Join(parent, "brain")
+	if err := os.Mkdir(brain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(brain, "bundle.lock.json")
+	f, err := CreateOutside(p, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("{}"))
+	if got := entries(t, brain); len(got) != 0 {
+		t.Fatalf("brain during the write: %v", got)
+	}
+	if got := entries(t, parent); len(got) != 2 || !strings.HasPrefix(got[0], ".brain.bundle.lock.json.tmp-") {
+		t.Fatalf("parent during the write: %v", got)
+	}
+	if !strings.HasPrefix(filepath.Join(parent, entries(t, parent)[0]), OutsidePrefix(p)) || !IsTemp(entries(t, parent)[0]) {
+		t.Fatalf("temp %v does not match OutsidePrefix %s", entries(t, parent), OutsidePrefix(p))
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(t, parent); len(got) != 1 || got[0] != "brain" {
+		t.Fatalf("parent after commit: %v", got)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{}" {
+		t.Fatalf("content %q", b)
+	}
+	// A parent it cannot write to: an unnamed file in the brain instead.
+	if os.Getuid() != 0 {
+		os.Chmod(parent, 0o555)
+		defer os.Chmod(parent, 0o755)
+		f, err := CreateOutside(p, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte("x"))
+		if err := f.Commit(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -176,7 +176,17 @@ func Read(path string) (*Lock, error) {
 
 // Write atomically replaces the file at path with l.
 func Write(path string, l *Lock) error {
-	return atomicfile.WriteFile(path, l.Marshal(), 0o644)
+	// The lock lives in the brain, which the agent runtime hashes: its
+	// replacement must never be visible there.
+	f, err := atomicfile.CreateOutside(path, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(l.Marshal()); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Commit()
 }
 
 // Marshal renders the lock as JSON.stringify(lock, null, 2) would.

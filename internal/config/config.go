@@ -39,6 +39,12 @@ type Config struct {
 	// inside any brain directory.
 	StateDir string `yaml:"state_dir"`
 
+	// AllowSymlinks lets state_dir, brain_dir and seed_dir be or pass
+	// through symbolic links. Off by default: a link swapped under a
+	// running daemon would make it snapshot (and upload) another tree, or
+	// write its state somewhere else.
+	AllowSymlinks bool `yaml:"allow_symlinks"`
+
 	// ShutdownTimeout bounds how long a stopping hermesd keeps trying to
 	// publish pending pointers (a second signal aborts at once).
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
@@ -70,6 +76,20 @@ type HTTP struct {
 	// are accepted unless AllowRemote is set.
 	Listen      string `yaml:"listen"`
 	AllowRemote bool   `yaml:"allow_remote"`
+	// Token is the bearer secret every request that changes state (posting
+	// receipts, resolving a pointer hold) must carry. Without it those
+	// endpoints answer 403 on TCP; the socket, if any, still takes them.
+	Token SecretRef `yaml:"token"`
+	// Socket is a Unix socket serving the same API, for an agent runtime
+	// on the same host or in the same pod; its file mode (SocketMode)
+	// decides who may connect, so requests on it need no token.
+	Socket     string   `yaml:"socket"`
+	SocketMode FileMode `yaml:"socket_mode"`
+	// Readiness decides /readyz: "all" (default) is ready only when every
+	// agent is (restored, watched, its last snapshot succeeded, nothing
+	// held); "any" when at least one is — for a pod where one broken agent
+	// must not take the others out of service.
+	Readiness string `yaml:"readiness"`
 }
 
 // Walrus configures blob storage.
@@ -105,6 +125,10 @@ type Walrus struct {
 	// attempts (a server's Retry-After still wins).
 	RetryWaitMin Duration `yaml:"retry_wait_min"`
 	RetryWaitMax Duration `yaml:"retry_wait_max"`
+	// MaxDownloadSize bounds a download whose size is not known in
+	// advance (a whole-blob restore): an aggregator sending more is cut
+	// off at once.
+	MaxDownloadSize ByteSize `yaml:"max_download_size"`
 }
 
 // Chain configures the Ethereum side: RPC, ENS registry and the key that
@@ -120,9 +144,14 @@ type Chain struct {
 	// MaxFeeGwei caps the EIP-1559 fee per gas; a pending pointer waits
 	// rather than paying more.
 	MaxFeeGwei float64 `yaml:"max_fee_gwei"`
-	// GasLimit caps the gas of one pointer transaction.
+	// GasLimit caps the gas of one pointer transaction; more pending
+	// pointers than fit are split into several.
 	GasLimit     uint64   `yaml:"gas_limit"`
 	PollInterval Duration `yaml:"poll_interval"`
+	// CheckInterval is how often every published pointer is read back and
+	// repaired if it went back to an older snapshot (also after the chain
+	// comes back from an outage).
+	CheckInterval Duration `yaml:"check_interval"`
 }
 
 // Encryption configures the snapshot envelope. Snapshots are always
@@ -147,6 +176,10 @@ type Receipts struct {
 	// bounded file beside the log, never folded into a snapshot) or reject
 	// (the whole input).
 	ImportPolicy string `yaml:"import_policy"`
+	// QuarantineMaxBytes and QuarantineMaxCount bound each agent's
+	// quarantine file; lines beyond them are dropped and counted.
+	QuarantineMaxBytes ByteSize `yaml:"quarantine_max_bytes"`
+	QuarantineMaxCount int      `yaml:"quarantine_max_count"`
 }
 
 // AgentDefaults are per-agent settings with global defaults.
@@ -223,7 +256,7 @@ func Default() *Config {
 		StateDir:        "/var/lib/hermesd",
 		ShutdownTimeout: Duration(30 * time.Second),
 		Log:             Log{Level: "info", Format: "text"},
-		HTTP:            HTTP{Listen: "127.0.0.1:9797"},
+		HTTP:            HTTP{Listen: "127.0.0.1:9797", SocketMode: 0o600, Readiness: "all"},
 		Walrus: Walrus{
 			Epochs:         5,
 			MaxBlobSize:    10 << 20,
@@ -234,16 +267,20 @@ func Default() *Config {
 			RetryWaitMax:   Duration(30 * time.Second),
 			JWTTTL:         Duration(5 * time.Minute),
 			EpochDuration:  Duration(14 * 24 * time.Hour),
+			// A whole-blob (v1/v2) restore of a brain with a 1 GiB
+			// memory.db is a 1 GiB download; v3 reads bounded ranges.
+			MaxDownloadSize: 16 << 30,
 		},
 		Chain: Chain{
-			ENSRegistry:  CanonicalENSRegistry,
-			TxTimeout:    Duration(5 * time.Minute),
-			MaxFeeGwei:   100,
-			GasLimit:     1_000_000,
-			PollInterval: Duration(2 * time.Second),
+			ENSRegistry:   CanonicalENSRegistry,
+			TxTimeout:     Duration(5 * time.Minute),
+			MaxFeeGwei:    100,
+			GasLimit:      1_000_000,
+			PollInterval:  Duration(2 * time.Second),
+			CheckInterval: Duration(5 * time.Minute),
 		},
 		Encryption: Encryption{Format: "v2", V1MaxSize: 64 << 20},
-		Receipts:   Receipts{ImportPolicy: "quarantine"},
+		Receipts:   Receipts{ImportPolicy: "quarantine", QuarantineMaxBytes: 16 << 20, QuarantineMaxCount: 10_000},
 		Defaults: AgentDefaults{
 			Quiet:           Duration(2 * time.Second),
 			MaxLag:          Duration(30 * time.Second),
@@ -296,6 +333,10 @@ const maxConfigSize = 4 << 20
 // Parse decodes a configuration on top of Default. lookup resolves ${VAR}
 // references (os.LookupEnv in production); an unset variable is an error,
 // because silently substituting "" has sent backups to the wrong place.
+//
+// References are expanded after the YAML is parsed, inside scalar values
+// only: a variable's value is data, never YAML, so a newline or a colon in
+// it cannot add keys to the configuration. Keys are never expanded.
 // Parse does not validate and does not resolve relative paths; Load does.
 func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 	raw, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
@@ -305,14 +346,10 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 	if len(raw) > maxConfigSize {
 		return nil, fmt.Errorf("larger than %d bytes", maxConfigSize)
 	}
-	expanded, err := expandEnv(string(raw), lookup)
-	if err != nil {
-		return nil, err
-	}
 	c := Default()
-	dec := yaml.NewDecoder(strings.NewReader(expanded))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return c, nil // an empty file is all defaults
 		}
@@ -322,7 +359,57 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, errors.New("parse: more than one YAML document")
 	}
+	if err := expandNode(&doc, lookup); err != nil {
+		return nil, err
+	}
+	// Decoding from the node tree still reports unknown keys (strictly)
+	// with their line numbers.
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	sdec := yaml.NewDecoder(bytes.NewReader(out))
+	sdec.KnownFields(true)
+	if err := sdec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
 	return c, nil
+}
+
+// expandNode expands ${VAR} in every scalar value below n (not in keys).
+// The node keeps its style: the encoder that turns the tree back into
+// YAML quotes a value that plain style cannot carry, so whatever a
+// variable holds stays one scalar.
+func expandNode(n *yaml.Node, lookup func(string) (string, bool)) error {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			if err := expandNode(c, lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := expandNode(n.Content[i+1], lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "$") {
+			return nil
+		}
+		v, err := expandEnv(n.Value, lookup)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		n.Value = v
+		if n.Style == 0 {
+			// A plain scalar's type is resolved from its new value (a
+			// port, a number, a boolean), as if it had been written so.
+			n.Tag = ""
+		}
+	}
+	return nil
 }
 
 // expandEnv replaces ${NAME} with the variable's value and $$ with $. A bare
@@ -341,15 +428,15 @@ func expandEnv(s string, lookup func(string) (string, bool)) (string, error) {
 		case '{':
 			end := strings.IndexByte(s[i+2:], '}')
 			if end < 0 {
-				return "", fmt.Errorf("unterminated ${ at line %d", 1+strings.Count(s[:i], "\n"))
+				return "", errors.New("unterminated ${")
 			}
 			name := s[i+2 : i+2+end]
 			if !validEnvName(name) {
-				return "", fmt.Errorf("invalid variable name ${%s} at line %d", name, 1+strings.Count(s[:i], "\n"))
+				return "", fmt.Errorf("invalid variable name ${%s}", name)
 			}
 			v, ok := lookup(name)
 			if !ok {
-				return "", fmt.Errorf("environment variable %s is not set (referenced at line %d)", name, 1+strings.Count(s[:i], "\n"))
+				return "", fmt.Errorf("environment variable %s is not set", name)
 			}
 			b.WriteString(v)
 			i += 2 + end
@@ -398,7 +485,10 @@ func (c *Config) resolvePaths(base string) {
 		abs(&s.PasswordFile)
 	}
 	abs(&c.StateDir)
+	abs(&c.HTTP.Socket)
+	secret(&c.HTTP.Token)
 	secret(&c.Walrus.Token)
+	secret(&c.Walrus.JWTSecret)
 	secret(&c.Chain.Signer)
 	secret(&c.Encryption.Key)
 	secret(&c.Receipts.Signer)

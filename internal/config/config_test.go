@@ -298,3 +298,69 @@ func TestLoadMissingFile(t *testing.T) {
 		t.Fatalf("Load missing = %v", err)
 	}
 }
+
+// TestEnvCannotInjectConfiguration: ${VAR} is expanded inside scalar
+// values after parsing, so a variable's value is data, never YAML. Before,
+// expansion ran on the raw text and a newline in a variable added keys
+// (http.allow_remote: true was injected this way).
+func TestEnvCannotInjectConfiguration(t *testing.T) {
+	env := map[string]string{
+		"STATE":   "/var/lib/x\nhttp:\n  allow_remote: true\n  listen: 0.0.0.0:9797",
+		"COLON":   "a: b",
+		"FLOW":    "{file: /etc/shadow}",
+		"CHAIN":   "1337",
+		"SHARE":   "true",
+		"LISTEN":  "127.0.0.1:9001",
+		"KEYNAME": "state_dir",
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	body := "state_dir: ${STATE}\nchain:\n  chain_id: ${CHAIN}\n  rpc: \"${COLON}\"\n" +
+		"walrus:\n  share: ${SHARE}\n  publishers: [\"${FLOW}\"]\nhttp:\n  listen: ${LISTEN}\n"
+	c, err := Parse(strings.NewReader(body), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP.AllowRemote || c.HTTP.Listen != "127.0.0.1:9001" {
+		t.Errorf("http injected: %+v", c.HTTP)
+	}
+	if c.StateDir != env["STATE"] || c.Chain.RPC != "a: b" || len(c.Walrus.Publishers) != 1 || c.Walrus.Publishers[0] != env["FLOW"] {
+		t.Errorf("values not kept verbatim: %q %q %q", c.StateDir, c.Chain.RPC, c.Walrus.Publishers)
+	}
+	// A plain scalar still takes the type its value has.
+	if c.Chain.ChainID != 1337 || !c.Walrus.Share {
+		t.Errorf("typed values: chain_id %d share %v", c.Chain.ChainID, c.Walrus.Share)
+	}
+	// Keys are never expanded.
+	if _, err := Parse(strings.NewReader("${KEYNAME}: /x\n"), lookup); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("expanded key: %v", err)
+	}
+	// The injected value is refused by validation, naming the field.
+	c.StateDir = env["STATE"]
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "state_dir") || !strings.Contains(err.Error(), "control character") {
+		t.Errorf("Validate = %v", err)
+	}
+}
+
+func TestHTTPSettings(t *testing.T) {
+	base := "state_dir: /s\n"
+	for _, tc := range []struct {
+		body, want string
+	}{
+		{"http: {socket: /run/hermesd.sock, socket_mode: \"0660\", readiness: any, token: {file: /k}}\n", ""},
+		{"http: {socket: relative.sock}\n", "http.socket"},
+		{"http: {socket: /s.sock, socket_mode: \"0666\"}\n", "http.socket_mode"},
+		{"http: {readiness: some}\n", "http.readiness"},
+		{"http: {socket_mode: \"999\"}\n", "not a permission mode"},
+	} {
+		c, err := Parse(strings.NewReader(base+tc.body), os.LookupEnv)
+		if err == nil {
+			err = c.Validate()
+		}
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%q: %v (want %q)", tc.body, err, tc.want)
+		}
+		if tc.want == "" && (c.HTTP.SocketMode != 0o660 || c.HTTP.Readiness != "any" || c.HTTP.Token.File != "/k") {
+			t.Errorf("parsed %+v", c.HTTP)
+		}
+	}
+}

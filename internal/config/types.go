@@ -101,3 +101,22 @@ func (b ByteSize) String() string {
 
 // MarshalYAML writes the size in the unit form.
 func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }
+
+// FileMode is a permission mode written in octal ("0660") in YAML.
+type FileMode uint32
+
+// UnmarshalYAML accepts an octal string or number of at most 0777.
+func (m *FileMode) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a mode such as 0660", n.Line)
+	}
+	v, err := strconv.ParseUint(strings.TrimPrefix(n.Value, "0o"), 8, 32)
+	if err != nil || v > 0o777 {
+		return fmt.Errorf("line %d: %q is not a permission mode (octal, e.g. 0660)", n.Line, n.Value)
+	}
+	*m = FileMode(v)
+	return nil
+}
+
+// MarshalYAML writes the mode in octal.
+func (m FileMode) MarshalYAML() (any, error) { return fmt.Sprintf("%04o", uint32(m)), nil }

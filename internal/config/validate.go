@@ -86,6 +86,40 @@ func (c *Config) validate(v *validator) {
 			v.add("http.listen", "%v", err)
 		}
 	}
+	if c.HTTP.Socket != "" && !filepath.IsAbs(c.HTTP.Socket) {
+		v.add("http.socket", "must be an absolute path")
+	}
+	if c.HTTP.SocketMode&0o007 != 0 {
+		v.add("http.socket_mode", "%04o lets every local user post to hermesd; give access to a group at most (e.g. 0660)", uint32(c.HTTP.SocketMode))
+	}
+	switch c.HTTP.Readiness {
+	case "all", "any":
+	default:
+		v.add("http.readiness", "%q is not one of all, any", c.HTTP.Readiness)
+	}
+	if c.Chain.CheckInterval <= 0 {
+		v.add("chain.check_interval", "must be positive")
+	}
+	if c.Walrus.MaxDownloadSize <= 0 {
+		v.add("walrus.max_download_size", "must be positive")
+	}
+	if c.Receipts.QuarantineMaxBytes <= 0 || c.Receipts.QuarantineMaxCount <= 0 {
+		v.add("receipts.quarantine_max_bytes", "quarantine_max_bytes and quarantine_max_count must be positive")
+	}
+	checkPath := func(field, p string) {
+		for _, r := range p {
+			if r < 0x20 || r == 0x7f {
+				v.add(field, "%q contains a control character", p)
+				return
+			}
+		}
+	}
+	checkPath("state_dir", c.StateDir)
+	checkPath("http.socket", c.HTTP.Socket)
+	for i := range c.Agents {
+		checkPath(fmt.Sprintf("agents[%d].brain_dir", i), c.Agents[i].BrainDir)
+		checkPath(fmt.Sprintf("agents[%d].seed_dir", i), c.Agents[i].SeedDir)
+	}
 
 	c.validateWalrus(v)
 	c.validateChain(v)
@@ -251,6 +285,7 @@ func (c *Config) validateSecrets(v *validator) {
 			v.add(field+".env", "%q is not an environment variable name", s.Env)
 		}
 	}
+	checkRef("http.token", c.HTTP.Token, false)
 	checkRef("walrus.token", c.Walrus.Token, false)
 	checkRef("walrus.jwt_secret", c.Walrus.JWTSecret, false)
 	checkRef("chain.signer", c.Chain.Signer, true)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/hash"
@@ -65,10 +66,11 @@ func testLogger(t *testing.T) *slog.Logger {
 func (w *world) start() *Daemon {
 	w.t.Helper()
 	log := testLogger(w.t)
-	svc, err := Build(w.t.Context(), w.dn.Config, log, BuildOptions{})
+	svc, err := compose.Build(w.t.Context(), w.dn.Config, log, compose.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	w.t.Cleanup(svc.Close)
 	d, err := New(w.dn.Config, svc, log)
 	if err != nil {
 		w.t.Fatal(err)
@@ -305,10 +307,11 @@ func TestSecondDaemonRefused(t *testing.T) {
 	w := newWorld(t, devnet.Agent{ID: "solo"})
 	seedBrain(t, w.brain("solo"))
 	w.start()
-	svc, err := Build(t.Context(), w.dn.Config, nil, BuildOptions{})
+	svc, err := compose.Build(t.Context(), w.dn.Config, nil, compose.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer svc.Close()
 	_, err = New(w.dn.Config, svc, nil)
 	if !errors.Is(err, state.ErrLocked) {
 		t.Fatalf("second daemon: %v, want ErrLocked", err)

@@ -31,6 +31,14 @@ type metrics struct {
 	walrusAttempts   *prometheus.CounterVec
 	receiptsIngested *prometheus.CounterVec
 	restores         *prometheus.CounterVec
+	pointerChecks    *prometheus.CounterVec
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ageCollector reports ages computed at scrape time, so they keep growing
@@ -39,6 +47,8 @@ type ageCollector struct {
 	agents  func() []*agent.Agent
 	unsaved *prometheus.Desc
 	pending *prometheus.Desc
+	held    *prometheus.Desc
+	healthy *prometheus.Desc
 }
 
 func newAgeCollector(agents func() []*agent.Agent) *ageCollector {
@@ -50,12 +60,20 @@ func newAgeCollector(agents func() []*agent.Agent) *ageCollector {
 		pending: prometheus.NewDesc("hermesd_pointer_pending_age_seconds",
 			"How long a verified snapshot has waited for its ENS pointer (0 when none).",
 			[]string{"agent"}, nil),
+		held: prometheus.NewDesc("hermesd_pointer_held",
+			"1 while publishing is held (another writer, or the signer lost the name) until an operator decides.",
+			[]string{"agent"}, nil),
+		healthy: prometheus.NewDesc("hermesd_agent_healthy",
+			"1 when the agent is ready, its last sync succeeded, its state is saved and nothing is held.",
+			[]string{"agent"}, nil),
 	}
 }
 
 func (c *ageCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.unsaved
 	ch <- c.pending
+	ch <- c.held
+	ch <- c.healthy
 }
 
 func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
@@ -74,6 +92,9 @@ func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
 			since = s.Pending.Since
 		}
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, age(since), s.ID)
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, b2f(s.Hold != nil), s.ID)
+		ok, _ := healthy(s)
+		ch <- prometheus.MustNewConstMetric(c.healthy, prometheus.GaugeValue, b2f(ok), s.ID)
 	}
 }
 
@@ -123,7 +144,7 @@ func newMetrics() *metrics {
 	}, agent)
 	m.publishes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_pointer_writes_total",
-		Help: "ENS pointer writes by result (published, conflict, failed).",
+		Help: "ENS pointer writes by result (published, rollback, held, unauthorized, failed).",
 	}, []string{"agent", "result"})
 	m.gasUsed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_gas_used_total",
@@ -135,13 +156,18 @@ func newMetrics() *metrics {
 	}, []string{"op", "outcome"})
 	m.receiptsIngested = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_receipts_ingested_total",
-		Help: "Receipts received from the agent runtime, by result (added, duplicate, flagged, rejected).",
+		Help: "Receipts received from the agent runtime, by result (added, duplicate, quarantined, dropped, rejected).",
 	}, []string{"agent", "result"})
 	m.restores = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_restores_total",
 		Help: "Cold restores at start, by result (restored, fresh, existing, failed).",
 	}, []string{"agent", "result"})
+	m.pointerChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hermesd_pointer_checks_total",
+		Help: "Periodic read-backs of published pointers, by result (ok, rollback, held, failed). A rollback was repaired.",
+	}, []string{"agent", "result"})
 	m.reg.MustRegister(
+		m.pointerChecks,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.agentReady, m.brainBytes, m.brainFiles, m.snapshotLast, m.snapshotSize, m.snapshots,

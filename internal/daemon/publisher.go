@@ -2,56 +2,60 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/agent"
-	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/backoff"
 )
 
-// pointerWriter is the ENS client as the publisher uses it.
-type pointerWriter interface {
-	WriteMany(ctx context.Context, updates []ens.Update) (ens.TxResult, error)
-}
-
-// publisher moves agents' ENS pointers to their newest verified snapshots:
-// compare-and-set against the value each agent last published, at most one
-// write per agent per interval, all due agents in one multicall (they share
-// the signer), retries with backoff. Pending pointers live in each agent's
-// state file, so a crash resumes them.
+// publisher schedules the agents' pointer writes: at most one write per
+// agent per interval, all due agents in one call to agent.PublishOnce (it
+// splits them into transactions as gas allows), failures retried with
+// backoff per agent, and every published pointer read back every
+// checkEvery (and after the chain comes back) to repair a rollback.
+// Pending pointers live in each agent's state file, so a crash resumes
+// them.
 type publisher struct {
-	w       pointerWriter
-	agents  []*agent.Agent
-	every   map[string]time.Duration // minimum interval between writes
-	log     *slog.Logger
-	metrics *metrics
-	now     func() time.Time
+	w          agent.PointerWriter
+	agents     []*agent.Agent
+	every      map[string]time.Duration // minimum interval between writes
+	checkEvery time.Duration
+	log        *slog.Logger
+	metrics    *metrics
+	now        func() time.Time
 
 	wake chan struct{}
 
-	mu       sync.Mutex
-	last     map[string]time.Time // last successful write per agent
-	retryAt  map[string]time.Time // earliest next attempt after a failure
-	failures map[string]int
-	lastLog  time.Time
+	mu        sync.Mutex
+	last      map[string]time.Time // last successful write per agent
+	retryAt   map[string]time.Time // earliest next attempt after a failure
+	backoff   map[string]*backoff.Backoff
+	lastCheck time.Time
+	chainDown bool // a chain call failed since the last success
 }
 
-func newPublisher(w pointerWriter, agents []*agent.Agent, every map[string]time.Duration, log *slog.Logger, m *metrics) *publisher {
-	return &publisher{
-		w:        w,
-		agents:   agents,
-		every:    every,
-		log:      log,
-		metrics:  m,
-		now:      time.Now,
-		wake:     make(chan struct{}, 1),
-		last:     map[string]time.Time{},
-		retryAt:  map[string]time.Time{},
-		failures: map[string]int{},
+func newPublisher(w agent.PointerWriter, agents []*agent.Agent, every map[string]time.Duration, checkEvery time.Duration,
+	log *slog.Logger, m *metrics) *publisher {
+	p := &publisher{
+		w:          w,
+		agents:     agents,
+		every:      every,
+		checkEvery: checkEvery,
+		log:        log,
+		metrics:    m,
+		now:        time.Now,
+		wake:       make(chan struct{}, 1),
+		last:       map[string]time.Time{},
+		retryAt:    map[string]time.Time{},
+		backoff:    map[string]*backoff.Backoff{},
 	}
+	for _, a := range agents {
+		p.backoff[a.ID()] = &backoff.Backoff{Min: 2 * time.Second, Max: 10 * time.Minute,
+			Log: log.With("agent", a.ID())}
+	}
+	return p
 }
 
 // Notify asks the publisher to look for pending pointers.
@@ -62,10 +66,11 @@ func (p *publisher) Notify() {
 	}
 }
 
-// run publishes due pointers until ctx is done.
+// run publishes due pointers and checks published ones until ctx is done.
 func (p *publisher) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	p.lastCheck = p.now() // Prepare has just reconciled every agent
 	for {
 		select {
 		case <-ctx.Done():
@@ -73,7 +78,15 @@ func (p *publisher) run(ctx context.Context) {
 		case <-p.wake:
 		case <-timer.C:
 		}
+		if p.checkEvery > 0 && p.now().Sub(p.lastCheck) >= p.checkEvery {
+			p.checkAll(ctx)
+		}
 		next := p.publishDue(ctx, false)
+		if p.checkEvery > 0 {
+			if c := p.lastCheck.Add(p.checkEvery); next.IsZero() || c.Before(next) {
+				next = c
+			}
+		}
 		if next.IsZero() {
 			next = p.now().Add(time.Minute)
 		}
@@ -85,7 +98,8 @@ func (p *publisher) run(ctx context.Context) {
 // backoff, until none is left or ctx ends (the shutdown time limit, or a
 // second signal). It returns the agents still pending.
 func (p *publisher) flush(ctx context.Context) []string {
-	for attempt := 0; ; attempt++ {
+	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+	for n := 1; ; n++ {
 		p.publishDue(ctx, true)
 		var left []string
 		for _, a := range p.agents {
@@ -96,204 +110,155 @@ func (p *publisher) flush(ctx context.Context) []string {
 		if len(left) == 0 {
 			return nil
 		}
+		t := time.NewTimer(bo.Wait(n))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return left
-		case <-time.After(backoffFor(attempt + 1)):
+		case <-t.C:
 		}
 	}
 }
 
-// publishDue writes the pointers that are due and returns when the next one
-// will be (zero: nothing pending).
-func (p *publisher) publishDue(ctx context.Context, force bool) time.Time {
-	now := p.now()
-	var due []agent.PendingPointer
-	var next time.Time
-	byName := map[string]*agent.Agent{}
-	p.mu.Lock()
-	for _, a := range p.agents {
-		pp, ok := a.Pending()
-		if !ok {
-			continue
-		}
-		at := p.last[pp.Agent].Add(p.every[pp.Agent])
-		if r := p.retryAt[pp.Agent]; r.After(at) {
-			at = r
-		}
-		if force || !at.After(now) {
-			due = append(due, pp)
-			byName[pp.Name] = a
-			continue
-		}
-		if next.IsZero() || at.Before(next) {
-			next = at
-		}
+// dueAt is when agent id may write next; the caller holds p.mu.
+func (p *publisher) dueAt(id string) time.Time {
+	at := p.last[id].Add(p.every[id])
+	if r := p.retryAt[id]; r.After(at) {
+		at = r
 	}
-	p.mu.Unlock()
+	return at
+}
 
-	for len(due) > 0 {
-		updates := make([]ens.Update, len(due))
-		for i, d := range due {
-			updates[i] = ens.Update{Name: d.Name, Value: d.Value, Expected: d.Expected}
+// publishDue writes the pointers that are due (all pending ones when
+// force) and returns when the next one will be (zero: nothing pending).
+func (p *publisher) publishDue(ctx context.Context, force bool) time.Time {
+	// A rollback found while writing is published again at once, once.
+	for round := 0; round < 2; round++ {
+		now := p.now()
+		var due []*agent.Agent
+		p.mu.Lock()
+		for _, a := range p.agents {
+			if _, ok := a.Pending(); ok && (force || !p.dueAt(a.ID()).After(now)) {
+				due = append(due, a)
+			}
+		}
+		p.mu.Unlock()
+		if len(due) == 0 {
+			break
 		}
 		start := p.now()
-		res, err := p.w.WriteMany(ctx, updates)
-		if errors.Is(err, ens.ErrMixedResolvers) && len(due) > 1 {
-			// Names on different resolvers cannot share a transaction.
-			for _, d := range due {
-				p.writeOne(ctx, d, byName[d.Name])
-			}
-			break
-		}
-		if err == nil {
-			p.succeeded(due, byName, res, p.now().Sub(start))
-			break
-		}
-		// Agents with a definite problem (conflict, not authorised, no
-		// such name) leave the batch; the others are retried at once.
-		bad := perName(err)
-		if len(bad) == 0 || len(bad) == len(due) {
-			for _, d := range due {
-				p.failed(d, byName[d.Name], errFor(bad, d.Name, err))
-			}
-			break
-		}
-		var rest []agent.PendingPointer
-		for _, d := range due {
-			if e, ok := bad[d.Name]; ok {
-				p.failed(d, byName[d.Name], e)
-			} else {
-				rest = append(rest, d)
+		results := agent.PublishOnce(ctx, p.w, due)
+		took := p.now().Sub(start)
+		again := false
+		for _, r := range results {
+			if p.record(r, took, len(results)) {
+				again = true
 			}
 		}
-		due = rest
+		if !again || ctx.Err() != nil {
+			break
+		}
 	}
+	var next time.Time
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range p.agents {
 		if _, ok := a.Pending(); !ok {
 			continue
 		}
-		at := p.last[a.ID()].Add(p.every[a.ID()])
-		if r := p.retryAt[a.ID()]; r.After(at) {
-			at = r
-		}
-		if next.IsZero() || at.Before(next) {
+		if at := p.dueAt(a.ID()); next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}
 	return next
 }
 
-func (p *publisher) writeOne(ctx context.Context, d agent.PendingPointer, a *agent.Agent) {
-	start := p.now()
-	res, err := p.w.WriteMany(ctx, []ens.Update{{Name: d.Name, Value: d.Value, Expected: d.Expected}})
-	if err != nil {
-		p.failed(d, a, err)
-		return
-	}
-	p.succeeded([]agent.PendingPointer{d}, map[string]*agent.Agent{d.Name: a}, res, p.now().Sub(start))
-}
-
-func (p *publisher) succeeded(done []agent.PendingPointer, byName map[string]*agent.Agent, res ens.TxResult, took time.Duration) {
-	tx := ""
-	if !res.Unchanged {
-		tx = res.TxHash.Hex()
-	}
-	for _, d := range done {
-		a := byName[d.Name]
-		if err := a.Published(d, tx); err != nil {
-			p.log.Error("pointer published but the state could not be saved", "agent", d.Agent, "error", err)
-		}
-		p.mu.Lock()
-		p.last[d.Agent] = p.now()
-		delete(p.retryAt, d.Agent)
-		recovered := p.failures[d.Agent]
-		delete(p.failures, d.Agent)
-		p.mu.Unlock()
-		if recovered > 0 {
-			p.log.Info("pointer publishing recovered", "agent", d.Agent, "previous_errors", recovered)
-		}
-		p.log.Info("pointer published", "agent", d.Agent, "name", d.Name, "blob", d.Value,
-			"tx", tx, "batch", len(done), "gas", res.GasUsed, "took", took.Round(time.Millisecond),
-			"pending_for", p.now().Sub(d.Since).Round(time.Millisecond))
-		if p.metrics != nil {
-			p.metrics.publishes.WithLabelValues(d.Agent, "published").Inc()
-			p.metrics.publishLast.WithLabelValues(d.Agent).Set(float64(p.now().Unix()))
-			p.metrics.stageDuration.WithLabelValues(d.Agent, "publish").Observe(took.Seconds())
-			if len(done) > 0 {
-				p.metrics.gasUsed.WithLabelValues(d.Agent).Add(float64(res.GasUsed) / float64(len(done)))
-			}
-		}
-	}
-}
-
-func (p *publisher) failed(d agent.PendingPointer, a *agent.Agent, err error) {
-	conflict := errors.Is(err, ens.ErrConflict)
-	a.PublishFailed(d, err, conflict)
+// record logs and schedules one agent's result; it reports a rollback,
+// which the caller publishes again at once.
+func (p *publisher) record(r agent.PublishResult, took time.Duration, batch int) (again bool) {
+	id := r.Agent.ID()
+	log := p.log.With("agent", id, "name", r.Update.Name)
 	p.mu.Lock()
-	p.failures[d.Agent]++
-	n := p.failures[d.Agent]
-	p.retryAt[d.Agent] = p.now().Add(backoffFor(n))
-	logNow := p.now().Sub(p.lastLog) >= 30*time.Second || conflict
-	if logNow {
-		p.lastLog = p.now()
-	}
+	bo := p.backoff[id]
 	p.mu.Unlock()
-	result := "failed"
-	if conflict {
-		result = "conflict"
-		p.log.Error("pointer not published: the record was changed by another writer; publishing held for this agent",
-			"agent", d.Agent, "name", d.Name, "error", err)
-	} else if logNow {
-		p.log.Error("pointer publish failed; will retry", "agent", d.Agent, "name", d.Name,
-			"error", err, "consecutive_errors", n)
+	result := string(r.Outcome)
+	switch r.Outcome {
+	case agent.OutcomePublished:
+		p.mu.Lock()
+		p.last[id] = p.now()
+		delete(p.retryAt, id)
+		recovered := p.chainDown
+		p.chainDown = false
+		p.mu.Unlock()
+		bo.Succeeded("pointer publishing recovered")
+		if r.Err != nil {
+			log.Error("pointer published; the agent state is not saved yet (retried)", "error", r.Err)
+		}
+		log.Info("pointer published", "blob", r.Update.Value, "tx", r.Write.TxHash, "batch", batch,
+			"gas", r.Write.GasUsed, "took", took.Round(time.Millisecond),
+			"pending_for", p.now().Sub(r.Since).Round(time.Millisecond))
+		if p.metrics != nil {
+			p.metrics.publishLast.WithLabelValues(id).Set(float64(p.now().Unix()))
+			p.metrics.stageDuration.WithLabelValues(id, "publish").Observe(took.Seconds())
+			p.metrics.gasUsed.WithLabelValues(id).Add(float64(r.Write.GasUsed))
+		}
+		if recovered {
+			p.mu.Lock()
+			p.lastCheck = time.Time{} // the chain is back: check every record soon
+			p.mu.Unlock()
+		}
+	case agent.OutcomeRollback:
+		log.Warn("the pointer went back to an older snapshot of this agent; publishing the newest again", "reason", r.Err)
+		again = true
+	case agent.OutcomeHeld, agent.OutcomeUnauthorized:
+		log.Error("pointer publishing held until an operator decides", "reason", r.Err)
+	default:
+		wait := bo.Failed("pointer publish failed; will retry", r.Err)
+		p.mu.Lock()
+		p.retryAt[id] = p.now().Add(wait)
+		p.chainDown = true
+		p.mu.Unlock()
+		if p.metrics != nil {
+			p.metrics.failures.WithLabelValues(id, "publish").Inc()
+		}
 	}
 	if p.metrics != nil {
-		p.metrics.publishes.WithLabelValues(d.Agent, result).Inc()
-		p.metrics.failures.WithLabelValues(d.Agent, "publish").Inc()
+		p.metrics.publishes.WithLabelValues(id, result).Inc()
 	}
+	return again
 }
 
-// perName splits a joined error from WriteMany into the per-name problems
-// that a retry cannot fix.
-func perName(err error) map[string]error {
-	out := map[string]error{}
-	var visit func(error)
-	visit = func(e error) {
-		var ce *ens.ConflictError
-		var na *ens.NotAuthorizedError
-		switch {
-		case errors.As(e, &ce) && ce == e:
-			out[ce.Name] = e
-			return
-		case errors.As(e, &na) && na == e:
-			out[na.Name] = e
+// checkAll reads every published pointer back and repairs rollbacks.
+func (p *publisher) checkAll(ctx context.Context) {
+	p.mu.Lock()
+	p.lastCheck = p.now()
+	p.mu.Unlock()
+	for _, a := range p.agents {
+		if ctx.Err() != nil {
 			return
 		}
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, c := range j.Unwrap() {
-				visit(c)
+		if !a.Ready() || a.Config().ENSName == "" {
+			continue
+		}
+		held := a.Hold() != nil
+		out, err := a.CheckPointer(ctx)
+		log := p.log.With("agent", a.ID(), "name", a.Config().ENSName)
+		switch out {
+		case agent.OutcomeRollback:
+			log.Warn("the pointer went back to an older snapshot of this agent; the newest is published again", "reason", err)
+			p.Notify()
+		case agent.OutcomeHeld:
+			if !held {
+				log.Error("pointer publishing held until an operator decides", "reason", err)
 			}
+		case agent.OutcomeFailed:
+			log.Debug("pointer check failed", "error", err)
+			p.mu.Lock()
+			p.chainDown = true
+			p.mu.Unlock()
+		}
+		if p.metrics != nil {
+			p.metrics.pointerChecks.WithLabelValues(a.ID(), string(out)).Inc()
 		}
 	}
-	visit(err)
-	return out
-}
-
-func errFor(bad map[string]error, name string, whole error) error {
-	if e, ok := bad[name]; ok {
-		return e
-	}
-	return whole
-}
-
-// backoffFor is capped exponential backoff with jitter for chain writes.
-func backoffFor(failures int) time.Duration {
-	d := 2 * time.Second << min(failures-1, 10)
-	if d > 10*time.Minute || d <= 0 {
-		d = 10 * time.Minute
-	}
-	return d/2 + rand.N(d/2+1)
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
-	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -132,6 +132,11 @@ func (r *Report) stage(name string, start time.Time, err error, detail string) {
 	r.Stages = append(r.Stages, s)
 }
 
+// timed adds a stage that succeeded and took took.
+func (r *Report) timed(name string, took time.Duration, detail string) {
+	r.Stages = append(r.Stages, Stage{Name: name, OK: true, Took: took, MS: ms(took), Detail: detail})
+}
+
 func (r *Report) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
@@ -195,7 +200,7 @@ type drill struct {
 	log *slog.Logger
 	rep *Report
 
-	svc  daemon.Services
+	svc  *compose.Services
 	a    *agent.Agent
 	last state.Snapshot // the verified snapshot of the live brain
 	took bool           // the snapshot was taken (and verified) by this drill
@@ -210,13 +215,11 @@ func (d *drill) run(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: brain directory %s is missing or holds no files (restore it first: 'hermesd restore %s')",
 			ErrNoBrain, d.ac.BrainDir, d.ac.ID)
 	}
-	d.svc, err = daemon.Build(ctx, d.cfg, d.log, daemon.BuildOptions{})
+	d.svc, err = compose.Build(ctx, d.cfg, d.log, compose.Options{})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSetup, err)
 	}
-	if d.svc.ENS != nil {
-		defer d.svc.ENS.Close()
-	}
+	defer d.svc.Close()
 	// Holding the state lock for the whole drill keeps a daemon from
 	// starting (and restoring or snapshotting) while the brain is away.
 	sd, err := state.Open(d.cfg.StateDir)
@@ -229,7 +232,7 @@ func (d *drill) run(ctx context.Context) (err error) {
 	}
 	defer sd.Close()
 	obs := &observer{}
-	d.a, err = daemon.OpenAgent(d.cfg, d.svc, sd, d.ac.ID, obs, d.log)
+	d.a, err = d.svc.OpenAgent(sd, d.ac.ID, obs)
 	if err != nil {
 		return err
 	}
@@ -280,9 +283,7 @@ func (d *drill) snapshot(ctx context.Context, obs *observer) error {
 		s := sr.Snapshot
 		d.took = true
 		d.rep.Snapshot = "snapshotted"
-		add := func(name string, took time.Duration, detail string) {
-			d.rep.Stages = append(d.rep.Stages, Stage{Name: name, OK: true, Took: took, MS: ms(took), Detail: detail})
-		}
+		add := d.rep.timed
 		add("pack", s.Pack, fmt.Sprintf("lock v%d + receipts, tar + encrypt: %s blob", s.Version, walrus.FormatSize(s.Size)))
 		up := fmt.Sprintf("blob %s, end epoch %d", s.BlobID, s.EndEpoch)
 		if s.AlreadyCertified {
@@ -315,26 +316,27 @@ func (d *drill) publish(ctx context.Context) (err error) {
 	t := time.Now()
 	detail := "already names the snapshot: no transaction"
 	defer func() { d.rep.stage("publish", t, err, detail) }()
-	if c := d.a.Conflict(); c != "" {
-		return fmt.Errorf("%w: %s", agent.ErrHeld, c)
+	if h := d.a.Hold(); h != nil {
+		return fmt.Errorf("publishing held: %s", h.Reason)
 	}
-	if p, ok := d.a.Pending(); ok {
-		res, err := d.svc.ENS.Write(ctx, p.Name, p.Value, p.Expected)
-		if err != nil {
-			d.a.PublishFailed(p, err, errors.Is(err, ens.ErrConflict))
-			return fmt.Errorf("publish pointer: %w", err)
-		}
-		tx := ""
-		if !res.Unchanged {
-			tx = res.TxHash.Hex()
-			d.rep.TxHash, d.rep.GasUsed = tx, res.GasUsed
-			detail = fmt.Sprintf("tx %s, block %d, gas %d", tx, res.BlockNumber, res.GasUsed)
-		}
-		if err := d.a.Published(p, tx); err != nil {
-			return fmt.Errorf("record published pointer: %w", err)
+	for _, r := range agent.PublishOnce(ctx, compose.Pointer(d.svc.Chain), []*agent.Agent{d.a}) {
+		switch r.Outcome {
+		case agent.OutcomePublished:
+			if r.Write.TxHash != "" {
+				d.rep.TxHash, d.rep.GasUsed = r.Write.TxHash, r.Write.GasUsed
+				detail = fmt.Sprintf("tx %s, gas %d", r.Write.TxHash, r.Write.GasUsed)
+			}
+			if r.Err != nil {
+				return fmt.Errorf("record published pointer: %w", r.Err)
+			}
+		case agent.OutcomeRollback:
+			// Published over an older snapshot of ours: once more.
+			return d.publish(ctx)
+		default:
+			return fmt.Errorf("publish pointer (%s): %w", r.Outcome, r.Err)
 		}
 	}
-	got, err := d.svc.ENS.Read(ctx, d.ac.ENSName)
+	got, err := d.svc.Chain.Read(ctx, d.ac.ENSName)
 	if err != nil {
 		return fmt.Errorf("read back pointer: %w", err)
 	}
@@ -346,27 +348,28 @@ func (d *drill) publish(ctx context.Context) (err error) {
 }
 
 // coldPath is the restore side: nothing in it is shared with the side that
-// took the snapshot except the key and the configuration.
+// took the snapshot except the key and the configuration. Its clients are
+// built afresh from the configuration, and its pipeline is the one every
+// restore uses.
 type coldPath struct {
-	store   *walrus.Client
+	pipe    *snapshot.Pipeline
 	pointer *ens.Client // mode b
-	spool   string
 }
 
 func (d *drill) newColdPath(ctx context.Context, scratch string) (*coldPath, error) {
-	wc, err := daemon.WalrusConfig(d.cfg, d.log)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrSetup, err)
-	}
-	cp := &coldPath{spool: filepath.Join(scratch, "spool")}
-	if err := os.Mkdir(cp.spool, 0o700); err != nil {
+	spool := filepath.Join(scratch, "spool")
+	if err := os.Mkdir(spool, 0o700); err != nil {
 		return nil, err
 	}
-	if cp.store, err = walrus.New(wc); err != nil {
+	wc, err := compose.NewWalrus(d.cfg, false, d.log)
+	if err != nil {
 		return nil, fmt.Errorf("%w: walrus: %w", ErrSetup, err)
 	}
+	cold := *d.svc
+	cold.Walrus, cold.Chain = wc, nil
+	cp := &coldPath{pipe: cold.Pipeline(d.ac, spool, nil)}
 	if d.o.Mode == ModeB {
-		if cp.pointer, err = ens.New(ctx, daemon.ENSConfig(d.cfg, nil, d.log)); err != nil {
+		if cp.pointer, err = compose.NewChain(ctx, d.cfg, d.log); err != nil {
 			return nil, fmt.Errorf("chain: %w", err)
 		}
 	}
@@ -393,51 +396,24 @@ func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) 
 			return snapshot.Restored{}, fmt.Errorf("read ENS pointer: %w", err)
 		}
 	}
-
-	t := time.Now()
-	file := filepath.Join(cp.spool, "blob")
-	defer os.Remove(file)
-	rr, err := cp.store.ReadToFile(ctx, blob, file)
-	d.rep.stage("download", t, err, fmt.Sprintf("%s from %s, %d attempt(s)", walrus.FormatSize(rr.Size), rr.Aggregator, rr.Attempts))
-	if err != nil {
-		return snapshot.Restored{}, fmt.Errorf("download %s: %w", blob, err)
-	}
-	d.rep.BlobBytes = rr.Size
-
-	t = time.Now()
-	r := &snapshot.Restorer{
-		Store:    cp.store,
-		SpoolDir: cp.spool,
-		Key:      d.svc.Key,
-		Identity: d.ac.Identity(),
-		Others:   d.others(),
-		Log:      d.log,
-	}
-	res, err := r.RestoreFile(ctx, file, target)
-	detail := ""
-	if err == nil {
-		detail = fmt.Sprintf("%d files, %s; they hash to the restored lock's bundleHash", res.Files, walrus.FormatSize(res.Bytes))
-	}
-	d.rep.stage("unpack", t, err, detail)
-	if err != nil {
+	res, err := cp.pipe.Restore(ctx, blob, target)
+	var se *snapshot.StageError
+	if errors.As(err, &se) && se.Stage == "download" {
+		d.rep.Stages = append(d.rep.Stages, Stage{Name: "download", Error: err.Error()})
 		return res, fmt.Errorf("restore blob %s: %w", blob, err)
 	}
-	res.BlobID, res.BlobSize = blob, rr.Size
+	d.rep.timed("download", res.Download, fmt.Sprintf("%s from %s, %d attempt(s)", walrus.FormatSize(res.BlobSize), res.Source, res.Attempts))
+	if err != nil {
+		d.rep.Stages = append(d.rep.Stages, Stage{Name: "unpack", Took: res.Unpack, MS: ms(res.Unpack), Error: err.Error()})
+		return res, fmt.Errorf("restore blob %s: %w", blob, err)
+	}
+	d.rep.timed("unpack", res.Unpack, fmt.Sprintf("%d files, %s; they hash to the restored lock's bundleHash", res.Files, walrus.FormatSize(res.Bytes)))
+	d.rep.BlobBytes = res.BlobSize
 	d.rep.Files, d.rep.Bytes = res.Files, res.Bytes
 	for _, s := range res.Skipped {
 		d.rep.note("the archive entry %s was skipped", s)
 	}
 	return res, nil
-}
-
-func (d *drill) others() []string {
-	var out []string
-	for i := range d.cfg.Agents {
-		if d.cfg.Agents[i].ID != d.ac.ID {
-			out = append(out, d.cfg.Agents[i].Identity())
-		}
-	}
-	return out
 }
 
 func (d *drill) newScratch() (string, error) {
@@ -655,14 +631,14 @@ func (d *drill) checkGate(ctx context.Context, blob string) (*manifest, string, 
 	verified := "uploaded and read back by this drill"
 	if !d.took {
 		if sum, err := hex.DecodeString(d.last.SHA256); err == nil && len(sum) == 32 {
-			if _, err := d.svc.Walrus.Verify(ctx, blob, [32]byte(sum), d.last.Size); err != nil {
+			if err := compose.Store(d.svc.Walrus).Check(ctx, blob, d.last.Size, [32]byte(sum)); err != nil {
 				return nil, "", fmt.Errorf("%w: blob %s does not read back intact: %w", ErrRefused, blob, err)
 			}
 			verified = "read back: size and sha256 match the upload"
 		} else {
 			// A snapshot restored here rather than taken here has no
 			// recorded digest; its lock must at least claim this state.
-			lock, err := snapshot.ReadLock(ctx, d.svc.Walrus, blob, d.svc.Key, d.ac.Identity())
+			lock, err := d.svc.Pipeline(d.ac, d.svc.Config.StateDir, nil).ReadLock(ctx, blob)
 			if err != nil {
 				return nil, "", fmt.Errorf("%w: read the lock of blob %s: %w", ErrRefused, blob, err)
 			}

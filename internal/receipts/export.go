@@ -65,7 +65,9 @@ func (l *Log) Export(ctx context.Context, w io.Writer) error {
 // file in the same directory, fsync, rename, fsync of the directory), mode
 // 0644.
 func (l *Log) ExportFile(ctx context.Context, path string) error {
-	af, err := atomicfile.Create(path, ndjsonPerm)
+	// receipts.ndjson lives in the brain, which the agent runtime hashes:
+	// its replacement must never be visible there.
+	af, err := atomicfile.CreateOutside(path, ndjsonPerm)
 	if err != nil {
 		return fmt.Errorf("receipts: export: %w", err)
 	}

@@ -10,13 +10,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
-	"github.com/hermesd/hermesd/internal/walrus"
 )
-
-// BlobReader streams a blob.
-type BlobReader interface {
-	Read(ctx context.Context, blobID string, dst io.Writer, opts ...walrus.ReadOption) (walrus.ReadResult, error)
-}
 
 // errFound stops a download once the lock has been read.
 var errFound = errors.New("lock found")
@@ -25,7 +19,7 @@ var errFound = errors.New("lock found")
 // the blob and stops as soon as the lock entry has been read and its
 // segments authenticated, so listing the lineage (which every lock carries)
 // never downloads older blobs, and usually not all of this one.
-func ReadLock(ctx context.Context, store BlobReader, blobID string, key cipher.Key, identity string) (*bundlelock.Lock, error) {
+func (p *Pipeline) ReadLock(ctx context.Context, blobID string) (*bundlelock.Lock, error) {
 	pr, pw := io.Pipe()
 	type result struct {
 		lock *bundlelock.Lock
@@ -33,7 +27,7 @@ func ReadLock(ctx context.Context, store BlobReader, blobID string, key cipher.K
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := lockFromStream(pr, key, identity)
+		l, err := lockFromStream(pr, p.Key, p.Identity, p.V1MaxSize)
 		if err == nil {
 			pr.CloseWithError(errFound)
 		} else {
@@ -41,7 +35,7 @@ func ReadLock(ctx context.Context, store BlobReader, blobID string, key cipher.K
 		}
 		done <- result{l, err}
 	}()
-	_, rerr := store.Read(ctx, blobID, pw)
+	_, rerr := p.Store.Stream(ctx, blobID, pw, 0)
 	pw.CloseWithError(rerr)
 	res := <-done
 	if res.err == nil {
@@ -53,8 +47,12 @@ func ReadLock(ctx context.Context, store BlobReader, blobID string, key cipher.K
 	return nil, res.err
 }
 
-func lockFromStream(r io.Reader, key cipher.Key, identity string) (*bundlelock.Lock, error) {
-	plain, err := cipher.Decrypt(r, key, identity)
+func lockFromStream(r io.Reader, key cipher.Key, identity string, v1Max int64) (*bundlelock.Lock, error) {
+	var opts []cipher.DecryptOption
+	if v1Max > 0 {
+		opts = append(opts, cipher.WithMaxV1Size(v1Max))
+	}
+	plain, err := cipher.Decrypt(r, key, identity, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("decrypt: %w", err)
 	}

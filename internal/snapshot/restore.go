@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/diskspace"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/tarball"
 )
@@ -32,7 +30,15 @@ var (
 	// ErrWrongAgent means the blob decrypts under another configured
 	// agent's identity.
 	ErrWrongAgent = errors.New("blob belongs to another agent")
+	// ErrHostile matches an archive the extractor refused: an unsafe or
+	// unsupported name, a duplicate, a sparse entry, a limit exceeded.
+	ErrHostile = errors.New("snapshot archive refused")
 )
+
+// RootMode is the mode of a restored brain directory: what the reference
+// runtime's `mkdir -p` and tar give it. (A temporary directory is created
+// 0700 and would keep that mode otherwise.)
+const RootMode fs.FileMode = 0o755
 
 // Limits bound what a restore accepts from an untrusted blob.
 type Limits struct {
@@ -41,43 +47,80 @@ type Limits struct {
 	MaxTotalSize int64
 }
 
-// DefaultLimits are generous for a brain and small for an attack.
-var DefaultLimits = Limits{MaxEntries: 1_000_000, MaxEntrySize: 64 << 30, MaxTotalSize: 256 << 30}
+// DefaultMaxEntries bounds the entries of a restored archive.
+const DefaultMaxEntries = 1_000_000
 
-// Restorer rebuilds brain directories from blobs.
-type Restorer struct {
-	Store    BlobStore
-	SpoolDir string
-	Key      cipher.Key
-	Identity string
-	// Others are the identities of the other configured agents; when a
-	// blob does not decrypt, they are tried so the error can say whose
-	// blob it is.
-	Others []string
-	Limits Limits
-	Log    *slog.Logger
+// limitsFor bounds an extraction by what the blob makes plausible: the
+// extractor writes no more file bytes than it reads (sparse entries are
+// refused), and the plaintext of a blob is never larger than the blob, so
+// the blob's size bounds everything written.
+func (l Limits) limitsFor(blobSize int64) Limits {
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultMaxEntries
+	}
+	if l.MaxTotalSize <= 0 || l.MaxTotalSize > blobSize {
+		l.MaxTotalSize = max(blobSize, 1)
+	}
+	if l.MaxEntrySize <= 0 || l.MaxEntrySize > l.MaxTotalSize {
+		l.MaxEntrySize = l.MaxTotalSize
+	}
+	return l
 }
 
 // Restored describes a completed restore.
 type Restored struct {
 	BlobID     string
 	BundleHash hash.Digest
-	Lock       *bundlelock.Lock
-	Files      int   // hashed files
-	Bytes      int64 // plaintext bytes of hashed files
-	BlobSize   int64
-	Skipped    []string // archive entries skipped (links, devices), with reasons
-	Download   time.Duration
-	Unpack     time.Duration // decrypt + extract + verify + sync + rename
+	// Verified is false only for an unverified restore (see
+	// RestoreOptions.Unverified) that could not check the bundle hash;
+	// BundleHash is then what the files hash to.
+	Verified bool
+	Lock     *bundlelock.Lock // nil when the snapshot holds none (unverified restores)
+	Files    int              // hashed files
+	Bytes    int64            // plaintext bytes of hashed files
+	BlobSize int64
+	Skipped  []string // archive entries skipped (links, devices), with reasons
+	// Unchecked says what an unverified restore could not check.
+	Unchecked []string
+	Source    string // where the blob came from
+	Attempts  int    // download attempts
+	Download  time.Duration
+	Unpack    time.Duration // decrypt + extract + verify + sync + rename
 }
+
+// RestoreOptions adjust a restore.
+type RestoreOptions struct {
+	// Unverified installs a snapshot without a bundle.lock.json, or whose
+	// lock the files do not match (a reference-runtime snapshot taken
+	// while its brain was changing), instead of refusing it. The blob must
+	// still decrypt and authenticate; Restored says what was not checked
+	// and what the files hash to. Never used by the daemon.
+	Unverified bool
+}
+
+// StageError says at which stage of a restore an error happened:
+// "download" (nothing was written but the spool) or "unpack" (decrypt,
+// extract, verify; the target is untouched).
+type StageError struct {
+	Stage string
+	Err   error
+}
+
+func (e *StageError) Error() string { return e.Err.Error() }
+func (e *StageError) Unwrap() error { return e.Err }
 
 // Restore downloads blobID and installs it as target, which must not exist
 // or must hold no regular files. On any error target is left as it was.
-func (r *Restorer) Restore(ctx context.Context, blobID, target string) (Restored, error) {
+func (p *Pipeline) Restore(ctx context.Context, blobID, target string) (Restored, error) {
+	return p.RestoreWith(ctx, blobID, target, RestoreOptions{})
+}
+
+// RestoreWith is Restore with options.
+func (p *Pipeline) RestoreWith(ctx context.Context, blobID, target string, opts RestoreOptions) (Restored, error) {
 	if err := checkEmpty(target); err != nil {
 		return Restored{}, err
 	}
-	spool, err := os.CreateTemp(r.SpoolDir, "restore-*.blob")
+	spool, err := os.CreateTemp(p.SpoolDir, "restore-*.blob")
 	if err != nil {
 		return Restored{}, fmt.Errorf("create spool: %w", err)
 	}
@@ -85,31 +128,44 @@ func (r *Restorer) Restore(ctx context.Context, blobID, target string) (Restored
 	defer os.Remove(spool.Name())
 
 	start := time.Now()
-	rr, err := r.Store.ReadToFile(ctx, blobID, spool.Name())
+	got, err := p.Store.Get(ctx, blobID, spool.Name(), 0)
 	if err != nil {
-		return Restored{}, fmt.Errorf("download %s: %w", blobID, err)
+		return Restored{}, &StageError{"download", fmt.Errorf("download %s: %w", blobID, err)}
 	}
-	res := Restored{BlobID: blobID, BlobSize: rr.Size, Download: time.Since(start)}
+	download := time.Since(start)
 
 	start = time.Now()
-	got, err := r.RestoreFile(ctx, spool.Name(), target)
+	res, err := p.restoreFile(ctx, spool.Name(), got.Size, target, opts)
+	res.BlobID, res.BlobSize, res.Download = blobID, got.Size, download
+	res.Source, res.Attempts = got.Source, got.Attempts
+	res.Unpack = time.Since(start)
 	if err != nil {
-		return Restored{}, err
+		return res, &StageError{"unpack", err}
 	}
-	got.BlobID, got.BlobSize, got.Download = blobID, res.BlobSize, res.Download
-	got.Unpack = time.Since(start)
-	return got, nil
+	return res, nil
 }
 
 // RestoreFile installs the encrypted snapshot in the file blobPath as
 // target, verifying it on the way.
-func (r *Restorer) RestoreFile(ctx context.Context, blobPath, target string) (Restored, error) {
+func (p *Pipeline) RestoreFile(ctx context.Context, blobPath, target string, opts RestoreOptions) (Restored, error) {
+	st, err := os.Stat(blobPath)
+	if err != nil {
+		return Restored{}, fmt.Errorf("open blob: %w", err)
+	}
+	return p.restoreFile(ctx, blobPath, st.Size(), target, opts)
+}
+
+func (p *Pipeline) restoreFile(ctx context.Context, blobPath string, size int64, target string, opts RestoreOptions) (Restored, error) {
 	if err := checkEmpty(target); err != nil {
 		return Restored{}, err
 	}
 	parent := filepath.Dir(target)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return Restored{}, fmt.Errorf("create parent of %s: %w", target, err)
+	}
+	// The plaintext is never larger than the blob.
+	if err := diskspace.Check(parent, size); err != nil {
+		return Restored{}, fmt.Errorf("restore into %s: %w", target, err)
 	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(target)+".restore-")
 	if err != nil {
@@ -122,8 +178,11 @@ func (r *Restorer) RestoreFile(ctx context.Context, blobPath, target string) (Re
 		}
 	}()
 
-	res, err := r.unpack(ctx, blobPath, tmp)
+	res, err := p.unpack(ctx, blobPath, size, tmp, opts)
 	if err != nil {
+		return Restored{}, err
+	}
+	if err := os.Chmod(tmp, RootMode); err != nil {
 		return Restored{}, err
 	}
 	if err := syncTree(tmp); err != nil {
@@ -140,56 +199,46 @@ func (r *Restorer) RestoreFile(ctx context.Context, blobPath, target string) (Re
 }
 
 // unpack decrypts and extracts blobPath into dir and verifies the result.
-func (r *Restorer) unpack(ctx context.Context, blobPath, dir string) (Restored, error) {
+func (p *Pipeline) unpack(ctx context.Context, blobPath string, size int64, dir string, opts RestoreOptions) (Restored, error) {
 	f, err := os.Open(blobPath)
 	if err != nil {
 		return Restored{}, fmt.Errorf("open blob: %w", err)
 	}
 	defer f.Close()
-	plain, err := cipher.Decrypt(f, r.Key, r.Identity)
+	var dopts []cipher.DecryptOption
+	if p.V1MaxSize > 0 {
+		dopts = append(dopts, cipher.WithMaxV1Size(p.V1MaxSize))
+	}
+	plain, err := cipher.Decrypt(f, p.Key, p.Identity, dopts...)
 	if err != nil {
-		return Restored{}, r.explainDecrypt(blobPath, err)
+		return Restored{}, p.explainDecrypt(blobPath, err)
 	}
-	lim := r.Limits
-	if lim == (Limits{}) {
-		lim = DefaultLimits
-	}
+	lim := p.Limits.limitsFor(size)
 	man, err := tarball.Extract(ctx, plain, dir, tarball.ExtractOptions{
 		MaxEntries:   lim.MaxEntries,
 		MaxEntrySize: lim.MaxEntrySize,
 		MaxTotalSize: lim.MaxTotalSize,
 	})
 	if err != nil {
-		if errors.Is(err, cipher.ErrAuth) {
+		if isCipherErr(err) {
 			return Restored{}, fmt.Errorf("decrypt: %w", err)
 		}
-		return Restored{}, fmt.Errorf("extract: %w", err)
+		if ctx.Err() != nil || errors.Is(err, fs.ErrPermission) || errors.Is(err, diskspace.ErrNoSpace) {
+			return Restored{}, fmt.Errorf("extract: %w", err)
+		}
+		return Restored{}, fmt.Errorf("%w: %w", ErrHostile, err)
 	}
 	// The tar ended; the final segment must still authenticate and nothing
 	// may follow it. Only then is the restore allowed to commit.
 	if n, err := io.Copy(io.Discard, plain); err != nil {
 		return Restored{}, fmt.Errorf("decrypt: %w", err)
 	} else if n > 0 {
-		return Restored{}, fmt.Errorf("extract: %d bytes of data after the end of the archive", n)
+		return Restored{}, fmt.Errorf("%w: %d bytes of data after the end of the archive", ErrHostile, n)
 	}
 
-	lock, err := bundlelock.Read(filepath.Join(dir, bundlelock.FileName))
-	if errors.Is(err, os.ErrNotExist) {
-		return Restored{}, ErrNoLock
-	}
-	if err != nil {
-		return Restored{}, fmt.Errorf("restored lock: %w", err)
-	}
-	want, err := hash.ParseDigest(lock.BundleHash())
-	if err != nil {
-		return Restored{}, fmt.Errorf("restored lock: bundleHash %q: %w", lock.BundleHash(), err)
-	}
 	files := toHashFiles(man)
 	got := hash.FromFiles(files)
-	if got != want {
-		return Restored{}, fmt.Errorf("%w: files hash to %s, lock says %s", ErrHashMismatch, got, want)
-	}
-	res := Restored{BundleHash: got, Lock: lock}
+	res := Restored{BundleHash: got, Verified: true}
 	for _, fl := range files {
 		if !hash.Excluded(fl.Path) {
 			res.Files++
@@ -199,13 +248,46 @@ func (r *Restorer) unpack(ctx context.Context, blobPath, dir string) (Restored, 
 	for _, w := range man.Skipped {
 		res.Skipped = append(res.Skipped, w.Path+" ("+w.Reason+")")
 	}
+
+	lock, err := bundlelock.Read(filepath.Join(dir, bundlelock.FileName))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		err = ErrNoLock
+	case err != nil:
+		err = fmt.Errorf("%w: restored lock: %w", ErrHashMismatch, err)
+	default:
+		res.Lock = lock
+		want, perr := hash.ParseDigest(lock.BundleHash())
+		switch {
+		case perr != nil:
+			err = fmt.Errorf("%w: restored lock: bundleHash %q: %w", ErrHashMismatch, lock.BundleHash(), perr)
+		case got != want:
+			err = fmt.Errorf("%w: files hash to %s, lock says %s", ErrHashMismatch, got, want)
+		}
+	}
+	if err != nil {
+		if !opts.Unverified {
+			return Restored{}, err
+		}
+		res.Verified = false
+		res.Unchecked = append(res.Unchecked, err.Error())
+	}
 	return res, nil
+}
+
+func isCipherErr(err error) bool {
+	for _, e := range []error{cipher.ErrAuth, cipher.ErrTruncated, cipher.ErrTrailingData, cipher.ErrCorrupted} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // explainDecrypt turns a first-segment authentication failure into "this is
 // agent X's blob" when another configured identity opens it.
-func (r *Restorer) explainDecrypt(blobPath string, err error) error {
-	if !errors.Is(err, cipher.ErrAuthFirstSegment) || len(r.Others) == 0 {
+func (p *Pipeline) explainDecrypt(blobPath string, err error) error {
+	if !errors.Is(err, cipher.ErrAuthFirstSegment) || len(p.Others) == 0 {
 		return fmt.Errorf("decrypt: %w", err)
 	}
 	f, ferr := os.Open(blobPath)
@@ -213,11 +295,11 @@ func (r *Restorer) explainDecrypt(blobPath string, err error) error {
 		return fmt.Errorf("decrypt: %w", err)
 	}
 	defer f.Close()
-	owner, perr := cipher.ProbeIdentity(f, r.Key, r.Others)
+	owner, perr := cipher.ProbeIdentity(f, p.Key, p.Others)
 	if perr != nil || owner == "" {
 		return fmt.Errorf("decrypt: %w", err)
 	}
-	return fmt.Errorf("%w: it decrypts as %q, not as %q", ErrWrongAgent, owner, r.Identity)
+	return fmt.Errorf("%w: it decrypts as %q, not as %q", ErrWrongAgent, owner, p.Identity)
 }
 
 // checkEmpty accepts a missing target or a directory with no regular files
@@ -287,40 +369,28 @@ func replaceEmpty(tmp, target string) error {
 	return nil
 }
 
-// removeEmptyDirs removes a tree of directories bottom-up with rmdir, which
-// fails rather than deletes anything that appeared meanwhile.
+// removeEmptyDirs removes a tree of directories bottom-up with rmdir
+// (os.Remove of a directory), which fails rather than deletes anything
+// that appeared meanwhile.
 func removeEmptyDirs(root string) error {
 	var dirs []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			dirs = append(dirs, p)
+		if !d.IsDir() {
+			return fmt.Errorf("%w: %s appeared during the restore", ErrNotEmpty, p)
 		}
+		dirs = append(dirs, p)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", root, err)
 	}
 	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := unix.Rmdir(dirs[i]); err != nil {
+		if err := os.Remove(dirs[i]); err != nil {
 			return fmt.Errorf("remove empty directory %s: %w", dirs[i], err)
 		}
-	}
-	return nil
-}
-
-// syncTree makes everything written under dir durable with one syncfs(2)
-// instead of an fsync per file.
-func syncTree(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return fmt.Errorf("sync restored files: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
-package snapshot
+package snapshot_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/ecdsa"
 	"errors"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/tarball"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
@@ -82,23 +85,28 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) snapshotter(identity string) *Snapshotter {
+// pipeline is the pipeline of agent alpha under identity, with others as
+// the other configured identities.
+func (f *fixture) pipeline(identity string, others ...string) *snapshot.Pipeline {
 	token := uint64(7)
-	return &Snapshotter{
+	return &snapshot.Pipeline{
 		AgentID:  "alpha",
 		TokenID:  &token,
+		Identity: identity,
+		Others:   others,
 		BrainDir: f.brain,
 		SpoolDir: f.spool,
-		Envelope: Envelope{Key: f.key, Identity: identity},
-		Store:    f.client,
+		Key:      f.key,
+		Format:   snapshot.FormatV2,
+		Store:    compose.Store(f.client),
 		Epochs:   3,
 		Receipts: f.log,
 		Signer:   f.signer,
 	}
 }
 
-func (f *fixture) restorer(identity string, others ...string) *Restorer {
-	return &Restorer{Store: f.client, SpoolDir: f.spool, Key: f.key, Identity: identity, Others: others}
+func (f *fixture) take(identity string, want hash.Digest) (snapshot.Result, error) {
+	return f.pipeline(identity).Take(f.t.Context(), snapshot.Input{Want: want})
 }
 
 func (f *fixture) hash() hash.Digest {
@@ -134,7 +142,7 @@ func same(t *testing.T, a, b string) {
 func TestTakeAndRestore(t *testing.T) {
 	f := newFixture(t)
 	want := f.hash()
-	res, err := f.snapshotter("alpha.eth").Take(t.Context(), want)
+	res, err := f.take("alpha.eth", want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +156,7 @@ func TestTakeAndRestore(t *testing.T) {
 	if lock.BundleHash() != want.String() || lock.BlobID() != res.BlobID || len(lock.Lineage()) != 1 {
 		t.Fatalf("lock after upload: %s", lock)
 	}
-	nd, err := os.ReadFile(filepath.Join(f.brain, ReceiptsFile))
+	nd, err := os.ReadFile(filepath.Join(f.brain, snapshot.ReceiptsFile))
 	if err != nil || !bytes.Contains(nd, []byte(`"schemaVersion":"hermesd/snapshot/v1"`)) {
 		t.Fatalf("receipts.ndjson = %q, %v", nd, err)
 	}
@@ -157,7 +165,7 @@ func TestTakeAndRestore(t *testing.T) {
 	}
 
 	target := filepath.Join(t.TempDir(), "restored")
-	r, err := f.restorer("alpha.eth").Restore(t.Context(), res.BlobID, target)
+	r, err := f.pipeline("alpha.eth").Restore(t.Context(), res.BlobID, target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,14 +180,14 @@ func TestTakeAndRestore(t *testing.T) {
 
 	// A second snapshot after a change: version 2, lineage in the new blob.
 	os.WriteFile(filepath.Join(f.brain, "skills/new.md"), []byte("new\n"), 0o644)
-	res2, err := f.snapshotter("alpha.eth").Take(t.Context(), f.hash())
+	res2, err := f.take("alpha.eth", f.hash())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res2.Version != 2 {
 		t.Errorf("version = %d", res2.Version)
 	}
-	inner, err := ReadLock(t.Context(), f.client, res2.BlobID, f.key, "alpha.eth")
+	inner, err := f.pipeline("alpha.eth").ReadLock(t.Context(), res2.BlobID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +202,8 @@ func TestTakeAndRestore(t *testing.T) {
 func TestTakeRefusesAHashItDoesNotContain(t *testing.T) {
 	f := newFixture(t)
 	// The brain "changed" between hashing and packing.
-	_, err := f.snapshotter("alpha.eth").Take(t.Context(), hash.Null)
-	if !errors.Is(err, ErrChanged) {
+	_, err := f.take("alpha.eth", hash.Null)
+	if !errors.Is(err, snapshot.ErrChanged) {
 		t.Fatalf("Take = %v, want ErrChanged", err)
 	}
 	if n := f.srv.Stats().Requests; n != 0 {
@@ -249,24 +257,24 @@ func TestRestoreFailuresLeaveTargetUntouched(t *testing.T) {
 	tests := []struct {
 		name   string
 		blob   string
-		r      *Restorer
+		r      *snapshot.Pipeline
 		target func(parent string) string
 		want   error
 	}{
-		{"lock lies about the hash", lyingBlob, f.restorer("alpha.eth"), missing, ErrHashMismatch},
-		{"no lock", noLockBlob, f.restorer("alpha.eth"), missing, ErrNoLock},
-		{"corrupted", corrupt, f.restorer("alpha.eth"), missing, cipher.ErrAuth},
-		{"wrong key", goodBlob, &Restorer{SpoolDir: f.spool, Key: otherKey, Identity: "alpha.eth"}, missing, cipher.ErrAuth},
-		{"another agent's blob", goodBlob, f.restorer("beta.eth", "gamma.eth", "alpha.eth"), missing, ErrWrongAgent},
-		{"target holds files", goodBlob, f.restorer("alpha.eth"), withFile, ErrNotEmpty},
-		{"target is a file", goodBlob, f.restorer("alpha.eth"), isFile, ErrNotEmpty},
+		{"lock lies about the hash", lyingBlob, f.pipeline("alpha.eth"), missing, snapshot.ErrHashMismatch},
+		{"no lock", noLockBlob, f.pipeline("alpha.eth"), missing, snapshot.ErrNoLock},
+		{"corrupted", corrupt, f.pipeline("alpha.eth"), missing, cipher.ErrAuth},
+		{"wrong key", goodBlob, &snapshot.Pipeline{SpoolDir: f.spool, Key: otherKey, Identity: "alpha.eth"}, missing, cipher.ErrAuth},
+		{"another agent's blob", goodBlob, f.pipeline("beta.eth", "gamma.eth", "alpha.eth"), missing, snapshot.ErrWrongAgent},
+		{"target holds files", goodBlob, f.pipeline("alpha.eth"), withFile, snapshot.ErrNotEmpty},
+		{"target is a file", goodBlob, f.pipeline("alpha.eth"), isFile, snapshot.ErrNotEmpty},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			parent := t.TempDir()
 			target := tt.target(parent)
 			before := listing(t, parent)
-			_, err := tt.r.RestoreFile(t.Context(), tt.blob, target)
+			_, err := tt.r.RestoreFile(t.Context(), tt.blob, target, snapshot.RestoreOptions{})
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("RestoreFile = %v, want %v", err, tt.want)
 			}
@@ -280,7 +288,7 @@ func TestRestoreFailuresLeaveTargetUntouched(t *testing.T) {
 		target := filepath.Join(t.TempDir(), "brain")
 		os.MkdirAll(filepath.Join(target, "skills"), 0o755)
 		os.MkdirAll(filepath.Join(target, "patterns"), 0o755)
-		if _, err := f.restorer("alpha.eth").RestoreFile(t.Context(), goodBlob, target); err != nil {
+		if _, err := f.pipeline("alpha.eth").RestoreFile(t.Context(), goodBlob, target, snapshot.RestoreOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		same(t, f.brain, target)
@@ -321,4 +329,137 @@ func listing(t *testing.T, dir string) string {
 		return nil
 	})
 	return b.String()
+}
+
+// TestRestoredRootMode: the brain root gets RootMode (the reference
+// runtime's), not the temporary directory's 0700.
+func TestRestoredRootMode(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.take("alpha.eth", f.hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "brain")
+	if _, err := f.pipeline("alpha.eth").Restore(t.Context(), res.BlobID, target); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(target); err != nil || st.Mode().Perm() != snapshot.RootMode {
+		t.Fatalf("root mode %v, %v; want %v", st.Mode().Perm(), err, snapshot.RootMode)
+	}
+}
+
+// TestUnverifiedRestore: a snapshot without a lock (or with a lying one)
+// is refused by default, and installed with RestoreOptions.Unverified,
+// which reports what it could not check and the hash of the files.
+func TestUnverifiedRestore(t *testing.T) {
+	f := newFixture(t)
+	want := f.hash()
+	noLock := packed(t, f.brain, f.key, "alpha.eth")
+	p := f.pipeline("alpha.eth")
+	if _, err := p.RestoreFile(t.Context(), noLock, filepath.Join(t.TempDir(), "b"), snapshot.RestoreOptions{}); !errors.Is(err, snapshot.ErrNoLock) {
+		t.Fatalf("default: %v", err)
+	}
+	target := filepath.Join(t.TempDir(), "b")
+	r, err := p.RestoreFile(t.Context(), noLock, target, snapshot.RestoreOptions{Unverified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verified || len(r.Unchecked) != 1 || !strings.Contains(r.Unchecked[0], "bundle.lock.json") || r.BundleHash != want {
+		t.Fatalf("unverified restore: %+v", r)
+	}
+	same(t, f.brain, target)
+	// A blob that does not authenticate is refused even so.
+	b, _ := os.ReadFile(noLock)
+	b[len(b)-20] ^= 1
+	bad := filepath.Join(t.TempDir(), "bad")
+	os.WriteFile(bad, b, 0o600)
+	if _, err := p.RestoreFile(t.Context(), bad, filepath.Join(t.TempDir(), "c"), snapshot.RestoreOptions{Unverified: true}); !errors.Is(err, cipher.ErrAuth) {
+		t.Fatalf("tampered, unverified: %v", err)
+	}
+}
+
+// TestV1MaxSizeAppliesToRestore: a v1 snapshot bigger than the default
+// reading cap, written under a configured v1_max_size, restores under the
+// same setting (it used to fail with the 256 MiB default).
+func TestV1MaxSizeAppliesToRestore(t *testing.T) {
+	f := newFixture(t)
+	p := f.pipeline("alpha.eth")
+	p.Format, p.V1MaxSize = snapshot.FormatV1, 1<<20
+	// 3 MiB of incompressible content: over the 1 MiB cap.
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i*7 + i>>9)
+	}
+	os.WriteFile(filepath.Join(f.brain, "memory.db"), big, 0o644)
+	if _, err := p.Take(t.Context(), snapshot.Input{Want: f.hash()}); !errors.Is(err, cipher.ErrTooLarge) {
+		t.Fatalf("v1 over its cap: %v", err)
+	}
+	p.V1MaxSize = 8 << 20
+	res, err := p.Take(t.Context(), snapshot.Input{Want: f.hash()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := f.pipeline("alpha.eth")
+	reader.V1MaxSize = 2 << 20
+	if _, err := reader.Restore(t.Context(), res.BlobID, filepath.Join(t.TempDir(), "small")); !errors.Is(err, cipher.ErrTooLarge) {
+		t.Fatalf("restore under a smaller cap: %v", err)
+	}
+	reader.V1MaxSize = 8 << 20
+	target := filepath.Join(t.TempDir(), "ok")
+	if _, err := reader.Restore(t.Context(), res.BlobID, target); err != nil {
+		t.Fatalf("restore under the writing cap: %v", err)
+	}
+	same(t, f.brain, target)
+}
+
+// TestOverTheBlobLimit: a snapshot over the store's limit fails before any
+// upload, with both sizes exact (they used to round to the same "1.0 GiB").
+func TestOverTheBlobLimit(t *testing.T) {
+	f := newFixture(t)
+	p := f.pipeline("alpha.eth")
+	p.MaxBlobSize = 100_000
+	_, err := p.Take(t.Context(), snapshot.Input{Want: f.hash()})
+	if !errors.Is(err, snapshot.ErrTooLarge) || !strings.Contains(err.Error(), "the limit is 100000 bytes") {
+		t.Fatalf("Take = %v", err)
+	}
+	if n := f.srv.Stats().Requests; n != 0 {
+		t.Errorf("%d requests reached Walrus", n)
+	}
+}
+
+// TestHostileArchiveIsAVerificationFailure: an archive the extractor
+// refuses (here: an entry with a backslash, which the hasher would refuse
+// too) is ErrHostile, which the CLI maps to exit 3.
+func TestHostileArchiveIsAVerificationFailure(t *testing.T) {
+	f := newFixture(t)
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	tw.WriteHeader(&tar.Header{Name: `skills\evil.md`, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("x"))
+	tw.Close()
+	p := filepath.Join(t.TempDir(), "blob")
+	out, _ := os.Create(p)
+	enc, err := cipher.Encrypt(out, f.key, "alpha.eth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.Write(tb.Bytes())
+	enc.Close()
+	out.Close()
+	parent := t.TempDir()
+	_, err = f.pipeline("alpha.eth").RestoreFile(t.Context(), p, filepath.Join(parent, "b"), snapshot.RestoreOptions{})
+	if !errors.Is(err, snapshot.ErrHostile) {
+		t.Fatalf("RestoreFile = %v, want ErrHostile", err)
+	}
+	if l := listing(t, parent); l != ". "+mustMode(t, parent)+"\n" {
+		t.Errorf("left behind:\n%s", l)
+	}
+}
+
+func mustMode(t *testing.T, p string) string {
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode().String()
 }

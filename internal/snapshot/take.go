@@ -3,12 +3,10 @@ package snapshot
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,19 +14,11 @@ import (
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/diskspace"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/tarball"
-	"github.com/hermesd/hermesd/internal/walrus"
 )
-
-// BlobStore is the Walrus client as the pipeline uses it.
-type BlobStore interface {
-	BlobReader
-	Store(ctx context.Context, body walrus.Body, opts ...walrus.StoreOption) (walrus.StoreResult, error)
-	ReadToFile(ctx context.Context, blobID, path string, opts ...walrus.ReadOption) (walrus.ReadResult, error)
-	Verify(ctx context.Context, blobID string, want [32]byte, size int64, opts ...walrus.ReadOption) (walrus.ReadResult, error)
-}
 
 // ErrChanged means the brain changed while it was being packed, so the
 // packed bytes do not match the bundle hash the lock records. Re-hash and
@@ -38,36 +28,11 @@ var ErrChanged = errors.New("brain changed while it was being packed")
 // ReceiptsFile is the receipts export at the top of a brain directory.
 const ReceiptsFile = "receipts.ndjson"
 
-// Envelope selects how snapshots are encrypted.
-type Envelope struct {
-	Key cipher.Key
-	// Identity is bound into v2 blobs as associated data (the agent's
-	// normalized ENS name, or its id).
-	Identity string
-	// V1 writes the reference runtime's whole-buffer format instead of v2,
-	// for compatibility; snapshots then may not exceed V1MaxSize.
-	V1        bool
-	V1MaxSize int64
-}
-
-// Snapshotter takes snapshots of one brain directory.
-type Snapshotter struct {
-	AgentID  string
-	TokenID  *uint64
-	BrainDir string
-	SpoolDir string
-	Envelope Envelope
-	Store    BlobStore
-	Epochs   int
-	// Receipts is the agent's receipt log; its export is folded into every
-	// snapshot. Nil writes no receipts.ndjson.
-	Receipts *receipts.Log
-	// Signer, when set, signs a transition receipt for every change of the
-	// bundle hash.
-	Signer *ecdsa.PrivateKey
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
-	Log *slog.Logger
+// Input is what the caller knows when it asks for a snapshot.
+type Input struct {
+	// Want is the bundle hash the caller has just computed; the snapshot
+	// must contain exactly that state (else ErrChanged).
+	Want hash.Digest
 }
 
 // Result describes an uploaded, verified snapshot.
@@ -88,24 +53,14 @@ type Result struct {
 	Attempts         int // HTTP attempts for the upload
 }
 
-func (s *Snapshotter) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
-
-func (s *Snapshotter) log() *slog.Logger {
-	if s.Log != nil {
-		return s.Log
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 // Take snapshots the brain, whose bundle hash the caller has just computed
-// as want, and uploads it. Nothing is published; the caller repoints ENS
-// once Take returns.
-func (s *Snapshotter) Take(ctx context.Context, want hash.Digest) (Result, error) {
+// as in.Want, uploads it and reads it back. Nothing is published; the
+// caller repoints ENS once Take returns.
+func (s *Pipeline) Take(ctx context.Context, in Input) (Result, error) {
+	if err := s.check(); err != nil {
+		return Result{}, err
+	}
+	want := in.Want
 	start := s.now()
 	lockPath := filepath.Join(s.BrainDir, bundlelock.FileName)
 	lock, err := bundlelock.Read(lockPath)
@@ -146,21 +101,22 @@ func (s *Snapshotter) Take(ctx context.Context, want hash.Digest) (Result, error
 		Pack:       s.now().Sub(start),
 	}
 
-	body, err := walrus.FileBody(spool.path)
-	if err != nil {
-		return Result{}, fmt.Errorf("open spool: %w", err)
+	if s.MaxBlobSize > 0 && spool.size > s.MaxBlobSize {
+		return Result{}, fmt.Errorf("%w: the encrypted snapshot of %s is %d bytes (%s), the limit is %d bytes (%s); "+
+			"it is not retried until the brain changes (the v3 format splits a brain into packs under the limit)",
+			ErrTooLarge, want, spool.size, diskspace.Format(spool.size), s.MaxBlobSize, diskspace.Format(s.MaxBlobSize))
 	}
 	t := s.now()
-	stored, err := s.Store.Store(ctx, body, walrus.WithEpochs(s.Epochs))
+	stored, err := s.Store.Put(ctx, spool.path, s.Epochs)
 	if err != nil {
 		return Result{}, fmt.Errorf("upload: %w", err)
 	}
 	res.Upload = s.now().Sub(t)
-	res.BlobID, res.EndEpoch = stored.BlobID, uint64(stored.EndEpoch)
+	res.BlobID, res.EndEpoch = stored.BlobID, stored.EndEpoch
 	res.AlreadyCertified, res.Attempts = stored.AlreadyCertified, stored.Attempts
 
 	t = s.now()
-	if _, err := s.Store.Verify(ctx, stored.BlobID, spool.sum, spool.size, walrus.WithNotFoundRetries(5)); err != nil {
+	if err := s.Store.Check(ctx, stored.BlobID, spool.size, spool.sum); err != nil {
 		return Result{}, fmt.Errorf("verify upload of %s: %w", stored.BlobID, err)
 	}
 	res.Verify = s.now().Sub(t)
@@ -179,7 +135,7 @@ func (s *Snapshotter) Take(ctx context.Context, want hash.Digest) (Result, error
 	return res, nil
 }
 
-func (s *Snapshotter) appendTransition(before string, after hash.Digest, parent string, at time.Time) error {
+func (s *Pipeline) appendTransition(before string, after hash.Digest, parent string, at time.Time) error {
 	if s.Signer == nil || s.Receipts == nil {
 		return nil
 	}
@@ -236,7 +192,7 @@ type spooled struct {
 // pack streams the brain into an encrypted spool file. The tar writer runs
 // in its own goroutine so that hashing the files (one core) and encrypting
 // plus digesting the blob (the other) overlap.
-func (s *Snapshotter) pack(ctx context.Context, want hash.Digest) (sp spooled, err error) {
+func (s *Pipeline) pack(ctx context.Context, want hash.Digest) (sp spooled, err error) {
 	f, err := os.CreateTemp(s.SpoolDir, s.AgentID+"-*.snapshot")
 	if err != nil {
 		return sp, fmt.Errorf("create spool: %w", err)
@@ -256,10 +212,10 @@ func (s *Snapshotter) pack(ctx context.Context, want hash.Digest) (sp spooled, e
 	defer digest.abort()
 	counted := &countWriter{w: io.MultiWriter(f, digest)}
 	var enc io.WriteCloser
-	if s.Envelope.V1 {
-		enc, err = cipher.EncryptV1(counted, s.Envelope.Key, s.Envelope.V1MaxSize)
+	if s.Format == FormatV1 {
+		enc, err = cipher.EncryptV1(counted, s.Key, s.V1MaxSize)
 	} else {
-		enc, err = cipher.Encrypt(counted, s.Envelope.Key, s.Envelope.Identity)
+		enc, err = cipher.Encrypt(counted, s.Key, s.Identity)
 	}
 	if err != nil {
 		return sp, fmt.Errorf("encrypt: %w", err)

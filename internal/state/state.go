@@ -157,6 +157,16 @@ type Pointer struct {
 	LastErr  string    `json:"lastError,omitempty"`
 }
 
+// Hold records why publishing an agent's pointer stopped until an operator
+// decides: the record names a snapshot that is not of this agent's lineage
+// (another writer), or the signer may no longer write the name.
+type Hold struct {
+	// Value is what the record held when the hold began.
+	Value  string    `json:"value"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+}
+
 // AgentState is what hermesd remembers about an agent between runs.
 type AgentState struct {
 	// Last is the newest snapshot that was uploaded and read back intact.
@@ -168,9 +178,30 @@ type AgentState struct {
 	PublishedAt time.Time `json:"publishedAt,omitzero"`
 	// Pending is a verified snapshot whose pointer is not on chain yet.
 	Pending *Pointer `json:"pending,omitempty"`
+	// Hold, when set, stops publishing until an operator resolves it
+	// (hermesd pointer adopt|override); a restart keeps it.
+	Hold *Hold `json:"hold,omitempty"`
 	// Origin says how the brain came to be: "restored", "fresh" or
 	// "existing" (found on disk at the first start).
 	Origin string `json:"origin,omitempty"`
+}
+
+// Clone returns a deep copy.
+func (s *AgentState) Clone() *AgentState {
+	c := *s
+	if s.Last != nil {
+		l := *s.Last
+		c.Last = &l
+	}
+	if s.Pending != nil {
+		p := *s.Pending
+		c.Pending = &p
+	}
+	if s.Hold != nil {
+		h := *s.Hold
+		c.Hold = &h
+	}
+	return &c
 }
 
 const stateFile = "state.json"

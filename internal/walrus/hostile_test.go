@@ -274,7 +274,7 @@ func TestNoSpace(t *testing.T) {
 		t.Fatalf("1 MiB: %v", err)
 	}
 	err := walrus.CheckFreeSpace(dir, 1<<60)
-	if !errors.Is(err, walrus.ErrNoSpace) || !strings.Contains(err.Error(), dir+" has ") || !strings.Contains(err.Error(), "1.0 EiB are needed plus a margin of ") {
+	if !errors.Is(err, walrus.ErrNoSpace) || !strings.Contains(err.Error(), dir+" has ") || !strings.Contains(err.Error(), "1.000 EiB are needed plus a margin of ") {
 		t.Fatalf("1 EiB: %v", err)
 	}
 	if err := walrus.CheckFreeSpace(filepath.Join(dir, "missing"), 1); err == nil || errors.Is(err, walrus.ErrNoSpace) {

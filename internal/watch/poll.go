@@ -68,8 +68,6 @@ func (w *Watcher) tryWatch(now time.Time) bool {
 		}
 		return false
 	}
-	w.polling.Store(false)
-	w.hub.polled.Add(-1)
 	w.pollAt, w.gone = time.Time{}, false
 	w.hub.clearFull()
 	// Changes between the last poll and the watches taking hold sent no
@@ -81,6 +79,9 @@ func (w *Watcher) tryWatch(now time.Time) bool {
 		w.log.Info("watching directory again", "dir", w.dir, "polled_for", now.Sub(w.pollSince).Round(time.Second))
 		w.lastLog, w.errLogged = now, false
 	}
+	// Last: whoever sees Polling() turn false sees everything above.
+	w.hub.polled.Add(-1)
+	w.polling.Store(false)
 	return true
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
@@ -67,10 +68,11 @@ func runLatency(ctx context.Context, args []string) error {
 		return err
 	}
 
-	svc, err := daemon.Build(ctx, dn.Config, log, daemon.BuildOptions{})
+	svc, err := compose.Build(ctx, dn.Config, log, compose.Options{})
 	if err != nil {
 		return fmt.Errorf("daemon build: %w", err)
 	}
+	defer svc.Close()
 	d, err := daemon.New(dn.Config, svc, log)
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
@@ -70,12 +71,14 @@ func runSnap(ctx context.Context, args []string) (err error) {
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
 
-	s := &snapshot.Snapshotter{
+	s := &snapshot.Pipeline{
 		AgentID:  "bench",
+		Identity: benchIdentity,
 		BrainDir: *dir,
 		SpoolDir: *spool,
-		Envelope: snapshot.Envelope{Key: key, Identity: benchIdentity},
-		Store:    client,
+		Key:      key,
+		Format:   snapshot.FormatV2,
+		Store:    compose.Store(client),
 		Epochs:   1,
 	}
 	cache := hash.NewCache(*dir, hash.Options{})
@@ -86,7 +89,7 @@ func runSnap(ctx context.Context, args []string) (err error) {
 	}
 	hashS := time.Since(t).Seconds()
 	t = time.Now()
-	r, err := s.Take(ctx, h.Digest)
+	r, err := s.Take(ctx, snapshot.Input{Want: h.Digest})
 	if err != nil {
 		return err
 	}
@@ -141,7 +144,7 @@ func runSnap(ctx context.Context, args []string) (err error) {
 			}
 			u := time.Since(t).Seconds()
 			t = time.Now()
-			r, err := s.Take(ctx, h.Digest)
+			r, err := s.Take(ctx, snapshot.Input{Want: h.Digest})
 			if err != nil {
 				return err
 			}
@@ -194,7 +197,8 @@ func runRestore(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r := &snapshot.Restorer{Store: client, SpoolDir: *spool, Key: key, Identity: benchIdentity, Limits: snapshot.DefaultLimits}
+	r := &snapshot.Pipeline{AgentID: "bench", Identity: benchIdentity, BrainDir: *target, SpoolDir: *spool,
+		Key: key, Format: snapshot.FormatV2, Store: compose.Store(client)}
 	t := time.Now()
 	res, err := r.Restore(ctx, strings.TrimSpace(string(id)), *target)
 	if err != nil {

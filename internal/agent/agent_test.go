@@ -1,0 +1,505 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/watch"
+)
+
+// The decisions of Prepare: restore, start fresh, or refuse.
+func TestPrepareRestoreOrFresh(t *testing.T) {
+	t.Run("pointer exists: restore it", func(t *testing.T) {
+		r := newRig(t)
+		r.chain.set(r.name, "blobX")
+		a := r.open()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s := a.Status()
+		if s.StartedAs != "restored" || s.Published != "blobX" || s.Last == nil || s.Last.BlobID != "blobX" || s.Phase != PhaseReady {
+			t.Fatalf("status %+v", s)
+		}
+		b, err := os.ReadFile(filepath.Join(r.brain, "system.md"))
+		if err != nil || !strings.Contains(string(b), "blobX") {
+			t.Fatalf("brain: %q %v", b, err)
+		}
+		lock, err := bundlelock.Read(filepath.Join(r.brain, bundlelock.FileName))
+		if err != nil || lock.BlobID() != "blobX" {
+			t.Fatalf("the lock does not name the restored blob: %v %v", lock, err)
+		}
+	})
+	t.Run("no pointer: fresh, filled from the seed", func(t *testing.T) {
+		r := newRig(t)
+		os.MkdirAll(filepath.Join(r.seed, "skills"), 0o755)
+		os.WriteFile(filepath.Join(r.seed, "skills", "s.md"), []byte("seed\n"), 0o640)
+		a := r.open()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if s := a.Status(); s.StartedAs != "fresh" || s.Origin != "fresh" {
+			t.Fatalf("status %+v", s)
+		}
+		if st, err := os.Stat(filepath.Join(r.brain, "skills", "s.md")); err != nil || st.Mode().Perm() != 0o640 {
+			t.Fatalf("seed not copied with its mode: %v %v", st, err)
+		}
+		if st, _ := os.Stat(r.brain); st.Mode().Perm() != snapshot.RootMode {
+			t.Errorf("fresh brain root mode %v", st.Mode().Perm())
+		}
+	})
+	t.Run("existing brain: untouched, no chain needed", func(t *testing.T) {
+		r := newRig(t)
+		r.write("system.md", "mine\n")
+		r.chain.set(r.name, "blobX")
+		r.chain.readErr = nil
+		a := r.open()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if s := a.Status(); s.StartedAs != "existing" {
+			t.Fatalf("status %+v", s)
+		}
+		if b, _ := os.ReadFile(filepath.Join(r.brain, "system.md")); string(b) != "mine\n" {
+			t.Fatalf("brain changed: %q", b)
+		}
+	})
+	t.Run("pointer exists but cannot be restored: refuse, directory untouched", func(t *testing.T) {
+		r := newRig(t)
+		r.chain.set(r.name, "blobX")
+		r.pipe.restore = func(ctx context.Context, blobID, target string) (snapshot.Restored, error) {
+			return snapshot.Restored{}, errors.New("aggregator: 404")
+		}
+		os.MkdirAll(r.seed, 0o755)
+		os.WriteFile(filepath.Join(r.seed, "system.md"), []byte("seed\n"), 0o644)
+		a := r.open()
+		err := a.Prepare(t.Context())
+		if !errors.Is(err, ErrRestoreFailed) || a.Status().Phase != PhaseFailed {
+			t.Fatalf("Prepare = %v, phase %s", err, a.Status().Phase)
+		}
+		if _, err := os.Stat(r.brain); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the seed replaced a brain that exists somewhere: %v", err)
+		}
+	})
+	t.Run("chain unreachable with an empty brain: refuse", func(t *testing.T) {
+		r := newRig(t)
+		r.chain.readErr = errors.New("dial tcp: connection refused")
+		a := r.open()
+		if err := a.Prepare(t.Context()); !errors.Is(err, ErrRestoreFailed) {
+			t.Fatalf("Prepare = %v", err)
+		}
+	})
+	t.Run("no ENS name: restore the last snapshot of the local state", func(t *testing.T) {
+		r := newRig(t)
+		r.name = ""
+		a := r.open()
+		a.mu.Lock()
+		a.st.Last = &state.Snapshot{BlobID: "blobL", BundleHash: "0x01"}
+		a.saveStateLocked()
+		a.mu.Unlock()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if s := a.Status(); s.StartedAs != "restored" || s.Last.BlobID != "blobL" || s.Published != "" {
+			t.Fatalf("status %+v", s)
+		}
+	})
+}
+
+// SyncOnce snapshots only when the hash moved, retries a brain that keeps
+// changing a bounded number of times, and does not repack a brain known to
+// be over the blob limit.
+func TestSyncDecisions(t *testing.T) {
+	r := newRig(t)
+	r.write("system.md", "v1\n")
+	a := r.open()
+	if err := a.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.SyncOnce(t.Context())
+	if err != nil || res.Outcome != Snapshotted || r.pipe.Takes() != 1 {
+		t.Fatalf("first sync: %+v %v (takes %d)", res, err, r.pipe.Takes())
+	}
+	p, ok := a.Pending()
+	if !ok || p.Value != res.Snapshot.BlobID || p.Expected != "" {
+		t.Fatalf("pending %+v %v", p, ok)
+	}
+	if res, err := a.SyncOnce(t.Context()); err != nil || res.Outcome != Unchanged || r.pipe.Takes() != 1 {
+		t.Fatalf("unchanged: %+v %v (takes %d)", res, err, r.pipe.Takes())
+	}
+
+	// A brain that changes under the packer: retried, then an error.
+	r.write("system.md", "v2\n")
+	r.pipe.take = func(ctx context.Context, in snapshot.Input) (snapshot.Result, error) {
+		return snapshot.Result{}, snapshot.ErrChanged
+	}
+	before := r.pipe.Takes()
+	if _, err := a.SyncOnce(t.Context()); !errors.Is(err, snapshot.ErrChanged) {
+		t.Fatalf("changing brain: %v", err)
+	}
+	if n := r.pipe.Takes() - before; n != maxChangedRetries+1 {
+		t.Errorf("%d attempts, want %d", n, maxChangedRetries+1)
+	}
+
+	// Over the limit: measured once, not packed again until it changes.
+	r.pipe.take = func(ctx context.Context, in snapshot.Input) (snapshot.Result, error) {
+		return snapshot.Result{}, fmt.Errorf("%w: 2 GiB", snapshot.ErrTooLarge)
+	}
+	before = r.pipe.Takes()
+	for range 3 {
+		if _, err := a.SyncOnce(t.Context()); !errors.Is(err, snapshot.ErrTooLarge) {
+			t.Fatalf("too large: %v", err)
+		}
+	}
+	if n := r.pipe.Takes() - before; n != 1 {
+		t.Errorf("the same too-large state was packed %d times", n)
+	}
+	r.pipe.take = nil
+	r.write("system.md", "v3\n")
+	if res, err := a.SyncOnce(t.Context()); err != nil || res.Outcome != Snapshotted {
+		t.Fatalf("after a change: %+v %v", res, err)
+	}
+	// The unpublished pending pointer keeps its oldest Since, with the
+	// newest value.
+	if p2, _ := a.Pending(); p2.Since != p.Since || p2.Value == p.Value {
+		t.Errorf("pending after a second snapshot: %+v (first %+v)", p2, p)
+	}
+}
+
+// An empty brain is never snapshotted over a real one: it is restored.
+func TestWipedBrainIsRestored(t *testing.T) {
+	r := newRig(t)
+	r.write("system.md", "v1\n")
+	a := r.open()
+	a.Prepare(t.Context())
+	res, err := a.SyncOnce(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(r.brain)
+	r.chain.set(r.name, res.Snapshot.BlobID)
+	out, err := a.SyncOnce(t.Context())
+	if err != nil || out.Outcome != Restored || r.pipe.Takes() != 1 {
+		t.Fatalf("wiped: %+v %v (takes %d)", out, err, r.pipe.Takes())
+	}
+}
+
+// publishFirst prepares an agent, snapshots it and publishes the pointer.
+func publishFirst(t *testing.T, r *rig) (*Agent, string) {
+	t.Helper()
+	r.write("system.md", "v1\n")
+	a := r.open()
+	if err := a.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.SyncOnce(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := PublishOnce(t.Context(), r.chain, []*Agent{a})
+	if len(out) != 1 || out[0].Outcome != OutcomePublished {
+		t.Fatalf("publish: %+v", out)
+	}
+	return a, res.Snapshot.BlobID
+}
+
+// Conflict vs rollback vs another writer, at publish time.
+func TestPublishConflicts(t *testing.T) {
+	t.Run("a rollback to an older snapshot of ours is published over", func(t *testing.T) {
+		r := newRig(t)
+		a, first := publishFirst(t, r)
+		r.write("system.md", "v2\n")
+		second, _ := a.SyncOnce(t.Context())
+		PublishOnce(t.Context(), r.chain, []*Agent{a})
+		if r.chain.get(r.name) != second.Snapshot.BlobID {
+			t.Fatal("second not published")
+		}
+		// The chain goes back (a reorg, a reset dev chain) and a third
+		// snapshot is taken.
+		r.chain.set(r.name, first)
+		r.write("system.md", "v3\n")
+		third, _ := a.SyncOnce(t.Context())
+		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
+		if out[0].Outcome != OutcomeRollback || a.Hold() != nil {
+			t.Fatalf("rollback: %+v hold %+v", out[0], a.Hold())
+		}
+		out = PublishOnce(t.Context(), r.chain, []*Agent{a})
+		if out[0].Outcome != OutcomePublished || r.chain.get(r.name) != third.Snapshot.BlobID {
+			t.Fatalf("republish after rollback: %+v, chain %s", out[0], r.chain.get(r.name))
+		}
+	})
+	t.Run("another writer holds publishing, across a restart", func(t *testing.T) {
+		r := newRig(t)
+		a, _ := publishFirst(t, r)
+		r.chain.set(r.name, "foreignBlob")
+		r.write("system.md", "v2\n")
+		a.SyncOnce(t.Context())
+		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
+		if out[0].Outcome != OutcomeHeld || a.Hold() == nil || a.Hold().Value != "foreignBlob" {
+			t.Fatalf("foreign writer: %+v hold %+v", out[0], a.Hold())
+		}
+		if _, ok := a.Pending(); ok {
+			t.Fatal("a held agent offers its pending pointer")
+		}
+		writes := r.chain.writes
+		a = r.reopen(a)
+		if a.Hold() == nil || !strings.Contains(a.Status().Hold.Reason, "pointer adopt") {
+			t.Fatalf("the hold did not survive a restart: %+v", a.Status())
+		}
+		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 0 || r.chain.writes != writes {
+			t.Fatalf("a held agent published: %+v", out)
+		}
+		// The snapshot is still pending underneath: nothing is lost.
+		if s := a.Status(); s.Pending == nil {
+			t.Fatal("the pending snapshot was dropped by the hold")
+		}
+	})
+	t.Run("our own unrecorded write is recognised", func(t *testing.T) {
+		r := newRig(t)
+		a, _ := publishFirst(t, r)
+		r.write("system.md", "v2\n")
+		res, _ := a.SyncOnce(t.Context())
+		// The write landed but the state never heard of it (a crash).
+		r.chain.set(r.name, res.Snapshot.BlobID)
+		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
+		if out[0].Outcome != OutcomePublished || a.Status().Pending != nil || a.Status().Published != res.Snapshot.BlobID {
+			t.Fatalf("own blob: %+v %+v", out[0], a.Status())
+		}
+	})
+	t.Run("the name moved to another owner: held, not an error loop", func(t *testing.T) {
+		r := newRig(t)
+		a, _ := publishFirst(t, r)
+		r.chain.write = func(u PointerUpdate) (WriteResult, bool) {
+			return WriteResult{Kind: Unauthorized, Err: errors.New("owned by 0xbuyer")}, true
+		}
+		r.write("system.md", "v2\n")
+		a.SyncOnce(t.Context())
+		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
+		if out[0].Outcome != OutcomeUnauthorized || a.Hold() == nil {
+			t.Fatalf("unauthorized: %+v", out[0])
+		}
+		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 0 {
+			t.Fatal("tried again while held")
+		}
+	})
+	t.Run("a failure is retried later, counted", func(t *testing.T) {
+		r := newRig(t)
+		a, _ := publishFirst(t, r)
+		r.chain.write = func(u PointerUpdate) (WriteResult, bool) {
+			return WriteResult{Kind: Failed, Err: errors.New("chain unreachable")}, true
+		}
+		r.write("system.md", "v2\n")
+		a.SyncOnce(t.Context())
+		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
+		if out[0].Outcome != OutcomeFailed || a.Status().Pending.Attempts != 1 || a.Hold() != nil {
+			t.Fatalf("failed: %+v %+v", out[0], a.Status().Pending)
+		}
+		r.chain.write = nil
+		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); out[0].Outcome != OutcomePublished {
+			t.Fatalf("retry: %+v", out[0])
+		}
+	})
+}
+
+// CheckPointer: the periodic read-back.
+func TestCheckPointer(t *testing.T) {
+	t.Run("a stale pointer with nothing pending is repaired", func(t *testing.T) {
+		r := newRig(t)
+		a, first := publishFirst(t, r)
+		r.write("system.md", "v2\n")
+		second, _ := a.SyncOnce(t.Context())
+		PublishOnce(t.Context(), r.chain, []*Agent{a})
+		r.chain.set(r.name, first) // the record went back; nothing is pending
+		if _, ok := a.Pending(); ok {
+			t.Fatal("pending before the check")
+		}
+		out, err := a.CheckPointer(t.Context())
+		if out != OutcomeRollback || err == nil {
+			t.Fatalf("check: %s %v", out, err)
+		}
+		p, ok := a.Pending()
+		if !ok || p.Value != second.Snapshot.BlobID || p.Expected != first {
+			t.Fatalf("pending after the check: %+v %v", p, ok)
+		}
+		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); out[0].Outcome != OutcomePublished || r.chain.get(r.name) != second.Snapshot.BlobID {
+			t.Fatalf("repair: %+v", out)
+		}
+		if out, _ := a.CheckPointer(t.Context()); out != OutcomeOK {
+			t.Fatalf("after the repair: %s", out)
+		}
+	})
+	t.Run("a foreign pointer holds", func(t *testing.T) {
+		r := newRig(t)
+		a, _ := publishFirst(t, r)
+		r.chain.set(r.name, "foreignBlob")
+		if out, _ := a.CheckPointer(t.Context()); out != OutcomeHeld || a.Hold() == nil {
+			t.Fatalf("foreign: %s %+v", out, a.Hold())
+		}
+	})
+	t.Run("after a crash the state does not know; the chain names our blob", func(t *testing.T) {
+		r := newRig(t)
+		a, first := publishFirst(t, r)
+		// The state directory is lost (a new machine with the same brain).
+		a.Close()
+		a.deps.State.Close()
+		os.RemoveAll(r.state)
+		a = r.open()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if s := a.Status(); s.Published != first || s.Hold != nil {
+			t.Fatalf("reconciled: %+v", s)
+		}
+	})
+	t.Run("after a crash the chain names a foreign blob: held", func(t *testing.T) {
+		r := newRig(t)
+		r.write("system.md", "mine\n")
+		r.chain.set(r.name, "foreignBlob")
+		a := r.open()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if a.Hold() == nil {
+			t.Fatal("not held")
+		}
+	})
+}
+
+// Resolving a hold: override publishes ours, adopt takes theirs.
+func TestResolveHold(t *testing.T) {
+	t.Run("override", func(t *testing.T) {
+		r := newRig(t)
+		a, _ := publishFirst(t, r)
+		r.chain.set(r.name, "foreignBlob")
+		a.CheckPointer(t.Context())
+		if err := a.Override(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
+		if len(out) != 1 || out[0].Outcome != OutcomePublished || r.chain.get(r.name) != a.Status().Last.BlobID {
+			t.Fatalf("override: %+v", out)
+		}
+		if err := a.Override(t.Context()); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("second override: %v", err)
+		}
+	})
+	t.Run("adopt", func(t *testing.T) {
+		r := newRig(t)
+		a, _ := publishFirst(t, r)
+		r.chain.set(r.name, "foreignBlob")
+		a.CheckPointer(t.Context())
+		aside, err := a.Adopt(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(aside, "system.md")); string(b) != "v1\n" {
+			t.Fatalf("set-aside brain: %q", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(r.brain, "system.md")); !strings.Contains(string(b), "foreignBlob") {
+			t.Fatalf("adopted brain: %q", b)
+		}
+		if s := a.Status(); s.Hold != nil || s.Published != "foreignBlob" || s.Pending != nil {
+			t.Fatalf("after adopt: %+v", s)
+		}
+	})
+	t.Run("adopt that fails puts the brain back", func(t *testing.T) {
+		r := newRig(t)
+		a, _ := publishFirst(t, r)
+		r.chain.set(r.name, "foreignBlob")
+		a.CheckPointer(t.Context())
+		r.pipe.restore = func(ctx context.Context, blobID, target string) (snapshot.Restored, error) {
+			os.MkdirAll(target, 0o755)
+			return snapshot.Restored{}, errors.New("decrypt: authentication failed")
+		}
+		if _, err := a.Adopt(t.Context()); err == nil {
+			t.Fatal("adopt succeeded")
+		}
+		if b, _ := os.ReadFile(filepath.Join(r.brain, "system.md")); string(b) != "v1\n" {
+			t.Fatalf("brain not put back: %q", b)
+		}
+		if a.Hold() == nil {
+			t.Fatal("hold lost")
+		}
+	})
+}
+
+// A state save that fails is retried, and nothing is lost meanwhile.
+func TestStateSaveFailureIsRetried(t *testing.T) {
+	r := newRig(t)
+	r.write("system.md", "v1\n")
+	a := r.open()
+	a.Prepare(t.Context())
+	// Make the state file impossible to replace: a non-empty directory
+	// stands where it goes.
+	sf := filepath.Join(r.state, "agents", "alpha", "state.json")
+	os.Remove(sf)
+	if err := os.MkdirAll(filepath.Join(sf, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.SyncOnce(t.Context())
+	if err == nil || !a.Dirty() {
+		t.Fatalf("sync with an unsavable state: %+v %v dirty %v", res, err, a.Dirty())
+	}
+	// The snapshot is known in memory and published from there.
+	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 1 || out[0].Outcome != OutcomePublished || out[0].Err == nil {
+		t.Fatalf("publish with an unsavable state: %+v", out)
+	}
+	if ok, why := a.Status().Unsaved, ""; !ok {
+		t.Fatalf("status does not say the state is unsaved %s", why)
+	}
+	// The disk recovers: the next sync saves first.
+	os.RemoveAll(sf)
+	if _, err := a.SyncOnce(t.Context()); err != nil || a.Dirty() {
+		t.Fatalf("after recovery: %v dirty %v", err, a.Dirty())
+	}
+	st, err := state.LoadAgent(filepath.Dir(sf))
+	if err != nil || st.Last == nil || st.Published != st.Last.BlobID || st.Pending != nil {
+		t.Fatalf("saved state %+v %v", st, err)
+	}
+}
+
+// Run retries a failed sync at once when the outage ends, not at the end
+// of its backoff.
+func TestRunRetriesOnRecovery(t *testing.T) {
+	r := newRig(t)
+	r.write("system.md", "v1\n")
+	a := r.open()
+	a.Prepare(t.Context())
+	var fail atomic.Bool
+	fail.Store(true)
+	r.pipe.take = func(ctx context.Context, in snapshot.Input) (snapshot.Result, error) {
+		if fail.Load() {
+			return snapshot.Result{}, errors.New("walrus: 503")
+		}
+		return r.pipe.store(in.Want)
+	}
+	recovered := make(chan struct{})
+	a.SetRecovered(func() <-chan struct{} { return recovered })
+	w := newFakeWatcher()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
+	}()
+	defer func() { cancel(); <-done }()
+	eventually(t, "the first sync to fail", a.Failing)
+	// The backoff is now at least a second; the recovery must not wait
+	// for it.
+	fail.Store(false)
+	close(recovered)
+	eventually(t, "the retry after recovery", func() bool { s := a.Status(); return s.Last != nil && !a.Failing() })
+	if h, _ := hash.ParseDigest(a.Status().Last.BundleHash); h == (hash.Digest{}) {
+		t.Fatal("no snapshot")
+	}
+}

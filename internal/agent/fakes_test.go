@@ -1,0 +1,268 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/watch"
+)
+
+// fakePipeline is a Pipeline of func fields, as Litestream's mock/. Take
+// and Restore default to a tiny in-memory store that writes a real lock,
+// so the agent's own bookkeeping runs as in production.
+type fakePipeline struct {
+	mu      sync.Mutex
+	blobs   map[string]hash.Digest // blob id → bundle hash it holds
+	takes   int
+	take    func(ctx context.Context, in snapshot.Input) (snapshot.Result, error)
+	restore func(ctx context.Context, blobID, target string) (snapshot.Restored, error)
+	brain   string
+	nextID  int
+}
+
+func (p *fakePipeline) Take(ctx context.Context, in snapshot.Input) (snapshot.Result, error) {
+	p.mu.Lock()
+	p.takes++
+	f := p.take
+	p.mu.Unlock()
+	if f != nil {
+		return f(ctx, in)
+	}
+	return p.store(in.Want)
+}
+
+// store records a snapshot of the brain under a new blob id and writes
+// the lock as the real pipeline does.
+func (p *fakePipeline) store(h hash.Digest) (snapshot.Result, error) {
+	p.mu.Lock()
+	p.nextID++
+	id := blobID(p.nextID)
+	if p.blobs == nil {
+		p.blobs = map[string]hash.Digest{}
+	}
+	p.blobs[id] = h
+	p.mu.Unlock()
+	lockPath := filepath.Join(p.brain, bundlelock.FileName)
+	lock, err := bundlelock.Read(lockPath)
+	if err != nil {
+		lock = &bundlelock.Lock{}
+	}
+	lock.Record(h.String(), time.Now().UnixMilli())
+	lock.Uploaded(bundlelock.LineageEntry{BlobID: id, BundleHash: h.String(), CreatedAt: time.Now().UnixMilli()})
+	if err := bundlelock.Write(lockPath, lock); err != nil {
+		return snapshot.Result{}, err
+	}
+	return snapshot.Result{BlobID: id, BundleHash: h, Version: lock.Version(), CreatedAt: time.Now()}, nil
+}
+
+func (p *fakePipeline) Restore(ctx context.Context, blobID, target string) (snapshot.Restored, error) {
+	if p.restore != nil {
+		return p.restore(ctx, blobID, target)
+	}
+	return restoreInto(target, blobID)
+}
+
+func (p *fakePipeline) Takes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.takes
+}
+
+// restoreInto writes a small brain with a lock into target, as a restore
+// of blobID would.
+func restoreInto(target, blobID string) (snapshot.Restored, error) {
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return snapshot.Restored{}, err
+	}
+	if err := os.WriteFile(filepath.Join(target, "system.md"), []byte("restored from "+blobID+"\n"), 0o644); err != nil {
+		return snapshot.Restored{}, err
+	}
+	r, err := hash.Dir(context.Background(), target, hash.Options{})
+	if err != nil {
+		return snapshot.Restored{}, err
+	}
+	lock := &bundlelock.Lock{}
+	lock.Record(r.Digest.String(), 1700000000000)
+	if err := bundlelock.Write(filepath.Join(target, bundlelock.FileName), lock); err != nil {
+		return snapshot.Restored{}, err
+	}
+	return snapshot.Restored{BlobID: blobID, BundleHash: r.Digest, Verified: true, Lock: lock, Files: 1}, nil
+}
+
+func blobID(n int) string { return "blob" + string(rune('A'+n)) }
+
+// fakeChain is one ENS record per name: a Pointer and a PointerWriter with
+// compare-and-set semantics, and hooks to fail.
+type fakeChain struct {
+	mu      sync.Mutex
+	records map[string]string
+	writes  int
+	readErr error
+	write   func(u PointerUpdate) (WriteResult, bool) // override one write
+}
+
+func newFakeChain() *fakeChain { return &fakeChain{records: map[string]string{}} }
+
+func (c *fakeChain) Read(ctx context.Context, name string) (string, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readErr != nil {
+		return "", false, c.readErr
+	}
+	v, ok := c.records[name]
+	return v, ok, nil
+}
+
+func (c *fakeChain) WritePointers(ctx context.Context, ups []PointerUpdate) []WriteResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]WriteResult, len(ups))
+	for i, u := range ups {
+		if c.write != nil {
+			if r, ok := c.write(u); ok {
+				out[i] = r
+				continue
+			}
+		}
+		if cur := c.records[u.Name]; cur != u.Expected {
+			out[i] = WriteResult{Kind: Conflicted, Actual: cur, Err: errors.New("conflict")}
+			continue
+		}
+		c.records[u.Name] = u.Value
+		c.writes++
+		out[i] = WriteResult{Kind: Written, TxHash: "0xtx"}
+	}
+	return out
+}
+
+func (c *fakeChain) set(name, v string) {
+	c.mu.Lock()
+	c.records[name] = v
+	c.mu.Unlock()
+}
+
+func (c *fakeChain) get(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.records[name]
+}
+
+// rig is one agent on a real state directory with fakes for the rest.
+type rig struct {
+	t     *testing.T
+	state string
+	brain string
+	seed  string
+	pipe  *fakePipeline
+	chain *fakeChain
+	name  string
+}
+
+func newRig(t *testing.T) *rig {
+	root := t.TempDir()
+	r := &rig{t: t, state: filepath.Join(root, "state"), brain: filepath.Join(root, "brain"),
+		seed: filepath.Join(root, "seed"), chain: newFakeChain(), name: "alpha.hermes.eth"}
+	r.pipe = &fakePipeline{brain: r.brain}
+	return r
+}
+
+// open opens the agent (closing it at the end of the test).
+func (r *rig) open() *Agent {
+	r.t.Helper()
+	sd, err := state.Open(r.state)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	deps := Deps{State: sd, Pipeline: r.pipe}
+	cfg := Config{ID: "alpha", BrainDir: r.brain, Quiet: time.Millisecond, MaxLag: time.Second}
+	if r.name != "" {
+		cfg.ENSName = r.name
+		deps.Pointer = r.chain
+	}
+	if _, err := os.Stat(r.seed); err == nil {
+		cfg.SeedDir = r.seed
+	}
+	a, err := New(cfg, deps)
+	if err != nil {
+		sd.Close()
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() {
+		a.Close()
+		sd.Close()
+	})
+	return a
+}
+
+// reopen closes a and opens the agent again on the same state, as a
+// restart would.
+func (r *rig) reopen(a *Agent) *Agent {
+	r.t.Helper()
+	a.Close()
+	a.deps.State.Close()
+	return r.open()
+}
+
+func (r *rig) write(rel, content string) {
+	r.t.Helper()
+	p := filepath.Join(r.brain, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// fakeWatcher delivers batches the test pushes.
+type fakeWatcher struct {
+	ready chan struct{}
+	mu    sync.Mutex
+	batch watch.Batch
+	has   bool
+}
+
+func newFakeWatcher() *fakeWatcher { return &fakeWatcher{ready: make(chan struct{}, 1)} }
+
+func (w *fakeWatcher) Ready() <-chan struct{} { return w.ready }
+func (w *fakeWatcher) Close() error           { return nil }
+func (w *fakeWatcher) Take() (watch.Batch, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b, ok := w.batch, w.has
+	w.batch, w.has = watch.Batch{}, false
+	return b, ok
+}
+
+func (w *fakeWatcher) push(paths ...string) {
+	w.mu.Lock()
+	w.batch.Paths = append(w.batch.Paths, paths...)
+	w.has = true
+	w.mu.Unlock()
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+}
+
+// eventually polls cond (a condition, not a wall-clock window) until it
+// holds or 10 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,147 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hermesd/hermesd/internal/agent"
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
+)
+
+// Pipeline builds the snapshot pipeline of agent ac: the one way hermesd
+// takes and restores that agent's snapshots. rl is the agent's receipt
+// log, folded into every snapshot; restore-only uses pass nil.
+func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log) *snapshot.Pipeline {
+	c := s.Config
+	var others []string
+	for i := range c.Agents {
+		if c.Agents[i].ID != ac.ID {
+			others = append(others, c.Agents[i].Identity())
+		}
+	}
+	return &snapshot.Pipeline{
+		AgentID:     ac.ID,
+		TokenID:     ac.TokenID,
+		Identity:    ac.Identity(),
+		Others:      others,
+		BrainDir:    ac.BrainDir,
+		SpoolDir:    spoolDir,
+		Key:         s.Key,
+		Format:      snapshot.Format(c.Encryption.Format),
+		V1MaxSize:   int64(c.Encryption.V1MaxSize),
+		MaxBlobSize: int64(c.Walrus.MaxBlobSize),
+		Store:       Store(s.Walrus),
+		Epochs:      c.EpochsOf(ac),
+		Receipts:    rl,
+		Signer:      s.ReceiptSigner,
+		Log:         s.Log.With("agent", ac.ID),
+	}
+}
+
+// OpenAgent opens agent id exactly as the daemon does, on a state
+// directory the caller has locked. obs may be nil. The caller closes the
+// agent (which closes its receipt log).
+func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*agent.Agent, error) {
+	c := s.Config
+	ac, err := c.Agent(id)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := receipts.ParsePolicy(c.Receipts.ImportPolicy)
+	if err != nil {
+		return nil, err
+	}
+	log := s.Log.With("agent", ac.ID)
+	// The log is a rebuildable cache: damaged records are moved to its
+	// quarantine file (and logged) rather than keeping the brain
+	// unprotected.
+	rl, err := receipts.OpenLog(receipts.LogPath(sd.Path(), ac.ID), receipts.Options{Logger: log, Repair: true})
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: open receipt log: %w", ac.ID, err)
+	}
+	deps := agent.Deps{
+		State:    sd,
+		Pipeline: s.Pipeline(ac, sd.SpoolDir(), rl),
+		Receipts: rl,
+		Observer: obs,
+		Log:      s.Log,
+	}
+	if ac.ENSName != "" {
+		if s.Chain == nil {
+			rl.Close()
+			return nil, fmt.Errorf("agent %s has an ENS name but no chain client is configured", ac.ID)
+		}
+		deps.Pointer = Pointer(s.Chain)
+	}
+	a, err := agent.New(agent.Config{
+		ID:           ac.ID,
+		BrainDir:     ac.BrainDir,
+		SeedDir:      ac.SeedDir,
+		ENSName:      ac.ENSName,
+		Quiet:        c.QuietPeriod(ac),
+		MaxLag:       c.MaxLagOf(ac),
+		MinInterval:  c.SnapshotIntervalOf(ac),
+		RefreshAfter: c.RefreshAfterOf(ac),
+		ImportPolicy: policy,
+		Trusted:      s.Trusted,
+	}, deps)
+	if err != nil {
+		rl.Close()
+		return nil, fmt.Errorf("agent %s: %w", ac.ID, err)
+	}
+	return a, nil
+}
+
+// ErrNoSnapshot means an agent has no snapshot to read: no ENS record, or
+// for an agent without a name no snapshot in the local state.
+var ErrNoSnapshot = errors.New("no snapshot")
+
+// Latest is the agent's newest snapshot: what its ENS record names, or for
+// an agent without a name the last snapshot in the local state (read
+// without taking the state directory's lock). source says which.
+func (s *Services) Latest(ctx context.Context, ac *config.Agent) (blob, source string, err error) {
+	if ac.ENSName != "" && s.Chain != nil {
+		v, err := s.Chain.Read(ctx, ac.ENSName)
+		if errors.Is(err, ens.ErrNoPointer) {
+			return "", "", fmt.Errorf("%w: %s has no agent-snapshot record: %w", ErrNoSnapshot, ac.ENSName, err)
+		}
+		if err != nil {
+			return "", "", err
+		}
+		return v, "ens", nil
+	}
+	st, err := state.LoadAgent(state.AgentPath(s.Config.StateDir, ac.ID))
+	if err != nil {
+		return "", "", err
+	}
+	if st.Last == nil {
+		return "", "", fmt.Errorf("%w: agent %s has no ENS name and no snapshot in %s", ErrNoSnapshot, ac.ID, s.Config.StateDir)
+	}
+	return st.Last.BlobID, "local state", nil
+}
+
+// PrepareOnce runs one agent's start-up path once — restore if the brain
+// is missing or empty, fill from the seed, hash, reconcile with the chain —
+// and stops (`hermesd restore`, init containers).
+func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, error) {
+	sd, err := state.Open(s.Config.StateDir)
+	if err != nil {
+		return agent.Status{}, err
+	}
+	defer sd.Close()
+	a, err := s.OpenAgent(sd, id, nil)
+	if err != nil {
+		return agent.Status{}, err
+	}
+	err = a.Prepare(ctx)
+	st := a.Status()
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	return st, err
+}

@@ -1,0 +1,260 @@
+package compose
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"slices"
+	"sync/atomic"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/walrus"
+)
+
+// Services are the clients and secrets a configuration asks for.
+type Services struct {
+	Config *config.Config
+	Log    *slog.Logger
+	Walrus *walrus.Client
+	// Chain is nil when no agent has an ENS name.
+	Chain *ens.Client
+	Key   cipher.Key
+	// ReceiptSigner signs transition receipts; nil disables them.
+	ReceiptSigner *ecdsa.PrivateKey
+	// Trusted are the operators whose receipt signatures are accepted:
+	// receipts.trusted and the receipt signer's own address.
+	Trusted []common.Address
+
+	onAttempt *atomic.Pointer[func(walrus.Attempt)]
+}
+
+// Options adjust Build.
+type Options struct {
+	// ReadOnly builds clients without write credentials: no chain signer
+	// (restores and listings only read pointers; an init container need
+	// not hold the chain key), no publisher token, no receipt signer.
+	ReadOnly bool
+}
+
+// Build creates the services the configuration asks for. Every secret is
+// read and checked here, so a bad one stops start-up with its field name.
+func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options) (*Services, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)])}
+	key, err := LoadKey(c.Encryption.Key)
+	if err != nil {
+		return nil, fmt.Errorf("encryption.key: %w", err)
+	}
+	s.Key = key
+
+	wc, err := walrusConfig(c, !opts.ReadOnly, log.With("component", "walrus"))
+	if err != nil {
+		return nil, err
+	}
+	wc.OnAttempt = func(a walrus.Attempt) {
+		if f := s.onAttempt.Load(); f != nil {
+			(*f)(a)
+		}
+	}
+	if s.Walrus, err = walrus.New(wc); err != nil {
+		return nil, fmt.Errorf("walrus: %w", err)
+	}
+
+	if slices.ContainsFunc(c.Agents, func(a config.Agent) bool { return a.ENSName != "" }) {
+		var signer *ens.Signer
+		if !opts.ReadOnly {
+			if signer, err = ens.LoadSigner(SignerSource(c.Chain.Signer)); err != nil {
+				return nil, fmt.Errorf("chain.signer: %w", err)
+			}
+		}
+		if s.Chain, err = ens.New(ctx, ChainConfig(c, signer, log.With("component", "ens"))); err != nil {
+			return nil, fmt.Errorf("chain: %w", err)
+		}
+	}
+	if !c.Receipts.Signer.IsZero() && !opts.ReadOnly {
+		sg, err := ens.LoadSigner(SignerSource(c.Receipts.Signer))
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("receipts.signer: %w", err)
+		}
+		s.ReceiptSigner = sg.PrivateKey()
+	}
+	var self *common.Address
+	if s.ReceiptSigner != nil {
+		a := crypto.PubkeyToAddress(s.ReceiptSigner.PublicKey)
+		self = &a
+	}
+	if s.Trusted, err = trusted(c, self); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases the chain connection.
+func (s *Services) Close() {
+	if s.Chain != nil {
+		s.Chain.Close()
+	}
+}
+
+// OnWalrusAttempt sets who sees every Walrus HTTP attempt (the daemon's
+// metrics); f must not block.
+func (s *Services) OnWalrusAttempt(f func(walrus.Attempt)) { s.onAttempt.Store(&f) }
+
+// LoadKey reads the snapshot encryption key a secret reference names. A
+// key that cannot be read is a start-up error: hermesd never uploads
+// plaintext and never invents an ephemeral key.
+func LoadKey(ref config.SecretRef) (cipher.Key, error) {
+	switch {
+	case ref.File != "":
+		return cipher.ReadKeyFile(ref.File)
+	case ref.Env != "":
+		v, err := config.ReadSecret(ref)
+		if err != nil {
+			return cipher.Key{}, err
+		}
+		return cipher.ParseKey(v)
+	}
+	return cipher.Key{}, fmt.Errorf("no snapshot key configured (encryption.key); create one with 'hermesd keygen -o FILE'")
+}
+
+// Trusted returns the trusted receipt signers of a configuration:
+// receipts.trusted plus, when its key can be read here, the address of
+// receipts.signer (hermesd trusts its own transition receipts). A signer
+// that cannot be read is reported in warn and otherwise ignored: a CLI
+// user may lack the service's secret.
+func Trusted(c *config.Config) (addrs []common.Address, warn error, err error) {
+	var self *common.Address
+	if !c.Receipts.Signer.IsZero() {
+		sg, serr := ens.LoadSigner(SignerSource(c.Receipts.Signer))
+		if serr != nil {
+			warn = fmt.Errorf("receipts.signer not loaded (%w); its receipts count as unknown unless trusted otherwise", serr)
+		} else {
+			a := sg.Address()
+			self = &a
+		}
+	}
+	addrs, err = trusted(c, self)
+	return addrs, warn, err
+}
+
+func trusted(c *config.Config, self *common.Address) ([]common.Address, error) {
+	addrs, err := receipts.ParseAddresses(c.Receipts.Trusted)
+	if err != nil {
+		return nil, fmt.Errorf("receipts.trusted: %w", err)
+	}
+	if self != nil && !slices.Contains(addrs, *self) {
+		addrs = append(addrs, *self)
+	}
+	return addrs, nil
+}
+
+// walrusConfig maps the configuration onto the Walrus client's; publisher
+// credentials only when writing.
+func walrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config, error) {
+	wc := walrus.Config{
+		Publishers:     c.Walrus.Publishers,
+		Aggregators:    c.Walrus.Aggregators,
+		Epochs:         c.Walrus.Epochs,
+		Permanent:      c.Walrus.Permanent,
+		SendObjectTo:   c.Walrus.SendObjectTo,
+		Share:          c.Walrus.Share,
+		MaxBlobSize:    int64(c.Walrus.MaxBlobSize),
+		AttemptTimeout: c.Walrus.AttemptTimeout.D(),
+		Timeout:        c.Walrus.Timeout.D(),
+		RetryMax:       c.Walrus.RetryMax,
+		RetryWaitMin:   c.Walrus.RetryWaitMin.D(),
+		RetryWaitMax:   c.Walrus.RetryWaitMax.D(),
+		Logger:         log,
+	}
+	if wc.RetryMax == 0 {
+		wc.RetryMax = -1 // the client reads 0 as "default"; the config means none
+	}
+	if !write {
+		return wc, nil
+	}
+	if !c.Walrus.JWTSecret.IsZero() {
+		raw, err := config.ReadSecret(c.Walrus.JWTSecret)
+		if err != nil {
+			return walrus.Config{}, fmt.Errorf("walrus.jwt_secret: %w", err)
+		}
+		secret, err := walrus.ParseJWTSecret(raw)
+		if err != nil {
+			return walrus.Config{}, fmt.Errorf("walrus.jwt_secret: %w", err)
+		}
+		wc.TokenSource = walrus.HS256Tokens(secret, c.Walrus.JWTTTL.D(), c.Walrus.SendObjectTo, nil)
+	}
+	if !c.Walrus.Token.IsZero() {
+		tok, err := config.ReadSecret(c.Walrus.Token)
+		if err != nil {
+			return walrus.Config{}, fmt.Errorf("walrus.token: %w", err)
+		}
+		wc.BearerToken = tok
+	}
+	return wc, nil
+}
+
+// NewWalrus builds a Walrus client from the configuration alone, for a path
+// that must share nothing with the daemon's clients (the drill's cold
+// path). write adds the publisher credentials.
+func NewWalrus(c *config.Config, write bool, log *slog.Logger) (*walrus.Client, error) {
+	wc, err := walrusConfig(c, write, log)
+	if err != nil {
+		return nil, err
+	}
+	return walrus.New(wc)
+}
+
+// NewChain builds a read-only chain client from the configuration alone.
+func NewChain(ctx context.Context, c *config.Config, log *slog.Logger) (*ens.Client, error) {
+	return ens.New(ctx, ChainConfig(c, nil, log))
+}
+
+// SignerSource maps a configured secret onto the ENS package's.
+func SignerSource(ref config.SecretRef) ens.SignerSource {
+	return ens.SignerSource{KeyFile: ref.File, KeyEnv: ref.Env, Keystore: ref.Keystore, PasswordFile: ref.PasswordFile}
+}
+
+// LoadChainSigner loads the configured chain signer.
+func LoadChainSigner(c *config.Config) (*ens.Signer, error) {
+	s, err := ens.LoadSigner(SignerSource(c.Chain.Signer))
+	if err != nil {
+		return nil, fmt.Errorf("chain.signer: %w", err)
+	}
+	return s, nil
+}
+
+// NewChainWriter builds a chain client that signs with signer.
+func NewChainWriter(ctx context.Context, c *config.Config, signer *ens.Signer, log *slog.Logger) (*ens.Client, error) {
+	return ens.New(ctx, ChainConfig(c, signer, log))
+}
+
+var weiPerGwei = big.NewFloat(1e9)
+
+// ChainConfig maps the configuration onto the ENS client's; signer may be
+// nil for a read-only client.
+func ChainConfig(c *config.Config, signer *ens.Signer, log *slog.Logger) ens.Config {
+	maxFee, _ := new(big.Float).Mul(big.NewFloat(c.Chain.MaxFeeGwei), weiPerGwei).Int(nil)
+	return ens.Config{
+		RPCURL:       c.Chain.RPC,
+		Registry:     common.HexToAddress(c.Chain.ENSRegistry),
+		Signer:       signer,
+		ChainID:      c.Chain.ChainID,
+		TxTimeout:    c.Chain.TxTimeout.D(),
+		GasCap:       c.Chain.GasLimit,
+		MaxFeePerGas: maxFee,
+		PollInterval: c.Chain.PollInterval.D(),
+		Logger:       log,
+	}
+}

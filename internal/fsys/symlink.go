@@ -1,0 +1,39 @@
+package fsys
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// ErrSymlink matches a path that is, or passes through, a symbolic link.
+var ErrSymlink = errors.New("path is or passes through a symbolic link")
+
+// CheckNoSymlink fails with ErrSymlink, naming the link and its target,
+// when the absolute path p or any of its parents is a symbolic link.
+// Components that do not exist yet are fine (they will be created as
+// directories). hermesd refuses such a brain or state directory unless the
+// configuration allows it: a link swapped under a running daemon would
+// make it snapshot, or write into, somewhere else entirely.
+func CheckNoSymlink(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("%s: not an absolute path", p)
+	}
+	p = filepath.Clean(p)
+	for cur := p; ; cur = filepath.Dir(cur) {
+		st, err := os.Lstat(cur)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return err
+		case st.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(cur)
+			return fmt.Errorf("%w: %s -> %s", ErrSymlink, cur, target)
+		}
+		if parent := filepath.Dir(cur); parent == cur {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"io"
+)
+
+// BlobStore is Walrus as the pipeline uses it, in standard types so that
+// any store (the Walrus client, a fake in tests) fits. Blob ids are opaque.
+type BlobStore interface {
+	// Put uploads the file at path, stored for epochs epochs.
+	Put(ctx context.Context, path string, epochs int) (Stored, error)
+	// Get downloads blobID into the file at path, refusing a blob larger
+	// than max bytes before writing it.
+	Get(ctx context.Context, blobID, path string, max int64) (Fetched, error)
+	// Check reads blobID back and requires its size and SHA-256.
+	Check(ctx context.Context, blobID string, size int64, sum [32]byte) error
+	// Stream writes blobID to w, refusing more than max bytes. It may stop
+	// early when w returns an error.
+	Stream(ctx context.Context, blobID string, w io.Writer, max int64) (int64, error)
+}
+
+// Stored describes an uploaded blob.
+type Stored struct {
+	BlobID   string
+	EndEpoch uint64 // the blob expires when this epoch begins
+	// AlreadyCertified: the store already held these bytes.
+	AlreadyCertified bool
+	Attempts         int
+}
+
+// Fetched describes a download.
+type Fetched struct {
+	Size     int64
+	Source   string // where it came from (scheme://host:port)
+	Attempts int
+}
+
+// ErrTooLarge matches a snapshot that is over the store's size limit; it
+// will not fit until the brain changes.
+var ErrTooLarge = errors.New("snapshot over the blob size limit")
