@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/drill"
-	"github.com/hermesd/hermesd/internal/state"
 )
 
 // drillWorld is a devnet with one agent, "alpha", whose seeded brain has
@@ -186,7 +186,7 @@ func TestDrillCommand(t *testing.T) {
 	})
 
 	t.Run("refused while hermesd holds the state", func(t *testing.T) {
-		sd, err := state.Open(w.dn.Config.StateDir)
+		sd, err := compose.OpenState(w.dn.Config)
 		if err != nil {
 			t.Fatal(err)
 		}

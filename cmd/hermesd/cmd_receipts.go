@@ -241,7 +241,7 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 
-	sd, err := state.Open(stateDir)
+	sd, err := state.Open(stateDir, state.Options{})
 	if err != nil {
 		if errors.Is(err, state.ErrLocked) {
 			return fmt.Errorf("%w; stop the daemon or POST the receipts to its /v1/agents/%s/receipts", err, *agentID)

@@ -257,7 +257,7 @@ func TestReceiptsAddReject(t *testing.T) {
 func TestReceiptsAddLockedStateDir(t *testing.T) {
 	t.Setenv(config.EnvPath, "")
 	stateDir := t.TempDir()
-	sd, err := state.Open(stateDir)
+	sd, err := state.Open(stateDir, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,8 +299,7 @@ agents:
 	if exitCode(err) != exitMismatch || rep.Policy != "reject" || rep.Imported != 0 || rep.Rejected != 1 || rep.Log != filepath.Join(dir, "state", "agents", "a1", "receipts.log") {
 		t.Fatalf("report %v %s", err, stdout)
 	}
-	stdout, _, err = runReceiptsCmd(t, runtimeReceiptLine(t, "c1", 2, op), "receipts", "add", "-config", cfgPath, "--agent", "a1", "--json")
-	if err != nil {
+	if _, _, err := runReceiptsCmd(t, runtimeReceiptLine(t, "c1", 2, op), "receipts", "add", "-config", cfgPath, "--agent", "a1", "--json"); err != nil {
 		t.Fatal(err)
 	}
 	stdout, _, err = runReceiptsCmd(t, "", "receipts", "list", "-config", cfgPath, "a1")

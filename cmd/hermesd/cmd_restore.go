@@ -13,7 +13,6 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
-	"github.com/hermesd/hermesd/internal/state"
 )
 
 func runRestore(ctx context.Context, env *cmdEnv, args []string) error {
@@ -92,7 +91,7 @@ output says what could not be checked and what the files hash to.`)
 		return printRestore(env, out, *jsonOut)
 	}
 
-	sd, err := state.Open(cfg.StateDir)
+	sd, err := compose.OpenState(cfg)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,8 +56,9 @@ func TestMain(m *testing.M) {
 func hermesdBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goTool); err != nil {
+		// The go command that runs the tests exports its GOROOT.
+		goTool := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		if _, err := os.Stat(goTool); os.Getenv("GOROOT") == "" || err != nil {
 			if goTool, binErr = exec.LookPath("go"); binErr != nil {
 				return
 			}

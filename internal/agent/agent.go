@@ -24,6 +24,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -84,6 +85,28 @@ type Config struct {
 	// received from the runtime.
 	ImportPolicy receipts.Policy
 	Trusted      []common.Address
+	// AllowSymlinks accepts a brain or seed directory that is or passes
+	// through a symbolic link (config allow_symlinks).
+	AllowSymlinks bool
+}
+
+// checkPaths refuses a brain (or seed) directory reached through a
+// symbolic link, unless allowed: a link swapped under a running daemon
+// would make it snapshot and upload another tree, and write its lock
+// there.
+func (a *Agent) checkPaths() error {
+	if a.cfg.AllowSymlinks {
+		return nil
+	}
+	for _, p := range []string{a.cfg.BrainDir, a.cfg.SeedDir} {
+		if p == "" {
+			continue
+		}
+		if err := fsys.CheckNoSymlink(p); err != nil {
+			return fmt.Errorf("%w (set allow_symlinks: true if this link is yours)", err)
+		}
+	}
+	return nil
 }
 
 // Deps are the services an agent uses.

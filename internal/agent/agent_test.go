@@ -503,3 +503,33 @@ func TestRunRetriesOnRecovery(t *testing.T) {
 		t.Fatal("no snapshot")
 	}
 }
+
+// A brain reached through a symbolic link is refused unless allowed: it
+// used to be followed (a copy of /etc/shadow ended up in a blob, and the
+// lock was written into the link's target).
+func TestSymlinkedBrainRefused(t *testing.T) {
+	r := newRig(t)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	os.MkdirAll(target, 0o755)
+	os.WriteFile(filepath.Join(target, "shadow"), []byte("root:x:0\n"), 0o600)
+	if err := os.Symlink(target, r.brain); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		os.Lchown(r.brain, 65534, 65534) // planted by an unprivileged user
+	}
+	a := r.open()
+	if err := a.Prepare(t.Context()); err == nil || !strings.Contains(err.Error(), "symbolic link") || a.Status().Phase != PhaseFailed {
+		t.Fatalf("Prepare = %v, phase %s", err, a.Status().Phase)
+	}
+	if _, err := a.SyncOnce(t.Context()); err == nil || r.pipe.Takes() != 0 {
+		t.Fatalf("SyncOnce = %v (takes %d)", err, r.pipe.Takes())
+	}
+	if _, err := os.Stat(filepath.Join(target, bundlelock.FileName)); err == nil {
+		t.Fatal("a lock was written into the link's target")
+	}
+	a.cfg.AllowSymlinks = true
+	if err := a.Prepare(t.Context()); err != nil {
+		t.Fatalf("allowed: %v", err)
+	}
+}

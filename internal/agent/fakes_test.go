@@ -178,7 +178,7 @@ func newRig(t *testing.T) *rig {
 // open opens the agent (closing it at the end of the test).
 func (r *rig) open() *Agent {
 	r.t.Helper()
-	sd, err := state.Open(r.state)
+	sd, err := state.Open(r.state, state.Options{})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -241,17 +241,6 @@ func (w *fakeWatcher) Take() (watch.Batch, bool) {
 	b, ok := w.batch, w.has
 	w.batch, w.has = watch.Batch{}, false
 	return b, ok
-}
-
-func (w *fakeWatcher) push(paths ...string) {
-	w.mu.Lock()
-	w.batch.Paths = append(w.batch.Paths, paths...)
-	w.has = true
-	w.mu.Unlock()
-	select {
-	case w.ready <- struct{}{}:
-	default:
-	}
 }
 
 // eventually polls cond (a condition, not a wall-clock window) until it

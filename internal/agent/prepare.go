@@ -28,6 +28,10 @@ var ErrRestoreFailed = errors.New("restore failed")
 // silently replaces a brain that exists somewhere. Then the brain is hashed
 // and the publication state reconciled with the chain.
 func (a *Agent) Prepare(ctx context.Context) error {
+	if err := a.checkPaths(); err != nil {
+		a.setPhase(PhaseFailed, err.Error())
+		return err
+	}
 	a.removeCrashTemps()
 	created, err := a.restoreIfNeeded(ctx)
 	if err != nil {

@@ -50,6 +50,9 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResu
 	if err := a.SaveState(); err != nil {
 		return SyncResult{}, err
 	}
+	if err := a.checkPaths(); err != nil {
+		return SyncResult{}, err
+	}
 	for attempt := 0; ; attempt++ {
 		t := a.deps.Now()
 		var res hash.Result

@@ -79,16 +79,17 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		deps.Pointer = Pointer(s.Chain)
 	}
 	a, err := agent.New(agent.Config{
-		ID:           ac.ID,
-		BrainDir:     ac.BrainDir,
-		SeedDir:      ac.SeedDir,
-		ENSName:      ac.ENSName,
-		Quiet:        c.QuietPeriod(ac),
-		MaxLag:       c.MaxLagOf(ac),
-		MinInterval:  c.SnapshotIntervalOf(ac),
-		RefreshAfter: c.RefreshAfterOf(ac),
-		ImportPolicy: policy,
-		Trusted:      s.Trusted,
+		ID:            ac.ID,
+		BrainDir:      ac.BrainDir,
+		SeedDir:       ac.SeedDir,
+		ENSName:       ac.ENSName,
+		Quiet:         c.QuietPeriod(ac),
+		MaxLag:        c.MaxLagOf(ac),
+		MinInterval:   c.SnapshotIntervalOf(ac),
+		RefreshAfter:  c.RefreshAfterOf(ac),
+		ImportPolicy:  policy,
+		Trusted:       s.Trusted,
+		AllowSymlinks: c.AllowSymlinks,
 	}, deps)
 	if err != nil {
 		rl.Close()
@@ -129,7 +130,7 @@ func (s *Services) Latest(ctx context.Context, ac *config.Agent) (blob, source s
 // is missing or empty, fill from the seed, hash, reconcile with the chain —
 // and stops (`hermesd restore`, init containers).
 func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, error) {
-	sd, err := state.Open(s.Config.StateDir)
+	sd, err := OpenState(s.Config)
 	if err != nil {
 		return agent.Status{}, err
 	}
@@ -144,4 +145,9 @@ func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, er
 		err = cerr
 	}
 	return st, err
+}
+
+// OpenState opens and locks the configuration's state directory.
+func OpenState(c *config.Config) (*state.Dir, error) {
+	return state.Open(c.StateDir, state.Options{AllowSymlinks: c.AllowSymlinks})
 }

@@ -59,7 +59,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sd, err := state.Open(cfg.StateDir)
+	sd, err := compose.OpenState(cfg)
 	if err != nil {
 		return nil, err
 	}

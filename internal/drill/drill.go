@@ -222,7 +222,7 @@ func (d *drill) run(ctx context.Context) (err error) {
 	defer d.svc.Close()
 	// Holding the state lock for the whole drill keeps a daemon from
 	// starting (and restoring or snapshotting) while the brain is away.
-	sd, err := state.Open(d.cfg.StateDir)
+	sd, err := compose.OpenState(d.cfg)
 	if errors.Is(err, state.ErrLocked) {
 		return fmt.Errorf("%w: the drill snapshots and publishes through the agent's state like the daemon; "+
 			"stop hermesd first (or drill a copy of the brain under a configuration with its own state_dir)", err)

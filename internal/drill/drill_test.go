@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/state"
@@ -419,7 +420,7 @@ func TestDrillAgentWithoutENS(t *testing.T) {
 	diffTrees(t, "solo brain", before, after)
 
 	t.Run("refusals", func(t *testing.T) {
-		sd, err := state.Open(w.dn.Config.StateDir)
+		sd, err := compose.OpenState(w.dn.Config)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,11 +12,15 @@ import (
 var ErrSymlink = errors.New("path is or passes through a symbolic link")
 
 // CheckNoSymlink fails with ErrSymlink, naming the link and its target,
-// when the absolute path p or any of its parents is a symbolic link.
-// Components that do not exist yet are fine (they will be created as
-// directories). hermesd refuses such a brain or state directory unless the
+// when the absolute path p or any of its parents is a symbolic link that
+// someone other than root could have made or could change. Components
+// that do not exist yet are fine (they will be created as directories).
+// hermesd refuses such a brain or state directory unless the
 // configuration allows it: a link swapped under a running daemon would
-// make it snapshot, or write into, somewhere else entirely.
+// make it snapshot, or write into, somewhere else entirely. A link that
+// only root controls (owned by root, in a directory only root can write,
+// such as macOS's /var -> /private/var) is part of the system, not an
+// attack.
 func CheckNoSymlink(p string) error {
 	if !filepath.IsAbs(p) {
 		return fmt.Errorf("%s: not an absolute path", p)
@@ -28,7 +32,7 @@ func CheckNoSymlink(p string) error {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
 			return err
-		case st.Mode()&fs.ModeSymlink != 0:
+		case st.Mode()&fs.ModeSymlink != 0 && !rootOnly(st, filepath.Dir(cur)):
 			target, _ := os.Readlink(cur)
 			return fmt.Errorf("%w: %s -> %s", ErrSymlink, cur, target)
 		}

@@ -142,15 +142,19 @@ func OpenLog(path string, opts Options) (*Log, error) {
 	}
 	var f *os.File
 	if opts.ReadOnly {
-		f, err = os.Open(path)
+		f, err = openNoFollow(path, os.O_RDONLY, 0, ErrLogFile)
 	} else {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("receipts: create log dir: %w", err)
 		}
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err = openNoFollow(path, os.O_RDWR|os.O_CREATE, 0o600, ErrLogFile)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("receipts: open log: %w", err)
+	}
+	if st, serr := f.Stat(); serr != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s", ErrLogFile, path)
 	}
 	l := &Log{path: path, logger: logger, f: f, noSync: opts.noSync, readOnly: opts.ReadOnly, qlim: qlim}
 	// Before load: repairing the log may add to the quarantine.

@@ -49,6 +49,10 @@ func (q QuarantineLimits) withDefaults() (QuarantineLimits, error) {
 // regular file; hermesd neither writes through it nor reads it.
 var ErrQuarantineFile = errors.New("receipts: quarantine path is not a regular file")
 
+// ErrLogFile means the log path is a symbolic link or not a regular file:
+// hermesd never follows a link planted in its state directory.
+var ErrLogFile = errors.New("receipts: log path is not a regular file")
+
 // maxQuarantineBytes bounds how much of one line the quarantine keeps; a
 // longer line is cut and marked truncated.
 const maxQuarantineBytes = MaxReceiptSize + 4096
@@ -107,7 +111,7 @@ type quarantined struct {
 // openQuarantineFile opens the quarantine file with O_NOFOLLOW and checks
 // that it is a regular file.
 func openQuarantineFile(path string, flag int, perm os.FileMode) (*os.File, int64, error) {
-	f, err := openNoFollow(path, flag, perm)
+	f, err := openNoFollow(path, flag, perm, ErrQuarantineFile)
 	if err != nil {
 		return nil, 0, err
 	}

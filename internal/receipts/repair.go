@@ -259,7 +259,7 @@ func (l *Log) repair(corrupt, tail []badLine, end int64) error {
 	l.recovery.TruncatedBytes += l.size - end
 	l.logger.Warn("receipt log: damaged records moved to quarantine", "path", l.path,
 		"lines", len(corrupt), "quarantine", l.QuarantinePath())
-	f, err := os.OpenFile(l.path, os.O_RDWR, 0)
+	f, err := openNoFollow(l.path, os.O_RDWR, 0, ErrLogFile)
 	if err != nil {
 		return fmt.Errorf("receipts: reopen repaired log: %w", err)
 	}

@@ -26,13 +26,17 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // ErrLocked means another process holds the state directory.
 var ErrLocked = errors.New("state directory is in use by another hermesd process")
+
+// ErrUnsafe matches a state directory others could tamper with: writable
+// by its group or by everyone, owned by another user, or reached through a
+// symbolic link the configuration does not allow.
+var ErrUnsafe = errors.New("unsafe state directory")
 
 // Dir is an opened, locked state directory.
 type Dir struct {
@@ -40,27 +44,39 @@ type Dir struct {
 	lock *os.File
 }
 
-// Open creates the state directory if needed and takes its lock without
-// waiting. A held lock fails with an error matching ErrLocked that names the
-// holder's pid when known.
-func Open(path string) (*Dir, error) {
-	if err := os.MkdirAll(path, 0o700); err != nil {
-		return nil, fmt.Errorf("create state dir: %w", err)
+// Options adjust Open.
+type Options struct {
+	// AllowSymlinks accepts a path that is or passes through a symbolic
+	// link (config allow_symlinks).
+	AllowSymlinks bool
+}
+
+// Open creates the state directory if needed, checks that nobody else can
+// write to it, and takes its lock without waiting. A held lock fails with
+// an error matching ErrLocked that names the holder's pid when known.
+func Open(path string, opts Options) (*Dir, error) {
+	if !opts.AllowSymlinks {
+		if err := fsys.CheckNoSymlink(path); err != nil {
+			return nil, fmt.Errorf("%w: %w (set allow_symlinks: true to allow it)", ErrUnsafe, err)
+		}
 	}
-	for _, sub := range []string{"agents", "spool"} {
-		if err := os.MkdirAll(filepath.Join(path, sub), 0o700); err != nil {
+	for _, d := range []string{path, filepath.Join(path, "agents"), filepath.Join(path, "spool")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create state dir: %w", err)
+		}
+		if err := checkPrivate(d); err != nil {
+			return nil, err
 		}
 	}
 	lp := filepath.Join(path, "hermesd.lock")
-	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openNoFollow(lp, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockFile(f); err != nil {
 		holder := readPID(f)
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, ErrLocked) {
 			if holder != "" {
 				return nil, fmt.Errorf("%w (%s, pid %s)", ErrLocked, path, holder)
 			}
@@ -206,14 +222,25 @@ func (s *AgentState) Clone() *AgentState {
 
 const stateFile = "state.json"
 
+// maxStateSize bounds an agent's state file (it is a few hundred bytes).
+const maxStateSize = 1 << 20
+
 // LoadAgent reads an agent's state; a missing file is an empty state.
 func LoadAgent(agentDir string) (*AgentState, error) {
-	b, err := os.ReadFile(filepath.Join(agentDir, stateFile))
+	f, err := openNoFollow(filepath.Join(agentDir, stateFile), os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return &AgentState{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read agent state: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxStateSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read agent state: %w", err)
+	}
+	if len(b) > maxStateSize {
+		return nil, fmt.Errorf("agent state %s is larger than %d bytes", filepath.Join(agentDir, stateFile), maxStateSize)
 	}
 	var s AgentState
 	if err := json.Unmarshal(b, &s); err != nil {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,11 +13,11 @@ import (
 
 func TestLockExcludesSecondOpen(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "state")
-	d, err := Open(p)
+	d, err := Open(p, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(p)
+	_, err = Open(p, Options{})
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Open = %v, want ErrLocked", err)
 	}
@@ -26,7 +27,7 @@ func TestLockExcludesSecondOpen(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	d2, err := Open(p)
+	d2, err := Open(p, Options{})
 	if err != nil {
 		t.Fatalf("Open after Close = %v", err)
 	}
@@ -38,7 +39,7 @@ func TestLockExcludesSecondOpen(t *testing.T) {
 }
 
 func TestAgentStateRoundTrip(t *testing.T) {
-	d, err := Open(t.TempDir())
+	d, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +70,77 @@ func TestAgentStateRoundTrip(t *testing.T) {
 	}
 	if _, err := LoadAgent(dir); err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Fatalf("corrupt state accepted: %v", err)
+	}
+}
+
+// TestUnsafeStateDirRefused: a state directory others can write to, or one
+// reached through a symlink, is refused at start (issue: a planted symlink
+// made hermesd append attacker text to a root-owned file).
+func TestUnsafeStateDirRefused(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []os.FileMode{0o777, 0o770, 0o720, 0o702} {
+		p := filepath.Join(root, fmt.Sprintf("m%o", mode))
+		os.Mkdir(p, 0o700)
+		os.Chmod(p, mode)
+		if d, err := Open(p, Options{}); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "chmod 700") {
+			if d != nil {
+				d.Close()
+			}
+			t.Errorf("mode %o: %v", mode, err)
+		}
+	}
+	// A subdirectory too.
+	p := filepath.Join(root, "sub")
+	os.MkdirAll(filepath.Join(p, "agents"), 0o700)
+	os.Chmod(filepath.Join(p, "agents"), 0o777)
+	if _, err := Open(p, Options{}); !errors.Is(err, ErrUnsafe) {
+		t.Errorf("world-writable agents/: %v", err)
+	}
+	// Through a symlink: refused unless allowed.
+	real := filepath.Join(root, "real")
+	os.Mkdir(real, 0o700)
+	link := filepath.Join(root, "link")
+	os.Symlink(real, link)
+	if os.Geteuid() == 0 {
+		os.Lchown(link, 65534, 65534) // planted by an unprivileged user
+	}
+	if _, err := Open(link, Options{}); !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "allow_symlinks") {
+		t.Errorf("symlinked state dir: %v", err)
+	}
+	d, err := Open(link, Options{AllowSymlinks: true})
+	if err != nil {
+		t.Fatalf("allowed symlink: %v", err)
+	}
+	d.Close()
+}
+
+// TestPlantedSymlinkNotFollowed: a link planted where a state file goes is
+// refused, not followed.
+func TestPlantedSymlinkNotFollowed(t *testing.T) {
+	root := t.TempDir()
+	victim := filepath.Join(root, "victim")
+	os.WriteFile(victim, []byte(`{"published":"attacker"}`), 0o600)
+	p := filepath.Join(root, "state")
+	d, err := Open(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	dir, _ := d.AgentDir("a")
+	os.Symlink(victim, filepath.Join(dir, "state.json"))
+	if _, err := LoadAgent(dir); !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("LoadAgent through a link: %v", err)
+	}
+	d.Close()
+	os.Remove(filepath.Join(p, "hermesd.lock"))
+	os.Symlink(victim, filepath.Join(p, "hermesd.lock"))
+	if _, err := Open(p, Options{}); !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("lock through a link: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != `{"published":"attacker"}` {
+		t.Fatalf("victim changed: %q", b)
 	}
 }
