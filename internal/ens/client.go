@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/accounts/abi/bind"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/wealdtech/go-ens/v3/contracts/registry"
 	"github.com/wealdtech/go-ens/v3/contracts/resolver"
+
+	"github.com/hermesd/hermesd/internal/redact"
 )
 
 // CanonicalRegistry is the ENS registry on mainnet, Sepolia and Holesky.
@@ -39,7 +42,9 @@ type Backend interface {
 
 // Config configures a Client.
 type Config struct {
-	// RPCURL is the node's JSON-RPC endpoint; ignored when Backend is set.
+	// RPCURL is the node's JSON-RPC endpoint (http, https, ws or wss);
+	// ignored when Backend is set. It may carry an API key: only its
+	// scheme://host[:port] ever appears in an error or a log line.
 	RPCURL string
 	// Backend reuses an existing connection (e.g. an *ethclient.Client);
 	// Close does not close it.
@@ -50,10 +55,16 @@ type Config struct {
 	Signer *Signer
 	// ChainID, when non-zero, must equal the node's eth_chainId.
 	ChainID uint64
+	// RPCTimeout bounds each request to the node (default 30 s); a node
+	// that does not answer in time is unavailable (ErrUnavailable).
+	RPCTimeout time.Duration
 	// TxTimeout bounds the wait for a transaction's inclusion.
 	TxTimeout time.Duration
 	// GasCap is the most gas one transaction may use (default 1,000,000).
 	GasCap uint64
+	// MaxBatch is the most updates WriteBatches puts in one transaction;
+	// 0 means as many as fit under GasCap.
+	MaxBatch int
 	// MaxFeePerGas caps the EIP-1559 fee cap in wei; nil = no cap. When the
 	// base fee alone is above it, writes fail with ErrFeeTooHigh.
 	MaxFeePerGas *big.Int
@@ -65,20 +76,26 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultRPCTimeout is the default bound of one request to the node.
+const DefaultRPCTimeout = 30 * time.Second
+
 // Client reads and writes agent-snapshot records. Safe for concurrent use.
 type Client struct {
-	backend      Backend
-	own          *ethclient.Client // dialled by New, closed by Close
+	node         *node
 	registry     *registry.ContractCaller
 	registryAddr common.Address
-	chainID      *big.Int
+	wantChain    uint64
 	signer       *Signer
-	nonces       *nonceManager
 	txTimeout    time.Duration
 	poll         time.Duration
 	gasCap       uint64
+	maxBatch     int
 	maxFee       *big.Int
 	log          *slog.Logger
+
+	// The node's chain, learnt on first contact (see setup).
+	info     atomic.Pointer[chainInfo]
+	setupSem chan struct{}
 
 	resolvers sync.Map // common.Address -> *resolver.ContractCaller
 
@@ -88,17 +105,27 @@ type Client struct {
 	beforeSend func()
 }
 
-// New connects to the node, checks the chain id and that the registry is a
-// contract.
+// chainInfo is what the client learns from the node once.
+type chainInfo struct {
+	id     *big.Int
+	nonces *nonceManager // nil for a read-only client
+}
+
+// New checks cfg and returns a client. It does no network I/O, so it does
+// not fail because the node is down: the connection, the chain-id check
+// and the registry check happen on first use (see Ping), and are retried
+// by every call until they succeed.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
-		backend:      cfg.Backend,
 		registryAddr: cfg.Registry,
+		wantChain:    cfg.ChainID,
 		signer:       cfg.Signer,
 		txTimeout:    cfg.TxTimeout,
 		poll:         cfg.PollInterval,
 		gasCap:       cfg.GasCap,
+		maxBatch:     cfg.MaxBatch,
 		log:          cfg.Logger,
+		setupSem:     make(chan struct{}, 1),
 	}
 	if c.registryAddr == (common.Address{}) {
 		c.registryAddr = CanonicalRegistry
@@ -112,67 +139,131 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if c.gasCap == 0 {
 		c.gasCap = DefaultGasCap
 	}
+	if c.maxBatch < 0 {
+		return nil, fmt.Errorf("ens: max batch %d is negative", c.maxBatch)
+	}
 	if cfg.MaxFeePerGas != nil {
 		c.maxFee = new(big.Int).Set(cfg.MaxFeePerGas)
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	if c.backend == nil {
-		if cfg.RPCURL == "" {
+	c.node = &node{
+		fixed:   cfg.Backend,
+		timeout: cfg.RPCTimeout,
+		log:     c.log,
+		dialing: make(chan struct{}, 1),
+		origin:  "the configured backend",
+	}
+	if c.node.timeout <= 0 {
+		c.node.timeout = DefaultRPCTimeout
+	}
+	if cfg.Backend == nil {
+		u, err := url.Parse(cfg.RPCURL)
+		switch {
+		case cfg.RPCURL == "":
 			return nil, errors.New("ens: no RPC URL configured")
+		case err != nil:
+			// url's error quotes the URL, key and all.
+			return nil, errors.New("ens: the RPC URL does not parse")
+		case u.Host == "":
+			return nil, fmt.Errorf("ens: the RPC URL %s has no host", redact.URL(cfg.RPCURL))
 		}
-		ec, err := ethclient.DialContext(ctx, cfg.RPCURL)
-		if err != nil {
-			return nil, fmt.Errorf("ens: dial %s: %w", redactURL(cfg.RPCURL), err)
+		switch u.Scheme {
+		case "http", "https":
+		case "ws", "wss":
+			c.node.ws = true
+		default:
+			return nil, fmt.Errorf("ens: the RPC URL %s must be http, https, ws or wss", redact.URL(cfg.RPCURL))
 		}
-		c.own, c.backend = ec, ec
+		c.node.url = cfg.RPCURL
+		c.node.origin = redact.Origin(u)
+		c.node.scrub = redact.NewScrubber(cfg.RPCURL)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			c.Close()
-		}
-	}()
-	id, err := c.backend.ChainID(ctx)
+	var err error
+	if c.registry, err = registry.NewContractCaller(c.registryAddr, c.node); err != nil {
+		return nil, fmt.Errorf("ens: bind registry: %w", err)
+	}
+	return c, nil
+}
+
+// Close closes the connection the client made (not a Backend passed in).
+func (c *Client) Close() { c.node.close() }
+
+// setup learns and checks the node's chain once: chain id (against
+// Config.ChainID), the registry's code and, for a signer, the genesis hash
+// that keys its nonce counter. A failure is not remembered: the next call
+// tries again.
+func (c *Client) setup(ctx context.Context) (*chainInfo, error) {
+	if ci := c.info.Load(); ci != nil {
+		return ci, nil
+	}
+	select {
+	case c.setupSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("ens: connect: %w", ctx.Err())
+	}
+	defer func() { <-c.setupSem }()
+	if ci := c.info.Load(); ci != nil {
+		return ci, nil
+	}
+	id, err := c.node.ChainID(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("ens: eth_chainId: %w", err)
+		return nil, fmt.Errorf("ens: %w", err)
 	}
-	if cfg.ChainID != 0 && (!id.IsUint64() || id.Uint64() != cfg.ChainID) {
-		return nil, fmt.Errorf("%w: the node is on chain %s, the configured chain id is %d", ErrWrongChain, id, cfg.ChainID)
+	if c.wantChain != 0 && (!id.IsUint64() || id.Uint64() != c.wantChain) {
+		return nil, fmt.Errorf("%w: the node at %s is on chain %s, the configured chain id is %d", ErrWrongChain, c.node.origin, id, c.wantChain)
 	}
-	c.chainID = id
-	code, err := c.backend.CodeAt(ctx, c.registryAddr, nil)
+	code, err := c.node.CodeAt(ctx, c.registryAddr, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ens: registry code: %w", err)
 	}
 	if len(code) == 0 {
 		return nil, fmt.Errorf("%w: no contract at %s on chain %s (wrong network or registry address?)", ErrNoRegistry, c.registryAddr, id)
 	}
-	c.registry, err = registry.NewContractCaller(c.registryAddr, c.backend)
-	if err != nil {
-		return nil, fmt.Errorf("ens: bind registry: %w", err)
-	}
+	ci := &chainInfo{id: id}
 	if c.signer != nil {
-		g, err := c.backend.HeaderByNumber(ctx, new(big.Int))
+		g, err := c.node.HeaderByNumber(ctx, new(big.Int))
 		if err != nil {
 			return nil, fmt.Errorf("ens: genesis header: %w", err)
 		}
-		c.nonces = nonceManagerFor(id, g.Hash(), c.signer.Address())
+		ci.nonces = nonceManagerFor(id, g.Hash(), c.signer.Address())
 	}
-	ok = true
-	return c, nil
+	c.info.Store(ci)
+	c.log.DebugContext(ctx, "ens: chain checked", "rpc", c.node.origin, "chain_id", id, "registry", c.registryAddr)
+	return ci, nil
 }
 
-// Close closes the connection New dialled (not a Backend passed in).
-func (c *Client) Close() {
-	if c.own != nil {
-		c.own.Close()
+// Ping checks that the node answers and is still on the chain the client
+// set up with (doing that setup first if it has not succeeded yet). It is
+// cheap (eth_chainId), for probing whether an unavailable chain is back:
+// errors.Is(err, ErrUnavailable) says it is not.
+func (c *Client) Ping(ctx context.Context) error {
+	ci, err := c.setup(ctx)
+	if err != nil {
+		return err
 	}
+	id, err := c.node.ChainID(ctx)
+	if err != nil {
+		return fmt.Errorf("ens: ping: %w", err)
+	}
+	if id.Cmp(ci.id) != 0 {
+		// Set up again on next use: with a configured chain id that
+		// fails; without one the new chain is adopted.
+		c.info.CompareAndSwap(ci, nil)
+		return fmt.Errorf("%w: the node at %s moved from chain %s to chain %s", ErrWrongChain, c.node.origin, ci.id, id)
+	}
+	return nil
 }
 
-// ChainID is the node's chain id.
-func (c *Client) ChainID() *big.Int { return new(big.Int).Set(c.chainID) }
+// ChainID is the node's chain id, or nil before the first successful
+// contact with the node.
+func (c *Client) ChainID() *big.Int {
+	if ci := c.info.Load(); ci != nil {
+		return new(big.Int).Set(ci.id)
+	}
+	return nil
+}
 
 // From is the signer's address (zero for a read-only client).
 func (c *Client) From() common.Address {
@@ -197,8 +288,16 @@ func (c *Client) Lookup(ctx context.Context, name string) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
+	if _, err := c.setup(ctx); err != nil {
+		return Record{}, err
+	}
+	return c.lookup(ctx, norm)
+}
+
+func (c *Client) lookup(ctx context.Context, norm string) (Record, error) {
 	rec := Record{Name: norm, Node: nameHash(norm)}
 	opts := &bind.CallOpts{Context: ctx}
+	var err error
 	if rec.Owner, err = c.registry.Owner(opts, rec.Node); err != nil {
 		return Record{}, fmt.Errorf("ens: registry owner of %s: %w", norm, err)
 	}
@@ -252,7 +351,7 @@ func (c *Client) resolver(addr common.Address) (*resolver.ContractCaller, error)
 	if v, ok := c.resolvers.Load(addr); ok {
 		return v.(*resolver.ContractCaller), nil
 	}
-	r, err := resolver.NewContractCaller(addr, c.backend)
+	r, err := resolver.NewContractCaller(addr, c.node)
 	if err != nil {
 		return nil, fmt.Errorf("ens: bind resolver %s: %w", addr, err)
 	}
@@ -261,11 +360,16 @@ func (c *Client) resolver(addr common.Address) (*resolver.ContractCaller, error)
 }
 
 // resolverABI is go-ens's PublicResolver ABI (setText, text,
-// authorisations, ...); multicallABI adds what go-ens lacks.
+// authorisations, ...); multicallABI and registryABI add what go-ens's
+// older bindings lack.
 var (
 	resolverABI  = mustABI(resolver.ContractMetaData.ABI)
 	multicallABI = mustABI(`[{"type":"function","name":"multicall","stateMutability":"nonpayable",
 		"inputs":[{"name":"data","type":"bytes[]"}],"outputs":[{"name":"results","type":"bytes[]"}]}]`)
+	registryABI = mustABI(`[{"type":"function","name":"setOwner","stateMutability":"nonpayable",
+		"inputs":[{"name":"node","type":"bytes32"},{"name":"owner","type":"address"}],"outputs":[]},
+		{"type":"function","name":"isApprovedForAll","stateMutability":"view",
+		"inputs":[{"name":"owner","type":"address"},{"name":"operator","type":"address"}],"outputs":[{"name":"","type":"bool"}]}]`)
 )
 
 func mustABI(s string) abi.ABI {
@@ -274,21 +378,4 @@ func mustABI(s string) abi.ABI {
 		panic("ens: bad built-in ABI: " + err.Error())
 	}
 	return a
-}
-
-// redactURL keeps only the scheme and host of an RPC URL for error
-// messages: providers put API keys in the path, query or userinfo.
-func redactURL(u string) string {
-	i := strings.Index(u, "://")
-	if i < 0 {
-		return "(rpc url)"
-	}
-	rest := u[i+3:]
-	if j := strings.IndexAny(rest, "/?#"); j >= 0 {
-		rest = rest[:j]
-	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		rest = rest[at+1:]
-	}
-	return u[:i+3] + rest
 }

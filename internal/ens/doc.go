@@ -1,11 +1,27 @@
 // Package ens reads and compare-and-sets the `agent-snapshot` ENS text
-// record that points at an agent's newest snapshot blob.
+// record that points at an agent's newest snapshot blob, and transfers
+// names between owners.
 //
-// It talks JSON-RPC to any Ethereum node (go-ethereum's ethclient) and uses
-// go-ens's registry and resolver bindings: registry.resolver(node) finds the
-// name's own resolver, resolver.text(node, "agent-snapshot") reads the
-// record, resolver.setText writes it, and resolver.multicall batches several
-// names that share one resolver into a single transaction.
+// It talks JSON-RPC (http, https, ws or wss) to any Ethereum node through
+// go-ethereum's client and uses go-ens's registry and resolver bindings:
+// registry.resolver(node) finds the name's own resolver, resolver.text
+// reads the record, resolver.setText writes it, resolver.multicall batches
+// several names that share one resolver into a single transaction, and
+// registry.setOwner transfers a name.
+//
+// New does no network I/O and does not fail because the node is down: the
+// chain checks (chain id against the configuration, a contract at the
+// registry address) run on first use, are kept once they succeed and are
+// retried by the next call after a failure. A call that cannot reach the
+// node fails with an error matching ErrUnavailable, distinct from the
+// definitive errors (wrong chain, no registry, not authorised, conflict,
+// reverted); Ping probes for recovery.
+//
+// WriteBatches publishes any number of updates: it checks every name, then
+// sends the writable ones in the order given, in transactions sized by gas
+// estimate to fit GasCap, and reports one outcome per update (published,
+// unchanged, conflict with the value on chain, not authorised, not found,
+// invalid, retry, failed).
 //
 // Invariants:
 //   - Every name is normalised with ENSIP-15 before it is namehashed, the
@@ -18,13 +34,20 @@
 //     one process is the only writer per signing key (a process-wide nonce
 //     manager per chain and address, plus the daemon's state-directory
 //     lock); a writer on another host that races us is detected by our next
-//     compare-and-set.
+//     compare-and-set. WriteBatches reads each batch's records again just
+//     before sending it, so the window stays one batch long.
 //   - Nothing is sent that is known to fail: authorisation is checked first
 //     (registry owner, the 0.3.1 resolver's authorisations, and for other
-//     resolver models a gas estimate, which executes the real check), since a
-//     resolver's bare require() reverts with no reason.
+//     resolver models a gas estimate, which executes the real check; for a
+//     transfer, the registry owner or its approved operator), since the
+//     contracts' bare require()s revert with no reason. A batch too large
+//     for the gas cap is split, never reported as "would revert".
 //   - Transactions are EIP-1559, nonces come from one counter per signer,
 //     and a receipt with status 0 is an error (go-ethereum's WaitMined does
 //     not check status).
-//   - Key material is never logged or put into an error.
+//   - Every request to the node is bounded (RPCTimeout, 8 MiB answers) and
+//     every error it causes is scrubbed: the RPC URL's path, query and
+//     userinfo (where providers put API keys) never reach an error or a log
+//     line, only its scheme://host[:port]. Key material is never logged or
+//     put into an error either.
 package ens

@@ -511,11 +511,31 @@ func TestLimitsAndConfiguration(t *testing.T) {
 		t.Fatal("a transaction was sent despite the limits")
 	}
 
-	if _, err := New(ctx, Config{RPCURL: e.chain.URL(), ChainID: 1}); !errors.Is(err, ErrWrongChain) {
+	// The chain is checked on first use, and a definitive mismatch is not
+	// ErrUnavailable.
+	wrong, err := New(ctx, Config{RPCURL: e.chain.URL(), ChainID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrong.Close()
+	if _, err := wrong.Read(ctx, "agent.eth"); !errors.Is(err, ErrWrongChain) || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("chain id mismatch: %v", err)
 	}
-	if _, err := New(ctx, Config{RPCURL: e.chain.URL(), Registry: common.HexToAddress("0x1234")}); !errors.Is(err, ErrNoRegistry) || !strings.Contains(err.Error(), "no contract") {
+	if err := wrong.Ping(ctx); !errors.Is(err, ErrWrongChain) || wrong.ChainID() != nil {
+		t.Fatalf("chain id mismatch on Ping: %v (chain id %v)", err, wrong.ChainID())
+	}
+	noReg, err := New(ctx, Config{RPCURL: e.chain.URL(), Registry: common.HexToAddress("0x1234")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noReg.Close()
+	if err := noReg.Ping(ctx); !errors.Is(err, ErrNoRegistry) || !strings.Contains(err.Error(), "no contract") {
 		t.Fatalf("missing registry: %v", err)
+	}
+	for _, bad := range []string{"", "ftp://x/", "http:///path", "http://[::1"} {
+		if _, err := New(ctx, Config{RPCURL: bad}); err == nil {
+			t.Errorf("RPC URL %q accepted", bad)
+		}
 	}
 	// Waiting for a transaction that never comes times out with
 	// context.DeadlineExceeded.
@@ -527,9 +547,6 @@ func TestLimitsAndConfiguration(t *testing.T) {
 	res, err := short.WaitTx(ctx, common.HexToHash("0x01"))
 	if !errors.Is(err, context.DeadlineExceeded) || res.TxHash != common.HexToHash("0x01") {
 		t.Fatalf("timeout: %+v, %v", res, err)
-	}
-	if got := redactURL("https://user:pw@eth.example.com/v3/SECRET?key=abc"); got != "https://eth.example.com" {
-		t.Fatalf("redactURL = %s", got)
 	}
 }
 

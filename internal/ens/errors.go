@@ -41,6 +41,11 @@ var (
 	ErrNoRegistry = errors.New("ens: no ENS registry at the configured address")
 	// ErrMixedResolvers: WriteMany got names with different resolvers.
 	ErrMixedResolvers = errors.New("ens: names have different resolvers")
+	// ErrUnavailable: the node could not be reached or gave no usable
+	// answer (connection refused or reset, timeout, HTTP 5xx/429, a cut or
+	// garbled response). Unlike the errors above it says nothing about the
+	// name or the chain: try again later (Ping tells when).
+	ErrUnavailable = errors.New("ens: chain unreachable")
 )
 
 // childError is a sentinel that also matches a more general sentinel.
@@ -65,17 +70,22 @@ func (e *ConflictError) Error() string {
 
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// NotAuthorizedError says who owns the name and who tried to write. The
-// resolver's own check reverts without a reason, so this is reported
-// before anything is sent.
+// NotAuthorizedError says who owns the name and who tried to write or
+// transfer it. The contracts' own checks revert without a reason, so this
+// is reported before anything is sent.
 type NotAuthorizedError struct {
-	Name     string // normalised
-	Owner    common.Address
-	Signer   common.Address
+	Name   string // normalised
+	Owner  common.Address
+	Signer common.Address
+	// Resolver is the resolver that refused a write; zero when the
+	// registry refused a Transfer.
 	Resolver common.Address
 }
 
 func (e *NotAuthorizedError) Error() string {
+	if e.Resolver == (common.Address{}) {
+		return fmt.Sprintf("ens: %s is owned by %s; signer %s is neither the owner nor an operator it approved in the registry, so it cannot transfer the name (nothing sent)", e.Name, e.Owner, e.Signer)
+	}
 	return fmt.Sprintf("ens: %s is owned by %s; signer %s is neither the owner nor authorised by it on resolver %s (nothing sent)", e.Name, e.Owner, e.Signer, e.Resolver)
 }
 
@@ -95,7 +105,7 @@ type RevertError struct {
 
 func (e *RevertError) Error() string {
 	if e.Simulated {
-		return fmt.Sprintf("ens: setting agent-snapshot on %v would revert (nothing sent): %v", e.Names, e.Cause)
+		return fmt.Sprintf("ens: the transaction for %v would revert (nothing sent): %v", e.Names, e.Cause)
 	}
 	return fmt.Sprintf("ens: transaction %s for %v reverted in block %d (status 0, gas used %d of %d)", e.TxHash, e.Names, e.BlockNumber, e.GasUsed, e.GasLimit)
 }

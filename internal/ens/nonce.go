@@ -40,6 +40,7 @@ type nonceSource interface {
 // used the key, or the counter ran ahead of a dropped transaction) resyncs
 // from the node's pending nonce and retries once; any other send error also
 // forces a resync next time, since the node may or may not have taken it.
+// A failed send still returns the transaction, for its hash.
 func (m *nonceManager) send(ctx context.Context, b nonceSource, from common.Address, build func(nonce uint64) (*types.Transaction, error)) (*types.Transaction, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -66,7 +67,7 @@ func (m *nonceManager) send(ctx context.Context, b nonceSource, from common.Addr
 		if isNonceError(err) && attempt == 0 {
 			continue
 		}
-		return nil, fmt.Errorf("ens: send transaction (nonce %d): %w", tx.Nonce(), err)
+		return tx, fmt.Errorf("ens: send transaction (nonce %d): %w", tx.Nonce(), err)
 	}
 }
 

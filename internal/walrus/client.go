@@ -8,10 +8,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/hermesd/hermesd/internal/redact"
 )
 
 // Client stores and reads blobs. It is safe for concurrent use.
@@ -19,9 +20,9 @@ type Client struct {
 	cfg         Config
 	publishers  []string
 	aggregators []string
-	storeHTTP   *http.Client // follows no redirect
-	readHTTP    *http.Client // follows a few, dropping credentials off-origin
-	redactor    *strings.Replacer
+	storeHTTP   *http.Client     // follows no redirect
+	readHTTP    *http.Client     // follows a few, dropping credentials off-origin
+	scrub       *redact.Scrubber // nil: no endpoint has secrets
 	log         *slog.Logger
 	now         func() time.Time // Retry-After dates; replaced in tests
 	jitter      func(n int64) int64
@@ -46,7 +47,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:       cfg,
 		storeHTTP: &http.Client{Transport: rt, CheckRedirect: refuseRedirect},
 		readHTTP:  &http.Client{Transport: rt, CheckRedirect: followRedirect},
-		redactor:  newRedactor(append(append([]string(nil), cfg.Publishers...), cfg.Aggregators...)),
+		scrub:     redact.NewScrubber(append(append([]string(nil), cfg.Publishers...), cfg.Aggregators...)...),
 		log:       log,
 		now:       time.Now,
 		jitter: func(n int64) int64 {
@@ -76,7 +77,7 @@ func (c *Client) Aggregators() []string { return redactAll(c.aggregators) }
 func redactAll(urls []string) []string {
 	out := make([]string, len(urls))
 	for i, u := range urls {
-		out[i] = redact(u)
+		out[i] = redact.URL(u)
 	}
 	return out
 }
@@ -160,7 +161,7 @@ func (o *operation) checkRetry(ctx context.Context, resp *http.Response, err err
 	if err != nil {
 		// Redact before anything formats the error: net/http's *url.Error
 		// carries the full URL, API key and all.
-		err = o.c.redactErr(err)
+		err = o.c.scrub.Error(err)
 		o.lastErr = err
 		var pe *permanentError
 		if errors.As(err, &pe) {
@@ -211,9 +212,9 @@ func (o *operation) backoff(min, max time.Duration, attemptNum int, resp *http.R
 		wait = nb
 	}
 	o.report(true, wait)
-	o.c.log.Debug("walrus: retrying", "op", o.name, "endpoint", redact(o.endpoint()),
+	o.c.log.Debug("walrus: retrying", "op", o.name, "endpoint", redact.URL(o.endpoint()),
 		"attempt", o.attempts, "status", o.lastStatus, "error", o.lastErr,
-		"backoff", wait, "next", redact(o.endpoints[o.next]))
+		"backoff", wait, "next", redact.URL(o.endpoints[o.next]))
 	return wait
 }
 
@@ -267,7 +268,7 @@ func (o *operation) report(retry bool, wait time.Duration) {
 		n = o.attemptBytes()
 	}
 	o.c.cfg.OnAttempt(Attempt{
-		Op: o.name, Endpoint: redact(o.endpoint()), N: o.attempts,
+		Op: o.name, Endpoint: redact.URL(o.endpoint()), N: o.attempts,
 		Status: o.lastStatus, Err: o.lastErr, Bytes: n,
 		Duration: time.Since(o.attemptStart), Retry: retry, Backoff: wait,
 	})
@@ -276,7 +277,7 @@ func (o *operation) report(retry bool, wait time.Duration) {
 // finish reports the last attempt and wraps a failure in *OpError.
 func (o *operation) finish(ctx context.Context, blobID string, err error) error {
 	if err != nil && o.lastErr == nil {
-		o.lastErr = o.c.redactErr(err)
+		o.lastErr = o.c.scrub.Error(err)
 	}
 	o.report(false, 0)
 	if err == nil {
@@ -288,12 +289,12 @@ func (o *operation) finish(ctx context.Context, blobID string, err error) error 
 	}
 	if ctx.Err() != nil {
 		if context.Cause(ctx) == ErrTimeout {
-			err = fmt.Errorf("%w after %s (last error: %v)", ErrTimeout, o.c.cfg.Timeout, o.c.redactErr(o.lastErr))
+			err = fmt.Errorf("%w after %s (last error: %v)", ErrTimeout, o.c.cfg.Timeout, o.c.scrub.Error(o.lastErr))
 		} else {
 			err = ctx.Err()
 		}
 	}
-	return &OpError{Op: o.name, BlobID: blobID, Endpoint: redact(o.endpoint()), Attempts: o.attempts, Err: o.c.redactErr(err)}
+	return &OpError{Op: o.name, BlobID: blobID, Endpoint: redact.URL(o.endpoint()), Attempts: o.attempts, Err: o.c.scrub.Error(err)}
 }
 
 // statusError reads (a bounded part of) an error response into a
@@ -302,13 +303,13 @@ func (o *operation) statusError(resp *http.Response) error {
 	defer drain(resp.Body)
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	// Redacted before the excerpt is cut, so no cut splits a secret.
-	code, status, reason, msg := parseErrorBody([]byte(o.c.redactText(string(body))))
+	code, status, reason, msg := parseErrorBody([]byte(o.c.scrub.String(string(body))))
 	u := ""
 	if resp.Request != nil && resp.Request.URL != nil {
-		u = originOf(resp.Request.URL)
+		u = redact.Origin(resp.Request.URL)
 	}
 	// The body is the server's: a gateway may echo the request path.
-	r := o.c.redactText
+	r := o.c.scrub.String
 	return &StatusError{Op: o.name, URL: u, StatusCode: resp.StatusCode,
 		Code: code, Status: r(status), Reason: r(reason), Message: r(msg)}
 }

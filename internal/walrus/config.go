@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/redact"
 )
 
 // Defaults for the zero fields of Config.
@@ -222,13 +224,13 @@ func checkBaseURL(s string) error {
 		return errors.New("not a URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%s: scheme must be http or https", redact(s))
+		return fmt.Errorf("%s: scheme must be http or https", redact.URL(s))
 	}
 	if u.Host == "" {
-		return fmt.Errorf("%s has no host", redact(s))
+		return fmt.Errorf("%s has no host", redact.URL(s))
 	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return fmt.Errorf("%s: give the base URL without query or fragment", redact(s))
+		return fmt.Errorf("%s: give the base URL without query or fragment", redact.URL(s))
 	}
 	return nil
 }

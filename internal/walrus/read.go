@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/redact"
 )
 
 // ReadOption adjusts one Read, ReadRange, ReadToFile or Verify call.
@@ -142,7 +143,7 @@ func (c *Client) read(ctx context.Context, blobID string, dst io.Writer, rng *sp
 	op.prepare = func(r *http.Request) error {
 		u, err := url.Parse(op.endpoint() + path)
 		if err != nil {
-			return permanent(c.redactErr(err))
+			return permanent(c.scrub.Error(err))
 		}
 		r.URL, r.Host = u, u.Host
 		r.Header.Del("Range")
@@ -161,7 +162,7 @@ func (c *Client) read(ctx context.Context, blobID string, dst io.Writer, rng *sp
 
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, op.endpoint()+path, nil)
 	if err != nil {
-		return ReadResult{}, fmt.Errorf("walrus read: %w", c.redactErr(err))
+		return ReadResult{}, fmt.Errorf("walrus read: %w", c.scrub.Error(err))
 	}
 	req.Header.Set("Accept", "application/octet-stream")
 	if h, _ := rd.rangeHeader(); h != "" {
@@ -181,7 +182,7 @@ func (c *Client) read(ctx context.Context, blobID string, dst io.Writer, rng *sp
 	if total < 0 {
 		total = rd.w.n // a whole body without Content-Length ended cleanly
 	}
-	res := ReadResult{BlobID: blobID, Size: rd.w.n, Total: total, Aggregator: redact(op.endpoint()),
+	res := ReadResult{BlobID: blobID, Size: rd.w.n, Total: total, Aggregator: redact.URL(op.endpoint()),
 		Attempts: op.attempts, Resumes: resumes, Duration: time.Since(start)}
 	c.log.Debug("walrus: read blob", "blob_id", blobID, "size", res.Size, "total", res.Total, "aggregator", res.Aggregator,
 		"attempts", res.Attempts, "resumes", res.Resumes, "duration", res.Duration)

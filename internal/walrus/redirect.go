@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/hermesd/hermesd/internal/redact"
 )
 
 // ErrRedirect means a redirect was refused: any redirect of an upload, or
@@ -18,7 +22,7 @@ var ErrRedirect = errors.New("walrus: redirect refused")
 // same site).
 func refuseRedirect(req *http.Request, _ []*http.Request) error {
 	return permanent(fmt.Errorf("%w: the publisher redirected to %s, and uploads follow no redirect: configure the URL it points to instead",
-		ErrRedirect, originOf(req.URL)))
+		ErrRedirect, redact.Origin(req.URL)))
 }
 
 // credentialHeaders are dropped from a redirect that leaves the configured
@@ -32,7 +36,7 @@ var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie
 // https to http downgrade.
 func followRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > MaxRedirects {
-		return permanent(fmt.Errorf("%w: stopped after %d redirects (last to %s)", ErrRedirect, MaxRedirects, originOf(req.URL)))
+		return permanent(fmt.Errorf("%w: stopped after %d redirects (last to %s)", ErrRedirect, MaxRedirects, redact.Origin(req.URL)))
 	}
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return permanent(fmt.Errorf("%w: redirect to a %q URL", ErrRedirect, sanitize(req.URL.Scheme, 16)))
@@ -47,4 +51,9 @@ func followRedirect(req *http.Request, via []*http.Request) error {
 		}
 	}
 	return nil
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Host, b.Host)
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/hermesd/hermesd/internal/redact"
 )
 
 // maxStoreResponse caps how much of a publisher's answer is read.
@@ -164,7 +166,7 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 	})
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPut, op.endpoint()+"/v1/blobs?"+query, open)
 	if err != nil {
-		return StoreResult{}, fmt.Errorf("walrus store: %w", c.redactErr(err))
+		return StoreResult{}, fmt.Errorf("walrus store: %w", c.scrub.Error(err))
 	}
 	// retryablehttp only learns lengths from in-memory readers; without this
 	// the upload would go out chunked.
@@ -177,7 +179,7 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 	op.prepare = func(r *http.Request) error {
 		u, err := url.Parse(op.endpoint() + "/v1/blobs?" + query)
 		if err != nil {
-			return permanent(c.redactErr(err))
+			return permanent(c.scrub.Error(err))
 		}
 		r.URL, r.Host = u, u.Host
 		return c.authorize(r.Context(), r)
@@ -229,7 +231,7 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 	if err := op.finish(ctx, "", err); err != nil {
 		return StoreResult{}, err
 	}
-	result.Publisher = redact(op.endpoint())
+	result.Publisher = redact.URL(op.endpoint())
 	result.Attempts = op.attempts
 	result.Duration = time.Since(start)
 	c.log.Debug("walrus: stored blob", "blob_id", result.BlobID, "size", size, "end_epoch", result.EndEpoch,
@@ -240,22 +242,22 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 
 // redactStoreError gives a parse error of a publisher's answer a text
 // without the endpoints' secrets. The text quotes the answer, cut to a
-// bound, and a cut could split a secret the redactor then misses: so the
+// bound, and a cut could split a secret the scrubber then misses: so the
 // text comes from parsing the redacted answer, while the error itself
 // (for errors.Is) stays the one of the real answer, which alone decides.
 func (c *Client) redactStoreError(err error, data []byte) error {
-	if c.redactor == nil {
+	if c.scrub == nil {
 		return err
 	}
-	red := c.redactText(string(data))
+	red := c.scrub.String(string(data))
 	if red == string(data) {
-		return c.redactErr(err)
+		return c.scrub.Error(err)
 	}
 	_, err2 := parseStoreResponse([]byte(red))
 	if err2 == nil {
-		return c.redactErr(err)
+		return c.scrub.Error(err)
 	}
-	return &redactedError{msg: c.redactText(err2.Error()), err: err}
+	return redact.WithText(err, c.scrub.String(err2.Error()))
 }
 
 // authorize sets the bearer token, if any, on a store request.
