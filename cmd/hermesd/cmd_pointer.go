@@ -47,10 +47,19 @@ func runPointer(ctx context.Context, env *cmdEnv, args []string) error {
 // configuration mistake (exit 2).
 func newPointerClient(ctx context.Context, ec ens.Config) (*ens.Client, error) {
 	c, err := ens.New(ctx, ec)
-	if errors.Is(err, ens.ErrWrongChain) || errors.Is(err, ens.ErrNoRegistry) {
+	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}
-	return c, err
+	// New does not touch the network; a one-shot command checks the chain
+	// at once, so a wrong chain id or registry is reported as what it is.
+	if err := c.Ping(ctx); err != nil {
+		c.Close()
+		if errors.Is(err, ens.ErrWrongChain) || errors.Is(err, ens.ErrNoRegistry) {
+			return nil, withCode(exitUsage, err)
+		}
+		return nil, err
+	}
+	return c, nil
 }
 
 // chainFlags say which chain, registry and key to use.

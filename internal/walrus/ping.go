@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/redact"
 )
 
 // pingTimeout bounds one probe request.
@@ -45,16 +47,16 @@ func (c *Client) probe(ctx context.Context, base string) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
 	if err != nil {
-		return c.redactErr(err)
+		return c.scrub.Error(err)
 	}
 	resp, err := c.readHTTP.Do(req)
 	if err != nil {
-		return c.redactErr(err)
+		return c.scrub.Error(err)
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s/status: HTTP %d", redact(base), resp.StatusCode)
+		return fmt.Errorf("%s/status: HTTP %d", redact.URL(base), resp.StatusCode)
 	}
 	return nil
 }
