@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core"
 	"github.com/ethereum/go-ethereum/core/rawdb"
+	"github.com/ethereum/go-ethereum/core/txpool"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/eth"
@@ -245,14 +246,18 @@ func Start(ctx context.Context, cfg Config) (*Chain, error) {
 	if err := stack.Start(); err != nil {
 		return nil, fmt.Errorf("devchain: start node: %w", err)
 	}
-	var dur *durability
+	// Every chain gates its RPC on sealing: a request never sees a block
+	// before the transaction pool has caught up with it (else a sender
+	// funded in that block is refused for "insufficient funds"), nor, for
+	// a chain on disk, before the block is durable.
+	dur := &durability{sync: func() error { return nil }}
 	if dir != "" {
 		db := backend.ChainDb()
 		// The genesis of a first run is on disk before anyone sees it.
 		if err := db.SyncKeyValue(); err != nil {
 			return nil, fmt.Errorf("devchain: sync chain database: %w", err)
 		}
-		dur = &durability{sync: db.SyncKeyValue}
+		dur.sync = db.SyncKeyValue
 	}
 	fr, err = startFront(cfg.Port, publicAPIs(backend, fsys, stack.Server().Name), dur)
 	if err != nil {
@@ -396,7 +401,7 @@ func (c *Chain) startMining(backend *eth.Ethereum, beacon *catalyst.SimulatedBea
 				if executable, _ := pool.Stats(); executable == 0 {
 					break
 				}
-				if err := c.seal(backend.BlockChain(), beacon, dur); err != nil {
+				if err := c.seal(backend.BlockChain(), pool, beacon, dur); err != nil {
 					// Nothing more can be made durable: the RPC
 					// server answers every request with this error.
 					c.log.Error("devchain: sealing stopped", "err", err)
@@ -414,13 +419,9 @@ func (c *Chain) startMining(backend *eth.Ethereum, beacon *catalyst.SimulatedBea
 	}()
 }
 
-// seal seals one block; with dur it holds every RPC request back until
-// the block is synced to disk.
-func (c *Chain) seal(bc *core.BlockChain, beacon *catalyst.SimulatedBeacon, dur *durability) error {
-	if dur == nil {
-		beacon.Commit()
-		return nil
-	}
+// seal seals one block and holds every RPC request back until the pool
+// has taken the new head into account and the block is synced to disk.
+func (c *Chain) seal(bc *core.BlockChain, pool *txpool.TxPool, beacon *catalyst.SimulatedBeacon, dur *durability) error {
 	var head *types.Header
 	err := dur.seal(func() bool {
 		before := bc.CurrentBlock().Hash()
@@ -428,10 +429,13 @@ func (c *Chain) seal(bc *core.BlockChain, beacon *catalyst.SimulatedBeacon, dur 
 		if cur := bc.CurrentBlock(); cur.Hash() != before {
 			head = cur
 		}
+		if head != nil {
+			pool.Sync()
+		}
 		return head != nil
 	})
 	if err == nil && head != nil {
-		c.log.Debug("devchain: block durable", "number", head.Number)
+		c.log.Debug("devchain: block sealed", "number", head.Number)
 	}
 	return err
 }
