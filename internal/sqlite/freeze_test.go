@@ -1,0 +1,406 @@
+package sqlite
+
+import (
+	"crypto/rand"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func writeFile(t testing.TB, root, rel string, data []byte) {
+	t.Helper()
+	p := filepath.Join(root, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFind(t *testing.T) {
+	brain := t.TempDir()
+	db := append([]byte(Magic), make([]byte, 84)...)
+	for rel, data := range map[string][]byte{
+		"memory.db":          db,
+		"notes.txt":          []byte("not a database, but at the top"),
+		"short.db":           []byte("SQLite"),
+		"sub/x.db":           db,
+		"sub/y":              db, // found through its -wal
+		"sub/y-wal":          nil,
+		"sub/z":              db, // no extension, no side file: not looked at
+		"sub/fake.sqlite":    []byte("SQLite format 2\x00 and more bytes"),
+		"sub/orphan.db3":     db,
+		"sub/orphan.db3-shm": nil,
+		"deep/a/b/c.sqlite3": db,
+	} {
+		writeFile(t, brain, rel, data)
+	}
+	if err := os.Symlink("memory.db", filepath.Join(brain, "link.db")); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"memory.db", "notes.txt", "short.db", "sub/x.db", "sub/y", "sub/y-wal", "sub/z",
+		"sub/fake.sqlite", "sub/orphan.db3-shm", "deep/a/b/c.sqlite3", "link.db", "gone.db", "-wal"}
+	got, err := Find(brain, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"deep/a/b/c.sqlite3", "memory.db", "sub/orphan.db3", "sub/x.db", "sub/y"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Find = %q, want %q", got, want)
+	}
+	if got, err := Find(filepath.Join(brain, "missing"), paths); err != nil || got != nil {
+		t.Errorf("Find in a missing tree = %q, %v", got, err)
+	}
+}
+
+// mode names the two journal modes the tests cover.
+var modes = []struct {
+	name, pragma string
+	wal          bool
+}{
+	{"rollback", "DELETE", false},
+	{"wal", "WAL", true},
+}
+
+// newDB creates brain/memory.db in the given journal mode with n rows,
+// through a shell that stays connected (so in WAL mode the -wal and -shm
+// exist), plus a file that is not a database.
+func newDB(t *testing.T, journalMode string, n int) (brain string, sh shell) {
+	t.Helper()
+	brain = t.TempDir()
+	writeFile(t, brain, "system.md", []byte("You are a test agent.\n"))
+	sh = openShell(t, filepath.Join(brain, "memory.db"))
+	if got := sh.exec("PRAGMA journal_mode=" + journalMode).Rows[0][0]; got != map[string]string{"DELETE": "delete", "WAL": "wal"}[journalMode] {
+		t.Fatalf("journal_mode = %v", got)
+	}
+	sh.exec("CREATE TABLE rows(id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+	sh.exec("CREATE TABLE meta(k TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+	sh.exec("INSERT INTO meta VALUES('rows', 0)")
+	insert(sh, n)
+	return brain, sh
+}
+
+// insert commits n rows of 100 to 8,000 random bytes in one transaction.
+func insert(sh shell, n int) {
+	sh.exec("BEGIN IMMEDIATE")
+	for i := range n {
+		sh.exec("INSERT INTO rows(body) VALUES(randomblob(?))", 100+(i*997)%7900)
+	}
+	sh.exec("UPDATE meta SET n = n + ? WHERE k = 'rows'", n)
+	sh.exec("COMMIT")
+}
+
+func wantRows(t *testing.T, db string, n int64) {
+	t.Helper()
+	c := check(t, db)
+	if c.Integrity != "ok" || c.Rows == nil || *c.Rows != n || c.N == nil || *c.N != n {
+		t.Errorf("%s: integrity %q, %v rows, meta %v; want ok and %d", db, c.Integrity, deref(c.Rows), deref(c.N), n)
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestFreezeIdle(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			ctx := t.Context()
+			brain, _ := newDB(t, m.pragma, 40)
+			spool := t.TempDir()
+			fz, err := Freeze(ctx, brain, "memory.db", spool, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fz.WAL != m.wal || fz.Tries != 1 || fz.Patched != 0 {
+				t.Errorf("Frozen = %+v; want WAL %v, one try, nothing changed since the first pass", fz, m.wal)
+			}
+			wantFiles := []string{"memory.db"}
+			wantHidden := []string{"memory.db-journal", "memory.db-shm", "memory.db-wal"}
+			if m.wal {
+				wantFiles = []string{"memory.db", "memory.db-wal"}
+				wantHidden = []string{"memory.db-journal", "memory.db-shm"}
+			}
+			var files []string
+			var bytes int64
+			for rel, p := range fz.Files {
+				files = append(files, rel)
+				if filepath.Dir(p) != spool {
+					t.Errorf("copy of %s is %s, outside the spool", rel, p)
+				}
+				st, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				live, _ := os.Stat(filepath.Join(brain, rel))
+				if st.Mode() != live.Mode() {
+					t.Errorf("copy of %s has mode %v, the live file %v", rel, st.Mode(), live.Mode())
+				}
+				bytes += st.Size()
+			}
+			slices.Sort(files)
+			hidden := slices.Sorted(slices.Values(fz.Hidden))
+			if !slices.Equal(files, wantFiles) || !slices.Equal(hidden, wantHidden) || bytes != fz.Bytes {
+				t.Errorf("files %q, hidden %q, %d bytes; want %q, %q, %d bytes", files, hidden, fz.Bytes, wantFiles, wantHidden, bytes)
+			}
+
+			r := snapshotAndRestore(t, ctx, brain, nil, fz)
+			if r.files != len(wantFiles)+1 {
+				t.Errorf("restored %d files, want %d", r.files, len(wantFiles)+1)
+			}
+			wantRows(t, filepath.Join(r.dir, "memory.db"), 40)
+			if m.wal {
+				// A restore may meet a stale -shm (the reference runtime
+				// archives it): SQLite's first opener resets it.
+				junk := make([]byte, 32<<10)
+				rand.Read(junk)
+				writeFile(t, r.dir, "memory.db-shm", junk)
+				wantRows(t, filepath.Join(r.dir, "memory.db"), 40)
+			}
+			if err := fz.Remove(); err != nil {
+				t.Fatal(err)
+			}
+			if ents, _ := os.ReadDir(spool); len(ents) != 0 {
+				t.Errorf("spool holds %d files after Remove", len(ents))
+			}
+		})
+	}
+}
+
+// TestFreezeWaitsForWriter: while a writer holds the lock Freeze needs
+// (EXCLUSIVE in rollback mode, the WAL write lock in WAL mode), Freeze
+// waits, within its budget, and then fails with ErrBusy leaving nothing
+// behind; once the writer commits, it succeeds and has the new rows.
+func TestFreezeWaitsForWriter(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			ctx := t.Context()
+			brain, sh := newDB(t, m.pragma, 10)
+			sh.exec("BEGIN EXCLUSIVE")
+			sh.exec("INSERT INTO rows(body) VALUES(randomblob(5000))")
+			sh.exec("UPDATE meta SET n = n + 1 WHERE k = 'rows'")
+			spool := t.TempDir()
+			const wait = 300 * time.Millisecond
+			fz, err := Freeze(ctx, brain, "memory.db", spool, Options{Wait: wait})
+			if !errors.Is(err, ErrBusy) {
+				t.Fatalf("Freeze while a writer holds its lock = %+v, %v; want ErrBusy", fz, err)
+			}
+			if ents, _ := os.ReadDir(spool); len(ents) != 0 {
+				t.Errorf("a failed Freeze left %d files in the spool", len(ents))
+			}
+			sh.exec("COMMIT")
+			fz, err = Freeze(ctx, brain, "memory.db", spool, Options{Wait: wait})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fz.Wait > wait {
+				t.Errorf("waited %v with nobody holding a lock", fz.Wait)
+			}
+			r := snapshotAndRestore(t, ctx, brain, nil, fz)
+			wantRows(t, filepath.Join(r.dir, "memory.db"), 11)
+		})
+	}
+}
+
+// TestFreezeMakesWriterWait: a commit that comes while Freeze holds its
+// lock waits (SQLite's busy handler) and succeeds once Freeze lets go; the
+// copy holds the database as it was before that transaction.
+func TestFreezeMakesWriterWait(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			ctx := t.Context()
+			brain, _ := newDB(t, m.pragma, 10)
+			dbPath := filepath.Join(brain, "memory.db")
+			writer := openShell(t, dbPath)
+			writer.exec("SELECT count(*) FROM rows") // connected and ready
+			if !m.wal {
+				// The writer is inside its transaction (RESERVED) when the
+				// freeze comes, and commits while it is held.
+				writer.exec("BEGIN IMMEDIATE")
+				writer.exec("INSERT INTO rows(body) VALUES(randomblob(3000))")
+				writer.exec("UPDATE meta SET n = n + 1 WHERE k = 'rows'")
+			}
+			calls := 0
+			defer func(old func(string)) { held = old }(held)
+			held = func(db string) {
+				calls++
+				if m.wal {
+					writer.send(map[string]any{"sql": "BEGIN IMMEDIATE"})
+					// Nothing to watch while SQLite's busy handler polls
+					// for the WAL write lock: give it time to try, so that
+					// a lock that did not hold would show below.
+					time.Sleep(300 * time.Millisecond)
+				} else {
+					writer.send(map[string]any{"sql": "COMMIT"})
+					waitPending(t, dbPath) // the writer waits for EXCLUSIVE
+				}
+				select {
+				case line := <-writer.lines:
+					t.Errorf("the writer went ahead while the freeze held its lock: %s", line)
+				default:
+				}
+			}
+			fz, err := Freeze(ctx, brain, "memory.db", t.TempDir(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if calls != 1 {
+				t.Fatalf("the lock was taken %d times", calls)
+			}
+			var r reply
+			writer.next(&r)
+			if !r.OK {
+				t.Fatalf("the writer failed: %s", r.Err)
+			}
+			if m.wal {
+				writer.exec("INSERT INTO rows(body) VALUES(randomblob(3000))")
+				writer.exec("UPDATE meta SET n = n + 1 WHERE k = 'rows'")
+				writer.exec("COMMIT")
+			} else if !slices.Contains(fz.Hidden, "memory.db-journal") {
+				t.Errorf("the journal of an open write transaction is in the snapshot: %+v", fz)
+			}
+			t.Logf("writer waited %.0f ms; the freeze held its lock %v", r.MS, fz.Hold)
+			restored := snapshotAndRestore(t, ctx, brain, nil, fz)
+			wantRows(t, filepath.Join(restored.dir, "memory.db"), 10)
+			wantRows(t, dbPath, 11)
+		})
+	}
+}
+
+// waitPending waits until some process holds SQLite's PENDING lock on db:
+// a writer waiting for EXCLUSIVE.
+func waitPending(t *testing.T, db string) {
+	t.Helper()
+	f, err := os.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	deadline := time.Now().Add(replyTimeout)
+	for {
+		lk := unix.Flock_t{Type: unix.F_RDLCK, Start: pendingByte, Len: 1}
+		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+			t.Fatal(err)
+		}
+		if lk.Type == unix.F_WRLCK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never asked for EXCLUSIVE")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFreezeHotJournal: a writer that died after writing part of a
+// transaction into the database file leaves a hot journal; the snapshot
+// holds it, and the restore rolls the transaction back.
+func TestFreezeHotJournal(t *testing.T) {
+	ctx := t.Context()
+	brain, sh := newDB(t, "DELETE", 10)
+	sh.exec("PRAGMA cache_size=5") // pages: the transaction spills into the database file
+	sh.exec("BEGIN IMMEDIATE")
+	for range 200 {
+		sh.exec("INSERT INTO rows(body) VALUES(randomblob(4000))")
+	}
+	sh.crash()
+	if st, err := os.Stat(filepath.Join(brain, "memory.db-journal")); err != nil || st.Size() == 0 {
+		t.Fatalf("no hot journal: %v", err)
+	}
+	fz, err := Freeze(ctx, brain, "memory.db", t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fz.Files["memory.db-journal"]; !ok {
+		t.Fatalf("the hot journal is not in the snapshot: %+v", fz)
+	}
+	r := snapshotAndRestore(t, ctx, brain, nil, fz)
+	wantRows(t, filepath.Join(r.dir, "memory.db"), 10)
+}
+
+// TestFreezeWALWithoutIndex: a WAL database nobody has open (its -shm
+// gone) is copied under SHARED alone, with its WAL, which holds commits.
+func TestFreezeWALWithoutIndex(t *testing.T) {
+	ctx := t.Context()
+	brain, sh := newDB(t, "WAL", 10)
+	insert(sh, 5)
+	sh.crash() // no checkpoint on close: the commits stay in the WAL
+	if err := os.Remove(filepath.Join(brain, "memory.db-shm")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(brain, "memory.db-wal")); err != nil || st.Size() == 0 {
+		t.Fatalf("no WAL: %v", err)
+	}
+	fz, err := Freeze(ctx, brain, "memory.db", t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fz.WAL || fz.Hold != 0 || fz.Files["memory.db-wal"] == "" {
+		t.Fatalf("Frozen = %+v; want WAL mode, its WAL, no writer held", fz)
+	}
+	r := snapshotAndRestore(t, ctx, brain, nil, fz)
+	wantRows(t, filepath.Join(r.dir, "memory.db"), 15)
+}
+
+// TestFreezeHoldLimit: a locked pass that would outlast MaxHold is
+// abandoned, locks dropped and copies removed.
+func TestFreezeHoldLimit(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			brain, _ := newDB(t, m.pragma, 300) // over a megabyte in either file
+			spool := t.TempDir()
+			if _, err := Freeze(t.Context(), brain, "memory.db", spool, Options{MaxHold: time.Nanosecond}); !errors.Is(err, ErrHold) {
+				t.Fatalf("Freeze = %v, want ErrHold", err)
+			}
+			if ents, _ := os.ReadDir(spool); len(ents) != 0 {
+				t.Errorf("an abandoned Freeze left %d files in the spool", len(ents))
+			}
+			// The locks are gone: a writer commits at once.
+			sh := openShell(t, filepath.Join(brain, "memory.db"))
+			sh.exec("PRAGMA busy_timeout=0")
+			insert(sh, 1)
+		})
+	}
+}
+
+func TestFreezeRefuses(t *testing.T) {
+	ctx := t.Context()
+	brain, _ := newDB(t, "WAL", 1)
+	if _, err := Freeze(ctx, brain, "memory.db", filepath.Join(brain, "skills"), Options{}); err == nil {
+		t.Error("Freeze put its copies inside the tree")
+	}
+	writeFile(t, brain, "text.db", []byte("no database here, just a long enough text file for a header......................................"))
+	if _, err := Freeze(ctx, brain, "text.db", t.TempDir(), Options{}); !errors.Is(err, ErrNotDatabase) {
+		t.Errorf("Freeze(text file) = %v, want ErrNotDatabase", err)
+	}
+	if _, err := Freeze(ctx, brain, "missing.db", t.TempDir(), Options{}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Freeze(missing) = %v, want fs.ErrNotExist", err)
+	}
+	if _, err := Freeze(ctx, brain, "../memory.db", t.TempDir(), Options{}); err == nil {
+		t.Error("Freeze(../memory.db) succeeded")
+	}
+	if err := os.Symlink("memory.db", filepath.Join(brain, "link.db")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Freeze(ctx, brain, "link.db", t.TempDir(), Options{}); err == nil {
+		t.Error("Freeze followed a symlink")
+	}
+	// A WAL that SQLite would follow but a snapshot cannot hold.
+	brain, _ = newDB(t, "DELETE", 1)
+	if err := os.Symlink("system.md", filepath.Join(brain, "memory.db-wal")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Freeze(ctx, brain, "memory.db", t.TempDir(), Options{}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("Freeze with a symlinked WAL = %v, want ErrUnsupported", err)
+	}
+}
