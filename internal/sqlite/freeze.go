@@ -35,8 +35,8 @@ var (
 // Options bounds a Freeze.
 type Options struct {
 	// Wait bounds the total time spent waiting for SQLite's locks (a
-	// writer committing or inside a WAL write transaction, a checkpoint
-	// running); past it Freeze fails with ErrBusy. 0 means 2 s.
+	// rollback-mode writer committing, a checkpoint running); past it
+	// Freeze fails with ErrBusy. 0 means 2 s.
 	Wait time.Duration
 	// MaxHold bounds how long Freeze keeps writers waiting: the copy made
 	// under the lock that blocks them is abandoned (ErrHold) once it has
@@ -74,8 +74,8 @@ type Frozen struct {
 	// Wait is the time spent waiting for SQLite's locks.
 	Wait time.Duration
 	// Hold is how long writers were kept from committing: in rollback
-	// mode the whole locked copy, in WAL mode only the copy of the -wal
-	// (the database itself is copied while only checkpoints wait).
+	// mode the whole locked copy; in WAL mode none, unless the WAL index
+	// could not be read and the -wal was copied under the write lock.
 	Hold time.Duration
 	// Tries counts the attempts (a database whose -shm appeared, or that
 	// was replaced, during an attempt is tried again).

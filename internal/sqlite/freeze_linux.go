@@ -32,30 +32,36 @@ const (
 )
 
 // WAL-index locks (wal.c, os_unix.c): byte 120+i of the -shm file is lock
-// i. A writer holds WRITE exclusively for its whole write transaction; a
-// checkpoint (the only thing that writes the database file in WAL mode, or
-// truncates or restarts the WAL under WRITE too) holds CKPT exclusively.
+// i. A writer holds WRITE for its whole write transaction; a checkpoint,
+// the only thing that writes the database file in WAL mode, holds CKPT;
+// every connection read-locks DMS while it has the -shm open.
 const (
 	shmLockBase = 120 // (22 + SQLITE_SHM_NLOCK) * 4
 	shmWrite    = shmLockBase + 0
 	shmCkpt     = shmLockBase + 1
+	shmDMS      = shmLockBase + 8 // read-locked by every connection with the -shm open
 )
 
 // headerSize is the database header; bytes 18 and 19 are the file format
 // write and read versions, 2 for WAL.
 const headerSize = 100
 
-// chunk is the unit of the locked copy: the MaxHold bound is checked after
-// each one. block is the unit compared with the first pass and rewritten
-// when it differs (SQLite's default page size).
+// chunk is the unit of the locked copy: the MaxHold bound is checked
+// before each one. block is the unit compared with the first pass and
+// rewritten when it differs (SQLite's default page size).
 const (
 	chunk = 1 << 20
 	block = 4 << 10
 )
 
-// held runs while Freeze holds the lock that keeps writers waiting (tests
-// use it to watch a writer wait).
-var held = func(db string) {}
+// Stages at which Freeze calls hook (tests use it to act at that moment).
+const (
+	stageShared = "shared" // rollback mode: SHARED held, writers wait to commit
+	stageIndex  = "index"  // WAL mode: the WAL index read, the WAL not yet copied
+	stageWrite  = "write"  // WAL mode, fallback: the WAL write lock held
+)
+
+var hook = func(stage string) {}
 
 // errRetry: the attempt saw something that needs a fresh start (a -shm
 // file appeared, or the database was replaced).
@@ -164,7 +170,7 @@ func (c *copier) attempt(ctx context.Context) error {
 
 	// First pass, without locks: most of the bytes, so that the locked pass
 	// only compares (reads from the page cache) and rewrites what changed.
-	if err := c.pass(ctx, db, dbf, time.Time{}, false); err != nil {
+	if err := c.pass(ctx, db, dbf, time.Time{}, false, -1); err != nil {
 		return err
 	}
 	for _, side := range []string{wal, journal} {
@@ -173,7 +179,7 @@ func (c *copier) attempt(ctx context.Context) error {
 		}
 	}
 
-	if err := c.wait(ctx, "a writer committing", func() (bool, error) { return lockShared(dbf) }); err != nil {
+	if err := c.wait(ctx, "a connection holding EXCLUSIVE (committing, or in locking_mode=EXCLUSIVE)", func() (bool, error) { return lockShared(dbf) }); err != nil {
 		return err
 	}
 	sharedAt := time.Now()
@@ -237,45 +243,55 @@ func (c *copier) attempt(ctx context.Context) error {
 }
 
 // lockedRollback is the locked pass of a database in rollback-journal
-// mode: SHARED is held, so no writer can write the database file.
+// mode: SHARED is held, so no writer can write the database file (that
+// takes EXCLUSIVE) and the file holds the last commit.
 func (c *copier) lockedRollback(ctx context.Context, dbf *os.File, since time.Time) (hidden []string, err error) {
 	db := c.fz.DB
 	wal, _, journal := family(db)
-	// A read lock on RESERVED keeps new write transactions from starting;
-	// if a writer already holds it, its journal is in flux (and not
-	// needed: the database file holds the last commit, since only
-	// EXCLUSIVE writes it), so it is left out.
-	free, err := trylock(dbf, unix.F_RDLCK, reservedByte, 1)
-	if err != nil {
-		return nil, err
-	}
-	held(db)
+	hook(stageShared)
 	deadline := since.Add(c.opts.MaxHold)
-	if err := c.pass(ctx, db, dbf, deadline, true); err != nil {
+	if err := c.pass(ctx, db, dbf, deadline, true, -1); err != nil {
 		return nil, err
 	}
 	hidden = []string{wal}
-	if !free {
-		return append(hidden, journal), nil
+	// A journal is needed only without an open write transaction: then it
+	// is a leftover, empty or zeroed (journal_mode TRUNCATE, PERSIST) or
+	// hot (a writer died after writing part of a transaction into the
+	// database file), which a restore must roll back. A writer holding
+	// RESERVED is writing its journal: that undo log of changes the
+	// database file does not have yet is left out. RESERVED is only looked
+	// at, never locked: a lock there would make a connection that upgrades
+	// a read transaction to a write fail at once with SQLITE_BUSY (SQLite
+	// calls no busy handler for that upgrade). A transaction that starts
+	// and ends between the two looks can leave a torn copy of its journal,
+	// which is harmless: the pages it records are those of the database
+	// file, which it never wrote, so rolling it back changes nothing.
+	writing, err := heldByOther(dbf, reservedByte, unix.F_RDLCK)
+	if err != nil || writing {
+		return append(hidden, journal), err
 	}
-	// No write transaction is open: a journal that exists is a leftover,
-	// either empty or zeroed (journal_mode TRUNCATE, PERSIST) or hot (a
-	// writer crashed), and a restore needs it then to roll back.
 	ok, err := c.passLocked(ctx, journal, deadline)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
+	if writing, err = heldByOther(dbf, reservedByte, unix.F_RDLCK); err != nil {
+		return nil, err
+	}
+	if !ok || writing {
 		hidden = append(hidden, journal)
 	}
 	return hidden, nil
 }
 
-// lockedWAL is the locked pass of a database in WAL mode. With SHARED on
-// the database (so that no closing connection can checkpoint and delete the
-// WAL under an exclusive lock) and CKPT held, nothing writes the database
-// file, and writers go on appending to the WAL; the WAL is copied under
-// WRITE, which briefly stops them.
+// lockedWAL is the locked pass of a database in WAL mode. SHARED on the
+// database keeps a closing connection from checkpointing and deleting the
+// WAL (it takes EXCLUSIVE, and then ignores the WAL-index locks); CKPT
+// keeps checkpoints out. Nothing writes the database file then, while
+// writers go on appending to the WAL. The WAL is copied up to the last
+// commit the index names: frames up to there are never rewritten until the
+// WAL restarts, and it cannot restart while frames remain to be
+// checkpointed and CKPT is held. Writers never wait, unless the index
+// cannot be read, when the WAL is copied under the WAL write lock instead.
 func (c *copier) lockedWAL(ctx context.Context, dbf *os.File) (hidden []string, err error) {
 	db := c.fz.DB
 	wal, shm, journal := family(db)
@@ -289,47 +305,175 @@ func (c *copier) lockedWAL(ctx context.Context, dbf *os.File) (hidden []string, 
 	case errors.Is(err, unix.ELOOP):
 		return nil, fmt.Errorf("%w: the WAL index %s is a symlink", ErrUnsupported, shm)
 	case fsys.IsGone(err):
-		// No connection has the database open (an open one keeps its
-		// -shm, and only a holder of EXCLUSIVE deletes it). Copy under
-		// SHARED alone, and start again if a -shm appears meanwhile.
 		shmf = nil
 	case errors.Is(err, os.ErrPermission) || errors.Is(err, unix.EROFS):
 		return nil, fmt.Errorf("%w: the WAL index %s cannot be opened for locking: %v", ErrUnsupported, shm, err)
 	default:
 		return nil, err
 	}
-	if err := c.pass(ctx, db, dbf, time.Time{}, true); err != nil {
+	if err := c.pass(ctx, db, dbf, time.Time{}, true, -1); err != nil {
 		return nil, err
 	}
-	deadline := time.Time{}
-	if shmf != nil {
-		if err := c.wait(ctx, "a writer's transaction", func() (bool, error) { return trylock(shmf, unix.F_WRLCK, shmWrite, 1) }); err != nil {
-			return nil, err
-		}
-		since := time.Now()
-		defer func() { c.fz.Hold = time.Since(since) }()
-		deadline = since.Add(c.opts.MaxHold)
-		held(db)
+	if ok, err := c.passLocked(ctx, journal, time.Time{}); err != nil { // a leftover nobody writes
+		return nil, err
+	} else if !ok {
+		hidden = append(hidden, journal)
 	}
-	for _, side := range []string{wal, journal} {
-		ok, err := c.passLocked(ctx, side, deadline)
-		if err != nil {
-			return nil, err
+
+	whole := func() error { // the whole WAL, which nobody can write
+		ok, err := c.passLocked(ctx, wal, time.Time{})
+		if !ok && err == nil {
+			hidden = append(hidden, wal)
 		}
-		if !ok {
-			hidden = append(hidden, side)
-		}
+		return err
 	}
 	if shmf == nil {
+		// No connection has the database open: an open one keeps its
+		// -shm, and only a holder of EXCLUSIVE deletes it. Start again if
+		// one appears meanwhile.
+		if err := whole(); err != nil {
+			return nil, err
+		}
 		if _, err := c.root.Lstat(shm); !fsys.IsGone(err) {
 			return nil, errRetry
 		}
 		return hidden, nil
 	}
-	if err := unlock(shmf, shmWrite, 1); err != nil { // writers go on
+	live, err := heldByOther(shmf, shmDMS, unix.F_WRLCK)
+	if err != nil {
 		return nil, err
 	}
-	return hidden, nil
+	if !live {
+		// The index is stale: the next connection will find nobody holding
+		// its dead-man switch, reset it and rebuild it from the WAL, which
+		// takes CKPT. Until then nobody can write.
+		return hidden, whole()
+	}
+	ix, backfilled, ok, err := readIndex(ctx, shmf)
+	if err != nil {
+		return nil, err
+	}
+	if ok && backfilled >= ix.mxFrame {
+		// Every commit is in the database (the WAL may be restarting).
+		hook(stageIndex)
+		return append(hidden, wal), nil
+	}
+	if ok {
+		hook(stageIndex)
+		ok, err = c.walPrefix(ctx, wal, ix)
+		if err != nil || ok {
+			return hidden, err
+		}
+	}
+	// The index cannot be read (a connection died while updating it), or
+	// the WAL disagrees with it: copy the WAL under the write lock.
+	if err := c.wait(ctx, "a writer's transaction", func() (bool, error) { return trylock(shmf, unix.F_WRLCK, shmWrite, 1) }); err != nil {
+		return nil, err
+	}
+	since := time.Now()
+	defer func() { c.fz.Hold = time.Since(since) }()
+	hook(stageWrite)
+	ok, err = c.passLocked(ctx, wal, since.Add(c.opts.MaxHold))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		hidden = append(hidden, wal)
+	}
+	return hidden, unlock(shmf, shmWrite, 1) // writers go on
+}
+
+// walPrefix copies the WAL up to the last commit ix names, after checking
+// that the WAL agrees with the index, and checks the copy again. ok is
+// false when they do not agree.
+func (c *copier) walPrefix(ctx context.Context, wal string, ix walIndex) (ok bool, err error) {
+	f, err := c.root.OpenFile(wal, os.O_RDONLY)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return false, fmt.Errorf("%w: %s is a symlink", ErrUnsupported, wal)
+		}
+		if fsys.IsGone(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	defer f.Close()
+	agree := func(f *os.File) (int64, bool, error) {
+		var hdr [walHeaderSize]byte
+		var frame [frameHeaderSize]byte
+		if _, err := f.ReadAt(hdr[:], 0); err != nil {
+			return 0, false, ignoreEOF(err)
+		}
+		if _, err := f.ReadAt(frame[:], frameOffset(ix, ix.mxFrame)); err != nil {
+			return 0, false, ignoreEOF(err)
+		}
+		n, ok := walPrefix(ix, hdr[:], frame[:])
+		return n, ok, nil
+	}
+	n, ok, err := agree(f)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := c.pass(ctx, wal, f, time.Time{}, true, n); err != nil {
+		return false, err
+	}
+	// The frames copied must still be the ones the index named.
+	_, ok, err = agree(c.copies[wal])
+	return ok, err
+}
+
+func ignoreEOF(err error) error {
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}
+
+// readIndex reads the WAL-index header and nBackfill, the way SQLite's
+// readers do: retry while a writer is updating the header, and accept it
+// only if nBackfill did not change around it (a WAL restart resets both).
+// ok is false if no consistent header turned up in a few tries.
+func readIndex(ctx context.Context, f *os.File) (ix walIndex, backfilled uint32, ok bool, err error) {
+	var b [indexReadSize]byte
+	for try := 0; try < 20; try++ {
+		if try > 0 {
+			if err := sleep(ctx, 100*time.Microsecond); err != nil {
+				return walIndex{}, 0, false, err
+			}
+		}
+		if _, err := f.ReadAt(b[nBackfillOffset:], nBackfillOffset); err != nil {
+			if err == io.EOF {
+				continue // being reset by a new connection
+			}
+			return walIndex{}, 0, false, err
+		}
+		n1 := nBackfill(b[:])
+		if _, err := f.ReadAt(b[:nBackfillOffset], 0); err != nil {
+			if err == io.EOF {
+				continue
+			}
+			return walIndex{}, 0, false, err
+		}
+		ix, ok := parseIndex(b[:nBackfillOffset])
+		if _, err := f.ReadAt(b[nBackfillOffset:], nBackfillOffset); err != nil && err != io.EOF {
+			return walIndex{}, 0, false, err
+		}
+		if ok && nBackfill(b[:]) == n1 {
+			return ix, n1, true, nil
+		}
+	}
+	return walIndex{}, 0, false, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // passLocked makes the locked pass over the side file rel; ok is false if
@@ -354,7 +498,7 @@ func (c *copier) passLocked(ctx context.Context, rel string, deadline time.Time)
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false, fmt.Errorf("%w: %s is not a regular file", ErrUnsupported, rel)
 	}
-	return true, c.pass(ctx, rel, f, deadline, true)
+	return true, c.pass(ctx, rel, f, deadline, true, -1)
 }
 
 // prepass makes the unlocked pass over the side file rel if it is there
@@ -371,14 +515,16 @@ func (c *copier) prepass(ctx context.Context, rel string) error {
 	if st, err := fstat(f); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return err
 	}
-	return c.pass(ctx, rel, f, time.Time{}, false)
+	return c.pass(ctx, rel, f, time.Time{}, false, -1)
 }
 
 // pass brings the copy of rel up to date with src, rewriting only the
 // blocks that differ. Locked, src must not change: its stat is compared
 // before and after, and a non-zero deadline bounds the pass (ErrHold).
-// Unlocked, src may change under it; the locked pass fixes that up.
-func (c *copier) pass(ctx context.Context, rel string, src *os.File, deadline time.Time, locked bool) error {
+// Unlocked, src may change under it; the locked pass fixes that up. With
+// prefix >= 0 (locked) only that many bytes are copied, and must not change
+// while the rest of the file may.
+func (c *copier) pass(ctx context.Context, rel string, src *os.File, deadline time.Time, locked bool, prefix int64) error {
 	dst := c.copies[rel]
 	if dst == nil {
 		f, err := os.CreateTemp(c.dir, path.Base(rel)+".*")
@@ -395,6 +541,9 @@ func (c *copier) pass(ctx context.Context, rel string, src *os.File, deadline ti
 	// Up to the size at the start: what an unlocked source grows by
 	// meanwhile is the locked pass's to copy.
 	size := before.Size
+	if prefix >= 0 {
+		size = prefix
+	}
 	var off int64
 	for off < size {
 		if err := ctx.Err(); err != nil {
@@ -433,7 +582,7 @@ func (c *copier) pass(ctx context.Context, rel string, src *os.File, deadline ti
 	if err != nil {
 		return err
 	}
-	if after.Size != before.Size || after.Mtim != before.Mtim || after.Ctim != before.Ctim {
+	if prefix < 0 && (after.Size != before.Size || after.Mtim != before.Mtim || after.Ctim != before.Ctim) {
 		return fmt.Errorf("%w: %s was written", ErrNotFrozen, rel)
 	}
 	return dst.Chmod(os.FileMode(after.Mode & 0o777))
@@ -482,9 +631,7 @@ func (c *copier) wait(ctx context.Context, holder string, try func() (bool, erro
 		c.deadline = start.Add(c.opts.Wait)
 	}
 	defer func() { c.fz.Wait += time.Since(start) }()
-	delay := 50 * time.Microsecond
-	var t *time.Timer
-	for {
+	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 2*time.Millisecond) {
 		ok, err := try()
 		if err != nil || ok {
 			return err
@@ -492,18 +639,9 @@ func (c *copier) wait(ctx context.Context, holder string, try func() (bool, erro
 		if !time.Now().Before(c.deadline) {
 			return fmt.Errorf("%w: %s held SQLite's lock for %v", ErrBusy, holder, c.opts.Wait)
 		}
-		if t == nil {
-			t = time.NewTimer(delay)
-			defer t.Stop()
-		} else {
-			t.Reset(delay)
+		if err := sleep(ctx, delay); err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		delay = min(2*delay, 2*time.Millisecond)
 	}
 }
 
@@ -542,6 +680,23 @@ func trylock(f *os.File, typ int16, start, n int64) (bool, error) {
 			return false, fmt.Errorf("%w: no open file description locks (Linux 3.15 or later): %v", ErrUnsupported, err)
 		}
 		return false, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+}
+
+// heldByOther reports whether another process holds a lock on the byte at
+// off that conflicts with a lock of type typ (F_RDLCK: a write lock is held;
+// F_WRLCK: any lock). F_OFD_GETLK sees POSIX and OFD locks alike.
+func heldByOther(f *os.File, off int64, typ int16) (bool, error) {
+	lk := unix.Flock_t{Type: typ, Whence: io.SeekStart, Start: off, Len: 1}
+	for {
+		err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk)
+		switch err {
+		case nil:
+			return lk.Type != unix.F_UNLCK, nil
+		case unix.EINTR:
+			continue
+		}
+		return false, fmt.Errorf("test lock on %s: %w", f.Name(), err)
 	}
 }
 

@@ -177,34 +177,42 @@ func TestFreezeIdle(t *testing.T) {
 	}
 }
 
-// TestFreezeWaitsForWriter: while a writer holds the lock Freeze needs
-// (EXCLUSIVE in rollback mode, the WAL write lock in WAL mode), Freeze
-// waits, within its budget, and then fails with ErrBusy leaving nothing
-// behind; once the writer commits, it succeeds and has the new rows.
+// TestFreezeWaitsForWriter: while a writer holds a lock Freeze needs
+// (EXCLUSIVE on the database: a rollback-mode commit, or a WAL connection
+// in locking_mode=EXCLUSIVE), Freeze waits, within its budget, and then
+// fails with ErrBusy leaving nothing behind; once the writer lets go, it
+// succeeds and has the new rows.
 func TestFreezeWaitsForWriter(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			ctx := t.Context()
 			brain, sh := newDB(t, m.pragma, 10)
-			sh.exec("BEGIN EXCLUSIVE")
-			sh.exec("INSERT INTO rows(body) VALUES(randomblob(5000))")
-			sh.exec("UPDATE meta SET n = n + 1 WHERE k = 'rows'")
+			if m.wal {
+				sh.exec("PRAGMA locking_mode=EXCLUSIVE")
+				insert(sh, 1) // takes EXCLUSIVE, for good
+			} else {
+				sh.exec("BEGIN EXCLUSIVE")
+				sh.exec("INSERT INTO rows(body) VALUES(randomblob(5000))")
+				sh.exec("UPDATE meta SET n = n + 1 WHERE k = 'rows'")
+			}
 			spool := t.TempDir()
 			const wait = 300 * time.Millisecond
 			fz, err := Freeze(ctx, brain, "memory.db", spool, Options{Wait: wait})
 			if !errors.Is(err, ErrBusy) {
-				t.Fatalf("Freeze while a writer holds its lock = %+v, %v; want ErrBusy", fz, err)
+				t.Fatalf("Freeze while a writer holds EXCLUSIVE = %+v, %v; want ErrBusy", fz, err)
 			}
 			if ents, _ := os.ReadDir(spool); len(ents) != 0 {
 				t.Errorf("a failed Freeze left %d files in the spool", len(ents))
 			}
-			sh.exec("COMMIT")
+			if m.wal {
+				sh.exec("PRAGMA locking_mode=NORMAL")
+				sh.exec("SELECT count(*) FROM rows") // drops EXCLUSIVE
+			} else {
+				sh.exec("COMMIT")
+			}
 			fz, err = Freeze(ctx, brain, "memory.db", spool, Options{Wait: wait})
 			if err != nil {
 				t.Fatal(err)
-			}
-			if fz.Wait > wait {
-				t.Errorf("waited %v with nobody holding a lock", fz.Wait)
 			}
 			r := snapshotAndRestore(t, ctx, brain, nil, fz)
 			wantRows(t, filepath.Join(r.dir, "memory.db"), 11)
@@ -212,9 +220,13 @@ func TestFreezeWaitsForWriter(t *testing.T) {
 	}
 }
 
-// TestFreezeMakesWriterWait: a commit that comes while Freeze holds its
-// lock waits (SQLite's busy handler) and succeeds once Freeze lets go; the
-// copy holds the database as it was before that transaction.
+// TestFreezeMakesWriterWait: a commit that comes while Freeze holds a lock
+// that writers need waits (SQLite's busy handler) and succeeds once Freeze
+// lets go; the copy holds the database as it was before that transaction.
+// In rollback mode the lock is SHARED, and the writer a read transaction
+// that upgrades to a write meanwhile: SQLite calls no busy handler for that
+// upgrade, so it must not be refused. In WAL mode it is the WAL write lock,
+// taken only when the WAL index cannot be read (here: corrupted).
 func TestFreezeMakesWriterWait(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -223,17 +235,32 @@ func TestFreezeMakesWriterWait(t *testing.T) {
 			dbPath := filepath.Join(brain, "memory.db")
 			writer := openShell(t, dbPath)
 			writer.exec("SELECT count(*) FROM rows") // connected and ready
-			if !m.wal {
-				// The writer is inside its transaction (RESERVED) when the
-				// freeze comes, and commits while it is held.
-				writer.exec("BEGIN IMMEDIATE")
-				writer.exec("INSERT INTO rows(body) VALUES(randomblob(3000))")
-				writer.exec("UPDATE meta SET n = n + 1 WHERE k = 'rows'")
+			stage := stageShared
+			if m.wal {
+				stage = stageWrite
+				// Both copies of the index header fail their checksum, as
+				// after a connection died while writing it.
+				f, err := os.OpenFile(dbPath+"-shm", os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, off := range []int64{40, 88} {
+					if _, err := f.WriteAt([]byte("garbage!"), off); err != nil {
+						t.Fatal(err)
+					}
+				}
+				f.Close()
+			} else {
+				writer.exec("BEGIN")
+				writer.exec("SELECT count(*) FROM rows") // a read transaction: SHARED
 			}
-			calls := 0
-			defer func(old func(string)) { held = old }(held)
-			held = func(db string) {
-				calls++
+			var stages []string
+			defer func(old func(string)) { hook = old }(hook)
+			hook = func(s string) {
+				stages = append(stages, s)
+				if s != stage {
+					return
+				}
 				if m.wal {
 					writer.send(map[string]any{"sql": "BEGIN IMMEDIATE"})
 					// Nothing to watch while SQLite's busy handler polls
@@ -241,6 +268,8 @@ func TestFreezeMakesWriterWait(t *testing.T) {
 					// a lock that did not hold would show below.
 					time.Sleep(300 * time.Millisecond)
 				} else {
+					writer.exec("INSERT INTO rows(body) VALUES(randomblob(3000))") // RESERVED
+					writer.exec("UPDATE meta SET n = n + 1 WHERE k = 'rows'")
 					writer.send(map[string]any{"sql": "COMMIT"})
 					waitPending(t, dbPath) // the writer waits for EXCLUSIVE
 				}
@@ -254,8 +283,8 @@ func TestFreezeMakesWriterWait(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if calls != 1 {
-				t.Fatalf("the lock was taken %d times", calls)
+			if !slices.Equal(stages, []string{stage}) {
+				t.Fatalf("stages %q, want %q", stages, stage)
 			}
 			var r reply
 			writer.next(&r)
@@ -269,12 +298,56 @@ func TestFreezeMakesWriterWait(t *testing.T) {
 			} else if !slices.Contains(fz.Hidden, "memory.db-journal") {
 				t.Errorf("the journal of an open write transaction is in the snapshot: %+v", fz)
 			}
+			if fz.Hold <= 0 {
+				t.Errorf("Hold = %v while a writer waited", fz.Hold)
+			}
 			t.Logf("writer waited %.0f ms; the freeze held its lock %v", r.MS, fz.Hold)
 			restored := snapshotAndRestore(t, ctx, brain, nil, fz)
 			wantRows(t, filepath.Join(restored.dir, "memory.db"), 10)
 			wantRows(t, dbPath, 11)
 		})
 	}
+}
+
+// TestFreezeWALWritersGoOn: in WAL mode writers never wait for a freeze: a
+// writer without any busy timeout commits between the moment Freeze reads
+// the WAL index and the moment it copies the WAL, and also keeps a write
+// transaction open across the whole freeze. The snapshot holds exactly the
+// commits the index named.
+func TestFreezeWALWritersGoOn(t *testing.T) {
+	ctx := t.Context()
+	brain, sh := newDB(t, "WAL", 10)
+	dbPath := filepath.Join(brain, "memory.db")
+	writer := openShell(t, dbPath)
+	writer.exec("PRAGMA busy_timeout=0")
+	sh.exec("BEGIN IMMEDIATE") // the WAL write lock, for the whole freeze
+	sh.exec("INSERT INTO rows(body) VALUES(randomblob(3000))")
+	calls := 0
+	defer func(old func(string)) { hook = old }(hook)
+	hook = func(s string) {
+		if s != stageIndex {
+			t.Errorf("stage %s", s)
+			return
+		}
+		calls++
+		sh.exec("UPDATE meta SET n = n + 1 WHERE k = 'rows'")
+		sh.exec("COMMIT")    // frames after the ones the index names
+		writer.exec("BEGIN") // and a read-then-write transaction, no busy handler
+		writer.exec("SELECT count(*) FROM rows")
+		writer.exec("INSERT INTO rows(body) VALUES(randomblob(3000))")
+		writer.exec("UPDATE meta SET n = n + 1 WHERE k = 'rows'")
+		writer.exec("COMMIT")
+	}
+	fz, err := Freeze(ctx, brain, "memory.db", t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || fz.Hold != 0 || fz.Files["memory.db-wal"] == "" {
+		t.Fatalf("Frozen = %+v after %d index reads; want writers never held, the WAL copied", fz, calls)
+	}
+	restored := snapshotAndRestore(t, ctx, brain, nil, fz)
+	wantRows(t, filepath.Join(restored.dir, "memory.db"), 10)
+	wantRows(t, dbPath, 12)
 }
 
 // waitPending waits until some process holds SQLite's PENDING lock on db:
@@ -352,14 +425,22 @@ func TestFreezeWALWithoutIndex(t *testing.T) {
 	wantRows(t, filepath.Join(r.dir, "memory.db"), 15)
 }
 
-// TestFreezeHoldLimit: a locked pass that would outlast MaxHold is
-// abandoned, locks dropped and copies removed.
+// TestFreezeHoldLimit: a locked pass that would keep writers waiting past
+// MaxHold is abandoned, locks dropped and copies removed. In WAL mode
+// writers never wait, so the bound never bites.
 func TestFreezeHoldLimit(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			brain, _ := newDB(t, m.pragma, 300) // over a megabyte in either file
 			spool := t.TempDir()
-			if _, err := Freeze(t.Context(), brain, "memory.db", spool, Options{MaxHold: time.Nanosecond}); !errors.Is(err, ErrHold) {
+			fz, err := Freeze(t.Context(), brain, "memory.db", spool, Options{MaxHold: time.Nanosecond})
+			if m.wal {
+				if err != nil || fz.Hold != 0 {
+					t.Fatalf("Freeze = %+v, %v; want success without holding writers", fz, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrHold) {
 				t.Fatalf("Freeze = %v, want ErrHold", err)
 			}
 			if ents, _ := os.ReadDir(spool); len(ents) != 0 {

@@ -133,7 +133,7 @@ func TestSoak(t *testing.T) {
 				t.Errorf("%d snapshots in %v (%d freezes found the database busy)", snaps, *soakFor, busy)
 			}
 			if snaps > 0 {
-				t.Logf("%d snapshots of a %.0f→%.0f MiB database (%.1f MiB copied on average, %.2f MiB of it under the lock), %d busy; longest gap between snapshots %v",
+				t.Logf("%d snapshots of a %.0f→%.0f MiB database (%.1f MiB copied on average, %.2f MiB of it again in the locked pass), %d busy; longest gap between snapshots %v",
 					snaps, mib(ready.Bytes), mib(st.Bytes), mib(copied)/float64(snaps), mib(patched)/float64(snaps), busy, maxGap.Round(time.Millisecond))
 				t.Logf("lock held (writers waiting): p50 %v, p99 %v, max %v; waiting for the lock: p50 %v, p99 %v, max %v",
 					pct(holds, 0.5), pct(holds, 0.99), pct(holds, 1), pct(waits, 0.5), pct(waits, 0.99), pct(waits, 1))
