@@ -271,3 +271,66 @@ func (w *testWriter) Write(b []byte) (int, error) {
 	w.t.Logf("driver: %s", b)
 	return len(b), nil
 }
+
+func writeFile(t testing.TB, root, rel string, data []byte) {
+	t.Helper()
+	p := filepath.Join(root, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mode names the two journal modes the tests cover.
+var modes = []struct {
+	name, pragma string
+	wal          bool
+}{
+	{"rollback", "DELETE", false},
+	{"wal", "WAL", true},
+}
+
+// newDB creates brain/memory.db in the given journal mode with n rows,
+// through a shell that stays connected (so in WAL mode the -wal and -shm
+// exist), plus a file that is not a database.
+func newDB(t *testing.T, journalMode string, n int) (brain string, sh shell) {
+	t.Helper()
+	brain = t.TempDir()
+	writeFile(t, brain, "system.md", []byte("You are a test agent.\n"))
+	sh = openShell(t, filepath.Join(brain, "memory.db"))
+	if got := sh.exec("PRAGMA journal_mode=" + journalMode).Rows[0][0]; got != map[string]string{"DELETE": "delete", "WAL": "wal"}[journalMode] {
+		t.Fatalf("journal_mode = %v", got)
+	}
+	sh.exec("CREATE TABLE rows(id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+	sh.exec("CREATE TABLE meta(k TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+	sh.exec("INSERT INTO meta VALUES('rows', 0)")
+	insert(sh, n)
+	return brain, sh
+}
+
+// insert commits n rows of 100 to 8,000 random bytes in one transaction.
+func insert(sh shell, n int) {
+	sh.exec("BEGIN IMMEDIATE")
+	for i := range n {
+		sh.exec("INSERT INTO rows(body) VALUES(randomblob(?))", 100+(i*997)%7900)
+	}
+	sh.exec("UPDATE meta SET n = n + ? WHERE k = 'rows'", n)
+	sh.exec("COMMIT")
+}
+
+func wantRows(t *testing.T, db string, n int64) {
+	t.Helper()
+	c := check(t, db)
+	if c.Integrity != "ok" || c.Rows == nil || *c.Rows != n || c.N == nil || *c.N != n {
+		t.Errorf("%s: integrity %q, %v rows, meta %v; want ok and %d", db, c.Integrity, deref(c.Rows), deref(c.N), n)
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
