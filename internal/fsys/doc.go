@@ -37,4 +37,16 @@
 //
 // Files are opened with O_NONBLOCK where the system has it, so a file
 // swapped for a fifo after the listing cannot block the walk.
+//
+// # Overlays
+//
+// [OpenRootOverlay] opens a Root that shows the tree through an [Overlay]:
+// a few paths substituted by other files, or hidden. The hasher and the tar
+// writer read a brain through the same Overlay, so both see copies of its
+// SQLite databases that were taken under SQLite's own locks instead of the
+// live files (package sqlite). A substitute's [Info] has Overlay set, so
+// it never equals an Info of the tree's own file and a stat-keyed cache
+// cannot mistake one for the other. A substitute that cannot be opened is
+// an error, never "gone": a walk must not silently leave out a file the
+// overlay promised.
 package fsys

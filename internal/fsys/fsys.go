@@ -11,6 +11,9 @@ type Info struct {
 	Ino   uint64
 	Dev   uint64
 	Mode  fs.FileMode // type and permission bits, setuid, setgid, sticky
+	// Overlay is set when the Info is that of a file an Overlay shows in
+	// place of the path, so that it never equals an Info of the tree's own.
+	Overlay bool
 }
 
 // Entry is one directory entry: its name and type (fs.FileMode type bits:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,11 +17,17 @@ import (
 
 // Root is an open directory, the root of a walk; Close releases it. The
 // zero Root holds nothing (its Close does nothing).
-type Root struct{ sys int } // descriptor + 1, so that the zero value holds none
+type Root struct {
+	sys int // descriptor + 1, so that the zero value holds none
+	ov  *Overlay
+}
 
 // File is a file opened for reading by Root.Open. The zero File holds
 // nothing (its Close does nothing).
-type File struct{ sys int } // descriptor + 1
+type File struct {
+	sys   int  // descriptor + 1
+	subst bool // opened in place of the path by an Overlay
+}
 
 func (r Root) fd() int { return r.sys - 1 }
 func (f File) fd() int { return f.sys - 1 }
@@ -43,7 +50,11 @@ var noOpenat2 atomic.Bool
 // OpenRoot opens the directory at path. The path itself may lead through
 // symlinks (the reference stats and lists it the same way); nothing below
 // it is followed.
-func OpenRoot(path string) (Root, error) {
+func OpenRoot(path string) (Root, error) { return OpenRootOverlay(path, nil) }
+
+// OpenRootOverlay is OpenRoot for a Root that shows the tree through ov
+// (nil: as it is).
+func OpenRootOverlay(path string, ov *Overlay) (Root, error) {
 	for {
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err == unix.EINTR {
@@ -52,7 +63,7 @@ func OpenRoot(path string) (Root, error) {
 		if err != nil {
 			return Root{}, &fs.PathError{Op: "open", Path: path, Err: err}
 		}
-		return Root{sys: fd + 1}, nil
+		return Root{sys: fd + 1, ov: ov}, nil
 	}
 }
 
@@ -63,16 +74,52 @@ func (r Root) Close() error { return closeFD(r.fd()) }
 // in the place of a listed file cannot block. It does not check the file's
 // type: callers Stat the File.
 func (r Root) Open(rel string) (File, error) {
-	fd, err := r.openBeneath(rel, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK)
+	fd, subst, err := r.open(rel, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK)
 	if err != nil {
 		return File{}, err
 	}
-	return File{sys: fd + 1}, nil
+	return File{sys: fd + 1, subst: subst}, nil
+}
+
+// OpenFile opens rel as Open does, but with the access mode of flag
+// (os.O_RDONLY or os.O_RDWR; any other bit is refused), as an *os.File:
+// for the few files a caller must lock or write in place, never create.
+func (r Root) OpenFile(rel string, flag int) (*os.File, error) {
+	if flag != os.O_RDONLY && flag != os.O_RDWR {
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: unix.EINVAL}
+	}
+	fd, _, err := r.open(rel, flag|unix.O_NOCTTY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), rel), nil
+}
+
+// open opens rel, or what the overlay shows in its place.
+func (r Root) open(rel string, flags int) (fd int, subst bool, err error) {
+	switch target, k := r.ov.lookup(rel); k {
+	case substituted:
+		fd, err := openat(unix.AT_FDCWD, target, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW)
+		if err != nil {
+			return -1, false, substError("open", rel, target, err)
+		}
+		return fd, true, nil
+	case gone:
+		return -1, false, r.ov.errGone("open", rel)
+	}
+	fd, err = r.openBeneath(rel, flags)
+	return fd, false, err
 }
 
 // Stat returns the Info of rel, which is not followed if it is a symlink;
 // no component of rel is.
 func (r Root) Stat(rel string) (Info, error) {
+	switch target, k := r.ov.lookup(rel); k {
+	case substituted:
+		return lstatSubst(rel, target)
+	case gone:
+		return Info{}, r.ov.errGone("stat", rel)
+	}
 	fd, err := r.openBeneath(rel, unix.O_PATH)
 	if err != nil {
 		return Info{}, err
@@ -86,6 +133,12 @@ func (r Root) Stat(rel string) (Info, error) {
 // usual. Use it only to compare with an Info taken through Open or Stat,
 // which it can only match if it found the very same file.
 func (r Root) Lstat(rel string) (Info, error) {
+	switch target, k := r.ov.lookup(rel); k {
+	case substituted:
+		return lstatSubst(rel, target)
+	case gone:
+		return Info{}, r.ov.errGone("stat", rel)
+	}
 	if rel == "" {
 		rel = "."
 	}
@@ -103,9 +156,12 @@ func (r Root) Lstat(rel string) (Info, error) {
 }
 
 // ReadDir lists the directory rel ("" for the root) and returns its
-// entries, without "." and "..", in directory order, and the directory's
-// own Info.
+// entries, without "." and "..", in directory order (an overlay's
+// substitutes last), and the directory's own Info.
 func (r Root) ReadDir(rel string) ([]Entry, Info, error) {
+	if _, k := r.ov.lookup(rel); k != live {
+		return nil, Info{}, r.ov.errGone("open", rel)
+	}
 	dir, err := r.openBeneath(rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, Info{}, err
@@ -128,7 +184,7 @@ func (r Root) ReadDir(rel string) ([]Entry, Info, error) {
 			return nil, Info{}, err
 		}
 		if n <= 0 {
-			return ents, info, nil
+			return r.ov.list(rel, ents), info, nil
 		}
 		b := buf[:n]
 		for len(b) > 0 {
@@ -198,7 +254,11 @@ func (f File) Read(b []byte) (int, error) {
 }
 
 // Stat returns the Info of the open file.
-func (f File) Stat() (Info, error) { return fstat(f.fd()) }
+func (f File) Stat() (Info, error) {
+	info, err := fstat(f.fd())
+	info.Overlay = f.subst && err == nil
+	return info, err
+}
 
 // Close closes the file.
 func (f File) Close() error { return closeFD(f.fd()) }
@@ -305,6 +365,23 @@ func openat(dir int, name string, flags int) (int, error) {
 			continue
 		}
 		return fd, err
+	}
+}
+
+// lstatSubst returns the Info of target, the substitute for rel.
+func lstatSubst(rel, target string) (Info, error) {
+	var st unix.Stat_t
+	for {
+		err := unix.Lstat(target, &st)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return Info{}, substError("stat", rel, target, err)
+		}
+		info := infoOf(&st)
+		info.Overlay = true
+		return info, nil
 	}
 }
 

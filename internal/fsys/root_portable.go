@@ -18,11 +18,17 @@ import (
 
 // Root is an open directory, the root of a walk; Close releases it. The
 // zero Root holds nothing (its Close does nothing).
-type Root struct{ r *os.Root }
+type Root struct {
+	r  *os.Root
+	ov *Overlay
+}
 
 // File is a file opened for reading by Root.Open. The zero File holds
 // nothing (its Close does nothing).
-type File struct{ f *os.File }
+type File struct {
+	f     *os.File
+	subst bool // opened in place of the path by an Overlay
+}
 
 // errSwapped: a path changed between the look and the open; IsGone is true
 // for it, as for any path that is no longer what the walker saw.
@@ -30,7 +36,11 @@ var errSwapped = errors.New("path changed while it was opened")
 
 // OpenRoot opens the directory at path. The path itself may lead through
 // symlinks; nothing below it is followed.
-func OpenRoot(path string) (Root, error) {
+func OpenRoot(path string) (Root, error) { return OpenRootOverlay(path, nil) }
+
+// OpenRootOverlay is OpenRoot for a Root that shows the tree through ov
+// (nil: as it is).
+func OpenRootOverlay(path string, ov *Overlay) (Root, error) {
 	r, err := os.OpenRoot(path)
 	if err != nil {
 		// os.OpenRoot reports a file with an error of its own making;
@@ -40,7 +50,7 @@ func OpenRoot(path string) (Root, error) {
 		}
 		return Root{}, err
 	}
-	return Root{r: r}, nil
+	return Root{r: r, ov: ov}, nil
 }
 
 // Close closes the root.
@@ -55,37 +65,104 @@ func (r Root) Close() error {
 // O_NONBLOCK, so a fifo put in the place of a listed file cannot block). It
 // does not check the file's type: callers Stat the File.
 func (r Root) Open(rel string) (File, error) {
-	dir, base, err := r.parent(rel)
+	f, subst, err := r.open(rel, os.O_RDONLY)
 	if err != nil {
 		return File{}, err
+	}
+	return File{f: f, subst: subst}, nil
+}
+
+// OpenFile opens rel as Open does, but with the access mode of flag
+// (os.O_RDONLY or os.O_RDWR; any other bit is refused), as an *os.File:
+// for the few files a caller must lock or write in place, never create.
+func (r Root) OpenFile(rel string, flag int) (*os.File, error) {
+	if flag != os.O_RDONLY && flag != os.O_RDWR {
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: syscall.EINVAL}
+	}
+	f, _, err := r.open(rel, flag)
+	return f, err
+}
+
+// open opens rel, or what the overlay shows in its place.
+func (r Root) open(rel string, flag int) (*os.File, bool, error) {
+	switch target, k := r.ov.lookup(rel); k {
+	case substituted:
+		f, err := openSubst(target, flag)
+		if err != nil {
+			return nil, false, substError("open", rel, target, err)
+		}
+		return f, true, nil
+	case gone:
+		return nil, false, r.ov.errGone("open", rel)
+	}
+	dir, base, err := r.parent(rel)
+	if err != nil {
+		return nil, false, err
 	}
 	defer closeDir(r, dir)
 	fi, err := dir.Lstat(base)
 	if err != nil {
-		return File{}, err
+		return nil, false, err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return File{}, &fs.PathError{Op: "open", Path: rel, Err: syscall.ELOOP}
+		return nil, false, &fs.PathError{Op: "open", Path: rel, Err: syscall.ELOOP}
 	}
-	f, err := dir.OpenFile(base, os.O_RDONLY|nonblock, 0)
+	f, err := dir.OpenFile(base, flag|nonblock, 0)
 	if err != nil {
-		return File{}, err
+		return nil, false, err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return File{}, err
+		return nil, false, err
 	}
 	if !os.SameFile(fi, st) {
 		f.Close()
-		return File{}, &fs.PathError{Op: "open", Path: rel, Err: errSwapped}
+		return nil, false, &fs.PathError{Op: "open", Path: rel, Err: errSwapped}
 	}
-	return File{f: f}, nil
+	return f, false, nil
+}
+
+// openSubst opens an overlay's substitute, refusing a symlink.
+func openSubst(target string, flag int) (*os.File, error) {
+	fi, err := os.Lstat(target)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, syscall.ELOOP
+	}
+	f, err := os.OpenFile(target, flag|nonblock, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !os.SameFile(fi, st) {
+		f.Close()
+		return nil, errSwapped
+	}
+	return f, nil
+}
+
+// lstatSubst returns the Info of target, the substitute for rel.
+func lstatSubst(rel, target string) (Info, error) {
+	fi, err := os.Lstat(target)
+	if err != nil {
+		return Info{}, substError("stat", rel, target, err)
+	}
+	info := infoOf(fi)
+	info.Overlay = true
+	return info, nil
 }
 
 // Stat returns the Info of rel, which is not followed if it is a symlink;
 // no component of rel is.
 func (r Root) Stat(rel string) (Info, error) {
+	switch target, k := r.ov.lookup(rel); k {
+	case substituted:
+		return lstatSubst(rel, target)
+	case gone:
+		return Info{}, r.ov.errGone("stat", rel)
+	}
 	if rel == "" {
 		fi, err := r.r.Stat(".")
 		if err != nil {
@@ -109,8 +186,11 @@ func (r Root) Stat(rel string) (Info, error) {
 func (r Root) Lstat(rel string) (Info, error) { return r.Stat(rel) }
 
 // ReadDir lists the directory rel ("" for the root) and returns its
-// entries and the directory's own Info.
+// entries (an overlay's substitutes last) and the directory's own Info.
 func (r Root) ReadDir(rel string) ([]Entry, Info, error) {
+	if _, k := r.ov.lookup(rel); k != live {
+		return nil, Info{}, r.ov.errGone("open", rel)
+	}
 	dir, err := r.dir(rel)
 	if err != nil {
 		return nil, Info{}, err
@@ -136,7 +216,7 @@ func (r Root) ReadDir(rel string) ([]Entry, Info, error) {
 	for _, e := range list {
 		ents = append(ents, Entry{Name: e.Name(), Type: e.Type()})
 	}
-	return ents, infoOf(fi), nil
+	return r.ov.list(rel, ents), infoOf(fi), nil
 }
 
 // Read reads from the file (io.Reader).
@@ -148,7 +228,9 @@ func (f File) Stat() (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	return infoOf(fi), nil
+	info := infoOf(fi)
+	info.Overlay = f.subst
+	return info, nil
 }
 
 // Close closes the file.

@@ -24,6 +24,13 @@ import (
 // The first Update (after NewCache or Load) is a full Rescan, so loaded
 // entries are always stat-validated before they are trusted.
 //
+// A pass may see the tree through an fsys.Overlay (UpdateOverlay,
+// RescanOverlay), e.g. with consistent copies of SQLite databases in place
+// of the live files. A file read from a substitute is never trusted by a
+// later pass (it is re-read, like a racy file), and every path an overlay
+// covered is looked at again by the next pass, so that the cache returns
+// to the tree's own files when the overlay is gone.
+//
 // A Cache is safe for concurrent use; its methods serialize.
 type Cache struct {
 	root    string
@@ -35,11 +42,16 @@ type Cache struct {
 	sorted    []*entry // key order
 	digest    Digest
 	bytes     int64
-	validated bool // a full scan has checked every entry since NewCache/Load
+	validated bool     // a full scan has checked every entry since NewCache/Load
+	overlaid  []string // paths the last pass's overlay covered
 }
 
-// NewCache returns an empty cache for the tree at root.
+// NewCache returns an empty cache for the tree at root. opts.Overlay must
+// be nil: an overlay belongs to one pass (UpdateOverlay, RescanOverlay).
 func NewCache(root string, opts Options) *Cache {
+	if opts.Overlay != nil {
+		panic("hash: NewCache with an Overlay; pass it to UpdateOverlay or RescanOverlay")
+	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		abs = filepath.Clean(root)
@@ -72,19 +84,25 @@ func (c *Cache) Files() []File {
 // files that are new, changed or racy, drops the ones that are gone and
 // returns the bundle hash. On error the cache is unchanged.
 func (c *Cache) Rescan(ctx context.Context) (Result, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rescan(ctx)
+	return c.RescanOverlay(ctx, nil)
 }
 
-func (c *Cache) rescan(ctx context.Context) (Result, error) {
-	h, ok, err := openTree(c.root)
+// RescanOverlay is Rescan of the tree as ov shows it.
+func (c *Cache) RescanOverlay(ctx context.Context, ov *fsys.Overlay) (Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rescan(ctx, ov)
+}
+
+func (c *Cache) rescan(ctx context.Context, ov *fsys.Overlay) (Result, error) {
+	h, ok, err := openTree(c.root, ov)
 	if err != nil {
 		return Result{}, err
 	}
 	if !ok {
 		c.reset()
 		c.validated = true
+		c.overlaid = nil
 		return c.result(scanStats{}), nil
 	}
 	defer h.Close()
@@ -99,6 +117,7 @@ func (c *Cache) rescan(ctx context.Context) (Result, error) {
 	}
 	c.sorted = ents
 	c.validated = true
+	c.overlaid = ov.Paths()
 	c.recompute()
 	return c.result(st), nil
 }
@@ -108,15 +127,23 @@ func (c *Cache) rescan(ctx context.Context) (Result, error) {
 // separator), or absolute paths inside it; each may name a file or a
 // directory that was created, modified, deleted or replaced (a directory is
 // walked, and cached files under a vanished one are dropped). Only those
-// paths, plus files that were racy when last read, are looked at.
+// paths, plus files that were racy when last read and the paths the
+// previous pass's overlay covered, are looked at.
 //
 // changed == nil means "unknown": a full Rescan. The first Update after
 // NewCache or Load is a Rescan too.
 func (c *Cache) Update(ctx context.Context, changed []string) (Result, error) {
+	return c.UpdateOverlay(ctx, changed, nil)
+}
+
+// UpdateOverlay is Update of the tree as ov shows it. Besides the changed
+// paths it looks at every path that ov or the previous pass's overlay
+// covers.
+func (c *Cache) UpdateOverlay(ctx context.Context, changed []string, ov *fsys.Overlay) (Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if changed == nil || !c.validated {
-		return c.rescan(ctx)
+		return c.rescan(ctx, ov)
 	}
 	paths := make([]string, 0, len(changed))
 	for _, p := range changed {
@@ -125,7 +152,7 @@ func (c *Cache) Update(ctx context.Context, changed []string) (Result, error) {
 			return Result{}, err
 		}
 		if rel == "" {
-			return c.rescan(ctx) // the root itself changed
+			return c.rescan(ctx, ov) // the root itself changed
 		}
 		paths = append(paths, rel)
 	}
@@ -134,15 +161,18 @@ func (c *Cache) Update(ctx context.Context, changed []string) (Result, error) {
 			paths = append(paths, e.key)
 		}
 	}
+	paths = append(paths, c.overlaid...)
+	paths = append(paths, ov.Paths()...)
 	slices.Sort(paths)
 	paths = slices.Compact(paths)
 
-	h, ok, err := openTree(c.root)
+	h, ok, err := openTree(c.root, ov)
 	if err != nil {
 		return Result{}, err
 	}
 	if !ok {
 		c.reset()
+		c.overlaid = nil
 		return c.result(scanStats{}), nil
 	}
 	defer h.Close()
@@ -236,6 +266,7 @@ func (c *Cache) Update(ctx context.Context, changed []string) (Result, error) {
 	}
 	slices.SortFunc(added, func(a, b *entry) int { return Compare(a.key, b.key) })
 	c.sorted = mergeSorted(kept, added)
+	c.overlaid = ov.Paths()
 	c.recompute()
 	return c.result(total), nil
 }

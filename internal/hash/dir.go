@@ -27,9 +27,9 @@ type Result struct {
 // Null, as with the reference. Symlinks are never followed (the root itself
 // may be one); a name outside the policy of fsys.CheckName (invalid UTF-8,
 // a backslash, ...) is an ErrName error naming the file. Files that vanish while the walk runs are
-// left out.
+// left out. With opts.Overlay the tree is hashed as the overlay shows it.
 func Dir(ctx context.Context, root string, opts Options) (Result, error) {
-	h, ok, err := openTree(root)
+	h, ok, err := openTree(root, opts.Overlay)
 	if err != nil || !ok {
 		return Result{Digest: Null}, err
 	}
@@ -47,10 +47,10 @@ func Dir(ctx context.Context, root string, opts Options) (Result, error) {
 	return res, nil
 }
 
-// openTree opens root; ok is false (and err nil) when root does not exist
-// or is not a directory.
-func openTree(root string) (h fsys.Root, ok bool, err error) {
-	h, err = fsys.OpenRoot(root)
+// openTree opens root, seen through ov; ok is false (and err nil) when
+// root does not exist or is not a directory.
+func openTree(root string, ov *fsys.Overlay) (h fsys.Root, ok bool, err error) {
+	h, err = fsys.OpenRootOverlay(root, ov)
 	if err != nil {
 		if fsys.IsGone(err) {
 			return h, false, nil

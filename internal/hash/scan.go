@@ -49,7 +49,7 @@ type entry struct {
 	size int64     // bytes actually hashed
 	sum  [32]byte  // SHA-256 of the contents
 	leaf Digest
-	racy bool // re-read on the next pass even if st is unchanged
+	racy bool // re-read on the next pass even if st is unchanged (always, for an overlay's substitute)
 }
 
 func (e *entry) file() File {
@@ -66,6 +66,9 @@ type Options struct {
 	// Workers is the number of files hashed in parallel; 0 means
 	// runtime.GOMAXPROCS(0).
 	Workers int
+	// Overlay, for Dir, shows the tree with some files substituted or
+	// hidden (see fsys.Overlay). A Cache takes its overlay per pass.
+	Overlay *fsys.Overlay
 }
 
 func (o Options) workers() int {
@@ -136,7 +139,9 @@ func (r *reader) hash(root fsys.Root, rel string) (*entry, error) {
 	r.sum = r.sha.Sum(r.sum[:0])
 	copy(e.sum[:], r.sum)
 	e.leaf = r.k.leaf(rel, &e.sum)
-	e.racy = n != st.Size || isRacy(st, start)
+	// A substitute's digest must never stand for the tree's own file, nor
+	// for a later substitute that happens to share its stat data.
+	e.racy = n != st.Size || isRacy(st, start) || st.Overlay
 	return e, nil
 }
 

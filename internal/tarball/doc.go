@@ -36,6 +36,9 @@
 // computes the bundle hash (tarball.File converts to hash.File). A file
 // whose size changes while it is archived, or that vanishes after the
 // directory listing, fails the write with ErrChanged; the caller retries.
+// With WriteOptions.Overlay the tree is archived as an fsys.Overlay shows
+// it, e.g. with consistent copies of SQLite databases in place of files a
+// writer keeps changing; the hasher reads through the same overlay.
 //
 // # Extraction
 //

@@ -23,6 +23,10 @@ type WriteOptions struct {
 	// hash upcoming small files while the archive is being written; 0
 	// means runtime.GOMAXPROCS(0).
 	Workers int
+	// Overlay, when set, makes Write archive the tree as the overlay shows
+	// it (see fsys.Overlay): substitutes in place of the files they stand
+	// for, hidden paths left out. Hash through the same overlay.
+	Overlay *fsys.Overlay
 }
 
 // Read-ahead shape: batchCount batches of up to batchJobs entries are in
@@ -76,7 +80,7 @@ type writer struct {
 // w need not be. On error the bytes already written are not a valid
 // archive; an ErrChanged error means a retry may succeed.
 func Write(ctx context.Context, w io.Writer, root string, opts WriteOptions) (Manifest, error) {
-	rh, err := fsys.OpenRoot(root)
+	rh, err := fsys.OpenRootOverlay(root, opts.Overlay)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("tarball: %w", err)
 	}
