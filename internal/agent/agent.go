@@ -133,7 +133,8 @@ type Agent struct {
 	log  *slog.Logger
 	dir  string // state directory of this agent
 
-	cache *hash.Cache
+	cache  *hash.Cache
+	freeze *freezer // only the sync goroutine (under syncMu) uses it
 
 	syncMu sync.Mutex // one snapshot in flight
 
@@ -183,6 +184,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		st:    st,
 		phase: PhaseStarting,
 	}
+	a.freeze = newFreezer(a)
 	a.loadCache()
 	return a, nil
 }
@@ -361,8 +363,12 @@ func isOwnFile(rel string) bool {
 
 // busy reports a SQLite write in progress at the top of the brain: a
 // rollback journal exists, or a WAL file was written within the quiet
-// period.
+// period. Databases that are frozen for every pass need no waiting; only
+// when one is read live does a write in progress hold batches back.
 func (a *Agent) busy() bool {
+	if !a.freeze.liveDatabases() {
+		return false
+	}
 	entries, err := os.ReadDir(a.cfg.BrainDir)
 	if err != nil {
 		return false

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/backoff"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -55,21 +56,32 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResu
 	}
 	for attempt := 0; ; attempt++ {
 		t := a.deps.Now()
+		full := rescan || attempt > 0
+		// Live SQLite databases are read through consistent copies.
+		pass, err := a.freeze.freeze(ctx, paths, full)
+		if err != nil {
+			return SyncResult{}, fmt.Errorf("freeze SQLite databases: %w", err)
+		}
+		var ov *fsys.Overlay
+		if pass != nil {
+			ov = pass.ov
+		}
 		var res hash.Result
-		var err error
-		if rescan || attempt > 0 {
-			res, err = a.cache.Rescan(ctx)
+		if full {
+			res, err = a.cache.RescanOverlay(ctx, ov)
 		} else {
-			res, err = a.cache.Update(ctx, paths)
+			res, err = a.cache.UpdateOverlay(ctx, paths, ov)
 		}
 		if err != nil {
+			pass.release()
 			a.deps.Observer.Failed(a.cfg.ID, "hash", err)
 			return SyncResult{}, fmt.Errorf("hash: %w", err)
 		}
 		a.noteHash(res)
 		a.deps.Observer.Hashed(a.cfg.ID, res.Count, res.Bytes, a.deps.Now().Sub(t))
 
-		out, err := a.snapshotIfMoved(ctx, res.Digest)
+		out, err := a.snapshotIfMoved(ctx, res.Digest, ov)
+		pass.release()
 		if errors.Is(err, snapshot.ErrChanged) && attempt < maxChangedRetries {
 			a.log.Debug("brain changed while packing; re-hashing", "attempt", attempt+1)
 			continue
@@ -78,7 +90,7 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResu
 	}
 }
 
-func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest) (SyncResult, error) {
+func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Overlay) (SyncResult, error) {
 	a.mu.Lock()
 	var last *state.Snapshot
 	if a.st.Last != nil {
@@ -121,7 +133,7 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest) (SyncResult,
 			snapshot.ErrTooLarge, h)
 	}
 
-	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h})
+	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h, Overlay: ov})
 	if err != nil {
 		stage := "snapshot"
 		switch {

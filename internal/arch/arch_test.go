@@ -49,8 +49,9 @@ func closure(t *testing.T, rel string) []string {
 }
 
 // leaves maps each leaf package to the only packages of this module it
-// may import: fsys, the shared directory walk and name policy, is itself a
-// leaf that imports nothing of ours, and only hash and tarball build on it.
+// may import: fsys, the shared directory walk, name policy and overlay, is
+// itself a leaf that imports nothing of ours; hash, tarball and sqlite
+// build on it.
 var leaves = map[string][]string{
 	"internal/fsys":       nil,
 	"internal/cipher":     nil,
@@ -59,6 +60,8 @@ var leaves = map[string][]string{
 	"internal/atomicfile": nil,
 	"internal/hash":       {"internal/fsys"},
 	"internal/tarball":    {"internal/fsys"},
+	"internal/sqlite":     {"internal/fsys"},
+	"internal/redact":     nil,
 }
 
 func TestLeavesImportNothingOfOurs(t *testing.T) {
@@ -103,6 +106,7 @@ var (
 		"internal/ens", "internal/devchain", "internal/receipts", "internal/bundlelock", "internal/snapshot",
 		"internal/state", "internal/config", "internal/watch", "internal/backoff", "internal/diskspace",
 		"internal/atomicfile", "internal/agent", "internal/repo", "internal/seal", "internal/sealserver",
+		"internal/sqlite", "internal/redact",
 	}
 )
 

@@ -15,6 +15,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/diskspace"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/tarball"
@@ -33,6 +34,10 @@ type Input struct {
 	// Want is the bundle hash the caller has just computed; the snapshot
 	// must contain exactly that state (else ErrChanged).
 	Want hash.Digest
+	// Overlay, when set, is the view of the brain Want was computed
+	// through (frozen copies of live SQLite databases); the snapshot reads
+	// the same view.
+	Overlay *fsys.Overlay
 }
 
 // Result describes an uploaded, verified snapshot.
@@ -85,7 +90,7 @@ func (s *Pipeline) Take(ctx context.Context, in Input) (Result, error) {
 		return Result{}, fmt.Errorf("write lock: %w", err)
 	}
 
-	spool, err := s.pack(ctx, want)
+	spool, err := s.pack(ctx, want, in.Overlay)
 	if err != nil {
 		return Result{}, err
 	}
@@ -192,7 +197,7 @@ type spooled struct {
 // pack streams the brain into an encrypted spool file. The tar writer runs
 // in its own goroutine so that hashing the files (one core) and encrypting
 // plus digesting the blob (the other) overlap.
-func (s *Pipeline) pack(ctx context.Context, want hash.Digest) (sp spooled, err error) {
+func (s *Pipeline) pack(ctx context.Context, want hash.Digest, ov *fsys.Overlay) (sp spooled, err error) {
 	f, err := os.CreateTemp(s.SpoolDir, s.AgentID+"-*.snapshot")
 	if err != nil {
 		return sp, fmt.Errorf("create spool: %w", err)
@@ -229,7 +234,7 @@ func (s *Pipeline) pack(ctx context.Context, want hash.Digest) (sp spooled, err 
 	done := make(chan packResult, 1)
 	go func() {
 		bw := bufio.NewWriterSize(pw, 1<<20)
-		man, err := tarball.Write(ctx, bw, s.BrainDir, tarball.WriteOptions{})
+		man, err := tarball.Write(ctx, bw, s.BrainDir, tarball.WriteOptions{Overlay: ov})
 		if err == nil {
 			err = bw.Flush()
 		}

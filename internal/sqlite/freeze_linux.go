@@ -729,3 +729,6 @@ func fstat(f *os.File) (unix.Stat_t, error) {
 		}
 	}
 }
+
+// Supported reports whether Freeze can work on this platform.
+func Supported() bool { return true }

@@ -14,3 +14,6 @@ import (
 func Freeze(ctx context.Context, root, db, dir string, opts Options) (*Frozen, error) {
 	return nil, fmt.Errorf("%w: %s: SQLite's locks can only be held safely on Linux (open file description locks)", ErrUnsupported, db)
 }
+
+// Supported reports whether Freeze can work on this platform.
+func Supported() bool { return false }
