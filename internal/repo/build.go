@@ -9,7 +9,6 @@ import (
 	gohash "hash"
 	"io"
 	"io/fs"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/restic/chunker"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hermesd/hermesd/internal/hash"
@@ -37,11 +35,15 @@ const (
 	maxDirEntries = 1 << 22
 )
 
-// PackSink stores finished packs. StorePack uploads the pack file, reads
-// the blob back and compares its SHA-256 with p.SHA256, and only then
-// returns the blob id and end epoch: the builder references a pack's
-// objects only after StorePack succeeded. The file belongs to the builder,
-// which removes it when StorePack returns.
+// PackSink stores finished packs. StorePack uploads the pack (p.Open, once
+// per attempt; p.Size bytes), reads the blob back and checks that it is
+// the pack (the same bytes, or equivalently SHA-256 p.SHA256), and only
+// then returns the blob id and end epoch: the builder references a pack's
+// objects only after StorePack succeeded. The pack belongs to the
+// builder, which discards it when StorePack returns.
+//
+// Comparing the read-back with p.Open's bytes costs a memory compare;
+// hashing it costs a SHA-256 pass over every uploaded byte.
 type PackSink interface {
 	StorePack(ctx context.Context, p *Pack) (Stored, error)
 }
@@ -88,7 +90,51 @@ type Builder struct {
 	// runtime.GOMAXPROCS(0).
 	Workers int
 	// Uploads is the number of concurrent StorePack calls; 0 means 1.
+	// Each holds a pack in memory (caps up to 16 MiB), besides the one
+	// being filled.
 	Uploads int
+
+	// The pipeline's buffers, kept from one snapshot to the next: a
+	// daemon snapshotting every few seconds would otherwise fault in tens
+	// of MiB of fresh pages each time. Dropped after a failed snapshot.
+	bufMu sync.Mutex
+	bufs  *buffers
+}
+
+// buffers are the bounded pools of a Builder's pipeline.
+type buffers struct {
+	workers, uploads int
+	packSize         int64
+	small, big       *bufPool // file and chunk contents
+	sealed           *bufPool // sealed chunks
+	packs            *bufPool // packs being filled or uploaded
+}
+
+// buffers returns the pools for this configuration, made on first use.
+func (b *Builder) buffers(w, u int) *buffers {
+	b.bufMu.Lock()
+	defer b.bufMu.Unlock()
+	if x := b.bufs; x != nil && x.workers == w && x.uploads == u && x.packSize == b.MaxPackSize {
+		return x
+	}
+	b.bufs = &buffers{
+		workers: w, uploads: u, packSize: b.MaxPackSize,
+		small:  newBufPool(MinChunk+1, 8*w),
+		big:    newBufPool(MaxChunk, 2*w+2),
+		sealed: newBufPool(MaxChunk+Overhead, w+2),
+		packs:  newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), u+1),
+	}
+	return b.bufs
+}
+
+// dropBuffers forgets x: a failed snapshot may not have returned all of
+// its buffers.
+func (b *Builder) dropBuffers(x *buffers) {
+	b.bufMu.Lock()
+	defer b.bufMu.Unlock()
+	if b.bufs == x {
+		b.bufs = nil
+	}
 }
 
 // SnapshotInput is one snapshot's input.
@@ -239,7 +285,7 @@ type build struct {
 	b       *Builder
 	in      *SnapshotInput
 	keys    *Keys
-	pol     chunker.Pol
+	tables  *rabin
 	known   map[string]*hash.File
 	repack  map[string]bool
 	maxTree int
@@ -251,6 +297,7 @@ type build struct {
 	// repacked, another location outside the repack set.
 	alt map[Handle]objLoc
 
+	bufs               *buffers
 	small, big, sealed *bufPool
 
 	jobs     chan fileJob
@@ -287,6 +334,8 @@ func (b *Builder) workers() int {
 	return runtime.GOMAXPROCS(0)
 }
 
+func (b *Builder) uploads() int { return max(b.Uploads, 1) }
+
 // Snapshot snapshots in.Brain: it walks the brain (never following a
 // symlink below it, skipping what is neither a regular file nor a
 // directory), reads and chunks only the files it cannot reuse, seals and
@@ -299,24 +348,25 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 	if err := b.check(&in); err != nil {
 		return nil, err
 	}
-	pol, err := b.Keys.Polynomial()
-	if err != nil {
+	if _, err := b.Keys.Polynomial(); err != nil {
 		return nil, err
 	}
 	w := b.workers()
+	bufs := b.buffers(w, b.uploads())
 	bd := &build{
-		b: b, in: &in, keys: b.Keys, pol: pol,
+		b: b, in: &in, keys: b.Keys, tables: b.Keys.tables,
 		repack:   map[string]bool{},
 		pending:  map[Handle]struct{}{},
-		small:    newBufPool(MinChunk+1, 8*w),
-		big:      newBufPool(MaxChunk, 2*w+2),
-		sealed:   newBufPool(MaxChunk+Overhead, w+2),
+		bufs:     bufs,
+		small:    bufs.small,
+		big:      bufs.big,
+		sealed:   bufs.sealed,
 		jobs:     make(chan fileJob, 64),
 		chunks:   make(chan chunkMsg, 2*w),
 		objects:  make(chan sealedObj, 2*w),
 		full:     make(chan *PackWriter),
 		ready:    make(chan *Pack, 1),
-		packBufs: newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), 1),
+		packBufs: bufs.packs,
 		trees:    TreeMap{},
 	}
 	// The largest object an empty pack can hold.
@@ -340,7 +390,11 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 			bd.known[in.Known[i].Path] = &in.Known[i]
 		}
 	}
-	return bd.run(ctx)
+	res, err := bd.run(ctx)
+	if err != nil {
+		b.dropBuffers(bufs)
+	}
+	return res, err
 }
 
 func (b *Builder) check(in *SnapshotInput) error {
@@ -442,7 +496,7 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 	g.Go(func() error { return bd.spool(gctx) })
 	g.Go(func() error { return bd.finish(gctx) })
 	var uploaders sync.WaitGroup
-	for range max(bd.b.Uploads, 1) {
+	for range bd.b.uploads() {
 		uploaders.Add(1)
 		g.Go(func() error {
 			defer uploaders.Done()
@@ -631,7 +685,7 @@ func (bd *build) submit(ctx context.Context, dirfd int, path string, n *node) er
 
 // readFiles is a reader stage: it reads, hashes and chunks files.
 func (bd *build) readFiles(ctx context.Context) error {
-	var ch *chunker.Chunker
+	var cut *cutter
 	sum := sha256.New()
 	var firstErr error
 	for j := range bd.jobs {
@@ -642,16 +696,16 @@ func (bd *build) readFiles(ctx context.Context) error {
 			closeFD(j.fd) // drain: the walker may still be sending
 			continue
 		}
-		if ch == nil {
-			ch = chunker.NewWithBoundaries(nil, bd.pol, MinChunk, MaxChunk)
+		if cut == nil {
+			cut = newCutter(bd.tables, MinChunk, MaxChunk, AvgBits)
 		}
-		firstErr = bd.readFile(ctx, j, ch, sum)
+		firstErr = bd.readFile(ctx, j, cut, sum)
 		closeFD(j.fd)
 	}
 	return firstErr
 }
 
-func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, sum gohash.Hash) error {
+func (bd *build) readFile(ctx context.Context, j fileJob, cut *cutter, sum gohash.Hash) error {
 	n := j.n
 	st, err := fstat(j.fd)
 	if err != nil {
@@ -708,7 +762,7 @@ func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, s
 		}
 		hashed <- sum.Sum(nil)
 	}()
-	err = bd.chunkFile(ctx, j, n, r, ch, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
+	err = bd.chunkFile(ctx, j, n, r, cut, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
 	close(toHash)
 	copy(n.sum[:], <-hashed)
 	if err != nil {
@@ -721,15 +775,14 @@ func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, s
 
 // chunkFile cuts r into chunks, hands each to hash (in order) and to the
 // sealers.
-func (bd *build) chunkFile(ctx context.Context, j fileJob, n *node, r io.Reader, ch *chunker.Chunker, hash func([]byte, *bufRef)) error {
-	ch.ResetWithBoundaries(r, bd.pol, MinChunk, MaxChunk)
-	ch.SetAverageBits(AvgBits)
+func (bd *build) chunkFile(ctx context.Context, j fileJob, n *node, r io.Reader, cut *cutter, hash func([]byte, *bufRef)) error {
+	cut.reset(r)
 	for {
 		buf, err := bd.big.get(ctx)
 		if err != nil {
 			return err
 		}
-		c, err := ch.Next((*buf)[:0])
+		data, err := cut.next((*buf)[:0])
 		if err == io.EOF {
 			bd.big.put(buf)
 			return nil
@@ -738,12 +791,12 @@ func (bd *build) chunkFile(ctx context.Context, j fileJob, n *node, r io.Reader,
 			bd.big.put(buf)
 			return fmt.Errorf("repo: read %s: %w", j.path, err)
 		}
-		n.size += int64(c.Length)
+		n.size += int64(len(data))
 		slot := new(ID)
 		n.slots = append(n.slots, slot)
 		ref := newBufRef(buf, bd.big, 2)
-		hash(c.Data, ref)
-		if err := bd.sendChunk(ctx, chunkMsg{data: c.Data, slot: slot, ref: ref}); err != nil {
+		hash(data, ref)
+		if err := bd.sendChunk(ctx, chunkMsg{data: data, slot: slot, ref: ref}); err != nil {
 			return err
 		}
 	}
@@ -857,7 +910,7 @@ func (bd *build) add(ctx context.Context, pw **PackWriter, o sealedObj) error {
 	return nil
 }
 
-// finish writes full packs to files (and frees their memory), one at a
+// finish completes full packs (index, SHA-256), one at a
 // time, for the uploaders.
 func (bd *build) finish(ctx context.Context) error {
 	defer close(bd.ready)
@@ -878,7 +931,7 @@ func (bd *build) finish(ctx context.Context) error {
 		select {
 		case bd.ready <- p:
 		case <-ctx.Done():
-			os.Remove(p.Path)
+			p.Discard()
 			firstErr = ctx.Err()
 		}
 	}
@@ -893,7 +946,7 @@ func (bd *build) upload(ctx context.Context) error {
 			firstErr = ctx.Err()
 		}
 		if firstErr != nil {
-			os.Remove(p.Path)
+			p.Discard()
 			continue
 		}
 		ref, err := bd.store(ctx, p)
@@ -909,7 +962,7 @@ func (bd *build) upload(ctx context.Context) error {
 }
 
 func (bd *build) store(ctx context.Context, p *Pack) (PackRef, error) {
-	defer os.Remove(p.Path)
+	defer p.Discard()
 	st, err := bd.b.Sink.StorePack(ctx, p)
 	if err != nil {
 		return PackRef{}, fmt.Errorf("store pack: %w", err)
