@@ -180,10 +180,10 @@ type cutter struct {
 	eof   bool
 	empty int // reads in a row that returned nothing
 
-	start   int64   // stream offset where the next chunk begins
-	scanned int64   // candidates p < scanned (p >= start+min) are all in cands
-	cands   []int64 // ascending
-	head    int     // cands[:head] are behind start+min
+	start   int64      // stream offset where the next chunk begins
+	scanned int64      // candidates p < scanned (p >= start+min) are all in cands
+	cands   []int64    // ascending
+	head    int        // cands[:head] are behind start+min
 	hits    [4][]int64 // scan's scratch
 }
 
