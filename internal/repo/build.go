@@ -311,6 +311,7 @@ type build struct {
 	uploaded []uploadedPack
 	last     *PackWriter
 
+	dirBuf   []byte // the walker's listing buffer
 	root     *node
 	lock     *node
 	receipts *node
@@ -368,6 +369,7 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 		ready:    make(chan *Pack, 1),
 		packBufs: bufs.packs,
 		trees:    TreeMap{},
+		dirBuf:   make([]byte, 32<<10),
 	}
 	// The largest object an empty pack can hold.
 	bd.maxTree = int(min(b.MaxPackSize-HeaderSize-minIndexStored-indexEntryLen-Overhead, MaxTreeLen))
@@ -517,8 +519,23 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 	return bd.commit(ctx, bundle, usage)
 }
 
-// walkDir lists the directory fd (at rel) into n, reading nothing but
-// names and stat data: files that cannot be reused go to the readers.
+// dirent is one directory entry as listed, with the type the directory
+// records (direntUnknown when the filesystem does not say).
+type dirent struct {
+	name string
+	typ  uint8
+}
+
+const (
+	direntUnknown = iota
+	direntFile
+	direntDir
+	direntOther
+)
+
+// walkDir lists the directory fd (at rel) into n: a file it can reuse
+// costs no system call beyond the listing (its mode comes from Known, like
+// its contents), the others go to the readers, which stat them once open.
 func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev *Tree, depth int) error {
 	if depth >= MaxDepth {
 		return fmt.Errorf("%w: %s: directories nested deeper than %d", ErrTooLarge, displayPath(rel), MaxDepth)
@@ -526,24 +543,35 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	names, err := listDir(fd, make([]byte, 32<<10), maxDirEntries)
+	ents, err := listDir(fd, bd.dirBuf, maxDirEntries)
 	if err != nil {
 		return fmt.Errorf("repo: read directory %s: %w", displayPath(rel), err)
 	}
-	slices.Sort(names) // bytewise: the tree order
-	for _, name := range names {
+	slices.SortFunc(ents, func(a, b dirent) int { return strings.Compare(a.name, b.name) }) // bytewise: the tree order
+	for _, ent := range ents {
+		name := ent.name
 		p := name
 		if rel != "" {
 			p = rel + "/" + name
 		}
-		st, err := statAt(fd, name)
-		if err != nil {
-			if isVanished(err) {
-				continue
+		if ent.typ == direntUnknown {
+			st, err := statAt(fd, name)
+			if err != nil {
+				if isVanished(err) {
+					continue
+				}
+				return fmt.Errorf("repo: stat %s: %w", p, err)
 			}
-			return fmt.Errorf("repo: stat %s: %w", p, err)
+			switch {
+			case st.mode.IsDir():
+				ent.typ = direntDir
+			case st.mode.Type() == 0:
+				ent.typ = direntFile
+			default:
+				ent.typ = direntOther
+			}
 		}
-		isDir, isFile := st.mode.IsDir(), st.mode.Type() == 0
+		isDir, isFile := ent.typ == direntDir, ent.typ == direntFile
 		if !isDir && !isFile {
 			continue // symlink, socket, fifo, device: skipped like the hasher
 		}
@@ -554,7 +582,7 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 			if isDir {
 				return fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
 			}
-			c := &node{name: name, mode: st.mode.Perm()}
+			c := &node{name: name}
 			if name == LockFile {
 				bd.lock = c
 			} else {
@@ -598,10 +626,10 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 			n.children = append(n.children, c)
 			continue
 		}
-		c := &node{name: name, mode: st.mode.Perm()}
+		c := &node{name: name}
 		n.children = append(n.children, c)
-		if pe != nil && pe.Type == EntryFile && bd.reusable(p, pe) {
-			c.size, c.sum, c.chunks, c.reused = pe.Size, pe.SHA256, pe.Chunks, true
+		if k := bd.reusable(p, pe); k != nil {
+			c.mode, c.size, c.sum, c.chunks, c.reused = k.Mode.Perm(), pe.Size, pe.SHA256, pe.Chunks, true
 			bd.stats.filesReused.Add(1)
 			bd.stats.chunksReused.Add(int64(len(pe.Chunks)))
 			continue
@@ -613,21 +641,24 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 	return nil
 }
 
-// reusable reports whether the file at path may keep the previous
-// commit's entry without being read: the hash cache vouches for the same
-// size and SHA-256, and every chunk is in a live pack that is not being
-// repacked (or was sealed in this snapshot).
-func (bd *build) reusable(path string, pe *Entry) bool {
+// reusable returns the hash cache's entry for the file at path when the
+// file may keep the previous commit's entry pe without being read: the
+// cache vouches for the same size and SHA-256, and every chunk is in a
+// live pack that is not being repacked (or was sealed in this snapshot).
+func (bd *build) reusable(path string, pe *Entry) *hash.File {
+	if pe == nil || pe.Type != EntryFile {
+		return nil
+	}
 	k := bd.known[path]
 	if k == nil || k.Size != pe.Size || k.SHA256 != pe.SHA256 {
-		return false
+		return nil
 	}
 	for _, id := range pe.Chunks {
 		if !bd.available(Handle{TypeChunk, id}) {
-			return false
+			return nil
 		}
 	}
-	return true
+	return k
 }
 
 func (bd *build) available(h Handle) bool {
@@ -715,6 +746,7 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut *cutter, sum gohas
 		n.gone = true // replaced by something else since the listing
 		return nil
 	}
+	n.mode = st.mode.Perm()
 	var r io.Reader = fdReader(j.fd)
 	var prefix *[]byte
 	if st.size <= MinChunk {
@@ -722,9 +754,9 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut *cutter, sum gohas
 		if err != nil {
 			return err
 		}
-		m, err := io.ReadFull(r, *buf)
+		m, err := readSmall(r, *buf, int(st.size))
 		switch {
-		case err == io.EOF || err == io.ErrUnexpectedEOF:
+		case err == io.EOF:
 			// The whole file: one chunk whose id is the file's SHA-256.
 			n.size = int64(m)
 			n.sum = sha256.Sum256((*buf)[:m])
@@ -771,6 +803,27 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut *cutter, sum gohas
 	bd.stats.filesRead.Add(1)
 	bd.stats.bytesRead.Add(n.size)
 	return nil
+}
+
+// readSmall reads a file fstat found to have size bytes into buf (of
+// MinChunk+1 bytes). It returns io.EOF with the whole file, which it takes
+// to end once size bytes were read (not spending a read(2) to hear it), or
+// nil when the file filled buf: it grew past MinChunk.
+func readSmall(r io.Reader, buf []byte, size int) (int, error) {
+	m := 0
+	for m < len(buf) {
+		k, err := r.Read(buf[m:])
+		m += k
+		switch {
+		case err != nil:
+			return m, err
+		case m == size:
+			return m, io.EOF
+		case k == 0:
+			return m, io.ErrNoProgress
+		}
+	}
+	return m, nil
 }
 
 // chunkFile cuts r into chunks, hands each to hash (in order) and to the

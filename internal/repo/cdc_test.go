@@ -235,3 +235,33 @@ func BenchmarkRabinScan(b *testing.B) {
 		found = r.scan(data, window, len(data)+1, 1<<AvgBits-1, 0, found[:0], &hits)
 	}
 }
+
+// TestReadSmall: a small file is taken as it is when its fstat size is
+// read, read to EOF when it shrank, and handed to the chunker when it grew
+// past MinChunk.
+func TestReadSmall(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		content   int // bytes the file holds when read
+		statSize  int // what fstat said
+		want      int
+		wantErr   error
+		oneByteRd bool
+	}{
+		{"as stat said", 1000, 1000, 1000, io.EOF, false},
+		{"as stat said, short reads", 1000, 1000, 1000, io.EOF, true},
+		{"empty", 0, 0, 0, io.EOF, false},
+		{"shrank", 500, 1000, 500, io.EOF, false},
+		{"grew a little", 1500, 1000, 1500, io.EOF, false},
+		{"grew past MinChunk", MinChunk + 10, 1000, MinChunk + 1, nil, false},
+	} {
+		var r io.Reader = bytes.NewReader(randomBytes(1, tc.content))
+		if tc.oneByteRd {
+			r = iotest.OneByteReader(r)
+		}
+		got, err := readSmall(r, make([]byte, MinChunk+1), tc.statSize)
+		if got != tc.want || err != tc.wantErr {
+			t.Errorf("%s: read %d bytes, %v; want %d, %v", tc.name, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

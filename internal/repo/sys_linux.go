@@ -3,12 +3,52 @@
 package repo
 
 import (
+	"encoding/binary"
 	"io/fs"
 	"os"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
+
+// parseDirents appends the entries of getdents64 records
+// (ino u64, off i64, reclen u16, type u8, name NUL-terminated) to ents.
+func parseDirents(b []byte, ents []dirent) []dirent {
+	const nameOff = 19
+	for len(b) >= nameOff {
+		reclen := int(binary.NativeEndian.Uint16(b[16:]))
+		if reclen < nameOff || reclen > len(b) {
+			return ents // cannot happen: the kernel wrote these
+		}
+		rec := b[:reclen]
+		b = b[reclen:]
+		if binary.NativeEndian.Uint64(rec) == 0 {
+			continue // a deleted entry
+		}
+		name := rec[nameOff:]
+		for i, c := range name {
+			if c == 0 {
+				name = name[:i]
+				break
+			}
+		}
+		if string(name) == "." || string(name) == ".." {
+			continue
+		}
+		t := uint8(direntUnknown)
+		switch rec[18] {
+		case unix.DT_REG:
+			t = direntFile
+		case unix.DT_DIR:
+			t = direntDir
+		case unix.DT_UNKNOWN:
+		default:
+			t = direntOther
+		}
+		ents = append(ents, dirent{name: string(name), typ: t})
+	}
+	return ents
+}
 
 // noOpenat2 is set once openat2 turned out to be unavailable (an old
 // kernel, or a seccomp filter refusing it).

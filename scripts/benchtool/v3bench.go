@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,11 +22,11 @@ import (
 )
 
 // walrusSink is a repo.PackSink over the walrus client, as the daemon
-// wires it: upload the pack file, read the blob back, and only then hand
-// the blob id to the builder. The read-back is compared byte for byte with
-// the pack file (which the builder hashed while writing it), which proves
-// the same as comparing SHA-256 sums at a fraction of the CPU; -verify sha
-// uses walrus.Client.Verify instead.
+// wires it: upload the pack, read the blob back, and only then hand the
+// blob id to the builder. The read-back is compared byte for byte with the
+// pack (which the builder hashed), which proves the same as comparing
+// SHA-256 sums at a fraction of the CPU; -verify sha uses
+// walrus.Client.Verify instead.
 type walrusSink struct {
 	c      *walrus.Client
 	hashed bool // verify with Client.Verify (SHA-256 of the read-back)
@@ -35,12 +36,8 @@ type walrusSink struct {
 }
 
 func (s *walrusSink) StorePack(ctx context.Context, p *repo.Pack) (repo.Stored, error) {
-	body, err := walrus.FileBody(p.Path)
-	if err != nil {
-		return repo.Stored{}, err
-	}
 	t := time.Now()
-	res, err := s.c.Store(ctx, body)
+	res, err := s.c.Store(ctx, packBody{p})
 	if err != nil {
 		return repo.Stored{}, err
 	}
@@ -58,14 +55,20 @@ func (s *walrusSink) StorePack(ctx context.Context, p *repo.Pack) (repo.Stored, 
 	return repo.Stored{BlobID: res.BlobID, EndEpoch: uint64(res.EndEpoch)}, nil
 }
 
-// compare reads the blob back and checks it against the pack file.
+// packBody is a pack as a walrus.Body.
+type packBody struct{ p *repo.Pack }
+
+func (b packBody) Open() (io.ReadCloser, error) { return b.p.Open() }
+func (b packBody) Size() int64                  { return b.p.Size }
+
+// compare reads the blob back and checks it against the pack.
 func (s *walrusSink) compare(ctx context.Context, blobID string, p *repo.Pack) error {
-	f, err := os.Open(p.Path)
+	rc, err := p.Open()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	w := &compareWriter{f: f, buf: make([]byte, 256<<10)}
+	defer rc.Close()
+	w := &compareWriter{r: rc, buf: make([]byte, 64<<10)}
 	res, err := s.c.Read(ctx, blobID, w, walrus.WithExpectedSize(p.Size))
 	if err != nil {
 		return err
@@ -76,9 +79,9 @@ func (s *walrusSink) compare(ctx context.Context, blobID string, p *repo.Pack) e
 	return nil
 }
 
-// compareWriter fails at the first byte that differs from f's.
+// compareWriter fails at the first byte that differs from r's.
 type compareWriter struct {
-	f   *os.File
+	r   io.Reader
 	off int64
 	buf []byte
 }
@@ -86,8 +89,8 @@ type compareWriter struct {
 func (w *compareWriter) Write(p []byte) (int, error) {
 	for done := 0; done < len(p); {
 		n := min(len(p)-done, len(w.buf))
-		if _, err := w.f.ReadAt(w.buf[:n], w.off); err != nil {
-			return done, fmt.Errorf("read pack file at %d: %w", w.off, err)
+		if _, err := io.ReadFull(w.r, w.buf[:n]); err != nil {
+			return done, fmt.Errorf("read pack at %d: %w", w.off, err)
 		}
 		if !bytes.Equal(w.buf[:n], p[done:done+n]) {
 			return done, fmt.Errorf("%w: the blob differs from the pack near byte %d", walrus.ErrMismatch, w.off)
@@ -139,6 +142,7 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 	workers := fs.Int("workers", 0, "Builder.Workers (0: GOMAXPROCS)")
 	uploads := fs.Int("uploads", 0, "Builder.Uploads (0: the builder's default)")
 	verify := fs.String("verify", "compare", "read-back check: compare (bytes against the pack file) or sha (walrus.Client.Verify)")
+	memProf := fs.String("memprofile", "", "write a heap profile (all allocations) after the first snapshot to `FILE`")
 	second := fs.String("second", "", "file (relative to -dir) to edit for the second snapshots")
 	secondN := fs.Int("second-n", 3, "second snapshots")
 	prof := profileFlag(fs)
@@ -193,6 +197,11 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	snapS := time.Since(t).Seconds()
+	if *memProf != "" {
+		if err := writeHeapProfile(*memProf); err != nil {
+			return err
+		}
+	}
 	if *idFile != "" {
 		if err := os.WriteFile(*idFile, []byte(res.Head.BlobID), 0o644); err != nil {
 			return err
@@ -461,4 +470,16 @@ func runV3Restore(ctx context.Context, args []string) error {
 		"hwm_MiB":        vmHWM(),
 	})
 	return nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
