@@ -75,6 +75,27 @@ func openRestoreDir(root *os.Root, dir string) (*restoreDir, error) {
 
 func (d *restoreDir) close() { unix.Close(d.fd) }
 
+// create creates the file at path, exclusively, for writing.
+func (d *restoreDir) create(path string) (*os.File, error) {
+	if noOpenat2.Load() {
+		return d.createRoot(path)
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_CREAT | unix.O_EXCL,
+		Mode:    0o600,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	fd, err := retry(func() (int, error) { return unix.Openat2(d.fd, path, &how) })
+	switch err {
+	case nil:
+		return os.NewFile(uintptr(fd), path), nil
+	case unix.ENOSYS, unix.EPERM:
+		noOpenat2.Store(true)
+		return d.createRoot(path)
+	}
+	return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+}
+
 // writeAt writes data at off in the file at path (created, exclusively,
 // when create is set) and, when mode is not nil, sets its permission bits.
 func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, mode *fs.FileMode) error {
