@@ -106,7 +106,7 @@ type buffers struct {
 	workers, uploads int
 	packSize         int64
 	small, big       *bufPool // file and chunk contents
-	sealed           *bufPool // sealed chunks
+	sealed, sealedSm *bufPool // sealed chunks, large and small
 	packs            *bufPool // packs being filled or uploaded
 }
 
@@ -119,10 +119,11 @@ func (b *Builder) buffers(w, u int) *buffers {
 	}
 	b.bufs = &buffers{
 		workers: w, uploads: u, packSize: b.MaxPackSize,
-		small:  newBufPool(MinChunk+1, 8*w),
-		big:    newBufPool(MaxChunk, 2*w+2),
-		sealed: newBufPool(MaxChunk+Overhead, w+2),
-		packs:  newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), u+1),
+		small:    newBufPool(MinChunk+1, 8*w),
+		big:      newBufPool(MaxChunk, 2*w+2),
+		sealed:   newBufPool(MaxChunk+Overhead, w+2),
+		sealedSm: newBufPool(MinChunk+1+Overhead, 4*w),
+		packs:    newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), u+1),
 	}
 	return b.bufs
 }
@@ -226,9 +227,13 @@ type node struct {
 	tree     ID
 	gone     bool // vanished before it could be read
 	reused   bool
+	whole    bool // read as one chunk: its id is sum
 }
 
 func (n *node) chunkIDs() []ID {
+	if n.whole {
+		return []ID{n.sum}
+	}
 	if n.reused || n.slots == nil {
 		return n.chunks
 	}
@@ -249,7 +254,7 @@ type chunkMsg struct {
 	data  []byte
 	id    ID
 	known bool // id already computed (a whole small file: its SHA-256)
-	slot  *ID
+	slot  *ID  // where the id goes (nil when known)
 	ref   *bufRef
 }
 
@@ -277,7 +282,8 @@ type sealedObj struct {
 	h    Handle
 	data []byte
 	plen int
-	buf  *[]byte
+	buf  *[]byte  // data's pooled buffer, nil for a one-off
+	pool *bufPool // buf's pool
 }
 
 // build is one Snapshot run.
@@ -297,8 +303,9 @@ type build struct {
 	// repacked, another location outside the repack set.
 	alt map[Handle]objLoc
 
-	bufs               *buffers
-	small, big, sealed *bufPool
+	bufs             *buffers
+	small, big       *bufPool
+	sealed, sealedSm *bufPool
 
 	jobs     chan fileJob
 	chunks   chan chunkMsg
@@ -362,6 +369,7 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 		small:    bufs.small,
 		big:      bufs.big,
 		sealed:   bufs.sealed,
+		sealedSm: bufs.sealedSm,
 		jobs:     make(chan fileJob, 64),
 		chunks:   make(chan chunkMsg, 2*w),
 		objects:  make(chan sealedObj, 2*w),
@@ -727,16 +735,15 @@ func (bd *build) readFiles(ctx context.Context) error {
 			closeFD(j.fd) // drain: the walker may still be sending
 			continue
 		}
-		if cut == nil {
-			cut = newCutter(bd.tables, MinChunk, MaxChunk, AvgBits)
-		}
-		firstErr = bd.readFile(ctx, j, cut, sum)
+		firstErr = bd.readFile(ctx, j, &cut, sum)
 		closeFD(j.fd)
 	}
 	return firstErr
 }
 
-func (bd *build) readFile(ctx context.Context, j fileJob, cut *cutter, sum gohash.Hash) error {
+// readFile reads one file; *cut is the reader's cutter, made on its first
+// file larger than MinChunk.
+func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum gohash.Hash) error {
 	n := j.n
 	st, err := fstat(j.fd)
 	if err != nil {
@@ -766,9 +773,8 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut *cutter, sum gohas
 				bd.small.put(buf)
 				return nil
 			}
-			slot := new(ID)
-			n.slots = []*ID{slot}
-			return bd.sendChunk(ctx, chunkMsg{data: (*buf)[:m], id: n.sum, known: true, slot: slot, ref: newBufRef(buf, bd.small, 1)})
+			n.whole = true
+			return bd.sendChunk(ctx, chunkMsg{data: (*buf)[:m], id: n.sum, known: true, ref: newBufRef(buf, bd.small, 1)})
 		case err != nil:
 			bd.small.put(buf)
 			return fmt.Errorf("repo: read %s: %w", j.path, err)
@@ -778,6 +784,9 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut *cutter, sum gohas
 		r = io.MultiReader(bytes.NewReader(*buf), r)
 	}
 	defer bd.small.put(prefix)
+	if *cut == nil {
+		*cut = newCutter(bd.tables, MinChunk, MaxChunk, AvgBits)
+	}
 	// The file's SHA-256 runs on a goroutine of its own, fed the chunks in
 	// order: chunking (Rabin) and hashing a large file then use two cores.
 	type hashMsg struct {
@@ -794,7 +803,7 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut *cutter, sum gohas
 		}
 		hashed <- sum.Sum(nil)
 	}()
-	err = bd.chunkFile(ctx, j, n, r, cut, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
+	err = bd.chunkFile(ctx, j, n, r, *cut, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
 	close(toHash)
 	copy(n.sum[:], <-hashed)
 	if err != nil {
@@ -871,7 +880,9 @@ func (bd *build) seal(ctx context.Context) error {
 		if !m.known {
 			m.id = sha256.Sum256(m.data)
 		}
-		*m.slot = m.id
+		if m.slot != nil {
+			*m.slot = m.id
+		}
 		h := Handle{TypeChunk, m.id}
 		if !bd.claim(h) {
 			bd.stats.chunksReused.Add(1)
@@ -889,11 +900,18 @@ func (bd *build) seal(ctx context.Context) error {
 }
 
 func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
+	var pool *bufPool
+	switch n := len(plain) + Overhead; {
+	case n <= bd.sealedSm.size:
+		pool = bd.sealedSm
+	case n <= bd.sealed.size:
+		pool = bd.sealed
+	}
 	var buf *[]byte
 	var out []byte
-	if len(plain)+Overhead <= bd.sealed.size {
+	if pool != nil {
 		var err error
-		if buf, err = bd.sealed.get(ctx); err != nil {
+		if buf, err = pool.get(ctx); err != nil {
 			return err
 		}
 		out = (*buf)[:0]
@@ -902,14 +920,14 @@ func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
 	}
 	out, err := bd.keys.sealTo(out, h.Type, plain)
 	if err != nil {
-		bd.sealed.put(buf)
+		pool.put(buf)
 		return err
 	}
 	select {
-	case bd.objects <- sealedObj{h: h, data: out, plen: len(plain), buf: buf}:
+	case bd.objects <- sealedObj{h: h, data: out, plen: len(plain), buf: buf, pool: pool}:
 		return nil
 	case <-ctx.Done():
-		bd.sealed.put(buf)
+		pool.put(buf)
 		return ctx.Err()
 	}
 }
@@ -922,7 +940,7 @@ func (bd *build) spool(ctx context.Context) (err error) {
 	pw, err := newPackWriter(ctx, bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize, bd.packBufs)
 	if err != nil {
 		for o := range bd.objects {
-			bd.sealed.put(o.buf)
+			o.pool.put(o.buf)
 		}
 		return err
 	}
@@ -937,7 +955,7 @@ func (bd *build) spool(ctx context.Context) (err error) {
 		if err == nil {
 			err = bd.add(ctx, &pw, o)
 		}
-		bd.sealed.put(o.buf)
+		o.pool.put(o.buf)
 	}
 	return err
 }
