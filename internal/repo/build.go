@@ -89,9 +89,12 @@ type Builder struct {
 	// Workers is the number of file readers and of sealers; 0 means
 	// runtime.GOMAXPROCS(0).
 	Workers int
-	// Uploads is the number of concurrent StorePack calls; 0 means 1.
-	// Each holds a pack in memory (caps up to 16 MiB), besides the one
-	// being filled.
+	// Uploads is the number of concurrent StorePack calls; 0 means 2.
+	// Packs in memory (caps up to 16 MiB) number max(Uploads, 2): one is
+	// filled while the other uploads, or both upload while the next one
+	// waits. Two uploads overlap one pack's upload with the other's
+	// read-back and the store's fsync; more pay off when each upload
+	// waits on a far publisher, at the cost of a pack of memory each.
 	Uploads int
 
 	// The pipeline's buffers, kept from one snapshot to the next: a
@@ -120,10 +123,10 @@ func (b *Builder) buffers(w, u int) *buffers {
 	b.bufs = &buffers{
 		workers: w, uploads: u, packSize: b.MaxPackSize,
 		small:    newBufPool(MinChunk+1, 8*w),
-		big:      newBufPool(MaxChunk, 2*w+2),
+		big:      newBufPool(MaxChunk, w+2),
 		sealed:   newBufPool(MaxChunk+Overhead, w+2),
 		sealedSm: newBufPool(MinChunk+1+Overhead, 4*w),
-		packs:    newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), u+1),
+		packs:    newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), max(u, 2)),
 	}
 	return b.bufs
 }
@@ -342,7 +345,12 @@ func (b *Builder) workers() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-func (b *Builder) uploads() int { return max(b.Uploads, 1) }
+func (b *Builder) uploads() int {
+	if b.Uploads > 0 {
+		return b.Uploads
+	}
+	return 2
+}
 
 // Snapshot snapshots in.Brain: it walks the brain (never following a
 // symlink below it, skipping what is neither a regular file nor a

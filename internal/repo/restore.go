@@ -44,6 +44,8 @@ type rfile struct {
 	sum    [32]byte
 	chunks []objRef
 	offs   []int64
+	one    [1]objRef // chunks of a file of one chunk (most files): no allocation
+	zero   [1]int64
 
 	mu        sync.Mutex
 	created   bool
@@ -246,7 +248,12 @@ func (pl *restorePlan) addFile(r *Reader, p string, mode fs.FileMode, size int64
 	if int64(len(pl.files)) >= maxJSONInt || size > maxJSONInt-pl.bytes {
 		return corruptf("too many files or bytes")
 	}
-	f := &rfile{path: p, mode: mode, size: size, sum: sum, chunks: make([]objRef, len(chunks)), offs: make([]int64, len(chunks)), remaining: len(chunks)}
+	f := &rfile{path: p, mode: mode, size: size, sum: sum, remaining: len(chunks)}
+	if len(chunks) == 1 {
+		f.chunks, f.offs = f.one[:], f.zero[:]
+	} else {
+		f.chunks, f.offs = make([]objRef, len(chunks)), make([]int64, len(chunks))
+	}
 	var off int64
 	for i, id := range chunks {
 		h := Handle{TypeChunk, id}

@@ -228,6 +228,18 @@ Method
     everything); restic = "restic backup" with the previous snapshot as parent.
   - latency: devnet (chain + ENS + local walrus) and daemon in one process; a brain file is written
     and the ENS text record is polled every 5 ms until it names a new blob.
+  - v3: the benchtool v3snap process = hash.Cache full hash + repo.Builder.Snapshot (walk, read,
+    content-defined chunking, SHA-256 ids, AES-256-GCM, 10 MiB packs in memory) with every pack
+    uploaded by the walrus client to "hermesd walrus serve" (separate process, durable: fsync per
+    blob) and read back, compared byte for byte with the pack, before the next commit references it;
+    the head pack last. Second snapshots: in the same process (trees and dedup index kept, as the
+    daemon keeps them), after appending a line to one file: Cache.Update of that path + Snapshot.
+    v3restore = repo.Open + Reader.Restore through the walrus client's range reads into a fresh
+    directory (every object id, every file's SHA-256 and the bundle hash verified). restic samples
+    (backup into a fresh repository, restore from the last one, second backup after the same edit)
+    run right after each of ours. v3sqlite: a ~200 MiB SQLite database (one 3,000-byte row per
+    4 KiB page) is snapshotted, one row is rewritten with the sqlite3 CLI, and the next snapshot's
+    uploaded bytes (packs, index and commit included) are set against the brain's size.
 `
 
 func num(v float64) string {

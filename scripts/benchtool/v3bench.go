@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
@@ -221,6 +222,9 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 		"uploaded_MiB": float64(st.BytesUploaded) / (1 << 20),
 		"hwm_MiB":      vmHWM(),
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m["heapinuse_MiB"], m["heapsys_MiB"], m["sys_MiB"], m["stack_MiB"] = float64(ms.HeapInuse)/(1<<20), float64(ms.HeapSys)/(1<<20), float64(ms.Sys)/(1<<20), float64(ms.StackSys)/(1<<20)
 
 	if *second != "" {
 		sm, err := secondSnapshots(ctx, b, cache, *dir, *second, *secondN, res, ix)
@@ -422,6 +426,7 @@ func runV3Restore(ctx context.Context, args []string) error {
 	target := fs.String("target", "", "fresh directory to restore into")
 	keyFile := fs.String("keyfile", "", "master key file")
 	conc := fs.Int("concurrency", 0, "ReadOptions.Concurrency (0: the reader's default)")
+	memProf := fs.String("memprofile", "", "write a heap profile after the restore to `FILE`")
 	prof := profileFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -460,6 +465,11 @@ func runV3Restore(ctx context.Context, args []string) error {
 		return err
 	}
 	total := time.Since(t).Seconds()
+	if *memProf != "" {
+		if err := writeHeapProfile(*memProf); err != nil {
+			return err
+		}
+	}
 	emit(map[string]float64{
 		"open_s":         openS,
 		"total_s":        total,
@@ -473,11 +483,12 @@ func runV3Restore(ctx context.Context, args []string) error {
 }
 
 func writeHeapProfile(path string) error {
+	runtime.GC()
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		f.Close()
 		return err
 	}
