@@ -34,7 +34,7 @@ type ReadOptions struct {
 	// pack are downloaded rather than paying for a second request; 0
 	// means 64 KiB, negative means none.
 	Gap int64
-	// MaxRange bounds one coalesced range read; 0 means 4 MiB. An object
+	// MaxRange bounds one coalesced range read; 0 means 2 MiB. An object
 	// larger than that gets a range of its own.
 	MaxRange int64
 	// Attempts bounds the reads of one range, resuming after the bytes
@@ -53,7 +53,7 @@ func (o ReadOptions) withDefaults() ReadOptions {
 		o.Gap = 0
 	}
 	if o.MaxRange <= 0 {
-		o.MaxRange = 4 << 20
+		o.MaxRange = 2 << 20
 	}
 	if o.Attempts <= 0 {
 		o.Attempts = 3
