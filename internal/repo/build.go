@@ -84,7 +84,7 @@ func (m TreeMap) Tree(_ context.Context, id ID) (*Tree, error) {
 type Builder struct {
 	Keys        *Keys
 	Sink        PackSink
-	SpoolDir    string // where pack files are written before upload
+	SpoolDir    string // where packs over 16 MiB are spooled before upload
 	MaxPackSize int64  // walrus.max_blob_size; at least MinPackSize
 	// Workers is the number of file readers and of sealers; 0 means
 	// runtime.GOMAXPROCS(0).
@@ -314,7 +314,7 @@ type build struct {
 	chunks   chan chunkMsg
 	objects  chan sealedObj
 	full     chan *PackWriter // packs to write out
-	ready    chan *Pack       // pack files to upload
+	ready    chan *Pack       // packs to upload
 	packBufs *bufPool         // memory of the packs being filled or written
 
 	upMu     sync.Mutex
@@ -1017,7 +1017,7 @@ func (bd *build) finish(ctx context.Context) error {
 	return firstErr
 }
 
-// upload is an uploader stage: it stores pack files through the sink.
+// upload is an uploader stage: it stores packs through the sink.
 func (bd *build) upload(ctx context.Context) error {
 	var firstErr error
 	for p := range bd.ready {

@@ -295,8 +295,8 @@ const MinPackSize = 2 << 20
 // ErrPackFull is returned by PackWriter.Add when the object does not fit.
 var ErrPackFull = errors.New("repo: pack full")
 
-// memoryPackLimit: packs up to this cap are assembled in memory and
-// written once; larger ones are spooled to a file first.
+// memoryPackLimit: packs up to this cap are assembled and uploaded from
+// memory; larger ones are spooled to a file.
 const memoryPackLimit = 16 << 20
 
 // PackWriter collects sealed objects of one pack under a size cap and, on
@@ -317,8 +317,8 @@ type PackWriter struct {
 	err     error // sticky
 }
 
-// NewPackWriter starts a pack whose file will be written in dir (a spool
-// directory), at most maxSize bytes.
+// NewPackWriter starts a pack of at most maxSize bytes; a pack too large
+// to hold in memory is spooled in dir.
 func NewPackWriter(keys *Keys, dir string, maxSize int64) (*PackWriter, error) {
 	return newPackWriter(context.Background(), keys, dir, maxSize, nil)
 }
