@@ -402,7 +402,7 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 	if len(bd.repack) > 0 {
 		bd.alt = in.Index.alternatives(bd.repack)
 	}
-	if len(in.Known) > 0 {
+	if len(in.Known) > 0 && in.Prev != nil { // only files of Prev are reused
 		bd.known = make(map[string]*hash.File, len(in.Known))
 		for i := range in.Known {
 			bd.known[in.Known[i].Path] = &in.Known[i]
@@ -1064,16 +1064,16 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]i
 	usage := map[*indexPack]int64{}
 	seen := map[Handle]struct{}{}
 	ref := func(h Handle) {
-		if _, ok := seen[h]; ok {
-			return
-		}
-		seen[h] = struct{}{}
 		bd.mu.Lock()
 		_, isNew := bd.pending[h]
 		bd.mu.Unlock()
 		if isNew {
+			return // in a new pack: nothing to count
+		}
+		if _, ok := seen[h]; ok {
 			return
 		}
+		seen[h] = struct{}{}
 		if l, ok := bd.locate(h); ok {
 			usage[l.pack] += l.n
 		}
