@@ -27,8 +27,9 @@
 //     alreadyCertified as above) but never extends an existing one.
 //
 // Writes are durable: uploads stream to a temporary file (hashed on the
-// way, never buffered in memory), are fsynced and renamed into place, and
-// metadata is replaced atomically. Reads stream from disk.
+// way, 1 MiB at a time, never held whole in memory), are fsynced and
+// renamed into place, and metadata is replaced atomically. Reads stream
+// from disk (sendfile(2) where the connection allows).
 //
 // Faults (status errors, Retry-After, latency, connection resets and
 // truncated bodies) can be switched on at runtime, deterministically from a

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -111,6 +112,26 @@ func (r *recorder) Write(p []byte) (int, error) {
 	r.n += int64(n)
 	return n, err
 }
+
+// ReadFrom passes a body copied from a file to the connection's own
+// ReadFrom (sendfile(2) for a blob read), counting it like Write.
+func (r *recorder) ReadFrom(src io.Reader) (int64, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	var n int64
+	var err error
+	if rf, ok := r.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(src)
+	} else {
+		n, err = io.Copy(writerOnly{r.ResponseWriter}, src)
+	}
+	r.n += n
+	return n, err
+}
+
+// writerOnly hides everything but Write (io.Copy would call ReadFrom).
+type writerOnly struct{ io.Writer }
 
 // Unwrap lets http.ResponseController reach Flush and Hijack.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
@@ -372,7 +393,7 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 	defer os.Remove(f.Name()) // a no-op once the upload was renamed into place
 	defer f.Close()
 	h := newBlobIDHasher()
-	n, err := io.Copy(io.MultiWriter(f, h), http.MaxBytesReader(w, r.Body, s.cfg.MaxBodySize))
+	n, err := copyFull(io.MultiWriter(f, h), http.MaxBytesReader(w, r.Body, s.cfg.MaxBodySize))
 	st.info.BytesIn = n
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -468,6 +489,36 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// uploadBuf is the unit in which an upload goes to its file and hash: a
+// write(2) and a hash call per MiB rather than per network read.
+const uploadBuf = 1 << 20
+
+var uploadBufs = sync.Pool{New: func() any { b := make([]byte, uploadBuf); return &b }}
+
+// copyFull copies src to dst in full uploadBuf units (the last one short).
+func copyFull(dst io.Writer, src io.Reader) (int64, error) {
+	bp := uploadBufs.Get().(*[]byte)
+	defer uploadBufs.Put(bp)
+	var n int64
+	for {
+		k, rerr := io.ReadFull(src, *bp)
+		if k > 0 {
+			w, err := dst.Write((*bp)[:k])
+			n += int64(w)
+			if err != nil {
+				return n, err
+			}
+		}
+		switch rerr {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			return n, nil
+		default:
+			return n, rerr
+		}
+	}
 }
 
 // cutPoint is where a fault cuts a body of n bytes.

@@ -4,6 +4,8 @@ package repo
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -206,3 +208,88 @@ func benchRestore(b *testing.B, brain string) {
 func BenchmarkRestoreBigFile(b *testing.B) { benchRestore(b, bigBrain(b, 1<<30)) }
 
 func BenchmarkRestoreManyFiles(b *testing.B) { benchRestore(b, manyBrain(b, 50_000)) }
+
+// BenchmarkSealChunk is a sealer's work on one average chunk: its id
+// (SHA-256) and AES-256-GCM.
+func BenchmarkSealChunk(b *testing.B) {
+	keys := testKeys(b, testIdentity)
+	plain := randomBytes(1, MinChunk+1<<AvgBits)
+	out := make([]byte, 0, len(plain)+Overhead)
+	b.SetBytes(int64(len(plain)))
+	for b.Loop() {
+		id := ID(sha256.Sum256(plain))
+		var err error
+		if out, err = keys.sealTo(out[:0], TypeChunk, plain); err != nil || id.IsZero() {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPackFinish fills a 10 MiB pack with sealed chunks and
+// finishes it (index, SHA-256 of the whole pack), in memory.
+func BenchmarkPackFinish(b *testing.B) {
+	keys := testKeys(b, testIdentity)
+	_, obj, err := keys.Seal(TypeChunk, randomBytes(2, MinChunk+1<<AvgBits))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool := newBufPool(10<<20, 1)
+	b.SetBytes(10 << 20)
+	for i := 0; b.Loop(); i++ {
+		pw, err := newPackWriter(context.Background(), keys, b.TempDir(), 10<<20, pool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for n := uint32(0); ; n++ {
+			var id ID
+			binary.BigEndian.PutUint32(id[:], n)
+			if err := pw.Add(TypeChunk, id, obj); err == ErrPackFull {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+		p, err := pw.Finish(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Discard()
+	}
+}
+
+// BenchmarkSnapshotSmallEditMany: the second snapshot of 50,000 small
+// files after one of them changed (trees of the first kept in memory).
+func BenchmarkSnapshotSmallEditMany(b *testing.B) {
+	brain := manyBrain(b, 50_000)
+	keys := testKeys(b, testIdentity)
+	bl := &Builder{Keys: keys, Sink: &nullSink{}, SpoolDir: b.TempDir(), MaxPackSize: 10 << 20}
+	files, want, size := known(b, brain)
+	ix := NewIndex()
+	prev, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: files, Want: want})
+	if err != nil {
+		b.Fatal(err)
+	}
+	edited := filepath.Join(brain, "skills/d00/s00/f00000.md")
+	b.SetBytes(size)
+	var ct cpuTimer
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		if err := os.WriteFile(edited, fmt.Appendf(nil, "edit %d", i), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		files, want, _ := known(b, brain)
+		b.StartTimer()
+		ct.begin()
+		res, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: files, Want: want, Prev: prev.Commit, Trees: prev.Trees})
+		ct.end()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Stats.FilesRead != 1 {
+			b.Fatalf("read %d files, want the edited one", res.Stats.FilesRead)
+		}
+		prev = res
+	}
+	ct.report(b)
+	peakRSS(b)
+}

@@ -9,7 +9,6 @@ import (
 	gohash "hash"
 	"io"
 	"io/fs"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/restic/chunker"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hermesd/hermesd/internal/hash"
@@ -37,11 +35,15 @@ const (
 	maxDirEntries = 1 << 22
 )
 
-// PackSink stores finished packs. StorePack uploads the pack file, reads
-// the blob back and compares its SHA-256 with p.SHA256, and only then
-// returns the blob id and end epoch: the builder references a pack's
-// objects only after StorePack succeeded. The file belongs to the builder,
-// which removes it when StorePack returns.
+// PackSink stores finished packs. StorePack uploads the pack (p.Open, once
+// per attempt; p.Size bytes), reads the blob back and checks that it is
+// the pack (the same bytes, or equivalently SHA-256 p.SHA256), and only
+// then returns the blob id and end epoch: the builder references a pack's
+// objects only after StorePack succeeded. The pack belongs to the
+// builder, which discards it when StorePack returns.
+//
+// Comparing the read-back with p.Open's bytes costs a memory compare;
+// hashing it costs a SHA-256 pass over every uploaded byte.
 type PackSink interface {
 	StorePack(ctx context.Context, p *Pack) (Stored, error)
 }
@@ -82,13 +84,61 @@ func (m TreeMap) Tree(_ context.Context, id ID) (*Tree, error) {
 type Builder struct {
 	Keys        *Keys
 	Sink        PackSink
-	SpoolDir    string // where pack files are written before upload
+	SpoolDir    string // where packs over 16 MiB are spooled before upload
 	MaxPackSize int64  // walrus.max_blob_size; at least MinPackSize
 	// Workers is the number of file readers and of sealers; 0 means
 	// runtime.GOMAXPROCS(0).
 	Workers int
-	// Uploads is the number of concurrent StorePack calls; 0 means 1.
+	// Uploads is the number of concurrent StorePack calls; 0 means 2.
+	// Packs in memory (caps up to 16 MiB) number max(Uploads, 2): one is
+	// filled while the other uploads, or both upload while the next one
+	// waits. Two uploads overlap one pack's upload with the other's
+	// read-back and the store's fsync; more pay off when each upload
+	// waits on a far publisher, at the cost of a pack of memory each.
 	Uploads int
+
+	// The pipeline's buffers, kept from one snapshot to the next: a
+	// daemon snapshotting every few seconds would otherwise fault in tens
+	// of MiB of fresh pages each time. Dropped after a failed snapshot.
+	bufMu sync.Mutex
+	bufs  *buffers
+}
+
+// buffers are the bounded pools of a Builder's pipeline.
+type buffers struct {
+	workers, uploads int
+	packSize         int64
+	small, big       *bufPool // file and chunk contents
+	sealed, sealedSm *bufPool // sealed chunks, large and small
+	packs            *bufPool // packs being filled or uploaded
+}
+
+// buffers returns the pools for this configuration, made on first use.
+func (b *Builder) buffers(w, u int) *buffers {
+	b.bufMu.Lock()
+	defer b.bufMu.Unlock()
+	if x := b.bufs; x != nil && x.workers == w && x.uploads == u && x.packSize == b.MaxPackSize {
+		return x
+	}
+	b.bufs = &buffers{
+		workers: w, uploads: u, packSize: b.MaxPackSize,
+		small:    newBufPool(MinChunk+1, 8*w),
+		big:      newBufPool(MaxChunk, w+2),
+		sealed:   newBufPool(MaxChunk+Overhead, w+2),
+		sealedSm: newBufPool(MinChunk+1+Overhead, 4*w),
+		packs:    newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), max(u, 2)),
+	}
+	return b.bufs
+}
+
+// dropBuffers forgets x: a failed snapshot may not have returned all of
+// its buffers.
+func (b *Builder) dropBuffers(x *buffers) {
+	b.bufMu.Lock()
+	defer b.bufMu.Unlock()
+	if b.bufs == x {
+		b.bufs = nil
+	}
 }
 
 // SnapshotInput is one snapshot's input.
@@ -180,9 +230,13 @@ type node struct {
 	tree     ID
 	gone     bool // vanished before it could be read
 	reused   bool
+	whole    bool // read as one chunk: its id is sum
 }
 
 func (n *node) chunkIDs() []ID {
+	if n.whole {
+		return []ID{n.sum}
+	}
 	if n.reused || n.slots == nil {
 		return n.chunks
 	}
@@ -203,7 +257,7 @@ type chunkMsg struct {
 	data  []byte
 	id    ID
 	known bool // id already computed (a whole small file: its SHA-256)
-	slot  *ID
+	slot  *ID  // where the id goes (nil when known)
 	ref   *bufRef
 }
 
@@ -231,7 +285,8 @@ type sealedObj struct {
 	h    Handle
 	data []byte
 	plen int
-	buf  *[]byte
+	buf  *[]byte  // data's pooled buffer, nil for a one-off
+	pool *bufPool // buf's pool
 }
 
 // build is one Snapshot run.
@@ -239,7 +294,7 @@ type build struct {
 	b       *Builder
 	in      *SnapshotInput
 	keys    *Keys
-	pol     chunker.Pol
+	tables  *rabin
 	known   map[string]*hash.File
 	repack  map[string]bool
 	maxTree int
@@ -251,19 +306,22 @@ type build struct {
 	// repacked, another location outside the repack set.
 	alt map[Handle]objLoc
 
-	small, big, sealed *bufPool
+	bufs             *buffers
+	small, big       *bufPool
+	sealed, sealedSm *bufPool
 
 	jobs     chan fileJob
 	chunks   chan chunkMsg
 	objects  chan sealedObj
 	full     chan *PackWriter // packs to write out
-	ready    chan *Pack       // pack files to upload
+	ready    chan *Pack       // packs to upload
 	packBufs *bufPool         // memory of the packs being filled or written
 
 	upMu     sync.Mutex
 	uploaded []uploadedPack
 	last     *PackWriter
 
+	dirBuf   []byte // the walker's listing buffer
 	root     *node
 	lock     *node
 	receipts *node
@@ -287,6 +345,13 @@ func (b *Builder) workers() int {
 	return runtime.GOMAXPROCS(0)
 }
 
+func (b *Builder) uploads() int {
+	if b.Uploads > 0 {
+		return b.Uploads
+	}
+	return 2
+}
+
 // Snapshot snapshots in.Brain: it walks the brain (never following a
 // symlink below it, skipping what is neither a regular file nor a
 // directory), reads and chunks only the files it cannot reuse, seals and
@@ -299,25 +364,28 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 	if err := b.check(&in); err != nil {
 		return nil, err
 	}
-	pol, err := b.Keys.Polynomial()
-	if err != nil {
+	if _, err := b.Keys.Polynomial(); err != nil {
 		return nil, err
 	}
 	w := b.workers()
+	bufs := b.buffers(w, b.uploads())
 	bd := &build{
-		b: b, in: &in, keys: b.Keys, pol: pol,
+		b: b, in: &in, keys: b.Keys, tables: b.Keys.tables,
 		repack:   map[string]bool{},
 		pending:  map[Handle]struct{}{},
-		small:    newBufPool(MinChunk+1, 8*w),
-		big:      newBufPool(MaxChunk, 2*w+2),
-		sealed:   newBufPool(MaxChunk+Overhead, w+2),
+		bufs:     bufs,
+		small:    bufs.small,
+		big:      bufs.big,
+		sealed:   bufs.sealed,
+		sealedSm: bufs.sealedSm,
 		jobs:     make(chan fileJob, 64),
 		chunks:   make(chan chunkMsg, 2*w),
 		objects:  make(chan sealedObj, 2*w),
 		full:     make(chan *PackWriter),
 		ready:    make(chan *Pack, 1),
-		packBufs: newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), 1),
+		packBufs: bufs.packs,
 		trees:    TreeMap{},
+		dirBuf:   make([]byte, 32<<10),
 	}
 	// The largest object an empty pack can hold.
 	bd.maxTree = int(min(b.MaxPackSize-HeaderSize-minIndexStored-indexEntryLen-Overhead, MaxTreeLen))
@@ -334,13 +402,17 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 	if len(bd.repack) > 0 {
 		bd.alt = in.Index.alternatives(bd.repack)
 	}
-	if len(in.Known) > 0 {
+	if len(in.Known) > 0 && in.Prev != nil { // only files of Prev are reused
 		bd.known = make(map[string]*hash.File, len(in.Known))
 		for i := range in.Known {
 			bd.known[in.Known[i].Path] = &in.Known[i]
 		}
 	}
-	return bd.run(ctx)
+	res, err := bd.run(ctx)
+	if err != nil {
+		b.dropBuffers(bufs)
+	}
+	return res, err
 }
 
 func (b *Builder) check(in *SnapshotInput) error {
@@ -442,7 +514,7 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 	g.Go(func() error { return bd.spool(gctx) })
 	g.Go(func() error { return bd.finish(gctx) })
 	var uploaders sync.WaitGroup
-	for range max(bd.b.Uploads, 1) {
+	for range bd.b.uploads() {
 		uploaders.Add(1)
 		g.Go(func() error {
 			defer uploaders.Done()
@@ -463,8 +535,23 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 	return bd.commit(ctx, bundle, usage)
 }
 
-// walkDir lists the directory fd (at rel) into n, reading nothing but
-// names and stat data: files that cannot be reused go to the readers.
+// dirent is one directory entry as listed, with the type the directory
+// records (direntUnknown when the filesystem does not say).
+type dirent struct {
+	name string
+	typ  uint8
+}
+
+const (
+	direntUnknown = iota
+	direntFile
+	direntDir
+	direntOther
+)
+
+// walkDir lists the directory fd (at rel) into n: a file it can reuse
+// costs no system call beyond the listing (its mode comes from Known, like
+// its contents), the others go to the readers, which stat them once open.
 func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev *Tree, depth int) error {
 	if depth >= MaxDepth {
 		return fmt.Errorf("%w: %s: directories nested deeper than %d", ErrTooLarge, displayPath(rel), MaxDepth)
@@ -472,24 +559,35 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	names, err := listDir(fd, make([]byte, 32<<10), maxDirEntries)
+	ents, err := listDir(fd, bd.dirBuf, maxDirEntries)
 	if err != nil {
 		return fmt.Errorf("repo: read directory %s: %w", displayPath(rel), err)
 	}
-	slices.Sort(names) // bytewise: the tree order
-	for _, name := range names {
+	slices.SortFunc(ents, func(a, b dirent) int { return strings.Compare(a.name, b.name) }) // bytewise: the tree order
+	for _, ent := range ents {
+		name := ent.name
 		p := name
 		if rel != "" {
 			p = rel + "/" + name
 		}
-		st, err := statAt(fd, name)
-		if err != nil {
-			if isVanished(err) {
-				continue
+		if ent.typ == direntUnknown {
+			st, err := statAt(fd, name)
+			if err != nil {
+				if isVanished(err) {
+					continue
+				}
+				return fmt.Errorf("repo: stat %s: %w", p, err)
 			}
-			return fmt.Errorf("repo: stat %s: %w", p, err)
+			switch {
+			case st.mode.IsDir():
+				ent.typ = direntDir
+			case st.mode.Type() == 0:
+				ent.typ = direntFile
+			default:
+				ent.typ = direntOther
+			}
 		}
-		isDir, isFile := st.mode.IsDir(), st.mode.Type() == 0
+		isDir, isFile := ent.typ == direntDir, ent.typ == direntFile
 		if !isDir && !isFile {
 			continue // symlink, socket, fifo, device: skipped like the hasher
 		}
@@ -500,7 +598,7 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 			if isDir {
 				return fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
 			}
-			c := &node{name: name, mode: st.mode.Perm()}
+			c := &node{name: name}
 			if name == LockFile {
 				bd.lock = c
 			} else {
@@ -544,10 +642,10 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 			n.children = append(n.children, c)
 			continue
 		}
-		c := &node{name: name, mode: st.mode.Perm()}
+		c := &node{name: name}
 		n.children = append(n.children, c)
-		if pe != nil && pe.Type == EntryFile && bd.reusable(p, pe) {
-			c.size, c.sum, c.chunks, c.reused = pe.Size, pe.SHA256, pe.Chunks, true
+		if k := bd.reusable(p, pe); k != nil {
+			c.mode, c.size, c.sum, c.chunks, c.reused = k.Mode.Perm(), pe.Size, pe.SHA256, pe.Chunks, true
 			bd.stats.filesReused.Add(1)
 			bd.stats.chunksReused.Add(int64(len(pe.Chunks)))
 			continue
@@ -559,21 +657,24 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 	return nil
 }
 
-// reusable reports whether the file at path may keep the previous
-// commit's entry without being read: the hash cache vouches for the same
-// size and SHA-256, and every chunk is in a live pack that is not being
-// repacked (or was sealed in this snapshot).
-func (bd *build) reusable(path string, pe *Entry) bool {
+// reusable returns the hash cache's entry for the file at path when the
+// file may keep the previous commit's entry pe without being read: the
+// cache vouches for the same size and SHA-256, and every chunk is in a
+// live pack that is not being repacked (or was sealed in this snapshot).
+func (bd *build) reusable(path string, pe *Entry) *hash.File {
+	if pe == nil || pe.Type != EntryFile {
+		return nil
+	}
 	k := bd.known[path]
 	if k == nil || k.Size != pe.Size || k.SHA256 != pe.SHA256 {
-		return false
+		return nil
 	}
 	for _, id := range pe.Chunks {
 		if !bd.available(Handle{TypeChunk, id}) {
-			return false
+			return nil
 		}
 	}
-	return true
+	return k
 }
 
 func (bd *build) available(h Handle) bool {
@@ -631,7 +732,7 @@ func (bd *build) submit(ctx context.Context, dirfd int, path string, n *node) er
 
 // readFiles is a reader stage: it reads, hashes and chunks files.
 func (bd *build) readFiles(ctx context.Context) error {
-	var ch *chunker.Chunker
+	var cut *cutter
 	sum := sha256.New()
 	var firstErr error
 	for j := range bd.jobs {
@@ -642,16 +743,15 @@ func (bd *build) readFiles(ctx context.Context) error {
 			closeFD(j.fd) // drain: the walker may still be sending
 			continue
 		}
-		if ch == nil {
-			ch = chunker.NewWithBoundaries(nil, bd.pol, MinChunk, MaxChunk)
-		}
-		firstErr = bd.readFile(ctx, j, ch, sum)
+		firstErr = bd.readFile(ctx, j, &cut, sum)
 		closeFD(j.fd)
 	}
 	return firstErr
 }
 
-func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, sum gohash.Hash) error {
+// readFile reads one file; *cut is the reader's cutter, made on its first
+// file larger than MinChunk.
+func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum gohash.Hash) error {
 	n := j.n
 	st, err := fstat(j.fd)
 	if err != nil {
@@ -661,6 +761,7 @@ func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, s
 		n.gone = true // replaced by something else since the listing
 		return nil
 	}
+	n.mode = st.mode.Perm()
 	var r io.Reader = fdReader(j.fd)
 	var prefix *[]byte
 	if st.size <= MinChunk {
@@ -668,9 +769,9 @@ func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, s
 		if err != nil {
 			return err
 		}
-		m, err := io.ReadFull(r, *buf)
+		m, err := readSmall(r, *buf, int(st.size))
 		switch {
-		case err == io.EOF || err == io.ErrUnexpectedEOF:
+		case err == io.EOF:
 			// The whole file: one chunk whose id is the file's SHA-256.
 			n.size = int64(m)
 			n.sum = sha256.Sum256((*buf)[:m])
@@ -680,9 +781,8 @@ func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, s
 				bd.small.put(buf)
 				return nil
 			}
-			slot := new(ID)
-			n.slots = []*ID{slot}
-			return bd.sendChunk(ctx, chunkMsg{data: (*buf)[:m], id: n.sum, known: true, slot: slot, ref: newBufRef(buf, bd.small, 1)})
+			n.whole = true
+			return bd.sendChunk(ctx, chunkMsg{data: (*buf)[:m], id: n.sum, known: true, ref: newBufRef(buf, bd.small, 1)})
 		case err != nil:
 			bd.small.put(buf)
 			return fmt.Errorf("repo: read %s: %w", j.path, err)
@@ -692,6 +792,9 @@ func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, s
 		r = io.MultiReader(bytes.NewReader(*buf), r)
 	}
 	defer bd.small.put(prefix)
+	if *cut == nil {
+		*cut = newCutter(bd.tables, MinChunk, MaxChunk, AvgBits)
+	}
 	// The file's SHA-256 runs on a goroutine of its own, fed the chunks in
 	// order: chunking (Rabin) and hashing a large file then use two cores.
 	type hashMsg struct {
@@ -708,7 +811,7 @@ func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, s
 		}
 		hashed <- sum.Sum(nil)
 	}()
-	err = bd.chunkFile(ctx, j, n, r, ch, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
+	err = bd.chunkFile(ctx, j, n, r, *cut, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
 	close(toHash)
 	copy(n.sum[:], <-hashed)
 	if err != nil {
@@ -719,17 +822,37 @@ func (bd *build) readFile(ctx context.Context, j fileJob, ch *chunker.Chunker, s
 	return nil
 }
 
+// readSmall reads a file fstat found to have size bytes into buf (of
+// MinChunk+1 bytes). It returns io.EOF with the whole file, which it takes
+// to end once size bytes were read (not spending a read(2) to hear it), or
+// nil when the file filled buf: it grew past MinChunk.
+func readSmall(r io.Reader, buf []byte, size int) (int, error) {
+	m := 0
+	for m < len(buf) {
+		k, err := r.Read(buf[m:])
+		m += k
+		switch {
+		case err != nil:
+			return m, err
+		case m == size:
+			return m, io.EOF
+		case k == 0:
+			return m, io.ErrNoProgress
+		}
+	}
+	return m, nil
+}
+
 // chunkFile cuts r into chunks, hands each to hash (in order) and to the
 // sealers.
-func (bd *build) chunkFile(ctx context.Context, j fileJob, n *node, r io.Reader, ch *chunker.Chunker, hash func([]byte, *bufRef)) error {
-	ch.ResetWithBoundaries(r, bd.pol, MinChunk, MaxChunk)
-	ch.SetAverageBits(AvgBits)
+func (bd *build) chunkFile(ctx context.Context, j fileJob, n *node, r io.Reader, cut *cutter, hash func([]byte, *bufRef)) error {
+	cut.reset(r)
 	for {
 		buf, err := bd.big.get(ctx)
 		if err != nil {
 			return err
 		}
-		c, err := ch.Next((*buf)[:0])
+		data, err := cut.next((*buf)[:0])
 		if err == io.EOF {
 			bd.big.put(buf)
 			return nil
@@ -738,12 +861,12 @@ func (bd *build) chunkFile(ctx context.Context, j fileJob, n *node, r io.Reader,
 			bd.big.put(buf)
 			return fmt.Errorf("repo: read %s: %w", j.path, err)
 		}
-		n.size += int64(c.Length)
+		n.size += int64(len(data))
 		slot := new(ID)
 		n.slots = append(n.slots, slot)
 		ref := newBufRef(buf, bd.big, 2)
-		hash(c.Data, ref)
-		if err := bd.sendChunk(ctx, chunkMsg{data: c.Data, slot: slot, ref: ref}); err != nil {
+		hash(data, ref)
+		if err := bd.sendChunk(ctx, chunkMsg{data: data, slot: slot, ref: ref}); err != nil {
 			return err
 		}
 	}
@@ -765,7 +888,9 @@ func (bd *build) seal(ctx context.Context) error {
 		if !m.known {
 			m.id = sha256.Sum256(m.data)
 		}
-		*m.slot = m.id
+		if m.slot != nil {
+			*m.slot = m.id
+		}
 		h := Handle{TypeChunk, m.id}
 		if !bd.claim(h) {
 			bd.stats.chunksReused.Add(1)
@@ -783,11 +908,18 @@ func (bd *build) seal(ctx context.Context) error {
 }
 
 func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
+	var pool *bufPool
+	switch n := len(plain) + Overhead; {
+	case n <= bd.sealedSm.size:
+		pool = bd.sealedSm
+	case n <= bd.sealed.size:
+		pool = bd.sealed
+	}
 	var buf *[]byte
 	var out []byte
-	if len(plain)+Overhead <= bd.sealed.size {
+	if pool != nil {
 		var err error
-		if buf, err = bd.sealed.get(ctx); err != nil {
+		if buf, err = pool.get(ctx); err != nil {
 			return err
 		}
 		out = (*buf)[:0]
@@ -796,14 +928,14 @@ func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
 	}
 	out, err := bd.keys.sealTo(out, h.Type, plain)
 	if err != nil {
-		bd.sealed.put(buf)
+		pool.put(buf)
 		return err
 	}
 	select {
-	case bd.objects <- sealedObj{h: h, data: out, plen: len(plain), buf: buf}:
+	case bd.objects <- sealedObj{h: h, data: out, plen: len(plain), buf: buf, pool: pool}:
 		return nil
 	case <-ctx.Done():
-		bd.sealed.put(buf)
+		pool.put(buf)
 		return ctx.Err()
 	}
 }
@@ -816,7 +948,7 @@ func (bd *build) spool(ctx context.Context) (err error) {
 	pw, err := newPackWriter(ctx, bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize, bd.packBufs)
 	if err != nil {
 		for o := range bd.objects {
-			bd.sealed.put(o.buf)
+			o.pool.put(o.buf)
 		}
 		return err
 	}
@@ -831,7 +963,7 @@ func (bd *build) spool(ctx context.Context) (err error) {
 		if err == nil {
 			err = bd.add(ctx, &pw, o)
 		}
-		bd.sealed.put(o.buf)
+		o.pool.put(o.buf)
 	}
 	return err
 }
@@ -857,7 +989,7 @@ func (bd *build) add(ctx context.Context, pw **PackWriter, o sealedObj) error {
 	return nil
 }
 
-// finish writes full packs to files (and frees their memory), one at a
+// finish completes full packs (index, SHA-256), one at a
 // time, for the uploaders.
 func (bd *build) finish(ctx context.Context) error {
 	defer close(bd.ready)
@@ -878,14 +1010,14 @@ func (bd *build) finish(ctx context.Context) error {
 		select {
 		case bd.ready <- p:
 		case <-ctx.Done():
-			os.Remove(p.Path)
+			p.Discard()
 			firstErr = ctx.Err()
 		}
 	}
 	return firstErr
 }
 
-// upload is an uploader stage: it stores pack files through the sink.
+// upload is an uploader stage: it stores packs through the sink.
 func (bd *build) upload(ctx context.Context) error {
 	var firstErr error
 	for p := range bd.ready {
@@ -893,7 +1025,7 @@ func (bd *build) upload(ctx context.Context) error {
 			firstErr = ctx.Err()
 		}
 		if firstErr != nil {
-			os.Remove(p.Path)
+			p.Discard()
 			continue
 		}
 		ref, err := bd.store(ctx, p)
@@ -909,7 +1041,7 @@ func (bd *build) upload(ctx context.Context) error {
 }
 
 func (bd *build) store(ctx context.Context, p *Pack) (PackRef, error) {
-	defer os.Remove(p.Path)
+	defer p.Discard()
 	st, err := bd.b.Sink.StorePack(ctx, p)
 	if err != nil {
 		return PackRef{}, fmt.Errorf("store pack: %w", err)
@@ -932,16 +1064,16 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]i
 	usage := map[*indexPack]int64{}
 	seen := map[Handle]struct{}{}
 	ref := func(h Handle) {
-		if _, ok := seen[h]; ok {
-			return
-		}
-		seen[h] = struct{}{}
 		bd.mu.Lock()
 		_, isNew := bd.pending[h]
 		bd.mu.Unlock()
 		if isNew {
+			return // in a new pack: nothing to count
+		}
+		if _, ok := seen[h]; ok {
 			return
 		}
+		seen[h] = struct{}{}
 		if l, ok := bd.locate(h); ok {
 			usage[l.pack] += l.n
 		}

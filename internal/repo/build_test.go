@@ -301,15 +301,15 @@ func TestBuilderConfig(t *testing.T) {
 	brain := t.TempDir()
 	tests := []struct {
 		name string
-		b    Builder
+		b    *Builder
 		in   SnapshotInput
 	}{
-		{"small pack cap", Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 1 << 20}, SnapshotInput{Brain: brain, Index: NewIndex()}},
-		{"no index", Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: brain}},
-		{"no sink", Builder{Keys: keys, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: brain, Index: NewIndex()}},
-		{"bad parent", Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: brain, Index: NewIndex(), Parent: "a/b", ParentFormat: ParentV2}},
-		{"parent without format", Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: brain, Index: NewIndex(), Parent: "abc"}},
-		{"missing brain", Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: filepath.Join(brain, "nope"), Index: NewIndex()}},
+		{"small pack cap", &Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 1 << 20}, SnapshotInput{Brain: brain, Index: NewIndex()}},
+		{"no index", &Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: brain}},
+		{"no sink", &Builder{Keys: keys, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: brain, Index: NewIndex()}},
+		{"bad parent", &Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: brain, Index: NewIndex(), Parent: "a/b", ParentFormat: ParentV2}},
+		{"parent without format", &Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: brain, Index: NewIndex(), Parent: "abc"}},
+		{"missing brain", &Builder{Keys: keys, Sink: st, SpoolDir: t.TempDir(), MaxPackSize: 4 << 20}, SnapshotInput{Brain: filepath.Join(brain, "nope"), Index: NewIndex()}},
 	}
 	for _, tt := range tests {
 		if _, err := tt.b.Snapshot(context.Background(), tt.in); err == nil {

@@ -22,7 +22,8 @@
 //   - codecs: Tree, Commit, PackIndex, Header, Keys.Seal/Open, PackWriter;
 //   - Builder.Snapshot: walks the brain, reads only files that are new or
 //     changed (Known from the hash cache), dedups against the Index,
-//     uploads full packs through a PackSink and the head pack last;
+//     uploads full packs through a PackSink (Pack.Open gives a pack's
+//     bytes, in memory for caps up to 16 MiB) and the head pack last;
 //   - Open / ReadCommit: a Reader over a RangeReader, with Restore,
 //     Check, Walk, Summarize (bundle hash from trees alone), Diff.
 //

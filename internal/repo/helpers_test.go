@@ -42,7 +42,7 @@ func (s *dirStore) StorePack(ctx context.Context, p *Pack) (Stored, error) {
 		}
 	}
 	// Copy and hash as a blob store would, streaming.
-	in, err := os.Open(p.Path)
+	in, err := p.Open()
 	if err != nil {
 		return Stored{}, err
 	}

@@ -152,6 +152,7 @@ type Keys struct {
 
 	polOnce sync.Once
 	pol     chunker.Pol
+	tables  *rabin // the polynomial's fingerprint tables
 	polErr  error
 
 	// rand supplies nonces; crypto/rand unless a test fixes it.
@@ -202,14 +203,16 @@ func (k *Keys) KeyID() string { return hex.EncodeToString(k.keyID[:]) }
 // Polynomial returns the agent's Rabin polynomial for content-defined
 // chunking: restic/chunker's DerivePolynomial over the HKDF stream
 // HKDF-SHA256(agent key, info "hermesd/v3 chunker polynomial"). It is
-// computed once.
+// computed once, with its fingerprint tables.
 func (k *Keys) Polynomial() (chunker.Pol, error) {
 	k.polOnce.Do(func() {
 		stream := subkey(k.agent, infoPolynomial, polynomialStream)
 		k.pol, k.polErr = chunker.DerivePolynomial(bytes.NewReader(stream))
 		if k.polErr != nil {
 			k.polErr = fmt.Errorf("repo: derive chunker polynomial: %w", k.polErr)
+			return
 		}
+		k.tables, k.polErr = newRabin(k.pol)
 	})
 	return k.pol, k.polErr
 }

@@ -168,7 +168,7 @@ type walrusStore struct {
 }
 
 func (s *walrusStore) StorePack(ctx context.Context, p *Pack) (Stored, error) {
-	f, err := os.Open(p.Path)
+	f, err := p.Open()
 	if err != nil {
 		return Stored{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	gohash "hash"
 	"io"
 	"os"
 )
@@ -245,14 +246,46 @@ func (k *Keys) OpenIndex(hdr, stored []byte) (Header, *PackIndex, error) {
 	return h, ix, err
 }
 
-// Pack is a finished pack file, ready to upload.
+// Pack is a finished pack, ready to upload: held in memory when the cap
+// is at most 16 MiB (Walrus's public publishers take 10 MiB), else in a
+// file in the spool directory. Read it with Open; Discard frees it.
 type Pack struct {
-	Path        string   // the pack file; the writer's caller removes it after upload
+	Path        string   // the pack file when spooled to disk, else ""
 	Size        int64    // bytes
-	SHA256      [32]byte // of the whole file, for the read-back check
+	SHA256      [32]byte // of the whole pack, for the read-back check and the commit
 	IndexLength int64    // stored index length (for the commit's pack list)
 	Head        bool     // carries a commit
 	Objects     []IndexEntry
+
+	// A pack in memory: header and sealed index, then the objects, in a
+	// buffer that release returns to its pool.
+	prefix, data []byte
+	release      func()
+}
+
+// Open returns a reader of the whole pack from its first byte. Each call
+// starts anew (an upload's retries, then the read-back check).
+func (p *Pack) Open() (io.ReadCloser, error) {
+	if p.Path != "" {
+		return os.Open(p.Path)
+	}
+	if p.data == nil && p.prefix == nil {
+		return nil, errors.New("repo: pack already discarded")
+	}
+	return io.NopCloser(io.MultiReader(bytes.NewReader(p.prefix), bytes.NewReader(p.data))), nil
+}
+
+// Discard frees the pack's memory or removes its file; the pack cannot be
+// read afterwards. The builder discards its packs once StorePack returned.
+func (p *Pack) Discard() {
+	if p.Path != "" {
+		os.Remove(p.Path)
+	}
+	if p.release != nil {
+		p.release()
+		p.release = nil
+	}
+	p.prefix, p.data = nil, nil
 }
 
 // MinPackSize is the smallest pack cap a writer accepts: a chunk of
@@ -262,15 +295,16 @@ const MinPackSize = 2 << 20
 // ErrPackFull is returned by PackWriter.Add when the object does not fit.
 var ErrPackFull = errors.New("repo: pack full")
 
-// memoryPackLimit: packs up to this cap are assembled in memory and
-// written once; larger ones are spooled to a file first.
+// memoryPackLimit: packs up to this cap are assembled and uploaded from
+// memory; larger ones are spooled to a file.
 const memoryPackLimit = 16 << 20
 
 // PackWriter collects sealed objects of one pack under a size cap and, on
-// Finish, writes the pack file (header, sealed index, objects) in one pass,
-// computing its SHA-256 on the way. Objects are held in memory when the
-// cap is at most 16 MiB (Walrus's public publishers take 10 MiB), else
-// spooled to a temporary file. Not safe for concurrent use.
+// Finish, seals the index and computes the pack's SHA-256. Objects are
+// held in memory when the cap is at most 16 MiB (Walrus's public
+// publishers take 10 MiB), and the Pack stays there; larger packs are
+// spooled to a temporary file and written out as a pack file in one pass.
+// Not safe for concurrent use.
 type PackWriter struct {
 	keys    *Keys
 	dir     string
@@ -283,8 +317,8 @@ type PackWriter struct {
 	err     error // sticky
 }
 
-// NewPackWriter starts a pack whose file will be written in dir (a spool
-// directory), at most maxSize bytes.
+// NewPackWriter starts a pack of at most maxSize bytes; a pack too large
+// to hold in memory is spooled in dir.
 func NewPackWriter(keys *Keys, dir string, maxSize int64) (*PackWriter, error) {
 	return newPackWriter(context.Background(), keys, dir, maxSize, nil)
 }
@@ -363,9 +397,9 @@ func (w *PackWriter) Add(t Type, id ID, stored []byte) error {
 	return nil
 }
 
-// Finish writes the pack file: a head pack when commit is non-empty. The
-// returned Pack's file belongs to the caller. The writer is done either
-// way.
+// Finish completes the pack: a head pack when commit is non-empty. The
+// returned Pack belongs to the caller, who discards it. The writer is done
+// either way.
 func (w *PackWriter) Finish(commit []byte) (p *Pack, err error) {
 	defer w.Abort()
 	if w.err != nil {
@@ -383,9 +417,28 @@ func (w *PackWriter) Finish(commit []byte) (p *Pack, err error) {
 	if prefix, err = w.keys.sealAAD(prefix, w.keys.indexAAD(hdr[:]), plain); err != nil {
 		return nil, err
 	}
+	p = &Pack{Size: h.Size(), IndexLength: h.IndexLength, Head: h.Head, Objects: w.entries}
+	sum := sha256.New()
+	sum.Write(prefix)
+	if w.mem != nil {
+		sum.Write(*w.mem)
+		p.prefix, p.data = prefix, *w.mem
+		if pool, buf := w.pool, w.mem; pool != nil {
+			p.release = func() { pool.put(buf) }
+		}
+		w.mem = nil // the pack's now
+	} else if err := w.writeFile(p, prefix, sum); err != nil {
+		return nil, err
+	}
+	sum.Sum(p.SHA256[:0])
+	return p, nil
+}
+
+// writeFile writes a spooled pack's file: prefix, then the spool.
+func (w *PackWriter) writeFile(p *Pack, prefix []byte, sum gohash.Hash) (err error) {
 	out, err := os.CreateTemp(w.dir, "hermesd-pack-*.hrms")
 	if err != nil {
-		return nil, fmt.Errorf("repo: create pack: %w", err)
+		return fmt.Errorf("repo: create pack: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -393,33 +446,25 @@ func (w *PackWriter) Finish(commit []byte) (p *Pack, err error) {
 			os.Remove(out.Name())
 		}
 	}()
-	sum := sha256.New()
 	mw := io.MultiWriter(out, sum)
-	if _, err := mw.Write(prefix); err != nil {
-		return nil, fmt.Errorf("repo: write pack: %w", err)
+	if _, err := out.Write(prefix); err != nil {
+		return fmt.Errorf("repo: write pack: %w", err)
 	}
-	if w.mem != nil {
-		if _, err := mw.Write(*w.mem); err != nil {
-			return nil, fmt.Errorf("repo: write pack: %w", err)
-		}
-	} else {
-		if _, err := w.spool.Seek(0, io.SeekStart); err != nil {
-			return nil, fmt.Errorf("repo: rewind pack spool: %w", err)
-		}
-		n, err := io.CopyBuffer(mw, io.LimitReader(w.spool, w.data+1), make([]byte, 1<<20))
-		if err != nil {
-			return nil, fmt.Errorf("repo: write pack: %w", err)
-		}
-		if n != w.data {
-			return nil, fmt.Errorf("repo: pack spool holds %d bytes, want %d", n, w.data)
-		}
+	if _, err := w.spool.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("repo: rewind pack spool: %w", err)
+	}
+	n, err := io.CopyBuffer(mw, io.LimitReader(w.spool, w.data+1), make([]byte, 1<<20))
+	if err != nil {
+		return fmt.Errorf("repo: write pack: %w", err)
+	}
+	if n != w.data {
+		return fmt.Errorf("repo: pack spool holds %d bytes, want %d", n, w.data)
 	}
 	if err := out.Close(); err != nil {
-		return nil, fmt.Errorf("repo: write pack: %w", err)
+		return fmt.Errorf("repo: write pack: %w", err)
 	}
-	p = &Pack{Path: out.Name(), Size: h.Size(), IndexLength: h.IndexLength, Head: h.Head, Objects: w.entries}
-	copy(p.SHA256[:], sum.Sum(nil))
-	return p, nil
+	p.Path = out.Name()
+	return nil
 }
 
 // Abort discards what the writer holds. It is safe to call more than once

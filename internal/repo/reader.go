@@ -34,7 +34,7 @@ type ReadOptions struct {
 	// pack are downloaded rather than paying for a second request; 0
 	// means 64 KiB, negative means none.
 	Gap int64
-	// MaxRange bounds one coalesced range read; 0 means 4 MiB. An object
+	// MaxRange bounds one coalesced range read; 0 means 2 MiB. An object
 	// larger than that gets a range of its own.
 	MaxRange int64
 	// Attempts bounds the reads of one range, resuming after the bytes
@@ -53,7 +53,7 @@ func (o ReadOptions) withDefaults() ReadOptions {
 		o.Gap = 0
 	}
 	if o.MaxRange <= 0 {
-		o.MaxRange = 4 << 20
+		o.MaxRange = 2 << 20
 	}
 	if o.Attempts <= 0 {
 		o.Attempts = 3
@@ -82,6 +82,39 @@ type Reader struct {
 
 	downloaded atomic.Int64
 	ranges     atomic.Int64
+
+	// spare holds span and plaintext buffers between fetches, at most
+	// Concurrency of each: a restore runs several fetches (trees level by
+	// level, then files), which would otherwise each grow their own.
+	spareMu    sync.Mutex
+	spareSpans [][]byte
+	sparePlain [][]byte
+}
+
+// takeBufs returns a span and a plaintext buffer, kept or new.
+func (r *Reader) takeBufs() (span, plain []byte) {
+	r.spareMu.Lock()
+	defer r.spareMu.Unlock()
+	if n := len(r.spareSpans); n > 0 {
+		span, r.spareSpans = r.spareSpans[n-1], r.spareSpans[:n-1]
+	}
+	if n := len(r.sparePlain); n > 0 {
+		plain, r.sparePlain = r.sparePlain[n-1], r.sparePlain[:n-1]
+	}
+	return span, plain
+}
+
+// keepBufs keeps buffers for later fetches, up to Concurrency of each and
+// only those of the usual sizes (a span of MaxRange, a chunk).
+func (r *Reader) keepBufs(span, plain []byte) {
+	r.spareMu.Lock()
+	defer r.spareMu.Unlock()
+	if span != nil && int64(cap(span)) <= r.opts.MaxRange && len(r.spareSpans) < r.opts.Concurrency {
+		r.spareSpans = append(r.spareSpans, span)
+	}
+	if plain != nil && cap(plain) <= MaxChunk && len(r.sparePlain) < r.opts.Concurrency {
+		r.sparePlain = append(r.sparePlain, plain)
+	}
 }
 
 type packState struct {
@@ -438,9 +471,14 @@ func (r *Reader) plan(objs []objRef, sorted bool) []span {
 	for _, o := range objs {
 		if k := len(spans) - 1; k >= 0 {
 			s := &spans[k]
-			end := s.off + s.n
-			if s.pack == o.pack && o.off >= end && o.off-end <= r.opts.Gap && o.off+o.n-s.off <= r.opts.MaxRange {
-				s.n = o.off + o.n - s.off
+			// Unsorted objects (one file's chunks in file order) may lie a
+			// little before the span: two sealers put a file's chunks in its
+			// pack slightly out of order. The span grows either way while it
+			// stays within MaxRange and o within Gap of it; objects are
+			// delivered in the order given, whatever their place in it.
+			lo, hi := min(s.off, o.off), max(s.off+s.n, o.off+o.n)
+			if s.pack == o.pack && o.off <= s.off+s.n+r.opts.Gap && o.off+o.n >= s.off-r.opts.Gap && hi-lo <= r.opts.MaxRange {
+				s.off, s.n = lo, hi-lo
 				s.objs = append(s.objs, o)
 				continue
 			}
@@ -481,10 +519,12 @@ func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, deliver 
 	})
 	for range min(r.opts.Concurrency, len(spans)) {
 		g.Go(func() error {
-			var buf, plain []byte
+			buf, plain := r.takeBufs()
+			defer func() { r.keepBufs(buf, plain) }()
 			for i := range next {
 				s := &spans[i]
 				var err error
+				buf = grow(buf, s.n, r.opts.MaxRange)
 				buf, _, err = r.readRange(gctx, s.pack.ref.BlobID, s.off, s.n, buf)
 				if err != nil {
 					return fmt.Errorf("read pack %s: %w", s.pack.ref.BlobID, err)
@@ -498,6 +538,7 @@ func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, deliver 
 				}
 				for _, o := range s.objs {
 					stored := buf[o.off-s.off : o.off-s.off+o.n]
+					plain = grow(plain, o.n-Overhead, MaxChunk)
 					if plain, err = r.keys.openTo(plain[:0], o.h.Type, o.h.ID, stored); err != nil {
 						return fmt.Errorf("pack %s: %w", s.pack.ref.BlobID, err)
 					}
@@ -513,6 +554,16 @@ func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, deliver 
 		})
 	}
 	return g.Wait()
+}
+
+// grow returns b, or a larger buffer when b cannot hold n bytes: twice
+// its capacity (at most limit) or n, whichever is more, so a worker's
+// buffer settles after a few spans instead of growing with each.
+func grow(b []byte, n, limit int64) []byte {
+	if int64(cap(b)) >= n {
+		return b
+	}
+	return make([]byte, 0, max(n, min(2*int64(cap(b)), limit)))
 }
 
 // Walk calls fn for every entry of the snapshot's root tree, depth first

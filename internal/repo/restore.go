@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/hermesd/hermesd/internal/hash"
 )
 
@@ -36,7 +34,6 @@ type Restored struct {
 	BundleHash  hash.Digest // whole restores: the verified bundle hash
 	Downloaded  int64       // bytes read from the blob store by this Reader so far
 	Ranges      int64       // range requests made by this Reader so far
-	ReadBack    int         // multi-chunk files verified by reading them back
 }
 
 // rfile is one file to restore or check.
@@ -47,6 +44,8 @@ type rfile struct {
 	sum    [32]byte
 	chunks []objRef
 	offs   []int64
+	one    [1]objRef // chunks of a file of one chunk (most files): no allocation
+	zero   [1]int64
 
 	mu        sync.Mutex
 	created   bool
@@ -132,10 +131,24 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 			}
 		}
 	}
-	err = r.fetch(ctx, r.plan(pl.objs, true), false, func(o objRef, plain []byte) error {
+	// Files of one chunk: the chunk's id is the file's SHA-256, so the
+	// object check verifies the file. Their chunks are fetched in pack
+	// order, coalesced, concurrently, and written wherever they go.
+	var bulk []objRef
+	for _, o := range pl.objs {
 		for _, t := range pl.targets[o.h] {
-			if err := t.f.write(rd, t.i, plain); err != nil {
-				return err
+			if len(t.f.chunks) == 1 {
+				bulk = append(bulk, o)
+				break
+			}
+		}
+	}
+	err = r.fetch(ctx, r.plan(bulk, true), false, func(o objRef, plain []byte) error {
+		for _, t := range pl.targets[o.h] {
+			if len(t.f.chunks) == 1 {
+				if err := t.f.write(rd, t.i, plain); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -143,18 +156,17 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	if err != nil {
 		return Restored{}, err
 	}
-	// A file of several chunks is hashed by reading it back: its chunks
-	// arrive in pack order, not file order, and from concurrent reads.
+	// Files of several chunks: fetched in file order (the downloads still
+	// run concurrently), each written and hashed as its chunks arrive.
 	var multi []*rfile
 	for _, f := range pl.files {
-		if f.remaining != 0 {
-			return Restored{}, fmt.Errorf("repo: restore: %s: %d chunks not written", f.path, f.remaining)
-		}
 		if len(f.chunks) > 1 {
 			multi = append(multi, f)
+		} else if f.remaining != 0 {
+			return Restored{}, fmt.Errorf("repo: restore: %s: %d chunks not written", f.path, f.remaining)
 		}
 	}
-	if err := verifyFiles(ctx, root, multi); err != nil {
+	if err := r.restoreInOrder(ctx, rd, multi); err != nil {
 		return Restored{}, err
 	}
 	dirs := slices.Clone(pl.dirs)
@@ -164,7 +176,7 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 			return Restored{}, fmt.Errorf("repo: restore: %w", err)
 		}
 	}
-	res.Files, res.Dirs, res.Bytes, res.ReadBack = len(pl.files), len(pl.dirs), pl.bytes, len(multi)
+	res.Files, res.Dirs, res.Bytes = len(pl.files), len(pl.dirs), pl.bytes
 	res.Downloaded, res.Ranges = r.Downloaded()
 	return res, nil
 }
@@ -236,7 +248,12 @@ func (pl *restorePlan) addFile(r *Reader, p string, mode fs.FileMode, size int64
 	if int64(len(pl.files)) >= maxJSONInt || size > maxJSONInt-pl.bytes {
 		return corruptf("too many files or bytes")
 	}
-	f := &rfile{path: p, mode: mode, size: size, sum: sum, chunks: make([]objRef, len(chunks)), offs: make([]int64, len(chunks)), remaining: len(chunks)}
+	f := &rfile{path: p, mode: mode, size: size, sum: sum, remaining: len(chunks)}
+	if len(chunks) == 1 {
+		f.chunks, f.offs = f.one[:], f.zero[:]
+	} else {
+		f.chunks, f.offs = make([]objRef, len(chunks)), make([]int64, len(chunks))
+	}
 	var off int64
 	for i, id := range chunks {
 		h := Handle{TypeChunk, id}
@@ -294,6 +311,11 @@ func (f *rfile) write(d *restoreDir, i int, plain []byte) error {
 	return nil
 }
 
+// createRoot is restoreDir.create through os.Root.
+func (d *restoreDir) createRoot(path string) (*os.File, error) {
+	return d.root.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+}
+
 // writeAtRoot is restoreDir.writeAt through os.Root.
 func (d *restoreDir) writeAtRoot(path string, create bool, data []byte, off int64, mode *fs.FileMode) error {
 	flags := os.O_WRONLY
@@ -314,32 +336,65 @@ func (d *restoreDir) writeAtRoot(path string, create bool, data []byte, off int6
 	return err
 }
 
-// verifyFiles re-reads files and compares their SHA-256, two at a time.
-func verifyFiles(ctx context.Context, root *os.Root, files []*rfile) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(2)
+// restoreInOrder writes files of several chunks: one ordered fetch of all
+// their chunks, file after file, each file written sequentially through
+// one descriptor and hashed on the way.
+func (r *Reader) restoreInOrder(ctx context.Context, rd *restoreDir, files []*rfile) error {
+	var chunks []objRef
 	for _, f := range files {
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			fh, err := root.Open(f.path)
-			if err != nil {
-				return fmt.Errorf("repo: verify: %w", err)
-			}
-			defer fh.Close()
-			h := sha256.New()
-			n, err := io.CopyBuffer(h, io.LimitReader(fh, f.size+1), make([]byte, 1<<20))
-			if err != nil {
-				return fmt.Errorf("repo: verify %s: %w", f.path, err)
-			}
-			if n != f.size || !bytes.Equal(h.Sum(nil), f.sum[:]) {
-				return corruptf("%s does not hash to its recorded SHA-256", f.path)
-			}
-			return nil
-		})
+		chunks = append(chunks, f.chunks...)
 	}
-	return g.Wait()
+	var (
+		fi, ci int // the file and chunk the next delivery belongs to
+		fh     *os.File
+		off    int64
+		sum    = sha256.New()
+	)
+	defer func() {
+		if fh != nil {
+			fh.Close()
+		}
+	}()
+	err := r.fetch(ctx, r.plan(chunks, false), true, func(o objRef, plain []byte) error {
+		f := files[fi]
+		if int64(len(plain)) != f.chunks[ci].n-Overhead {
+			return corruptf("%s: chunk %d has %d bytes, want %d", f.path, ci, len(plain), f.chunks[ci].n-Overhead)
+		}
+		if fh == nil {
+			var err error
+			if fh, err = rd.create(f.path); err != nil {
+				return fmt.Errorf("repo: restore: %w", err)
+			}
+			off = 0
+			sum.Reset()
+		}
+		if _, err := fh.WriteAt(plain, off); err != nil {
+			return fmt.Errorf("repo: restore: %w", err)
+		}
+		sum.Write(plain)
+		off += int64(len(plain))
+		if ci++; ci < len(f.chunks) {
+			return nil
+		}
+		if off != f.size || !bytes.Equal(sum.Sum(nil), f.sum[:]) {
+			return corruptf("%s does not hash to its recorded SHA-256", f.path)
+		}
+		err := fh.Chmod(f.mode)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		fh = nil
+		if err != nil {
+			return fmt.Errorf("repo: restore: %w", err)
+		}
+		f.remaining, f.created = 0, true
+		fi, ci = fi+1, 0
+		return nil
+	})
+	if err == nil && fi != len(files) {
+		err = fmt.Errorf("repo: restore: %s: chunks not written", files[fi].path)
+	}
+	return err
 }
 
 // prepareTarget makes sure dir is an empty directory (creating it, 0700,

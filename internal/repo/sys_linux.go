@@ -3,12 +3,52 @@
 package repo
 
 import (
+	"encoding/binary"
 	"io/fs"
 	"os"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
+
+// parseDirents appends the entries of getdents64 records
+// (ino u64, off i64, reclen u16, type u8, name NUL-terminated) to ents.
+func parseDirents(b []byte, ents []dirent) []dirent {
+	const nameOff = 19
+	for len(b) >= nameOff {
+		reclen := int(binary.NativeEndian.Uint16(b[16:]))
+		if reclen < nameOff || reclen > len(b) {
+			return ents // cannot happen: the kernel wrote these
+		}
+		rec := b[:reclen]
+		b = b[reclen:]
+		if binary.NativeEndian.Uint64(rec) == 0 {
+			continue // a deleted entry
+		}
+		name := rec[nameOff:]
+		for i, c := range name {
+			if c == 0 {
+				name = name[:i]
+				break
+			}
+		}
+		if string(name) == "." || string(name) == ".." {
+			continue
+		}
+		t := uint8(direntUnknown)
+		switch rec[18] {
+		case unix.DT_REG:
+			t = direntFile
+		case unix.DT_DIR:
+			t = direntDir
+		case unix.DT_UNKNOWN:
+		default:
+			t = direntOther
+		}
+		ents = append(ents, dirent{name: string(name), typ: t})
+	}
+	return ents
+}
 
 // noOpenat2 is set once openat2 turned out to be unavailable (an old
 // kernel, or a seccomp filter refusing it).
@@ -34,6 +74,27 @@ func openRestoreDir(root *os.Root, dir string) (*restoreDir, error) {
 }
 
 func (d *restoreDir) close() { unix.Close(d.fd) }
+
+// create creates the file at path, exclusively, for writing.
+func (d *restoreDir) create(path string) (*os.File, error) {
+	if noOpenat2.Load() {
+		return d.createRoot(path)
+	}
+	how := unix.OpenHow{
+		Flags:   unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_CREAT | unix.O_EXCL,
+		Mode:    0o600,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	fd, err := retry(func() (int, error) { return unix.Openat2(d.fd, path, &how) })
+	switch err {
+	case nil:
+		return os.NewFile(uintptr(fd), path), nil
+	case unix.ENOSYS, unix.EPERM:
+		noOpenat2.Store(true)
+		return d.createRoot(path)
+	}
+	return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+}
 
 // writeAt writes data at off in the file at path (created, exclusively,
 // when create is set) and, when mode is not nil, sets its permission bits.

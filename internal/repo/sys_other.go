@@ -18,7 +18,7 @@ func openFileAt(int, string) (int, error)        { return -1, errUnsupported }
 func closeFD(int)                                {}
 func statAt(int, string) (statInfo, error)       { return statInfo{}, errUnsupported }
 func fstat(int) (statInfo, error)                { return statInfo{}, errUnsupported }
-func listDir(int, []byte, int) ([]string, error) { return nil, errUnsupported }
+func listDir(int, []byte, int) ([]dirent, error) { return nil, errUnsupported }
 func isVanished(error) bool                      { return false }
 
 type statInfo struct {

@@ -21,3 +21,8 @@ func (d *restoreDir) close() {}
 func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, mode *fs.FileMode) error {
 	return d.writeAtRoot(path, create, data, off, mode)
 }
+
+// create creates the file at path, exclusively, for writing.
+func (d *restoreDir) create(path string) (*os.File, error) {
+	return d.createRoot(path)
+}

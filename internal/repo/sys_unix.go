@@ -90,20 +90,22 @@ func fstat(fd int) (statInfo, error) {
 	return toStatInfo(&st), nil
 }
 
-// listDir returns the names in the directory fd (without "." and ".."),
-// at most max of them.
-func listDir(fd int, buf []byte, max int) ([]string, error) {
-	var names []string
+// listDir returns the entries of the directory fd (without "." and
+// ".."), at most max of them, with the type the directory itself records
+// where the system and filesystem give one (a brain walk then needs no
+// stat for a file it does not read).
+func listDir(fd int, buf []byte, max int) ([]dirent, error) {
+	var ents []dirent
 	for {
 		n, err := retry(func() (int, error) { return unix.ReadDirent(fd, buf) })
 		if err != nil {
 			return nil, err
 		}
 		if n <= 0 {
-			return names, nil
+			return ents, nil
 		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
-		if len(names) > max {
+		ents = parseDirents(buf[:n], ents)
+		if len(ents) > max {
 			return nil, errTooManyEntries
 		}
 	}

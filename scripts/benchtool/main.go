@@ -10,19 +10,22 @@
 // same run.
 //
 // Subcommands that do work in process print their internal figures as one
-// line "BENCH {json}" on stdout; `measure` collects them.
+// line "BENCH {json}" on stdout; `measure` collects them. The devnet
+// latency figure is benchtool-latency's (scripts/benchtool/latency): the
+// chain and the daemon would add ~30 MiB of binary pages to the RSS of
+// every process measured here.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"sort"
 	"syscall"
+
+	"github.com/hermesd/hermesd/scripts/benchtool/figures"
 )
 
 type command struct {
@@ -42,7 +45,9 @@ var commands = []command{
 	{"walrus-get", "download a blob with the walrus client to io.Discard", runWalrusGet},
 	{"snap", "hash a brain directory and take a snapshot (snapshot.Snapshotter.Take)", runSnap},
 	{"restore", "restore a snapshot into a fresh directory (snapshot.Restorer.Restore)", runRestore},
-	{"latency", "change-to-pointer latency on an in-process devnet + daemon", runLatency},
+	{"v3snap", "hash a brain and take a v3 snapshot (repo.Builder) to Walrus; -second: incremental ones", runV3Snap},
+	{"v3restore", "restore a v3 snapshot (repo.Open + Restore) through Walrus range reads", runV3Restore},
+	{"v3sqlite", "v3 snapshot cost of one 4 KiB change inside a ~200 MiB SQLite database", runV3SQLite},
 	{"freeport", "print a free TCP port on 127.0.0.1", runFreePort},
 	{"waitport", "wait until 127.0.0.1:PORT accepts connections", runWaitPort},
 	{"osslspeed", "openssl speed -evp aes-256-gcm as MB/s (baseline for v2)", runOpenSSLSpeed},
@@ -77,50 +82,13 @@ func main() {
 	os.Exit(2)
 }
 
-// emit prints the in-process figures of one run for `measure` to collect.
-func emit(m map[string]float64) {
-	b, err := json.Marshal(m)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Printf("BENCH %s\n", b)
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// quantile returns the nearest-rank q-quantile (q in (0,1]).
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	i := int(q*float64(len(s))+0.999999) - 1
-	i = max(0, min(i, len(s)-1))
-	return s[i]
-}
-
-func minmax(xs []float64) (lo, hi float64) {
-	if len(xs) == 0 {
-		return 0, 0
-	}
-	lo, hi = xs[0], xs[0]
-	for _, x := range xs[1:] {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return lo, hi
-}
+// The shared helpers, under the names the commands use.
+var (
+	emit     = figures.Emit
+	median   = figures.Median
+	quantile = figures.Quantile
+	minmax   = figures.MinMax
+)
 
 // profileFlag adds -cpuprofile to fs; the returned start function begins
 // profiling when the flag was given and returns the function that ends it.

@@ -98,6 +98,10 @@ var shownMetrics = map[string][]string{
 	"restore":  {"download_s", "unpack_s", "MBps"},
 	"latency":  {"median_ms", "p90_ms", "over_quiet_ms", "quiet_ms"},
 	"hash.big": {}, "hash.many": {},
+	"v3.snap":    {"hash_s", "snap_s", "upload_s", "verify_s", "packs", "MBps"},
+	"v3.second":  {"second_update_ms", "second_snap_s", "second_total_s", "second_uploaded_B"},
+	"v3.restore": {"open_s", "ranges", "MBps"},
+	"v3.sqlite":  {"brain_B", "changed_pages", "uploaded_B", "uploaded_ratio", "chunks_new"},
 }
 
 func metricsFor(key string) []string {
@@ -224,6 +228,18 @@ Method
     everything); restic = "restic backup" with the previous snapshot as parent.
   - latency: devnet (chain + ENS + local walrus) and daemon in one process; a brain file is written
     and the ENS text record is polled every 5 ms until it names a new blob.
+  - v3: the benchtool v3snap process = hash.Cache full hash + repo.Builder.Snapshot (walk, read,
+    content-defined chunking, SHA-256 ids, AES-256-GCM, 10 MiB packs in memory) with every pack
+    uploaded by the walrus client to "hermesd walrus serve" (separate process, durable: fsync per
+    blob) and read back, compared byte for byte with the pack, before the next commit references it;
+    the head pack last. Second snapshots: in the same process (trees and dedup index kept, as the
+    daemon keeps them), after appending a line to one file: Cache.Update of that path + Snapshot.
+    v3restore = repo.Open + Reader.Restore through the walrus client's range reads into a fresh
+    directory (every object id, every file's SHA-256 and the bundle hash verified). restic samples
+    (backup into a fresh repository, restore from the last one, second backup after the same edit)
+    run right after each of ours. v3sqlite: a ~200 MiB SQLite database (one 3,000-byte row per
+    4 KiB page) is snapshotted, one row is rewritten with the sqlite3 CLI, and the next snapshot's
+    uploaded bytes (packs, index and commit included) are set against the brain's size.
 `
 
 func num(v float64) string {
@@ -336,7 +352,7 @@ func checks(c *checker, r *results, stamps map[string]genParams) {
 			what, float64(big.BigSize)/(1<<20), a.rssText(), m))
 	}
 
-	// Issue 5: snapshot/restore vs restic.
+	// Issue 5: snapshot/restore (v2) vs restic.
 	for _, ds := range []string{"big", "many"} {
 		bytes := stamps[ds].Bytes
 		hk, rk := "snap."+ds+".hermesd", "snap."+ds+".restic"
@@ -377,6 +393,7 @@ func checks(c *checker, r *results, stamps map[string]genParams) {
 	} else if h != nil || rs != nil {
 		c.line("SKIP", "issue 5", "second snapshot of many: only one side measured")
 	}
+	v3Checks(c, r, stamps)
 	if a := r.get("latency.devnet"); a != nil {
 		med, _ := a.metric("median_ms")
 		p90, _ := a.metric("p90_ms")
@@ -437,4 +454,88 @@ func machineInfo(ctx context.Context, w io.Writer, loadStart string) {
 	fmt.Fprintf(w, "cpu flags: %s\n", strings.Join(fl, " "))
 	fmt.Fprintf(w, "toolchain: %s (benchtool built with %s); %s; %s\n", tool("go", "version"), runtime.Version(), tool("openssl", "version"), tool("restic", "version"))
 	fmt.Fprintf(w, "load average: at start %s, now %s\n", loadStart, strings.Join(strings.Fields(string(load))[:3], " "))
+}
+
+// v3 acceptance figures: ratios against restic samples taken interleaved
+// with ours in the same run.
+const (
+	v3MaxRSS        = 64.0 // MiB, every v3 snapshot and restore process
+	v3FirstSpeedup  = 2.0  // restic first backup / ours, at least
+	v3SecondRatio   = 0.2  // ours / restic second backup (many), at most
+	v3SecondShare   = 0.01 // of the brain uploaded by a second snapshot, plus the changed chunk
+	v3SQLiteShare   = 0.02 // of the brain uploaded after a 4 KiB SQLite change, less than
+	maxChunkStored  = 1<<20 + 28
+	v3RestoreFactor = 1.0 // ours / restic restore time, at most
+)
+
+func v3Checks(c *checker, r *results, stamps map[string]genParams) {
+	wall := func(k string) float64 { return median(r.get(k).wall) }
+	have := func(what string, keys ...string) bool {
+		for _, k := range keys {
+			if r.get(k) == nil {
+				if strings.HasPrefix(k, "v3.") && r.get("v3.snap.big") == nil && r.get("v3.snap.many") == nil {
+					return false // the v3 section did not run
+				}
+				c.line("SKIP", "v3", fmt.Sprintf("%s: %s not measured", what, k))
+				return false
+			}
+		}
+		return true
+	}
+	for _, ds := range []string{"big", "many"} {
+		bytes := stamps[ds].Bytes
+		k, rk := "v3.snap."+ds, "v3.snap."+ds+".restic"
+		if have("first snapshot "+ds, k, rk) {
+			h, rs := r.get(k), r.get(rk)
+			hw, rw := wall(k), wall(rk)
+			hs, _ := h.metric("hash_s")
+			ss, _ := h.metric("snap_s")
+			us, _ := h.metric("upload_s")
+			vs, _ := h.metric("verify_s")
+			packs, _ := h.metric("packs")
+			c.target("v3", rw/hw >= v3FirstSpeedup, fmt.Sprintf("first snapshot %s end to end (hash.Cache + Builder.Snapshot, %0.f packs uploaded to the local Walrus server and read back): ours %.3fs (%s), restic backup %.3fs (%s): restic/ours = %.2f× (target ≥ %.0f×)",
+				ds, packs, hw, mbps(bytes, hw), rw, mbps(bytes, rw), rw/hw, v3FirstSpeedup))
+			c.line("INFO", "v3", fmt.Sprintf("first snapshot %s stages: hash %.3fs, snapshot %.3fs (in it, summed over packs and overlapping the rest: upload %.3fs, read-back %.3fs)", ds, hs, ss, us, vs))
+			c.target("v3", h.maxRSS() <= v3MaxRSS, fmt.Sprintf("first snapshot %s peak RSS: ours %.1f MiB (anon %.1f), restic %.1f MiB (anon %.1f) (target ≤ %.0f MiB)",
+				ds, h.maxRSS(), h.maxAnon(), rs.maxRSS(), rs.maxAnon(), v3MaxRSS))
+		}
+		k, rk = "v3.restore."+ds, "v3.restore."+ds+".restic"
+		if have("restore "+ds, k, rk) {
+			h, rs := r.get(k), r.get(rk)
+			hw, rw := wall(k), wall(rk)
+			ranges, _ := h.metric("ranges")
+			c.target("v3", hw <= v3RestoreFactor*rw, fmt.Sprintf("restore %s into a fresh directory (Open + Restore through %0.f range reads, every object, file and the bundle hash verified): ours %.3fs (%s), restic restore %.3fs (%s): restic/ours = %.2f× (target ≥ 1×)",
+				ds, ranges, hw, mbps(bytes, hw), rw, mbps(bytes, rw), rw/hw))
+			c.target("v3", h.maxRSS() <= v3MaxRSS, fmt.Sprintf("restore %s peak RSS: ours %.1f MiB (anon %.1f), restic %.1f MiB (anon %.1f) (target ≤ %.0f MiB)",
+				ds, h.maxRSS(), h.maxAnon(), rs.maxRSS(), rs.maxAnon(), v3MaxRSS))
+		}
+		k, rk = "v3.second."+ds, "v3.second."+ds+".restic"
+		if have("second snapshot "+ds, k, rk) {
+			h := r.get(k)
+			tot, _ := h.metric("second_total_s")
+			upd, _ := h.metric("second_update_ms")
+			snap, _ := h.metric("second_snap_s")
+			up, _ := h.metric("second_uploaded_B")
+			rw := wall(rk)
+			limit := v3SecondShare*float64(bytes) + maxChunkStored
+			c.target("v3", up <= limit, fmt.Sprintf("second snapshot %s after one small edit uploads %.0f B = %.4f%% of the brain (target ≤ 1%% + the changed chunk = %.0f B)",
+				ds, up, 100*up/float64(bytes), limit))
+			line := fmt.Sprintf("second snapshot %s: ours %.3fs (Cache.Update %.1f ms + Snapshot %.3fs, upload and read-back included), restic second backup %.3fs: ours/restic = %.3f",
+				ds, tot, upd, snap, rw, tot/rw)
+			if ds == "many" {
+				c.target("v3", tot/rw <= v3SecondRatio, fmt.Sprintf("%s (target ≤ %.1f)", line, v3SecondRatio))
+			} else {
+				c.line("INFO", "v3", line)
+			}
+		}
+	}
+	if a := r.get("v3.sqlite"); a != nil {
+		ratio, _ := a.metric("uploaded_ratio")
+		up, _ := a.metric("uploaded_B")
+		brain, _ := a.metric("brain_B")
+		pages, _ := a.metric("changed_pages")
+		chunks, _ := a.metric("chunks_new")
+		c.target("v3", ratio < v3SQLiteShare, fmt.Sprintf("one 3,000-byte row rewritten in a %.0f MiB SQLite memory.db (UPDATE via the sqlite3 CLI: %.0f pages of 4 KiB changed, its page and the header's change counter): the next snapshot uploads %.0f B = %.3f%% of the brain, %.0f new chunks (target < %.0f%%)",
+			brain/(1<<20), pages, up, 100*ratio, chunks, 100*v3SQLiteShare))
+	}
 }

@@ -1,3 +1,7 @@
+// Command benchtool-latency measures hermesd's change-to-pointer latency
+// on an in-process devnet (chain with ENS, local Walrus) and daemon, for
+// scripts/bench.sh. It is benchtool's one command that links the chain:
+// kept apart so benchtool's processes measure their own memory.
 package main
 
 import (
@@ -8,14 +12,28 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/scripts/benchtool/brains"
+	"github.com/hermesd/hermesd/scripts/benchtool/figures"
 )
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runLatency(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "benchtool-latency: %v\n", err)
+		stop()
+		os.Exit(1)
+	}
+}
 
 // runLatency measures change-to-pointer latency: a devnet (chain with ENS +
 // local Walrus) and a daemon run in this process; a brain file is edited
@@ -59,12 +77,12 @@ func runLatency(ctx context.Context, args []string) error {
 	brain := ac.BrainDir
 	rng := rand.New(rand.NewPCG(7, 7))
 	for i := range *files {
-		if _, err := writeMarkdown(filepath.Join(brain, "skills", fmt.Sprintf("s%03d.md", i)), 1024+rng.IntN(7*1024), rng); err != nil {
+		if _, err := brains.WriteMarkdown(filepath.Join(brain, "skills", fmt.Sprintf("s%03d.md", i)), 1024+rng.IntN(7*1024), rng); err != nil {
 			return err
 		}
 	}
 	var seed [32]byte
-	if _, err := writeRandomFile(ctx, filepath.Join(brain, "memory.db"), 1<<20, rand.NewChaCha8(seed)); err != nil {
+	if _, err := brains.WriteRandomFile(ctx, filepath.Join(brain, "memory.db"), 1<<20, rand.NewChaCha8(seed)); err != nil {
 		return err
 	}
 
@@ -130,15 +148,15 @@ func runLatency(ctx context.Context, args []string) error {
 		cur = next
 	}
 	q := ms(*quiet)
-	lo, hi := minmax(lat)
-	emit(map[string]float64{
+	lo, hi := figures.MinMax(lat)
+	figures.Emit(map[string]float64{
 		"quiet_ms":          q,
-		"median_ms":         median(lat),
-		"p90_ms":            quantile(lat, 0.9),
+		"median_ms":         figures.Median(lat),
+		"p90_ms":            figures.Quantile(lat, 0.9),
 		"min_ms":            lo,
 		"max_ms":            hi,
-		"over_quiet_ms":     median(lat) - q,
-		"over_quiet_p90_ms": quantile(lat, 0.9) - q,
+		"over_quiet_ms":     figures.Median(lat) - q,
+		"over_quiet_p90_ms": figures.Quantile(lat, 0.9) - q,
 		"first_pointer_ms":  ms(first),
 		"edits":             float64(*n),
 		"brain_files":       float64(*files + 1),
@@ -146,3 +164,5 @@ func runLatency(ctx context.Context, args []string) error {
 	})
 	return nil
 }
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
