@@ -121,6 +121,11 @@ type Deps struct {
 	// services snapshots depend on come back after an outage, so a sync
 	// waiting for its backoff retries at once (nil: backoff only).
 	Recovered func() <-chan struct{}
+	// Slots, when set, bounds how many agents of the process sync at
+	// once (each holds a slot while it hashes and snapshots): a thousand
+	// agents starting together must not run a thousand pipelines, each
+	// with its buffers.
+	Slots chan struct{}
 	Observer  Observer
 	Log       *slog.Logger
 	Now       func() time.Time
@@ -421,6 +426,10 @@ func (nopObserver) Restore(string, string, *snapshot.Restored) {}
 // SetRecovered sets the recovery signal (see Deps.Recovered). Call it
 // before Run.
 func (a *Agent) SetRecovered(f func() <-chan struct{}) { a.deps.Recovered = f }
+
+// SetSlots sets the process-wide sync slots (see Deps.Slots). Call it
+// before Prepare.
+func (a *Agent) SetSlots(s chan struct{}) { a.deps.Slots = s }
 
 // Failing reports whether the agent's last sync failed.
 func (a *Agent) Failing() bool {

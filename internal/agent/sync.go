@@ -47,6 +47,14 @@ func (a *Agent) SyncOnce(ctx context.Context) (SyncResult, error) {
 func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResult, error) {
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
+	if a.deps.Slots != nil {
+		select {
+		case a.deps.Slots <- struct{}{}:
+			defer func() { <-a.deps.Slots }()
+		case <-ctx.Done():
+			return SyncResult{}, ctx.Err()
+		}
+	}
 	// A state save that failed earlier is retried with every sync.
 	if err := a.SaveState(); err != nil {
 		return SyncResult{}, err

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -92,6 +93,9 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		return nil, fmt.Errorf("watch: %w", err)
 	}
 	d.probe = newProber(svc.Walrus.Ping, log.With("component", "walrus"))
+	// A few syncs at a time: the cores are the limit, and each pipeline
+	// holds buffers of its own.
+	slots := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
 	every := map[string]time.Duration{}
 	for i := range cfg.Agents {
 		ac := &cfg.Agents[i]
@@ -100,6 +104,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 			return nil, err
 		}
 		a.SetRecovered(d.probe.recovered)
+		a.SetSlots(slots)
 		d.agents = append(d.agents, a)
 		d.byID[a.ID()] = a
 		every[a.ID()] = cfg.PointerIntervalOf(ac)
