@@ -125,10 +125,10 @@ type Deps struct {
 	// once (each holds a slot while it hashes and snapshots): a thousand
 	// agents starting together must not run a thousand pipelines, each
 	// with its buffers.
-	Slots chan struct{}
-	Observer  Observer
-	Log       *slog.Logger
-	Now       func() time.Time
+	Slots    chan struct{}
+	Observer Observer
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // Agent is one supervised brain.

@@ -264,7 +264,11 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 	}
 	startWatch()
 
-	bo := &backoff.Backoff{Min: time.Second, Max: 5 * time.Minute, Log: a.log, Now: a.deps.Now}
+	// At most a minute between retries: the prober wakes the loop at once
+	// when Walrus comes back from a visible outage, and a partial one (a
+	// publisher that answers /status but fails stores) costs a minute at
+	// worst.
+	bo := &backoff.Backoff{Min: time.Second, Max: time.Minute, Log: a.log, Now: a.deps.Now}
 	var (
 		retry     = time.NewTimer(0) // first pass right away: changes made while stopped
 		pending   []string

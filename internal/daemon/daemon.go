@@ -193,7 +193,7 @@ func listenerURL(l net.Listener) string {
 // backoff) and then runs its loop.
 func (d *Daemon) superviseAgent(ctx context.Context, a *agent.Agent) {
 	log := d.log.With("agent", a.ID())
-	bo := &backoff.Backoff{Min: time.Second, Max: 5 * time.Minute, Log: log}
+	bo := &backoff.Backoff{Min: time.Second, Max: time.Minute, Log: log}
 	for {
 		err := a.Prepare(ctx)
 		if err == nil {
