@@ -264,7 +264,7 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 
-	sd, err := state.Open(stateDir, state.Options{})
+	sd, err := state.Open(stateDir, state.Options{AllowSymlinks: cfg != nil && cfg.AllowSymlinks})
 	if err != nil {
 		if errors.Is(err, state.ErrLocked) {
 			return fmt.Errorf("%w; stop the daemon or POST the receipts to its /v1/agents/%s/receipts", err, *agentID)
@@ -808,7 +808,7 @@ func runQuarantinePurge(ctx context.Context, env *cmdEnv, args []string) error {
 		Via     string `json:"via"` // "daemon" or "state directory"
 	}{Agent: id}
 
-	sd, err := state.Open(stateDir, state.Options{})
+	sd, err := state.Open(stateDir, state.Options{AllowSymlinks: cfg != nil && cfg.AllowSymlinks})
 	switch {
 	case errors.Is(err, state.ErrLocked):
 		// The daemon holds the log: only it may change the file.
