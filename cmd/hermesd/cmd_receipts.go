@@ -290,7 +290,7 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 			Total  int    `json:"total"`
 			receipts.ImportReport
 		}{*agentID, logPath, policy.String(), rl.Len(), rep}
-		if err := json.NewEncoder(env.stdout).Encode(out); err != nil {
+		if err := newJSONEncoder(env.stdout).Encode(out); err != nil {
 			return err
 		}
 		return ierr
@@ -424,9 +424,8 @@ read-only, so this is safe while the daemon runs.`)
 		if items == nil {
 			items = []item{}
 		}
-		enc := json.NewEncoder(env.stdout)
-		enc.SetEscapeHTML(false) // receipts print as stored
-		return enc.Encode(struct {
+		// Receipts print as stored, but for controls a terminal obeys.
+		return newJSONEncoder(env.stdout).Encode(struct {
 			Agent    string `json:"agent"`
 			Log      string `json:"log"`
 			Total    int    `json:"total"`
@@ -521,8 +520,8 @@ func runReceiptsVerify(ctx context.Context, env *cmdEnv, args []string) error {
 	bw := bufio.NewWriter(env.stdout)
 	var enc *json.Encoder
 	if *jsonOut {
-		enc = json.NewEncoder(bw)
-		fmt.Fprintf(bw, "{\"file\":%s,\"results\":[", receiptsJSONString(file))
+		enc = newJSONEncoder(bw)
+		jsonEscaper{bw}.Write(fmt.Appendf(nil, "{\"file\":%s,\"results\":[", receiptsJSONString(file)))
 	}
 	shown, n := 0, 0
 	tally, err := receipts.VerifyLines(ctx, input, trusted, func(r receipts.LineResult) {
@@ -724,9 +723,9 @@ func runQuarantineList(ctx context.Context, env *cmdEnv, args []string) error {
 		if err != nil {
 			return err
 		}
-		bw.Write(head[:len(head)-1])
+		jsonEscaper{bw}.Write(head[:len(head)-1])
 		bw.WriteString(`,"records":[`)
-		enc = json.NewEncoder(bw)
+		enc = newJSONEncoder(bw)
 	} else {
 		fmt.Fprintf(bw, "%s: %s in %s (%d of at most %d bytes, at most %d records)\n", id,
 			receiptsCount(info.Count, "record", "records"), sanitize(info.Path), info.Bytes, info.MaxBytes, info.MaxCount)
@@ -841,7 +840,7 @@ func runQuarantinePurge(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 	}
 	if *jsonOut {
-		return json.NewEncoder(env.stdout).Encode(out)
+		return newJSONEncoder(env.stdout).Encode(out)
 	}
 	fmt.Fprintf(env.stdout, "%s: removed %s from the quarantine (%s)\n", id, receiptsCount(out.Removed, "record", "records"), out.Via)
 	return nil

@@ -32,10 +32,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/devnet"
@@ -662,4 +664,267 @@ func TestE2EAttackScript(t *testing.T) {
 			t.Errorf("daemon peak RSS %d MiB, bound %d MiB", ru.Maxrss>>10, attackMaxRSS>>20)
 		}
 	}
+}
+
+// echoServer answers every request with status and a body that quotes
+// the request's path twice, as providers' error pages do ("invalid
+// project id KEY", "no route /KEY/v1/blobs").
+func echoServer(t *testing.T, status int) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		key := strings.TrimPrefix(r.URL.Path, "/")
+		if i := strings.LastIndexByte(key, '/'); i >= 0 && strings.HasPrefix(key, "v3/") {
+			key = key[i+1:]
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "invalid project id %s (request %s %s)", key, r.Method, r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestE2ESecretsInURLsNeverShow: providers put API keys in the path of
+// their URLs (https://mainnet.infura.io/v3/KEY). With such an RPC URL
+// for a chain that is down or answers errors, and such Walrus URLs for
+// servers that answer errors, the key appears nowhere: not in the
+// daemon's log (at debug level), /v1/status, /readyz, /metrics, the state
+// directory, `hermesd status`, or the errors of `hermesd log`, `restore`,
+// `pointer get` and `blob get`.
+func TestE2ESecretsInURLsNeverShow(t *testing.T) {
+	alphaToken := uint64(1)
+	w := newE2EWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth", TokenID: &alphaToken})
+	bw := newBrainWriter(t, w.brain("alpha"), rand.New(rand.NewPCG(11, 11)))
+	bw.put(t, "system.md", []byte("You are alpha.\n"), 0o644)
+	const chainKey, walrusKey = "Pr0j3ctK3ySecret0123456789abcdef", "Wa1rusPathS3cret0123456789abcdef"
+	closed := freePort(t)
+	rpcErrors := echoServer(t, http.StatusInternalServerError)
+	walrusErrors := echoServer(t, http.StatusBadGateway)
+	realRPC, realWalrus := w.dn.Chain.URL(), w.dn.Walrus.URL()
+	state := w.dn.Config.StateDir
+
+	for _, tc := range []struct {
+		name, secret  string
+		rpc, walrus   string
+		failure       func(agentStatus) string // what the daemon reports once it failed
+		extraCommands [][]string
+	}{
+		{
+			name: "chain answers errors", secret: chainKey,
+			rpc: rpcErrors.URL + "/v3/" + chainKey, walrus: realWalrus,
+			failure: func(s agentStatus) string { return s.pendingErr },
+		},
+		{
+			name: "chain down", secret: chainKey,
+			rpc: "http://" + closed + "/v3/" + chainKey, walrus: realWalrus,
+			failure: func(s agentStatus) string { return s.pendingErr },
+		},
+		{
+			name: "walrus answers errors", secret: walrusKey,
+			rpc: realRPC, walrus: walrusErrors.URL + "/" + walrusKey,
+			failure:       func(s agentStatus) string { return s.lastError },
+			extraCommands: [][]string{{"blob", "get", strings.Repeat("A", 43), "-o", filepath.Join(t.TempDir(), "blob")}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := rewriteConfig(t, w, "rpc: "+realRPC, "rpc: "+tc.rpc,
+				`publishers: ["`+realWalrus+`"]`, `publishers: ["`+tc.walrus+`"]`,
+				`aggregators: ["`+realWalrus+`"]`, `aggregators: ["`+tc.walrus+`"]`,
+				"retry_max: 8", "retry_max: 1")
+			bw.put(t, "changes/"+strings.ReplaceAll(tc.name, " ", "-")+".md", []byte(tc.name+"\n"), 0o644)
+			p := w.startEnv([]string{"HERMESD_LOG_LEVEL=debug"}, "run", "-config", cfg)
+			var failure string
+			poll(t, 60*time.Second, "the daemon to report the failure", func() bool {
+				st, err := w.status()
+				if err != nil || len(st.Agents) != 1 {
+					return false
+				}
+				failure = tc.failure(agentStatusOf(st.Agents[0]))
+				return failure != ""
+			})
+			t.Logf("reported: %s", failure)
+
+			// Everything the operator (or anyone on loopback) can see.
+			seen := map[string]string{"daemon log (so far)": p.out.String()}
+			for _, path := range []string{"/v1/status", "/readyz", "/metrics"} {
+				resp, err := w.client.Get("http://" + w.http + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+				resp.Body.Close()
+				seen[path] = string(b)
+			}
+			cliCfg := writeReceiptsFile(t, t.TempDir(), "cli.yml",
+				strings.Replace(mustRead(t, cfg), "state_dir: "+state, "state_dir: "+filepath.Join(t.TempDir(), "state"), 1))
+			commands := append([][]string{
+				{"status", "-config", cfg},
+				{"log", "alpha", "-config", cfg},
+				{"restore", "--dir", filepath.Join(t.TempDir(), "r"), "alpha", "-config", cliCfg},
+				{"pointer", "get", "alpha.hermes.eth", "-config", cfg},
+			}, tc.extraCommands...)
+			for _, args := range commands {
+				if len(args) > 0 && args[0] == "blob" {
+					args = append(args, "-config", cfg)
+				}
+				code, stdout, stderr := w.runOnce(args...)
+				seen["hermesd "+args[0]] = stdout + stderr
+				t.Logf("hermesd %s: exit %d: %s", args[0], code, lastLine(stdout+stderr))
+			}
+			p.signal(syscall.SIGTERM)
+			p.wait(60 * time.Second)
+			seen["daemon log"] = p.out.String()
+			filepath.WalkDir(state, func(path string, d fs.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					if b, err := os.ReadFile(path); err == nil {
+						seen["state file "+path] = string(b)
+					}
+				}
+				return nil
+			})
+
+			for where, text := range seen {
+				for _, part := range []string{tc.secret, tc.secret[:16]} {
+					if i := strings.Index(text, part); i >= 0 {
+						t.Errorf("%s shows the secret: ...%s...", where, text[max(0, i-120):min(len(text), i+60)])
+						break
+					}
+				}
+			}
+			// The failures were reported (with the endpoint's origin),
+			// not swallowed.
+			if !strings.Contains(seen["hermesd status"], "alpha") || !strings.Contains(seen["daemon log"], "level=") {
+				t.Errorf("nothing to check: status %q", seen["hermesd status"])
+			}
+		})
+	}
+}
+
+// agentStatus is the part of an agent's status the secrets test reads.
+type agentStatus struct{ lastError, pendingErr string }
+
+func agentStatusOf(s agent.Status) agentStatus {
+	out := agentStatus{lastError: s.LastError}
+	if s.Pending != nil {
+		out.pendingErr = s.Pending.LastErr
+	}
+	return out
+}
+
+// rawControl reports the first terminal control in s, with its context:
+// a C0 control other than newline and tab, DEL, or a C1 control (a UTF-8
+// encoded one, or a raw byte 0x80-0x9f that is not part of a character).
+func rawControl(s string) (string, bool) {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			r = rune(s[i])
+		}
+		if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r < 0xa0 {
+			return s[max(0, i-40):min(len(s), i+40)], true
+		}
+		i += n
+	}
+	return "", false
+}
+
+// TestE2EHostileBlobs publishes hostile snapshots through the agent's own
+// pointer, encrypted with the right key: every refusal exits 3, nothing is
+// written outside the target, and nothing from the blob reaches the
+// terminal raw — `hermesd log` prints a hostile lineage's escape
+// sequences as escapes.
+func TestE2EHostileBlobs(t *testing.T) {
+	w := newE2EWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
+	cfg := w.dn.ConfigPath
+	hash := "0x" + strings.Repeat("ab", 32)
+	lock := func(bundleHash string) string {
+		return `{"bundleHash":"` + bundleHash + `","version":1,"lastUpdated":1700000000000}`
+	}
+	// What the files of the "honest" archives below hash to.
+	honest := tarFile{"system.md", "You are a test agent.\n"}
+	const honestHash = "0x9263e6b872bab2a42f1f2c3ff56c4069a05bfe3fb3bfccf3b8cfed4e77d0b74d"
+
+	t.Run("log prints a hostile lineage escaped", func(t *testing.T) {
+		evil := `\u001b]0;pwned\u0007\u001b[2J\u009b31m\u202egnp.exe`
+		l := `{"bundleHash":"` + evil + `","version":2,"lastUpdated":1700000000000,"walrusSnapshotBlobId":"` + evil +
+			`","lineage":[{"blobId":"` + evil + `","bundleHash":"` + evil + `","createdAt":1700000000000,"size":1,"endEpoch":1}]}`
+		w.publishBlob(t, "alpha", tarOf(t, tarFile{"bundle.lock.json", l}, honest))
+		code, stdout, stderr := w.runOnce("log", "alpha", "-config", cfg)
+		if code != 0 {
+			t.Fatalf("log: exit %d: %s", code, stderr)
+		}
+		if ctx, bad := rawControl(stdout + stderr); bad {
+			t.Errorf("raw control characters reach the terminal: %q", ctx)
+		}
+		if !strings.Contains(stdout, `\u001b]0;pwned\u0007\u001b[2J\u009b31m\u202egnp.exe`) {
+			t.Errorf("the lineage is not shown escaped:\n%s", stdout)
+		}
+		// JSON escapes C0 controls (ESC, BEL) itself.
+		code, stdout, _ = w.runOnce("log", "alpha", "--json", "-config", cfg)
+		if code != 0 || strings.ContainsAny(stdout, "\x1b\x07") {
+			t.Errorf("log --json: exit %d, raw ESC or BEL:\n%q", code, stdout)
+		}
+	})
+
+	target := filepath.Join(t.TempDir(), "restore")
+	outside := filepath.Dir(target)
+	for _, tc := range []struct {
+		name   string
+		blob   []byte
+		code   int
+		reason string
+	}{
+		{"entry escaping the target", tarOf(t, tarFile{"bundle.lock.json", lock(hash)}, tarFile{"../escaped.md", "out\n"}), exitMismatch, "escaped.md"},
+		{"absolute entry", tarOf(t, tarFile{"bundle.lock.json", lock(hash)}, tarFile{"/tmp/abs.md", "out\n"}), exitMismatch, "abs.md"},
+		{"escape sequence in a name", tarOf(t, tarFile{"bundle.lock.json", lock(hash)}, tarFile{"\x1b]0;pwned\x07.md", "x"}), exitMismatch, "do not match"},
+		{"duplicate entry", tarOf(t, tarFile{"bundle.lock.json", lock(honestHash)}, honest, honest), exitMismatch, "duplicate"},
+		{"sparse bomb", sparseBombTar(t, lock(hash), 1<<40), exitMismatch, "sparse"},
+		{"tampered lock", tarOf(t, tarFile{"bundle.lock.json", lock(hash)}, honest), exitMismatch, "do not match"},
+		{"malformed lock", tarOf(t, tarFile{"bundle.lock.json", "{\"bundleHash\":"}, honest), exitMismatch, "malformed"},
+		{"no lock", tarOf(t, honest), exitMismatch, "no bundle.lock.json"},
+		{"not a tar", []byte(strings.Repeat("not a tar archive\n", 100)), exitMismatch, "refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w.publishBlob(t, "alpha", tc.blob)
+			code, _, stderr := w.runOnce("restore", "-config", cfg, "--dir", target, "alpha")
+			line := lastLine(stderr)
+			t.Logf("exit %d: %s", code, line)
+			if code != tc.code || !strings.Contains(line, tc.reason) {
+				t.Errorf("exit %d (%s), want %d and %q", code, line, tc.code, tc.reason)
+			}
+			if ctx, bad := rawControl(stderr); bad {
+				t.Errorf("raw control characters in the error: %q", ctx)
+			}
+			if got := listDir(t, outside); len(got) > 0 {
+				t.Errorf("beside the target: %v", got)
+			}
+		})
+	}
+	t.Run("log of a malformed lock", func(t *testing.T) {
+		w.publishBlob(t, "alpha", tarOf(t, tarFile{"bundle.lock.json", "[1,2"}))
+		code, _, stderr := w.runOnce("log", "alpha", "-config", cfg)
+		if code != exitMismatch || !strings.Contains(lastLine(stderr), "malformed") {
+			t.Errorf("exit %d (%s), want %d", code, lastLine(stderr), exitMismatch)
+		}
+	})
+
+	// Receipts are untrusted input too.
+	t.Run("receipts", func(t *testing.T) {
+		dir := t.TempDir()
+		stranger, _ := crypto.GenerateKey()
+		bad := writeReceiptsFile(t, dir, "bad.ndjson", signedReceipt(t, "s1", 1, stranger)+"\n\x1b[2J{\"callId\":")
+		code, stdout, stderr := w.runOnce("receipts", "verify", bad, "--trust", w.dn.Owner().Hex())
+		if code != exitMismatch {
+			t.Errorf("verify of a bad file: exit %d: %s", code, lastLine(stderr))
+		}
+		if ctx, bad := rawControl(stdout + stderr); bad {
+			t.Errorf("verify prints raw control characters: %q", ctx)
+		}
+		code, _, stderr = w.runOnce("receipts", "add", "--state-dir", filepath.Join(dir, "state"), "--agent", "a1",
+			"--policy", "reject", "--trust", w.dn.Owner().Hex(), writeReceiptsFile(t, dir, "stranger.ndjson", signedReceipt(t, "s2", 2, stranger)))
+		if code != exitMismatch {
+			t.Errorf("add --policy reject of an unknown signer: exit %d: %s", code, lastLine(stderr))
+		}
+	})
 }
