@@ -928,3 +928,72 @@ func TestE2EHostileBlobs(t *testing.T) {
 		}
 	})
 }
+
+// TestE2EFailedSnapshotInStatus: a snapshot that fails (here: over the
+// blob size limit) makes /readyz answer 503 naming the agent and the
+// reason, and `hermesd status` say NOT READY with the reason and exit 1;
+// once the brain fits again both say ready.
+func TestE2EFailedSnapshotInStatus(t *testing.T) {
+	w := newE2EWorld(t, devnet.Agent{ID: "good"}, devnet.Agent{ID: "big"})
+	for _, id := range []string{"good", "big"} {
+		if err := os.MkdirAll(w.brain(id), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(w.brain(id), "system.md"), []byte("I am "+id+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rewriteConfig(t, w, "max_blob_size: 1GiB", "max_blob_size: 256KiB")
+	p := w.start("run", "-config", cfg)
+	p.mustWaitLine(msgUploaded, 2, 30*time.Second)
+	poll(t, 30*time.Second, "both agents ready", func() bool { code, _, _ := readyzOf(t, w); return code == http.StatusOK })
+
+	noise := make([]byte, 1<<20)
+	rng := rand.NewChaCha8([32]byte{12})
+	rng.Read(noise)
+	big := filepath.Join(w.brain("big"), "weights.bin")
+	if err := os.WriteFile(big, noise, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "the failed snapshot in /readyz", func() bool { code, _, _ := readyzOf(t, w); return code != http.StatusOK })
+	code, r, _ := readyzOf(t, w)
+	if code != http.StatusServiceUnavailable || r["big"].Ready || !r["good"].Ready ||
+		!strings.Contains(r["big"].Reason, "last snapshot failed") || !strings.Contains(r["big"].Reason, "limit") {
+		t.Fatalf("readyz: HTTP %d %+v", code, r)
+	}
+	code, stdout, stderr := w.runOnce("status", "-config", cfg)
+	t.Logf("status: exit %d:\n%s%s", code, stdout, stderr)
+	var bigLine string
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(l, "big ") {
+			bigLine = l
+		}
+	}
+	if code != exitFailure || !strings.Contains(stdout, "NOT READY") || !strings.Contains(bigLine, "last snapshot failed") ||
+		!strings.Contains(bigLine, "limit") || !strings.Contains(lastLine(stderr), "not ready") {
+		t.Errorf("status: exit %d, big: %q", code, bigLine)
+	}
+	code, stdout, _ = w.runOnce("status", "--json", "-config", cfg)
+	var st struct {
+		Ready  bool
+		Agents []agent.Status
+	}
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil || code != exitFailure || st.Ready {
+		t.Fatalf("status --json: exit %d, %v", code, err)
+	}
+	for _, a := range st.Agents {
+		if a.ID == "big" && !strings.Contains(a.LastError, "limit") {
+			t.Errorf("status --json: lastError of big = %q", a.LastError)
+		}
+	}
+
+	if err := os.Remove(big); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "big to recover", func() bool { code, _, _ := readyzOf(t, w); return code == http.StatusOK })
+	if code, stdout, _ := w.runOnce("status", "-config", cfg); code != 0 || strings.Contains(stdout, "NOT READY") {
+		t.Errorf("status after recovery: exit %d\n%s", code, stdout)
+	}
+	p.signal(syscall.SIGTERM)
+	p.wait(30 * time.Second)
+}
