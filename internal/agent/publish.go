@@ -327,20 +327,20 @@ func (a *Agent) settleOwnLocked(v string) (newest string, err error) {
 
 // catchUpLocked moves the state's last snapshot forward to the newest one
 // the brain's lock records, when the state's is an older entry of the same
-// lineage (or the state knows none).
-func (a *Agent) catchUpLocked() {
+// lineage (or the state knows none). It reports whether it did.
+func (a *Agent) catchUpLocked() bool {
 	lock, err := bundlelock.Read(filepath.Join(a.cfg.BrainDir, bundlelock.FileName))
 	if err != nil {
-		return
+		return false
 	}
 	es := lock.Lineage()
 	if len(es) == 0 || es[0].BlobID == "" || es[0].BlobID != lock.BlobID() {
-		return
+		return false
 	}
 	e := es[0]
 	if l := a.st.Last; l != nil {
 		if l.BlobID == e.BlobID || !slices.ContainsFunc(es[1:], func(o bundlelock.LineageEntry) bool { return o.BlobID == l.BlobID }) {
-			return
+			return false
 		}
 	}
 	var version int64
@@ -359,6 +359,7 @@ func (a *Agent) catchUpLocked() {
 	if p := a.st.Pending; p != nil && p.Value != e.BlobID {
 		p.Value, p.Attempts, p.LastErr = e.BlobID, 0, ""
 	}
+	return true
 }
 
 // ErrNotHeld means there is no hold to resolve.

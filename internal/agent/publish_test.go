@@ -67,6 +67,21 @@ func TestOwnNewerBlobAfterLostSave(t *testing.T) {
 			t.Fatalf("sync after catching up: %+v %v", res, err)
 		}
 	})
+	t.Run("at start", func(t *testing.T) {
+		r := newRig(t)
+		a, _, second := lostSave(t, r)
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		takes := r.pipe.Takes()
+		if res, err := a.SyncOnce(t.Context()); err != nil || res.Outcome != Unchanged || r.pipe.Takes() != takes {
+			t.Fatalf("the snapshot whose save was lost was taken again: %+v %v", res, err)
+		}
+		st, err := state.LoadAgent(state.AgentPath(r.state, "alpha"))
+		if err != nil || st.Last == nil || st.Last.BlobID != second {
+			t.Fatalf("state after start: %+v %v", st, err)
+		}
+	})
 	t.Run("at check time", func(t *testing.T) {
 		r := newRig(t)
 		a, _, second := lostSave(t, r)
