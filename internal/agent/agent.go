@@ -136,6 +136,9 @@ type Agent struct {
 	cache *hash.Cache
 
 	syncMu sync.Mutex // one snapshot in flight
+	// rewatch tells Run that the brain directory was replaced (Adopt):
+	// its watch follows the old directory, now set aside.
+	rewatch chan struct{}
 
 	mu         sync.Mutex
 	st         *state.AgentState
@@ -182,6 +185,8 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		cache: hash.NewCache(cfg.BrainDir, hash.Options{}),
 		st:    st,
 		phase: PhaseStarting,
+
+		rewatch: make(chan struct{}, 1),
 	}
 	a.loadCache()
 	return a, nil

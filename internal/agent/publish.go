@@ -449,6 +449,10 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 		return aside, fmt.Errorf("hash adopted brain: %w", err)
 	}
 	a.noteHash(res)
+	select {
+	case a.rewatch <- struct{}{}:
+	default:
+	}
 	a.log.Warn("adopted the other writer's snapshot; the previous brain was set aside",
 		"name", a.cfg.ENSName, "blob", v, "aside", filepath.Base(aside))
 	return aside, nil
