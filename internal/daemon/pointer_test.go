@@ -699,7 +699,8 @@ func TestPointerStateSaveFails(t *testing.T) {
 		block(t)
 		proxy.refuse.Store(false)
 		eventually(t, "the pointer published with the state unsaved", func() bool {
-			return readPointer(t, w, name) == pending && a.Status().Unsaved
+			s := a.Status()
+			return readPointer(t, w, name) == pending && s.Published == pending && s.Pending == nil && s.Unsaved
 		})
 		if s := a.Status(); s.Hold != nil || s.Pending != nil || s.LastError != "" {
 			t.Fatalf("status: %+v", s)
