@@ -306,7 +306,7 @@ func TestPointerRollback(t *testing.T) {
 	t.Run("while running", func(t *testing.T) {
 		a, _ := d.Agent("alpha")
 		proxy.refuse.Store(true)
-		writeFile(t, filepath.Join(w.brain("alpha"), "notes/3.md"), "three\n", 0o644)
+		writeFile(t, filepath.Join(w.brain("alpha"), "notes/2.md"), "two\n", 0o644)
 		var third string
 		eventually(t, "a third snapshot pending, its write refused", func() bool {
 			s := a.Status()
