@@ -142,6 +142,9 @@ type Agent struct {
 	freeze *freezer // only the sync goroutine (under syncMu) uses it
 
 	syncMu sync.Mutex // one snapshot in flight
+	// rewatch tells Run that the brain directory was replaced (Adopt):
+	// its watch follows the old directory, now set aside.
+	rewatch chan struct{}
 
 	mu         sync.Mutex
 	st         *state.AgentState
@@ -188,6 +191,8 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		cache: hash.NewCache(cfg.BrainDir, hash.Options{}),
 		st:    st,
 		phase: PhaseStarting,
+
+		rewatch: make(chan struct{}, 1),
 	}
 	a.freeze = newFreezer(a)
 	a.loadCache()

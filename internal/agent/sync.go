@@ -327,6 +327,14 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 				startWatch()
 				rescan = true
 			}
+		case <-a.rewatch:
+			// A new brain directory took the old one's place: watch it,
+			// and look at all of it.
+			startWatch()
+			rescan = true
+			if needRetry {
+				continue
+			}
 		case <-refresh.C:
 			if needRetry {
 				continue

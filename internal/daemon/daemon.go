@@ -118,7 +118,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		}
 	}
 	if d.api, err = newAPI(d); err != nil {
-		return nil, err
+		return nil, configError{err}
 	}
 	if err := d.listen(); err != nil {
 		return nil, err
@@ -269,6 +269,16 @@ func (d *Daemon) Ready() bool {
 	}
 	return n == len(d.agents)
 }
+
+// ErrConfig matches a start-up error that is the configuration's fault
+// (http.token that cannot be read or is too short), as opposed to the
+// environment's (a port in use, a locked state directory).
+var ErrConfig = errors.New("invalid configuration")
+
+type configError struct{ error }
+
+func (e configError) Unwrap() error        { return e.error }
+func (e configError) Is(target error) bool { return target == ErrConfig }
 
 // ErrPending means pointers were still pending when the daemon stopped.
 var ErrPending = errors.New("pointers still pending at shutdown")
