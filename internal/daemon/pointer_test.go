@@ -448,19 +448,19 @@ func httpPost(t *testing.T, d *Daemon, token, path string) (int, map[string]stri
 	return resp.StatusCode, out
 }
 
-type readyz struct {
+type readyzBody struct {
 	Ready  bool         `json:"ready"`
 	Agents []AgentReady `json:"agents"`
 }
 
-func getReadyz(t *testing.T, d *Daemon) (int, readyz) {
+func getReadyz(t *testing.T, d *Daemon) (int, readyzBody) {
 	t.Helper()
 	resp, err := http.Get("http://" + d.Addr() + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var r readyz
+	var r readyzBody
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&r); err != nil {
 		t.Fatal(err)
 	}
