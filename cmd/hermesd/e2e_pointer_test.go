@@ -637,12 +637,10 @@ func TestE2EFlush200(t *testing.T) {
 		}
 		lines := publishedLines(p.out.String())[before:]
 		txs := map[string][]pointerLine{}
-		var flushed []string
 		for _, l := range lines {
 			if l.tx != "" {
 				txs[l.tx] = append(txs[l.tx], l)
 			}
-			flushed = append(flushed, l.agent)
 		}
 		var sizes []int
 		var gas []uint64

@@ -61,6 +61,9 @@ func commands() []command {
 // Run executes one hermesd invocation. It never calls os.Exit.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	env := &cmdEnv{stdin: stdin, stdout: stdout, stderr: stderr}
+	if errPlatform != nil {
+		return errPlatform
+	}
 	if len(args) == 0 {
 		printUsage(stderr)
 		return errUsageShown

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command benchtool is the developer-only helper behind scripts/bench.sh
 // (`make bench`). It is not part of the hermesd binary.
 //
