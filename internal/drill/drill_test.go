@@ -501,3 +501,27 @@ func TestDrillAgentWithoutENS(t *testing.T) {
 		}
 	})
 }
+
+// A blob that is not on Walrus fails the drill at the download stage,
+// and the report says what failed instead of "0 B from , 0 attempt(s)".
+func TestDrillMissingBlob(t *testing.T) {
+	w := newWorld(t)
+	w.brain("alpha")
+	o := w.opts("alpha")
+	o.Mode = ModeA
+	o.BlobID = strings.Repeat("A", 43)
+	rep, err := Run(t.Context(), o)
+	if err == nil || rep.Passed() {
+		t.Fatalf("err %v, report %+v", err, rep)
+	}
+	last := rep.Stages[len(rep.Stages)-1]
+	if last.Name != "download" || last.OK || last.Error == "" {
+		t.Fatalf("last stage %+v", last)
+	}
+	for _, s := range rep.Stages {
+		if strings.Contains(s.Detail, "0 B from") || strings.Contains(s.Detail, "0 attempt") {
+			t.Errorf("stage %s reports an empty download: %q", s.Name, s.Detail)
+		}
+	}
+	emptyDir(t, o.ScratchDir)
+}
