@@ -11,9 +11,22 @@ fail=0
 for pkg in $(go list ./...); do
 	for f in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
 		echo "== $pkg $f ($t)"
-		if ! go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" -fuzzminimizetime 3s "$pkg"; then
-			fail=1
+		out=$(mktemp)
+		rc=0
+		go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" -fuzzminimizetime 3s "$pkg" >"$out" 2>&1 || rc=$?
+		cat "$out"
+		if [ "$rc" -ne 0 ]; then
+			# Go 1.26's fuzz coordinator can fail a target with a bare
+			# "context deadline exceeded" at the end of -fuzztime on a
+			# loaded machine (golang/go#75804, fixed in Go 1.27). That is
+			# no finding: a finding always writes its failing input.
+			if ! grep -q 'Failing input written' "$out" && grep -q '^    context deadline exceeded$' "$out"; then
+				echo "== $f: the Go 1.26 fuzz coordinator's deadline race (golang/go#75804); no input failed"
+			else
+				fail=1
+			fi
 		fi
+		rm -f "$out"
 	done
 done
 exit $fail
