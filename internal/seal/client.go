@@ -256,8 +256,11 @@ func (c *Client) fetch(ctx context.Context, sk *SessionKey, ptb []byte, fullIDs 
 		return fmt.Errorf("encode request: %w", err)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	reqCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// stopped: this function cancelled the requests still running, which
+	// then fail with context.Canceled through no fault of their servers.
+	stopped := false
 	type result struct {
 		id  Address
 		err error
@@ -265,7 +268,7 @@ func (c *Client) fetch(ctx context.Context, sk *SessionKey, ptb []byte, fullIDs 
 	results := make(chan result, len(pending))
 	for _, id := range pending {
 		go func() {
-			results <- result{id, c.fetchFrom(ctx, c.servers[id], body, ek, fullIDs)}
+			results <- result{id, c.fetchFrom(reqCtx, c.servers[id], body, ek, fullIDs)}
 		}()
 	}
 	inflight := reachable
@@ -278,16 +281,18 @@ func (c *Client) fetch(ctx context.Context, sk *SessionKey, ptb []byte, fullIDs 
 			done += w
 			if done >= threshold {
 				cancel()
+				stopped = true
 			}
 			continue
 		}
-		if done >= threshold && errors.Is(res.err, context.Canceled) {
-			continue // cancelled because the threshold was reached
+		if stopped && ctx.Err() == nil && errors.Is(res.err, context.Canceled) {
+			continue // cancelled here: the threshold was reached, or out of reach
 		}
 		errs = append(errs, res.err)
 		c.log.Warn("seal key server failed", "server", res.id, "err", res.err)
-		if done+inflight < threshold {
+		if done+inflight < threshold && !stopped {
 			cancel() // the threshold is out of reach
+			stopped = true
 		}
 	}
 	if done >= threshold {
