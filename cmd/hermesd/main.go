@@ -52,7 +52,7 @@ func commands() []command {
 		{"blob", "put or get a raw blob on the configured Walrus endpoints", runBlob},
 		{"walrus", "run the local Walrus-compatible server", runWalrus},
 		{"seal", "run a local Seal key server; create Seal key files", runSeal},
-		{"pointer", "get or set an agent's ENS agent-snapshot record", runPointer},
+		{"pointer", "get or set an ENS agent-snapshot record; adopt or override a held one", runPointer},
 		{"receipts", "add, list and verify signed receipts", runReceipts},
 		{"version", "print the version", runVersion},
 		{"help", "show this help", nil},
