@@ -571,7 +571,17 @@ func TestE2EAttackScript(t *testing.T) {
 	if hwm > attackMaxRSS {
 		t.Errorf("daemon peak RSS %d MiB, bound %d MiB", hwm>>20, attackMaxRSS>>20)
 	}
-	code, r, _ := readyzOf(t, w)
+	// The refused agents keep retrying; between attempts readyz shows
+	// their last failure.
+	var code int
+	var r map[string]daemon.AgentReady
+	failedWith := func(id, reason string) bool {
+		return r[id].Phase != "failed" || strings.Contains(r[id].Reason, reason)
+	}
+	poll(t, 30*time.Second, "readyz to show both refusals", func() bool {
+		code, r, _ = readyzOf(t, w)
+		return r["victim"].Phase == "failed" && r["bomb"].Phase == "failed" || !failedWith("victim", "larger than its bound") || !failedWith("bomb", "sparse")
+	})
 	if code != http.StatusOK || !r["alpha"].Ready || r["victim"].Ready || r["bomb"].Ready ||
 		!strings.Contains(r["victim"].Reason, "larger than its bound") || !strings.Contains(r["bomb"].Reason, "sparse") {
 		t.Errorf("readyz: HTTP %d %+v", code, r)
