@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/redact"
 	"github.com/hermesd/hermesd/internal/seal"
 	"github.com/hermesd/hermesd/internal/sealserver"
 )
@@ -22,6 +24,8 @@ const sealHelp = `Subcommands:
   keygen   create a key server master key file, or (--sui) a requester's Sui key
   pubkey   print the public side of a key file: a master key's public key and
            object ID, or (--sui) a Sui key's address
+  check    verify the configured key servers: each proves it holds the
+           master key of its configured public key (GET /v1/service)
 
 Run 'hermesd seal <subcommand> -h' for its flags.`
 
@@ -37,11 +41,13 @@ func runSeal(ctx context.Context, env *cmdEnv, args []string) error {
 		return runSealKeygen(ctx, env, args[1:])
 	case "pubkey":
 		return runSealPubkey(ctx, env, args[1:])
+	case "check":
+		return runSealCheck(ctx, env, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(env.stdout, "Usage: hermesd seal <subcommand> [flags]\n\n%s\n", sealHelp)
 		return nil
 	}
-	return usageErrorf("seal: unknown subcommand %q (want serve, keygen or pubkey)", args[0])
+	return usageErrorf("seal: unknown subcommand %q (want serve, keygen, pubkey or check)", args[0])
 }
 
 const sealServeHelp = `Run a Seal key server on this machine: one master key behind the real key
@@ -303,4 +309,47 @@ func writeNewSecret(path, s string) (err error) {
 		return err
 	}
 	return atomicfile.SyncDir(filepath.Dir(path))
+}
+
+func runSealCheck(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet(env, "seal check", "seal check [-config FILE]",
+		`Ask every key server of the seal section for its proof of possession
+(GET /v1/service) and verify it against the configured public key and
+object ID: run it after copying public keys into the configuration, before
+sealing anything to them. Also prints the requester's Sui address (the
+identity policy account_based seals to). Committee aggregators do not
+answer /v1/service. Exit 0 only when every server checks out.`)
+	cfgPath := configFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("seal check: unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if !cfg.SealEnabled() {
+		return usageErrorf("seal check: %s has no seal section", config.ResolvePath(*cfgPath))
+	}
+	s, err := compose.Sealing(cfg, nil)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	fmt.Fprintf(env.stdout, "requester %s, policy %s, package %s, threshold %d\n",
+		s.Signer.Address(), s.Policy.Module, s.Client.Config().PackageID, s.Client.Config().Threshold)
+	failed := 0
+	for _, k := range s.Client.Config().Servers {
+		if err := s.Client.CheckServer(ctx, k.ObjectID); err != nil {
+			failed++
+			fmt.Fprintf(env.stdout, "FAIL %s: %s\n", k.ObjectID, sanitize(err.Error()))
+			continue
+		}
+		fmt.Fprintf(env.stdout, "ok   %s %s\n", k.ObjectID, sanitize(redact.URL(k.URL)))
+	}
+	if failed > 0 {
+		return fmt.Errorf("seal check: %d of %d key servers failed", failed, len(s.Client.Config().Servers))
+	}
+	return nil
 }

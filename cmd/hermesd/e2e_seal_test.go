@@ -253,6 +253,20 @@ func TestE2ESeal(t *testing.T) {
 			restore(t, cfg, 0)
 		}
 	})
+	t.Run("seal check", func(t *testing.T) {
+		code, stdout, stderr := w.runOnce("seal", "check", "-config", cfg)
+		if code != 0 || strings.Count(stdout, "\nok   ") != 3 {
+			t.Fatalf("seal check: exit %d\n%s%s", code, stdout, stderr)
+		}
+		// Server 1's public key configured for server 0 too: server 0's
+		// proof of possession does not verify against it.
+		pk0, pk1 := w.dn.Seal[0].PublicKey.String(), w.dn.Seal[1].PublicKey.String()
+		code, stdout, stderr = w.runOnce("seal", "check", "-config", rewriteConfig(t, w, pk0, pk1))
+		if code != exitFailure || !strings.Contains(stdout, "FAIL "+w.dn.Seal[0].ObjectID.String()) ||
+			strings.Count(stdout, "\nok   ") != 2 || !strings.Contains(lastLine(stderr), "1 of 3 key servers failed") {
+			t.Fatalf("seal check with a wrong public key: exit %d\n%s%s", code, stdout, stderr)
+		}
+	})
 	t.Run("one key server is not enough", func(t *testing.T) {
 		defer w.only(0, 1, 2)
 		for _, up := range []int{0, 1, 2} {
