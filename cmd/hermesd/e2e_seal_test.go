@@ -271,7 +271,7 @@ func TestE2ESeal(t *testing.T) {
 		defer w.only(0, 1, 2)
 		for _, up := range []int{0, 1, 2} {
 			w.only(up)
-			restore(t, cfg, exitFailure, "not enough key servers", "1 of 2 shares answered", "connection refused")
+			restore(t, cfg, exitFailure, "not enough key servers", " of 2 shares answered", "connection refused")
 		}
 	})
 

@@ -273,6 +273,7 @@ func (c *Client) fetch(ctx context.Context, sk *SessionKey, ptb []byte, fullIDs 
 	}
 	inflight := reachable
 	var errs []error
+	var unawaited []Address
 	for range pending {
 		res := <-results
 		w := weights[res.id]
@@ -286,7 +287,11 @@ func (c *Client) fetch(ctx context.Context, sk *SessionKey, ptb []byte, fullIDs 
 			continue
 		}
 		if stopped && ctx.Err() == nil && errors.Is(res.err, context.Canceled) {
-			continue // cancelled here: the threshold was reached, or out of reach
+			// Cancelled here: the threshold was reached, or out of reach.
+			if done < threshold {
+				unawaited = append(unawaited, res.id)
+			}
+			continue
 		}
 		errs = append(errs, res.err)
 		c.log.Warn("seal key server failed", "server", res.id, "err", res.err)
@@ -297,6 +302,13 @@ func (c *Client) fetch(ctx context.Context, sk *SessionKey, ptb []byte, fullIDs 
 	}
 	if done >= threshold {
 		return nil
+	}
+	// A server still answering when the others' failures put the
+	// threshold out of reach is named, so that "0 answered" does not read
+	// as "it is down too".
+	for _, id := range unawaited {
+		s := c.servers[id]
+		errs = append(errs, fmt.Errorf("key server %s (%s): not awaited, the threshold was out of reach", id, redactURL(s.URL)))
 	}
 	return fmt.Errorf("%w: %d of %d shares answered: %w", ErrNotEnoughKeys, done, threshold, errors.Join(errs...))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/seal"
@@ -39,6 +40,11 @@ func TestClientOwnCancellationIsNotAnError(t *testing.T) {
 	}
 	if errors.Is(err, context.Canceled) {
 		t.Fatalf("the error matches context.Canceled: %v", err)
+	}
+	// The server given up on is named as such, not as failed.
+	if want := "key server " + tn.cfg.Servers[2].ObjectID.String(); !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "not awaited, the threshold was out of reach") {
+		t.Fatalf("%v, want %s named as not awaited", err, want)
 	}
 	// A caller's own cancellation still is one.
 	ctx, cancel := context.WithCancel(t.Context())
