@@ -31,7 +31,7 @@ var (
 	// ErrSealIdentity means a Seal blob was not sealed for this agent under
 	// the configured seal section: another policy package, another
 	// requester's or agent's identity, or key servers not configured.
-	ErrSealIdentity = errors.New("Seal blob is not sealed for this agent")
+	ErrSealIdentity = errors.New("blob is not sealed for this agent")
 	// ErrNoKey means a v1 or v2 blob needs the snapshot key, and none is
 	// configured (format seal needs none of its own).
 	ErrNoKey = errors.New("no snapshot key configured")

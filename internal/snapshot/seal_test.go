@@ -356,8 +356,7 @@ func TestSealHostileBlobs(t *testing.T) {
 		return b
 	}
 	// Offset of the threshold byte: version, package, ID, services.
-	addr := w.user.Address()
-	thresholdAt := 1 + 32 + 1 + len(addr) + 1 + 3*33
+	thresholdAt := 1 + 32 + 1 + len(seal.Address{}) + 1 + 3*33 // the ID is the requester's address
 	if good[thresholdAt] != 2 {
 		t.Fatalf("threshold byte at %d is %d", thresholdAt, good[thresholdAt])
 	}
