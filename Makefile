@@ -13,9 +13,12 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermesd
 
 # deps fetches what the tests and the devnet need that is not in the Go
-# module graph: the real ENS contract artifacts (npm pack, git-ignored).
+# module graph, pinned, into .deps/ (git-ignored): the real ENS contract
+# artifacts (npm pack) and the official Seal SDK for the interop tests
+# (npm ci from internal/seal/testdata/sdk/package-lock.json).
 deps:
 	scripts/fetch-ens-artifacts.sh
+	scripts/fetch-seal-sdk.sh
 
 # seed builds the example brain (with its SQLite memory.db) in .devnet/seed.
 seed:
@@ -30,7 +33,8 @@ run: deps build seed
 # The race detector runs again over the packages with their own
 # goroutines (pipelines, watcher, retries, daemon).
 RACE_PKGS := ./internal/hash ./internal/tarball ./internal/watch ./internal/walrus \
-	./internal/localwalrus ./internal/receipts ./internal/snapshot ./internal/daemon
+	./internal/localwalrus ./internal/receipts ./internal/snapshot ./internal/daemon \
+	./internal/seal ./internal/sealserver
 
 test: deps
 	$(GO) vet ./...

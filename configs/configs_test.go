@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/seal"
 )
 
 // sampleEnv is every environment variable the samples may reference with
@@ -326,8 +327,15 @@ func yamlKeys(typ reflect.Type) []string {
 	return slices.Compact(keys)
 }
 
+// publicObjectIDs are public Sui object IDs the samples may show, though
+// they have a private key's shape: Mysten Labs' testnet Seal key servers.
+var publicObjectIDs = []string{
+	"0x73d05d62c18d9374e3ea529e8e0ed6161da1a141a94d3f76ae3fe4e99356db75",
+	"0xf5d14a81a982144ae441cd7d64b09027f116a468bd36e7eca494f750591623c8",
+}
+
 // TestNoInlineSecrets: no sample may carry something shaped like a private
-// key (0x + 64 hex digits).
+// key (0x + 64 hex digits) other than a known public object ID.
 func TestNoInlineSecrets(t *testing.T) {
 	files := []string{"hermesd.service", "kubernetes/hermesd-agent.yaml"}
 	for f := range samples {
@@ -339,8 +347,10 @@ func TestNoInlineSecrets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := key.Find(raw); m != nil {
-			t.Errorf("%s contains %s, which looks like a private key", f, m)
+		for _, m := range key.FindAll(raw, -1) {
+			if !slices.Contains(publicObjectIDs, string(m)) {
+				t.Errorf("%s contains %s, which looks like a private key", f, m)
+			}
 		}
 	}
 }
@@ -517,4 +527,75 @@ func get(m map[string]any, path ...string) any {
 		cur = mm[p]
 	}
 	return cur
+}
+
+// TestTestnetSealBlock uncomments testnet.yml's seal block, switches the
+// format to seal, and checks that the result loads, validates and builds
+// a Seal client (with generated public keys standing in for the servers'),
+// and that it lists Mysten's testnet key servers of the notes.
+func TestTestnetSealBlock(t *testing.T) {
+	raw, err := os.ReadFile("testnet.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	begin, end := strings.Index(text, "# BEGIN seal"), strings.Index(text, "# END seal")
+	if begin < 0 || end < begin {
+		t.Fatal("testnet.yml has no '# BEGIN seal' ... '# END seal' block")
+	}
+	var block strings.Builder
+	for _, line := range strings.Split(text[begin:end], "\n")[1:] {
+		if line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "# ") {
+			t.Fatalf("seal block line %q is not commented out", line)
+		}
+		block.WriteString(strings.TrimPrefix(line, "# ") + "\n")
+	}
+	if !strings.Contains(text, "\n  format: v2\n") {
+		t.Fatal("testnet.yml does not set encryption.format: v2")
+	}
+	text = strings.Replace(text[:begin]+block.String()+text[end:], "\n  format: v2\n", "\n  format: seal\n", 1)
+	p := filepath.Join(t.TempDir(), "testnet-seal.yml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setSampleEnv(t)
+	t.Setenv("SEAL_PACKAGE_ID", "0x"+strings.Repeat("5e", 32))
+	for _, v := range []string{"SEAL_PK_1", "SEAL_PK_2"} {
+		mk, err := seal.GenerateMasterKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(v, mk.PublicKey().String())
+	}
+	c, err := config.Load(p)
+	if err != nil {
+		t.Fatalf("testnet.yml with its seal block: %v", err)
+	}
+	s := c.Seal
+	if c.Encryption.Format != "seal" || s.Policy != config.SealPolicyAccountBased || s.Threshold != 2 {
+		t.Errorf("format %s, policy %s, threshold %d", c.Encryption.Format, s.Policy, s.Threshold)
+	}
+	// Mysten Labs' Open-mode testnet servers (notes/seal.md §6).
+	want := map[string]string{
+		"0x73d05d62c18d9374e3ea529e8e0ed6161da1a141a94d3f76ae3fe4e99356db75": "https://seal-key-server-testnet-1.mystenlabs.com",
+		"0xf5d14a81a982144ae441cd7d64b09027f116a468bd36e7eca494f750591623c8": "https://seal-key-server-testnet-2.mystenlabs.com",
+	}
+	for _, k := range s.KeyServers {
+		if want[k.ObjectID] != k.URL {
+			t.Errorf("key server %s at %s is not one of Mysten's testnet servers", k.ObjectID, k.URL)
+		}
+		delete(want, k.ObjectID)
+	}
+	if len(want) > 0 {
+		t.Errorf("missing key servers %v", want)
+	}
+	if s.MaxSize > c.Walrus.MaxBlobSize {
+		t.Errorf("seal.max_size %d is above walrus.max_blob_size %d", s.MaxSize, c.Walrus.MaxBlobSize)
+	}
+	if c.Encryption.Key.IsZero() {
+		t.Error("the snapshot key should stay configured: it opens the v2 snapshots taken before the switch")
+	}
 }

@@ -21,6 +21,9 @@ type devnetFlags struct {
 	listen     *string
 	agents     agentSpecs
 	seed       *string
+	seal       *int
+	sealPort   *int
+	format     *string
 }
 
 func addDevnetFlags(fs *flag.FlagSet, prefix string) *devnetFlags {
@@ -30,6 +33,9 @@ func addDevnetFlags(fs *flag.FlagSet, prefix string) *devnetFlags {
 		walrusPort: fs.Int(prefix+"walrus-port", 31415, "port of the local Walrus publisher/aggregator on 127.0.0.1 (0 = any)"),
 		listen:     fs.String(prefix+"http", "127.0.0.1:9797", "hermesd's health/metrics address in the generated configuration (\"\" = off)"),
 		seed:       fs.String(prefix+"seed", "", "seed directory for the default agent (make run builds one from examples/brain)"),
+		seal:       fs.Int(prefix+"seal-servers", 3, "local Seal key servers to run on 127.0.0.1, written into the seal section (threshold 2; 0 = none)"),
+		sealPort:   fs.Int(prefix+"seal-port", 0, "port of the first Seal key server on 127.0.0.1, the others following it (0 = any free ports)"),
+		format:     fs.String(prefix+"format", "v2", "encryption.format of the generated configuration: v2, v1 or seal"),
 	}
 	fs.Var(&f.agents, prefix+"agent", "agent as ID or ID=ENS-NAME (repeatable; default auditor=auditor.hermes.eth)")
 	return f
@@ -77,6 +83,9 @@ func (f *devnetFlags) options(log *slog.Logger) (devnet.Options, error) {
 		ChainDataDir: filepath.Join(dir, "chain"),
 		Agents:       agents,
 		HTTPListen:   *f.listen,
+		SealServers:  *f.seal,
+		SealPort:     *f.sealPort,
+		Format:       *f.format,
 		Quiet:        500 * time.Millisecond,
 		MaxLag:       5 * time.Second,
 		Logger:       log,
@@ -84,6 +93,36 @@ func (f *devnetFlags) options(log *slog.Logger) (devnet.Options, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// check refuses flag values the devnet cannot honour.
+func (f *devnetFlags) check(prefix string) error {
+	switch *f.format {
+	case "v1", "v2":
+	case "seal":
+		if *f.seal < 1 {
+			return usageErrorf("--%sformat seal needs --%sseal-servers of at least 1", prefix, prefix)
+		}
+	default:
+		return usageErrorf("--%sformat %q is not one of v2, v1, seal", prefix, *f.format)
+	}
+	if *f.seal < 0 || *f.seal > 16 {
+		return usageErrorf("--%sseal-servers must be between 0 and 16", prefix)
+	}
+	return nil
+}
+
+// sealBanner lists the devnet's Seal key servers for the start-up banner.
+func sealBanner(dn *devnet.Devnet) string {
+	var b strings.Builder
+	for i, k := range dn.Seal {
+		fmt.Fprintf(&b, "  seal key server %d %s   object %s\n", i+1, k.URL(), k.ObjectID)
+	}
+	if len(dn.Seal) > 0 {
+		fmt.Fprintf(&b, "  seal requester    %s (policy account_based, threshold %d of %d)\n",
+			dn.SuiKeyPath, dn.Config.Seal.Threshold, len(dn.Seal))
+	}
+	return b.String()
+}
 
 func runDevnet(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "devnet", "devnet [flags]",
@@ -100,6 +139,9 @@ so pointers survive a restart. 'hermesd run --devnet' does both in one process.`
 	if fs.NArg() > 0 {
 		return usageErrorf("devnet takes no arguments")
 	}
+	if err := f.check(""); err != nil {
+		return err
+	}
 	log, _ := newLogger(env.stderr, "info", "text")
 	opts, err := f.options(log.With("component", "devnet"))
 	if err != nil {
@@ -114,12 +156,12 @@ so pointers survive a restart. 'hermesd run --devnet' does both in one process.`
 	fmt.Fprintf(env.stdout, `devnet running
   chain (JSON-RPC)  %s   chain id %s, ENS registry %s
   walrus            %s
-  names owned by    %s
+%s  names owned by    %s
   configuration     %s
 
 run the daemon against it:
   hermesd run -config %s
-`, dn.Chain.URL(), dn.Chain.ChainID(), dn.Chain.RegistryAddress().Hex(), dn.Walrus.URL(), dn.Owner().Hex(), dn.ConfigPath, dn.ConfigPath)
+`, dn.Chain.URL(), dn.Chain.ChainID(), dn.Chain.RegistryAddress().Hex(), dn.Walrus.URL(), sealBanner(dn), dn.Owner().Hex(), dn.ConfigPath, dn.ConfigPath)
 	<-ctx.Done()
 	fmt.Fprintln(env.stderr, "devnet stopping")
 	return nil
@@ -129,6 +171,9 @@ run the daemon against it:
 // configuration. When cfgPath is set, that configuration's agents are used
 // instead of the default example agent.
 func startDevnet(ctx context.Context, env *cmdEnv, f *devnetFlags, cfgPath string) (*config.Config, func(), error) {
+	if err := f.check("devnet-"); err != nil {
+		return nil, nil, err
+	}
 	log, _ := newLogger(env.stderr, "info", "text")
 	opts, err := f.options(nil)
 	if err != nil {

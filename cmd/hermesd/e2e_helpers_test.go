@@ -105,18 +105,21 @@ type e2eWorld struct {
 
 func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
 	t.Helper()
+	return newE2EWorldWith(t, devnet.Options{}, agents...)
+}
+
+// newE2EWorldWith is newE2EWorld with more devnet options (the test's
+// directory, timings and HTTP address are always its own).
+func newE2EWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *e2eWorld {
+	t.Helper()
 	hermesdBinary(t) // build first, before any devnet clock starts
 	w := &e2eWorld{t: t, http: freePort(t), client: &http.Client{
 		Timeout:   2 * time.Second,
 		Transport: &http.Transport{DisableKeepAlives: true},
 	}}
-	dn, err := devnet.Start(t.Context(), devnet.Options{
-		Dir:        t.TempDir(),
-		Agents:     agents,
-		Quiet:      50 * time.Millisecond,
-		MaxLag:     500 * time.Millisecond,
-		HTTPListen: w.http,
-	})
+	o.Dir, o.Agents, o.HTTPListen = t.TempDir(), agents, w.http
+	o.Quiet, o.MaxLag = 50*time.Millisecond, 500*time.Millisecond
+	dn, err := devnet.Start(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

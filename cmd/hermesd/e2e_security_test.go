@@ -571,13 +571,24 @@ func TestE2EAttackScript(t *testing.T) {
 	if hwm > attackMaxRSS {
 		t.Errorf("daemon peak RSS %d MiB, bound %d MiB", hwm>>20, attackMaxRSS>>20)
 	}
-	code, r, _ := readyzOf(t, w)
-	if code != http.StatusOK || !r["alpha"].Ready || r["victim"].Ready || r["bomb"].Ready ||
-		!strings.Contains(r["victim"].Reason, "larger than its bound") || !strings.Contains(r["bomb"].Reason, "sparse") {
-		t.Errorf("readyz: HTTP %d %+v", code, r)
+	// The refused agents keep retrying; between attempts readyz shows
+	// their last failure.
+	var readyCode int
+	var ready map[string]daemon.AgentReady
+	failedWith := func(id, reason string) bool {
+		return ready[id].Phase != "failed" || strings.Contains(ready[id].Reason, reason)
 	}
-	t.Logf("readyz: victim: %s", r["victim"].Reason)
-	t.Logf("readyz: bomb: %s", r["bomb"].Reason)
+	poll(t, 30*time.Second, "readyz to show both refusals", func() bool {
+		readyCode, ready, _ = readyzOf(t, w)
+		return ready["victim"].Phase == "failed" && ready["bomb"].Phase == "failed" ||
+			!failedWith("victim", "larger than its bound") || !failedWith("bomb", "sparse")
+	})
+	if readyCode != http.StatusOK || !ready["alpha"].Ready || ready["victim"].Ready || ready["bomb"].Ready ||
+		!strings.Contains(ready["victim"].Reason, "larger than its bound") || !strings.Contains(ready["bomb"].Reason, "sparse") {
+		t.Errorf("readyz: HTTP %d %+v", readyCode, ready)
+	}
+	t.Logf("readyz: victim: %s", ready["victim"].Reason)
+	t.Logf("readyz: bomb: %s", ready["bomb"].Reason)
 	if n := agg.requests.Load(); n < 2 {
 		t.Errorf("the endless blob was requested %d times; the daemon and the CLI should each have tried", n)
 	}

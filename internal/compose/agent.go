@@ -33,6 +33,7 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		SpoolDir:    spoolDir,
 		Key:         s.Key,
 		Format:      snapshot.Format(c.Encryption.Format),
+		Seal:        s.Seal,
 		V1MaxSize:   int64(c.Encryption.V1MaxSize),
 		MaxBlobSize: int64(c.Walrus.MaxBlobSize),
 		Store:       Store(s.Walrus),

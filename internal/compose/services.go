@@ -16,6 +16,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -27,6 +28,9 @@ type Services struct {
 	// Chain is nil when no agent has an ENS name.
 	Chain *ens.Client
 	Key   cipher.Key
+	// Seal is the Seal side (key servers, requester key, policy); nil
+	// when the configuration does not use Seal.
+	Seal *snapshot.Sealing
 	// ReceiptSigner signs transition receipts; nil disables them.
 	ReceiptSigner *ecdsa.PrivateKey
 	// Trusted are the operators whose receipt signatures are accepted:
@@ -51,11 +55,19 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)])}
-	key, err := LoadKey(c.Encryption.Key)
-	if err != nil {
-		return nil, fmt.Errorf("encryption.key: %w", err)
+	// Format seal needs no snapshot key; one that is configured still
+	// opens the agent's older v1/v2 snapshots.
+	if !c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal) {
+		key, err := LoadKey(c.Encryption.Key)
+		if err != nil {
+			return nil, fmt.Errorf("encryption.key: %w", err)
+		}
+		s.Key = key
 	}
-	s.Key = key
+	var err error
+	if s.Seal, err = Sealing(c, log); err != nil {
+		return nil, err
+	}
 
 	wc, err := walrusConfig(c, !opts.ReadOnly, log.With("component", "walrus"))
 	if err != nil {

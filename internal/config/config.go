@@ -54,6 +54,7 @@ type Config struct {
 	Walrus     Walrus     `yaml:"walrus"`
 	Chain      Chain      `yaml:"chain"`
 	Encryption Encryption `yaml:"encryption"`
+	Seal       Seal       `yaml:"seal"`
 	Receipts   Receipts   `yaml:"receipts"`
 	// Defaults apply to every agent that does not override them.
 	Defaults AgentDefaults `yaml:"defaults"`
@@ -158,8 +159,10 @@ type Chain struct {
 // encrypted; there is no switch to turn that off.
 type Encryption struct {
 	Key SecretRef `yaml:"key"`
-	// Format is "v2" (streaming, default) or "v1" (the reference runtime's
-	// whole-buffer envelope, capped at V1MaxSize).
+	// Format is "v2" (streaming, default), "v1" (the reference runtime's
+	// whole-buffer envelope, capped at V1MaxSize) or "seal" (a Seal
+	// EncryptedObject under the seal section's key servers, as the
+	// reference runtime's Seal cipher writes; Key is then optional).
 	Format    string   `yaml:"format"`
 	V1MaxSize ByteSize `yaml:"v1_max_size"`
 }
@@ -280,6 +283,7 @@ func Default() *Config {
 			CheckInterval: Duration(5 * time.Minute),
 		},
 		Encryption: Encryption{Format: "v2", V1MaxSize: 64 << 20},
+		Seal:       defaultSeal(),
 		Receipts:   Receipts{ImportPolicy: "quarantine", QuarantineMaxBytes: 16 << 20, QuarantineMaxCount: 10_000},
 		Defaults: AgentDefaults{
 			Quiet:           Duration(2 * time.Second),
@@ -492,6 +496,10 @@ func (c *Config) resolvePaths(base string) {
 	secret(&c.Chain.Signer)
 	secret(&c.Encryption.Key)
 	secret(&c.Receipts.Signer)
+	secret(&c.Seal.SuiKey)
+	for i := range c.Seal.KeyServers {
+		secret(&c.Seal.KeyServers[i].APIKey)
+	}
 	for i := range c.Agents {
 		abs(&c.Agents[i].BrainDir)
 		abs(&c.Agents[i].SeedDir)

@@ -124,6 +124,7 @@ func (c *Config) validate(v *validator) {
 	c.validateWalrus(v)
 	c.validateChain(v)
 	c.validateSecrets(v)
+	c.validateSeal(v)
 	c.validateAgents(v)
 }
 
@@ -291,6 +292,10 @@ func (c *Config) validateSecrets(v *validator) {
 	checkRef("chain.signer", c.Chain.Signer, true)
 	checkRef("encryption.key", c.Encryption.Key, false)
 	checkRef("receipts.signer", c.Receipts.Signer, true)
+	checkRef("seal.sui_key", c.Seal.SuiKey, false)
+	for i := range c.Seal.KeyServers {
+		checkRef(fmt.Sprintf("seal.key_servers[%d].api_key", i), c.Seal.KeyServers[i].APIKey, false)
+	}
 
 	for _, a := range c.Agents {
 		if a.ENSName != "" && c.Chain.Signer.IsZero() {
@@ -298,13 +303,15 @@ func (c *Config) validateSecrets(v *validator) {
 			break
 		}
 	}
-	if len(c.Agents) > 0 && c.Encryption.Key.IsZero() {
+	// Format seal needs no key of its own: its keys come from the key
+	// servers (a key, if set, still opens older v1/v2 snapshots).
+	if len(c.Agents) > 0 && c.Encryption.Key.IsZero() && c.Encryption.Format != "seal" {
 		v.add("encryption.key", "required: snapshots are always encrypted (create a key with 'hermesd keygen -o FILE')")
 	}
 	switch c.Encryption.Format {
-	case "v1", "v2":
+	case "v1", "v2", "seal":
 	default:
-		v.add("encryption.format", "%q is not one of v2, v1", c.Encryption.Format)
+		v.add("encryption.format", "%q is not one of v2, v1, seal", c.Encryption.Format)
 	}
 	if c.Encryption.V1MaxSize <= 0 {
 		v.add("encryption.v1_max_size", "must be positive")

@@ -61,6 +61,15 @@ type Options struct {
 	Epochs int
 	// HTTPListen for the daemon's health/metrics server ("" = off).
 	HTTPListen string
+	// SealServers local Seal key servers are started (threshold 2 when
+	// there are at least two, else 1) and written into the configuration's
+	// seal section; 0 starts none. SealPort is the first one's port on
+	// 127.0.0.1 (the others follow it); 0 picks free ports.
+	SealServers int
+	SealPort    int
+	// Format is encryption.format ("" = the default, v2); "seal" needs
+	// SealServers.
+	Format string
 	// ArtifactsDir holds the ENS artifacts ("" = the default lookup).
 	ArtifactsDir string
 	Logger       *slog.Logger
@@ -76,6 +85,10 @@ type Devnet struct {
 	// SignerKey owns the agents' ENS names and signs receipts.
 	SignerKey *ecdsa.PrivateKey
 	KeyPath   string // snapshot encryption key file
+	// Seal are the local Seal key servers; SuiKeyPath is the requester's
+	// Sui key, which their account_based policy lets open its identity.
+	Seal       []*KeyServer
+	SuiKeyPath string
 }
 
 // Start brings the devnet up and writes <Dir>/hermesd.yml. Key files that
@@ -96,6 +109,9 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 	}
 	if o.Epochs == 0 {
 		o.Epochs = 5
+	}
+	if o.Format == "seal" && o.SealServers == 0 {
+		return nil, errors.New("devnet: format seal needs SealServers")
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -170,6 +186,12 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 		return nil, fmt.Errorf("devnet walrus: %w", err)
 	}
 
+	if o.SealServers > 0 {
+		if err := d.startSeal(o.SealServers, o.SealPort, o.Logger); err != nil {
+			return nil, err
+		}
+	}
+
 	d.ConfigPath = filepath.Join(dir, "hermesd.yml")
 	if err := d.writeConfig(o, signerPath, owner); err != nil {
 		return nil, err
@@ -184,6 +206,9 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 // Close stops the chain and the Walrus server.
 func (d *Devnet) Close() error {
 	var errs []error
+	for _, k := range d.Seal {
+		errs = append(errs, k.Stop())
+	}
 	if d.Walrus != nil {
 		errs = append(errs, d.Walrus.Close())
 	}
@@ -224,6 +249,23 @@ chain:
   poll_interval: 20ms
 encryption:
   key: {file: {{.Dir}}/keys/snapshot.key}
+{{- if .Format}}
+  format: {{.Format}}
+{{- end}}
+{{- if .Seal}}
+seal:
+  # Local key servers on 127.0.0.1 enforcing account_based natively.
+  package_id: "{{.SealPackage}}"
+  policy: account_based
+  threshold: {{.SealThreshold}}
+  sui_key: {file: {{.Dir}}/keys/sui.key}
+  key_servers:
+{{- range .Seal}}
+    - object_id: "{{.ObjectID}}"
+      url: {{.URL}}
+      public_key: {{.PublicKey}}
+{{- end}}
+{{- end}}
 receipts:
   signer: {file: {{.Dir}}/keys/chain.key}
   trusted: ["{{.Owner}}"]
@@ -281,6 +323,10 @@ func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address)
 		"Epochs":           o.Epochs,
 		"EpochDuration":    o.EpochDuration,
 		"Agents":           agents,
+		"Format":           o.Format,
+		"Seal":             d.Seal,
+		"SealPackage":      SealPackage,
+		"SealThreshold":    min(2, len(d.Seal)),
 	})
 	if err != nil {
 		return fmt.Errorf("devnet: render configuration: %w", err)

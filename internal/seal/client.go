@@ -256,8 +256,11 @@ func (c *Client) fetch(ctx context.Context, sk *SessionKey, ptb []byte, fullIDs 
 		return fmt.Errorf("encode request: %w", err)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	reqCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// stopped: this function cancelled the requests still running, which
+	// then fail with context.Canceled through no fault of their servers.
+	stopped := false
 	type result struct {
 		id  Address
 		err error
@@ -265,11 +268,12 @@ func (c *Client) fetch(ctx context.Context, sk *SessionKey, ptb []byte, fullIDs 
 	results := make(chan result, len(pending))
 	for _, id := range pending {
 		go func() {
-			results <- result{id, c.fetchFrom(ctx, c.servers[id], body, ek, fullIDs)}
+			results <- result{id, c.fetchFrom(reqCtx, c.servers[id], body, ek, fullIDs)}
 		}()
 	}
 	inflight := reachable
 	var errs []error
+	var unawaited []Address
 	for range pending {
 		res := <-results
 		w := weights[res.id]
@@ -278,20 +282,33 @@ func (c *Client) fetch(ctx context.Context, sk *SessionKey, ptb []byte, fullIDs 
 			done += w
 			if done >= threshold {
 				cancel()
+				stopped = true
 			}
 			continue
 		}
-		if done >= threshold && errors.Is(res.err, context.Canceled) {
-			continue // cancelled because the threshold was reached
+		if stopped && ctx.Err() == nil && errors.Is(res.err, context.Canceled) {
+			// Cancelled here: the threshold was reached, or out of reach.
+			if done < threshold {
+				unawaited = append(unawaited, res.id)
+			}
+			continue
 		}
 		errs = append(errs, res.err)
 		c.log.Warn("seal key server failed", "server", res.id, "err", res.err)
-		if done+inflight < threshold {
+		if done+inflight < threshold && !stopped {
 			cancel() // the threshold is out of reach
+			stopped = true
 		}
 	}
 	if done >= threshold {
 		return nil
+	}
+	// A server still answering when the others' failures put the
+	// threshold out of reach is named, so that "0 answered" does not read
+	// as "it is down too".
+	for _, id := range unawaited {
+		s := c.servers[id]
+		errs = append(errs, fmt.Errorf("key server %s (%s): not awaited, the threshold was out of reach", id, redactURL(s.URL)))
 	}
 	return fmt.Errorf("%w: %d of %d shares answered: %w", ErrNotEnoughKeys, done, threshold, errors.Join(errs...))
 }
@@ -359,7 +376,7 @@ func (c *Client) fetchFrom(ctx context.Context, s *KeyServer, body []byte, ek *e
 	p := c.opts.Retry
 	delay := p.BaseDelay
 	for attempt := 1; ; attempt++ {
-		resp, retryAfter, err := c.post(ctx, s, body)
+		resp, retryAfter, err := c.call(ctx, s, http.MethodPost, "/v1/fetch_key", nil, body)
 		if err == nil {
 			return c.acceptKeys(s, resp, ek, fullIDs)
 		}
@@ -397,19 +414,26 @@ func (c *Client) fetchFrom(ctx context.Context, s *KeyServer, body []byte, ek *e
 
 // post sends one fetch_key request and returns the bounded 200 body, or an
 // error naming the server by object ID and redacted URL.
-func (c *Client) post(ctx context.Context, s *KeyServer, body []byte) ([]byte, time.Duration, error) {
+// call sends one request to key server s (body nil for a GET) and returns a 200 answer's body, bounded, or a *ServerError.
+func (c *Client) call(ctx context.Context, s *KeyServer, method, path string, query url.Values, body []byte) ([]byte, time.Duration, error) {
 	where := fmt.Sprintf("key server %s (%s)", s.ObjectID, redactURL(s.URL))
-	endpoint, err := endpointURL(s.URL, "/v1/fetch_key")
+	endpoint, err := endpointURL(s.URL, path, query)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", where, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, endpoint, rd)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: build request: %w", where, unwrapURLError(err))
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Client-Sdk-Type", SDKType)
 	req.Header.Set("Client-Sdk-Version", c.opts.SDKVersion)
 	req.Header.Set("Request-Id", newRequestID())
@@ -449,14 +473,22 @@ func (c *Client) post(ctx context.Context, s *KeyServer, body []byte) ([]byte, t
 	return nil, retryAfter, se
 }
 
-// endpointURL appends an API path to a base URL's path, keeping its query.
-func endpointURL(base, path string) (string, error) {
+// endpointURL appends an API path to a base URL's path, keeping its query
+// and adding query's parameters.
+func endpointURL(base, path string, query url.Values) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || u.Host == "" {
 		return "", fmt.Errorf("%w: bad key-server URL", ErrInvalidConfig)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	u.RawPath = ""
+	if len(query) > 0 {
+		q := u.Query()
+		for k, vs := range query {
+			q[k] = append(q[k], vs...)
+		}
+		u.RawQuery = q.Encode()
+	}
 	return u.String(), nil
 }
 

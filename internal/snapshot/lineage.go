@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
-	"github.com/hermesd/hermesd/internal/cipher"
 )
 
 // errFound stops a download once the lock has been read.
@@ -27,7 +26,7 @@ func (p *Pipeline) ReadLock(ctx context.Context, blobID string) (*bundlelock.Loc
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := lockFromStream(pr, p.Key, p.Identity, p.V1MaxSize)
+		l, err := p.lockFromStream(ctx, pr)
 		if err == nil {
 			pr.CloseWithError(errFound)
 		} else {
@@ -47,12 +46,8 @@ func (p *Pipeline) ReadLock(ctx context.Context, blobID string) (*bundlelock.Loc
 	return nil, res.err
 }
 
-func lockFromStream(r io.Reader, key cipher.Key, identity string, v1Max int64) (*bundlelock.Lock, error) {
-	var opts []cipher.DecryptOption
-	if v1Max > 0 {
-		opts = append(opts, cipher.WithMaxV1Size(v1Max))
-	}
-	plain, err := cipher.Decrypt(r, key, identity, opts...)
+func (p *Pipeline) lockFromStream(ctx context.Context, r io.Reader) (*bundlelock.Lock, error) {
+	plain, err := p.decryptStream(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("decrypt: %w", err)
 	}

@@ -36,8 +36,11 @@ type Pipeline struct {
 	BrainDir string
 	SpoolDir string
 
-	Key       cipher.Key
-	Format    Format
+	Key    cipher.Key
+	Format Format
+	// Seal seals snapshots of FormatSeal and opens Seal blobs on restore;
+	// nil without a seal configuration.
+	Seal      *Sealing
 	V1MaxSize int64 // the v1 cap, when writing and when reading
 	// MaxBlobSize is the store's body limit: a bigger snapshot fails with
 	// ErrTooLarge before any upload. 0 = no limit here.
@@ -76,6 +79,10 @@ func (p *Pipeline) log() *slog.Logger {
 func (p *Pipeline) check() error {
 	switch p.Format {
 	case FormatV1, FormatV2:
+	case FormatSeal:
+		if err := p.checkSeal(); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("snapshot: unknown format %q", p.Format)
 	}

@@ -205,11 +205,7 @@ func (p *Pipeline) unpack(ctx context.Context, blobPath string, size int64, dir 
 		return Restored{}, fmt.Errorf("open blob: %w", err)
 	}
 	defer f.Close()
-	var dopts []cipher.DecryptOption
-	if p.V1MaxSize > 0 {
-		dopts = append(dopts, cipher.WithMaxV1Size(p.V1MaxSize))
-	}
-	plain, err := cipher.Decrypt(f, p.Key, p.Identity, dopts...)
+	plain, err := p.decryptStream(ctx, f)
 	if err != nil {
 		return Restored{}, p.explainDecrypt(blobPath, err)
 	}

@@ -217,9 +217,12 @@ func (s *Pipeline) pack(ctx context.Context, want hash.Digest, ov *fsys.Overlay)
 	defer digest.abort()
 	counted := &countWriter{w: io.MultiWriter(f, digest)}
 	var enc io.WriteCloser
-	if s.Format == FormatV1 {
+	switch s.Format {
+	case FormatV1:
 		enc, err = cipher.EncryptV1(counted, s.Key, s.V1MaxSize)
-	} else {
+	case FormatSeal:
+		enc = s.newSealWriter(counted)
+	default:
 		enc, err = cipher.Encrypt(counted, s.Key, s.Identity)
 	}
 	if err != nil {
