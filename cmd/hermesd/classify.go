@@ -7,6 +7,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -20,15 +21,17 @@ func classify(err error) int {
 		return exitUsage
 	case errors.Is(err, state.ErrLocked):
 		return exitLocked
-	case errors.Is(err, cipher.ErrAuth), errors.Is(err, snapshot.ErrWrongAgent),
+	case errors.Is(err, cipher.ErrAuth), errors.Is(err, snapshot.ErrWrongAgent), errors.Is(err, repo.ErrAuth),
 		errors.Is(err, cipher.ErrUnknownFormat), errors.Is(err, cipher.ErrUnsupportedVersion),
 		errors.Is(err, cipher.ErrTruncated), errors.Is(err, cipher.ErrTrailingData),
 		errors.Is(err, cipher.ErrCorrupted):
 		return exitAuth
 	case errors.Is(err, snapshot.ErrHashMismatch), errors.Is(err, snapshot.ErrNoLock),
+		errors.Is(err, snapshot.ErrHostile), errors.Is(err, repo.ErrCorrupt),
 		errors.Is(err, walrus.ErrMismatch), errors.Is(err, receipts.ErrRejected):
 		return exitMismatch
-	case errors.Is(err, walrus.ErrNotFound), errors.Is(err, ens.ErrNoPointer), errors.Is(err, ens.ErrNameNotFound):
+	case errors.Is(err, walrus.ErrNotFound), errors.Is(err, ens.ErrNoPointer), errors.Is(err, ens.ErrNameNotFound),
+		errors.Is(err, snapshot.ErrBlobNotFound), errors.Is(err, repo.ErrNotFound):
 		return exitNotFound
 	}
 	return exitFailure

@@ -673,7 +673,7 @@ func TestE2ERestoreFailures(t *testing.T) {
 			setup:    func(t *testing.T) { setPointer(t, betaBlob, alphaBlob) },
 			teardown: func(t *testing.T) { setPointer(t, alphaBlob, betaBlob) },
 			code:     exitAuth,
-			reason:   []string{"belongs to another agent", `decrypts as "beta.hermes.eth"`},
+			reason:   []string{"belongs to another agent", `decrypts as "beta.hermes.eth"|snapshot of "beta.hermes.eth"`},
 		},
 		{
 			name: "wrong key",
@@ -686,7 +686,7 @@ func TestE2ERestoreFailures(t *testing.T) {
 			},
 			teardown: func(t *testing.T) { writeKey(t, origKey) },
 			code:     exitAuth,
-			reason:   []string{"authenticat"},
+			reason:   []string{"authenticat|another key"},
 		},
 		{
 			name:     "missing blob",
