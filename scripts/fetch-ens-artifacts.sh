@@ -2,11 +2,19 @@
 # Fetches the real ENS contract artifacts that the local chain deploys:
 #   @ensdomains/ens@0.6.2      build/contracts/ENSRegistry.json
 #   @ensdomains/resolver@0.3.1 build/contracts/PublicResolver.json
-# into .deps/ens/ (git-ignored). Third-party bytecode is never committed.
+# into DIR (default .deps/ens/ of this checkout, git-ignored; hermesd also
+# looks in ~/.cache/hermesd/ens and $HERMESD_ENS_ARTIFACTS).
+# Third-party bytecode is never committed.
 # Idempotent: does nothing when both files are already there.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-dest=.deps/ens
+if [ $# -gt 0 ]; then
+	mkdir -p "$1"
+	dest=$(cd "$1" && pwd)
+	cd "$(dirname "$0")/.."
+else
+	cd "$(dirname "$0")/.."
+	dest=.deps/ens
+fi
 if [ -s "$dest/ENSRegistry.json" ] && [ -s "$dest/PublicResolver.json" ]; then
 	exit 0
 fi

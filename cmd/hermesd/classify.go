@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
@@ -14,7 +15,9 @@ import (
 )
 
 // classify maps errors from hermesd's packages to exit codes. Commands may
-// also wrap an error with withCode when they know better.
+// also wrap an error with withCode when they know better. Every refusal of
+// untrusted input (a blob, an archive, a lock, a receipt, an aggregator's
+// answer) is 3, or 6 when it is the decryption that refused it.
 func classify(err error) int {
 	switch {
 	case errors.Is(err, config.ErrInvalid), errors.Is(err, cipher.ErrInvalidKey):
@@ -27,8 +30,9 @@ func classify(err error) int {
 		errors.Is(err, cipher.ErrCorrupted):
 		return exitAuth
 	case errors.Is(err, snapshot.ErrHashMismatch), errors.Is(err, snapshot.ErrNoLock),
-		errors.Is(err, snapshot.ErrHostile), errors.Is(err, repo.ErrCorrupt),
-		errors.Is(err, walrus.ErrMismatch), errors.Is(err, receipts.ErrRejected):
+		errors.Is(err, snapshot.ErrHostile), errors.Is(err, bundlelock.ErrMalformed), errors.Is(err, repo.ErrCorrupt),
+		errors.Is(err, walrus.ErrMismatch), errors.Is(err, walrus.ErrBodyTooLarge),
+		errors.Is(err, receipts.ErrRejected):
 		return exitMismatch
 	case errors.Is(err, walrus.ErrNotFound), errors.Is(err, ens.ErrNoPointer), errors.Is(err, ens.ErrNameNotFound),
 		errors.Is(err, snapshot.ErrBlobNotFound), errors.Is(err, repo.ErrNotFound):

@@ -6,29 +6,43 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/big"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/state"
 )
 
 const pointerHelp = `Subcommands:
-  get NAME        print NAME's agent-snapshot record
-  set NAME VALUE  compare-and-set the record (needs --expect PREV or --force)
+  get NAME         print NAME's agent-snapshot record
+  set NAME VALUE   compare-and-set the record (needs --expect PREV or --force)
+  adopt AGENT      resolve a held pointer: take the other writer's snapshot
+                   (the local brain is set aside)
+  override AGENT   resolve a held pointer: publish ours over the other
+                   writer's
 
-The chain comes from the configuration's chain section (-config), or from
---rpc (plus --registry and a key flag for set), which need no config file;
-flags override the file. Run 'hermesd pointer get -h' or 'hermesd pointer
-set -h' for their flags.`
+For get and set, the chain comes from the configuration's chain section
+(-config), or from --rpc (plus --registry and a key flag for set), which
+need no config file; flags override the file. adopt and override act on a
+configured agent. Run 'hermesd pointer SUBCOMMAND -h' for its flags.`
 
 func runPointer(ctx context.Context, env *cmdEnv, args []string) error {
+	const usage = "Usage: hermesd pointer <get|set|adopt|override> [flags]\n\n%s\n"
 	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "Usage: hermesd pointer <get|set> [flags]\n\n%s\n", pointerHelp)
+		fmt.Fprintf(env.stderr, usage, pointerHelp)
 		return errUsageShown
 	}
 	switch args[0] {
@@ -36,11 +50,15 @@ func runPointer(ctx context.Context, env *cmdEnv, args []string) error {
 		return runPointerGet(ctx, env, args[1:])
 	case "set":
 		return runPointerSet(ctx, env, args[1:])
+	case "adopt":
+		return runPointerResolve(ctx, env, "adopt", args[1:])
+	case "override":
+		return runPointerResolve(ctx, env, "override", args[1:])
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(env.stdout, "Usage: hermesd pointer <get|set> [flags]\n\n%s\n", pointerHelp)
+		fmt.Fprintf(env.stdout, usage, pointerHelp)
 		return nil
 	}
-	return usageErrorf("pointer: unknown subcommand %q (want get or set)", args[0])
+	return usageErrorf("pointer: unknown subcommand %q (want get, set, adopt or override)", args[0])
 }
 
 // newPointerClient connects; a wrong chain id or registry address is a
@@ -320,4 +338,420 @@ func (e *expectFlag) String() string { return e.v }
 func (e *expectFlag) Set(s string) error {
 	e.v, e.set = s, true
 	return nil
+}
+
+const pointerAdoptHelp = `Resolve a held pointer by taking the other writer's snapshot. Publishing
+is held when the agent's agent-snapshot record names a blob that is not of
+the agent's own lineage (another machine, another writer); 'hermesd status'
+and /readyz say so. adopt restores the snapshot the record names into the
+brain directory, after moving the current brain aside to a sibling
+directory (printed; nothing is deleted), verifies it, and resumes
+publishing from it. A restore that fails puts the brain back.
+
+When hermesd runs on this configuration (http.socket, or http.listen with
+http.token), the daemon does it; otherwise the command works on the state
+directory itself.
+
+Exit status: 0 adopted; 2 nothing is held (or a usage or configuration
+error); 1 the chain, Walrus or the disk failed (through the daemon, any
+failure); 3, 4, 6 the snapshot does not verify, is missing, or does not
+decrypt with this agent's key (the brain is left as it was).`
+
+const pointerOverrideHelp = `Resolve a held pointer by publishing ours: the agent's newest verified
+snapshot is written over whatever the record names now (compare-and-set
+from that value), and publishing resumes. Use it when the other writer's
+snapshot is the one to discard.
+
+When hermesd runs on this configuration (http.socket, or http.listen with
+http.token), the daemon does it and this command waits up to --wait for
+the pointer to be published; otherwise it writes the record itself, signed
+by chain.signer.
+
+Exit status: 0 published; 2 nothing is held (or a usage or configuration
+error); 1 not published (the chain failed, or the record changed again and
+is held again) — an override that could not be written stays pending and
+is published by the daemon.`
+
+// pointerResolution is what adopt and override print with --json.
+type pointerResolution struct {
+	Agent  string `json:"agent"`
+	Name   string `json:"name"`
+	Action string `json:"action"` // adopt, override
+	// Via says who acted: "daemon" (its API) or "state" (this command,
+	// on the state directory).
+	Via string `json:"via"`
+	// Replaced is the other writer's value the record held.
+	Replaced string `json:"replaced,omitempty"`
+	// Published is the record's value now: the adopted snapshot, or ours.
+	Published string `json:"published,omitempty"`
+	// SetAside is where adopt moved the previous brain.
+	SetAside string `json:"setAside,omitempty"`
+	TxHash   string `json:"txHash,omitempty"`
+	GasUsed  uint64 `json:"gasUsed,omitempty"`
+	// Pending: override --wait 0 through the daemon; Published is the
+	// value the daemon is about to publish.
+	Pending bool `json:"pending,omitempty"`
+}
+
+func runPointerResolve(ctx context.Context, env *cmdEnv, action string, args []string) error {
+	help := pointerAdoptHelp
+	usage := "pointer adopt AGENT [-config FILE] [--json]"
+	if action == "override" {
+		help = pointerOverrideHelp
+		usage = "pointer override AGENT [-config FILE] [--wait DURATION] [--json]"
+	}
+	fs := newFlagSet(env, "pointer "+action, usage, help)
+	cfgPath := configFlag(fs)
+	asJSON := fs.Bool("json", false, "print the result as one JSON object")
+	wait := time.Duration(0)
+	if action == "override" {
+		fs.DurationVar(&wait, "wait", 2*time.Minute, "through the daemon: wait at most `DURATION` for the pointer to be published (0: do not wait)")
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErrorf("pointer %s: want exactly one AGENT, got %d arguments", action, len(pos))
+	}
+	cfg, ac, log, err := loadAgentConfig(env, *cfgPath, pos[0], "warn")
+	if err != nil {
+		return err
+	}
+	if ac.ENSName == "" {
+		return usageErrorf("pointer %s: agent %s has no ens_name, so it publishes no pointer and is never held", action, ac.ID)
+	}
+	out := pointerResolution{Agent: ac.ID, Name: ac.ENSName, Action: action}
+	dc, err := findDaemon(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if dc != nil {
+		out.Via = "daemon"
+		err = dc.resolve(ctx, &out, wait)
+	} else {
+		out.Via = "state"
+		err = resolveOnState(ctx, cfg, ac, log, &out)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(env.stdout).Encode(out)
+	}
+	switch action {
+	case "adopt":
+		fmt.Fprintf(env.stdout, "%s: adopted %s (the snapshot %s names); publishing resumed\n", out.Agent, short(out.Published), out.Name)
+		if out.SetAside != "" {
+			fmt.Fprintf(env.stdout, "the previous brain was set aside in %s\n", out.SetAside)
+		}
+	case "override":
+		if out.Pending {
+			fmt.Fprintf(env.stdout, "%s: override recorded; hermesd publishes %s over %s\n", out.Agent, out.Published, sanitize(out.Replaced))
+			break
+		}
+		fmt.Fprintf(env.stdout, "%s: %s → %s (ours, over %s); publishing resumed\n", out.Agent, out.Name, out.Published, sanitize(out.Replaced))
+		if out.TxHash != "" {
+			fmt.Fprintf(env.stdout, "tx %s, gas used %d\n", out.TxHash, out.GasUsed)
+		}
+	}
+	return nil
+}
+
+// notHeld is the refusal when there is nothing to resolve: nothing was
+// tried and nothing changed, and trying again cannot help, so it is a
+// usage error (exit 2) rather than a failure (1) a supervisor would retry.
+func notHeld(id, action string) error {
+	return withCode(exitUsage, fmt.Errorf("pointer %s: %s: %w (nothing to resolve; 'hermesd status' shows holds)", action, id, agent.ErrNotHeld))
+}
+
+// resolveOnState adopts or overrides on the state directory, with no
+// daemon running.
+func resolveOnState(ctx context.Context, cfg *config.Config, ac *config.Agent, log *slog.Logger, out *pointerResolution) error {
+	// adopt only reads the chain and Walrus; override signs.
+	svc, err := compose.Build(ctx, cfg, log, compose.Options{ReadOnly: out.Action == "adopt"})
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
+	}
+	defer svc.Close()
+	if out.Action == "adopt" {
+		// Receipts re-imported from the adopted brain are checked against
+		// the same signers as the daemon's, its own included.
+		trusted, _, err := compose.Trusted(cfg)
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		svc.Trusted = trusted
+	}
+	sd, err := compose.OpenState(cfg)
+	if err != nil {
+		if errors.Is(err, state.ErrLocked) {
+			return fmt.Errorf("%w; to act through the running daemon, configure http.socket, or http.token with http.listen", err)
+		}
+		return err
+	}
+	defer sd.Close()
+	a, err := svc.OpenAgent(sd, ac.ID, nil)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	h := a.Hold()
+	if h == nil {
+		return notHeld(ac.ID, out.Action)
+	}
+	out.Replaced = h.Value
+	if out.Action == "adopt" {
+		aside, err := a.Adopt(ctx)
+		if errors.Is(err, agent.ErrNotHeld) {
+			return notHeld(ac.ID, out.Action)
+		}
+		if err != nil {
+			return err
+		}
+		out.SetAside, out.Published = aside, a.Status().Published
+		return nil
+	}
+	if err := a.Override(ctx); err != nil {
+		if errors.Is(err, agent.ErrNotHeld) {
+			return notHeld(ac.ID, out.Action)
+		}
+		return err
+	}
+	w := compose.Pointer(svc.Chain)
+	// A rollback found while writing is published over at once, as the
+	// daemon does.
+	for round := 0; round < 2; round++ {
+		res := agent.PublishOnce(ctx, w, []*agent.Agent{a})
+		if len(res) != 1 {
+			break
+		}
+		r := res[0]
+		switch r.Outcome {
+		case agent.OutcomePublished:
+			out.Published, out.TxHash, out.GasUsed = r.Update.Value, r.Write.TxHash, r.Write.GasUsed
+			if r.Err != nil {
+				return fmt.Errorf("published %s, but the agent state was not saved: %w", r.Update.Value, r.Err)
+			}
+			return nil
+		case agent.OutcomeRollback:
+			out.Replaced = r.Write.Actual
+			continue
+		case agent.OutcomeHeld, agent.OutcomeUnauthorized:
+			return fmt.Errorf("not published; held again: %w", r.Err)
+		}
+		return fmt.Errorf("override recorded, but the pointer was not written (it stays pending; 'hermesd run' publishes it): %w", r.Err)
+	}
+	return errors.New("override recorded, but the pointer was not written (it stays pending; 'hermesd run' publishes it)")
+}
+
+// daemonClient talks to a running daemon's API.
+type daemonClient struct {
+	http  *http.Client
+	base  string // http://host:port or http://hermesd (socket)
+	token string // "" over the socket
+	where string // for messages
+}
+
+// findDaemon returns a client of the daemon running on cfg, or nil when
+// none answers. A daemon that answers only on TCP without http.token
+// cannot be asked to change anything: that is a configuration error.
+func findDaemon(ctx context.Context, cfg *config.Config) (*daemonClient, error) {
+	if p := cfg.HTTP.Socket; p != "" {
+		c := &daemonClient{
+			http: &http.Client{Transport: &http.Transport{
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, "unix", p)
+				},
+			}},
+			base:  "http://hermesd",
+			where: "unix:" + p,
+		}
+		if c.alive(ctx) {
+			return c, nil
+		}
+	}
+	l := cfg.HTTP.Listen
+	if l == "" {
+		return nil, nil
+	}
+	if _, port, err := net.SplitHostPort(l); err != nil || port == "0" {
+		return nil, nil
+	}
+	// No proxy from the environment: the daemon is where the
+	// configuration says.
+	c := &daemonClient{http: &http.Client{Transport: &http.Transport{}}, base: "http://" + l, where: "http://" + l}
+	if !c.alive(ctx) {
+		return nil, nil
+	}
+	if cfg.HTTP.Token.IsZero() {
+		return nil, usageErrorf("hermesd is running on this configuration (%s) and takes this command only over http.socket or with http.token; "+
+			"configure one of them, or stop hermesd and run the command again", c.where)
+	}
+	tok, err := config.ReadSecret(cfg.HTTP.Token)
+	if err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("http.token: %w", err))
+	}
+	c.token = tok
+	return c, nil
+}
+
+// alive reports whether a hermesd answers /healthz there.
+func (c *daemonClient) alive(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10))
+	return resp.StatusCode == http.StatusOK
+}
+
+// maxAPIBody bounds what is read of an API answer.
+const maxAPIBody = 16 << 20
+
+// do sends a request and decodes a JSON answer into v; an error status
+// becomes an error carrying the daemon's message.
+func (c *daemonClient) do(ctx context.Context, method, path string, v any) error {
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader("{}")
+	} else {
+		// A status is quick; an adopt downloads a snapshot and takes
+		// what it takes (the caller's context ends it).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask hermesd at %s: %w", c.where, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIBody))
+	if err != nil {
+		return fmt.Errorf("ask hermesd at %s: %w", c.where, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		json.Unmarshal(b, &e)
+		msg := sanitize(strings.TrimSpace(e.Error))
+		if msg == "" {
+			msg = resp.Status
+		}
+		err := fmt.Errorf("hermesd at %s: %s", c.where, msg)
+		switch resp.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMisdirectedRequest:
+			return withCode(exitUsage, err)
+		case http.StatusConflict:
+			return &apiConflict{err}
+		}
+		return err
+	}
+	if v == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("hermesd at %s: unreadable answer: %w", c.where, err)
+	}
+	return nil
+}
+
+// apiConflict is the daemon's 409: the agent is not held.
+type apiConflict struct{ error }
+
+func (e *apiConflict) Unwrap() error { return e.error }
+
+// agentStatus returns one agent's status as the daemon reports it.
+func (c *daemonClient) agentStatus(ctx context.Context, id string) (agent.Status, error) {
+	var rep daemon.StatusReport
+	if err := c.do(ctx, http.MethodGet, "/v1/status", &rep); err != nil {
+		return agent.Status{}, err
+	}
+	for _, s := range rep.Agents {
+		if s.ID == id {
+			return s, nil
+		}
+	}
+	return agent.Status{}, withCode(exitUsage, fmt.Errorf("hermesd at %s does not run agent %s (another configuration?)", c.where, id))
+}
+
+// resolve asks the daemon to adopt or override; for override it waits up
+// to wait for the pointer to be published.
+func (c *daemonClient) resolve(ctx context.Context, out *pointerResolution, wait time.Duration) error {
+	before, err := c.agentStatus(ctx, out.Agent)
+	if err != nil {
+		return err
+	}
+	if before.Hold == nil {
+		return notHeld(out.Agent, out.Action)
+	}
+	out.Replaced = before.Hold.Value
+	var ans map[string]string
+	err = c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(out.Agent)+"/pointer/"+out.Action, &ans)
+	var conflict *apiConflict
+	if errors.As(err, &conflict) {
+		return notHeld(out.Agent, out.Action)
+	}
+	if err != nil {
+		return err
+	}
+	out.SetAside = ans["setAside"]
+	if out.Action == "adopt" {
+		s, err := c.agentStatus(ctx, out.Agent)
+		if err != nil {
+			return err
+		}
+		out.Published = s.Published
+		return nil
+	}
+	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s, err := c.agentStatus(ctx, out.Agent)
+		if err != nil {
+			return err
+		}
+		switch {
+		case s.Hold != nil:
+			return fmt.Errorf("not published; held again: %s", sanitize(s.Hold.Reason))
+		case s.Pending == nil:
+			out.Published = s.Published
+			return nil
+		case wait <= 0:
+			out.Published, out.Pending = s.Pending.Value, true
+			return nil
+		case time.Now().After(deadline):
+			why := ""
+			if s.Pending.LastErr != "" {
+				why = ": " + sanitize(s.Pending.LastErr)
+			}
+			return fmt.Errorf("override recorded; hermesd has not published %s within %v (it keeps trying)%s", s.Pending.Value, wait, why)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }

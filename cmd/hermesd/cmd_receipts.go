@@ -9,8 +9,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -27,16 +31,18 @@ const receiptsHelp = `Subcommands:
                            append the new ones to the agent's receipt log
   list AGENT               print an agent's receipts, newest first
   verify FILE|-            check the signature of every receipt in a file
+  quarantine list AGENT    print what was set aside instead of imported
+  quarantine purge AGENT   delete an agent's quarantined lines
 
 An agent's log is <state_dir>/agents/<id>/receipts.log. The state directory
 comes from the configuration (-config) or --state-dir, which needs no
 configuration file. Trusted operators are receipts.trusted, the address of
 receipts.signer, and every --trust ADDRESS. Run 'hermesd receipts add -h'
-(list, verify) for their flags.`
+(list, verify, quarantine list, quarantine purge) for their flags.`
 
 func runReceipts(ctx context.Context, env *cmdEnv, args []string) error {
 	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "Usage: hermesd receipts <add|list|verify> [flags]\n\n%s\n", receiptsHelp)
+		fmt.Fprintf(env.stderr, "Usage: hermesd receipts <add|list|verify|quarantine> [flags]\n\n%s\n", receiptsHelp)
 		return errUsageShown
 	}
 	switch args[0] {
@@ -46,11 +52,13 @@ func runReceipts(ctx context.Context, env *cmdEnv, args []string) error {
 		return runReceiptsList(ctx, env, args[1:])
 	case "verify":
 		return runReceiptsVerify(ctx, env, args[1:])
+	case "quarantine":
+		return runReceiptsQuarantine(ctx, env, args[1:])
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(env.stdout, "Usage: hermesd receipts <add|list|verify> [flags]\n\n%s\n", receiptsHelp)
+		fmt.Fprintf(env.stdout, "Usage: hermesd receipts <add|list|verify|quarantine> [flags]\n\n%s\n", receiptsHelp)
 		return nil
 	}
-	return usageErrorf("receipts: unknown subcommand %q (want add, list or verify)", args[0])
+	return usageErrorf("receipts: unknown subcommand %q (want add, list, verify or quarantine)", args[0])
 }
 
 // receiptsFlags are the flags the receipts subcommands share.
@@ -181,6 +189,16 @@ func receiptInput(r io.Reader) (io.Reader, error) {
 	return br, nil
 }
 
+// quarantineLimits are the configured bounds of a quarantine file; without
+// a configuration the receipts package's defaults apply (as they do for
+// the daemon's defaults).
+func quarantineLimits(cfg *config.Config) receipts.QuarantineLimits {
+	if cfg == nil {
+		return receipts.QuarantineLimits{}
+	}
+	return receipts.QuarantineLimits{MaxBytes: int64(cfg.Receipts.QuarantineMaxBytes), MaxCount: cfg.Receipts.QuarantineMaxCount}
+}
+
 const receiptsAddHelp = `Verify receipts and append the new ones (by callId) to an agent's receipt
 log, as the daemon's POST /v1/agents/{id}/receipts does. The input is
 ndjson or one JSON receipt, from FILE or standard input. Only receipts signed
@@ -201,14 +219,19 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 	agentID := fs.String("agent", "", "agent `ID` (required)")
 	policyName := fs.String("policy", "", "what to do with lines that are not receipts of a trusted operator: quarantine or reject (default receipts.import_policy, else quarantine)")
 	jsonOut := fs.Bool("json", false, "print the import report as one JSON object")
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
 	if *agentID == "" {
 		return usageErrorf("receipts add: --agent ID is required")
 	}
-	if fs.NArg() > 1 {
+	if len(pos) > 1 {
 		return usageErrorf("receipts add: at most one FILE")
+	}
+	file := ""
+	if len(pos) == 1 {
+		file = pos[0]
 	}
 	cfg, err := rf.loadConfig(true)
 	if err != nil {
@@ -231,7 +254,7 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	in, closeIn, err := openReceiptsInput(env, fs.Arg(0))
+	in, closeIn, err := openReceiptsInput(env, file)
 	if err != nil {
 		return err
 	}
@@ -241,7 +264,7 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 
-	sd, err := state.Open(stateDir, state.Options{})
+	sd, err := state.Open(stateDir, state.Options{AllowSymlinks: cfg != nil && cfg.AllowSymlinks})
 	if err != nil {
 		if errors.Is(err, state.ErrLocked) {
 			return fmt.Errorf("%w; stop the daemon or POST the receipts to its /v1/agents/%s/receipts", err, *agentID)
@@ -253,7 +276,7 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	rl, err := receipts.OpenLog(logPath, receipts.Options{Logger: logger, Repair: true})
+	rl, err := receipts.OpenLog(logPath, receipts.Options{Logger: logger, Repair: true, Quarantine: quarantineLimits(cfg)})
 	if err != nil {
 		return err
 	}
@@ -267,7 +290,7 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 			Total  int    `json:"total"`
 			receipts.ImportReport
 		}{*agentID, logPath, policy.String(), rl.Len(), rep}
-		if err := json.NewEncoder(env.stdout).Encode(out); err != nil {
+		if err := newJSONEncoder(env.stdout).Encode(out); err != nil {
 			return err
 		}
 		return ierr
@@ -296,15 +319,14 @@ func printImportReport(w io.Writer, agent string, rep receipts.ImportReport) {
 			fmt.Fprintf(w, "  ... and %d more (see --json)\n", len(rep.Problems)-i)
 			break
 		}
-		what := string(p.Action)
 		id := ""
 		if p.CallID != "" {
-			id = " " + p.CallID
+			id = " " + sanitize(p.CallID)
 		}
-		fmt.Fprintf(w, "  line %d%s: %s: %s\n", p.Line, id, what, p.Reason)
+		fmt.Fprintf(w, "  line %d%s: %s: %s\n", p.Line, id, p.Action, sanitize(p.Reason))
 	}
 	if rep.QuarantineFile != "" {
-		fmt.Fprintf(w, "quarantined lines appended to %s\n", rep.QuarantineFile)
+		fmt.Fprintf(w, "quarantined lines appended to %s (see 'hermesd receipts quarantine list %s')\n", sanitize(rep.QuarantineFile), agent)
 	}
 }
 
@@ -320,12 +342,14 @@ read-only, so this is safe while the daemon runs.`)
 	limit := fs.Int("limit", 0, "show at most `N` receipts (0 = all)")
 	jsonOut := fs.Bool("json", false, "print one JSON object with every receipt and its status")
 	ndjson := fs.Bool("ndjson", false, "print the receipts as stored, one per line")
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return usageErrorf("receipts list needs exactly one AGENT")
 	}
+	id := pos[0]
 	if *jsonOut && *ndjson {
 		return usageErrorf("receipts list: --json and --ndjson are exclusive")
 	}
@@ -336,7 +360,7 @@ read-only, so this is safe while the daemon runs.`)
 	if err != nil {
 		return err
 	}
-	_, logPath, err := rf.agentLog(cfg, fs.Arg(0))
+	_, logPath, err := rf.agentLog(cfg, id)
 	if err != nil {
 		return err
 	}
@@ -346,7 +370,7 @@ read-only, so this is safe while the daemon runs.`)
 	}
 	rl, err := receipts.OpenLog(logPath, receipts.Options{ReadOnly: true})
 	if errors.Is(err, os.ErrNotExist) {
-		return withCode(exitNotFound, fmt.Errorf("no receipts for agent %s (no log at %s)", fs.Arg(0), logPath))
+		return withCode(exitNotFound, fmt.Errorf("no receipts for agent %s (no log at %s)", id, logPath))
 	}
 	if err != nil {
 		return err
@@ -400,14 +424,13 @@ read-only, so this is safe while the daemon runs.`)
 		if items == nil {
 			items = []item{}
 		}
-		enc := json.NewEncoder(env.stdout)
-		enc.SetEscapeHTML(false) // receipts print as stored
-		return enc.Encode(struct {
+		// Receipts print as stored, but for controls a terminal obeys.
+		return newJSONEncoder(env.stdout).Encode(struct {
 			Agent    string `json:"agent"`
 			Log      string `json:"log"`
 			Total    int    `json:"total"`
 			Receipts []item `json:"receipts"`
-		}{fs.Arg(0), logPath, rl.Len(), items})
+		}{id, logPath, rl.Len(), items})
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tCALL ID\tSCHEMA\tBUNDLE AFTER\tSIGNATURE")
@@ -416,8 +439,10 @@ read-only, so this is safe while the daemon runs.`)
 		if it.Signer != "" {
 			sig += " " + receiptsShortHex(it.Signer, 6, 4)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", time.Unix(it.TS, 0).UTC().Format(time.RFC3339), it.CallID,
-			receiptsOrDash(it.SchemaVersion), receiptsOrDash(receiptsShortHex(it.after, 10, 0)), sig)
+		// Receipts come from the agent runtime: nothing of theirs reaches
+		// the terminal unescaped.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", time.Unix(it.TS, 0).UTC().Format(time.RFC3339), sanitize(it.CallID),
+			sanitize(receiptsOrDash(it.SchemaVersion)), sanitize(receiptsOrDash(receiptsShortHex(it.after, 10, 0))), sig)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -456,15 +481,6 @@ Failures are printed per line, then a summary. Exit status 3 if any line is
 not a receipt, any signature is missing or invalid, or (unless
 --allow-unknown) any receipt is signed by an operator that is not trusted.`
 
-// verifyLine is the outcome for one non-blank line.
-type verifyLine struct {
-	Line   int             `json:"line"`
-	CallID string          `json:"callId,omitempty"`
-	Status receipts.Status `json:"status"`
-	Signer string          `json:"signer,omitempty"`
-	Reason string          `json:"reason,omitempty"`
-}
-
 func runReceiptsVerify(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "receipts verify",
 		"receipts verify [-config FILE] [--trust ADDRESS]... [--allow-unknown] [--json] FILE|-", receiptsVerifyHelp)
@@ -472,12 +488,14 @@ func runReceiptsVerify(ctx context.Context, env *cmdEnv, args []string) error {
 	rf.register(fs, false)
 	allowUnknown := fs.Bool("allow-unknown", false, "accept valid signatures by operators that are not trusted")
 	jsonOut := fs.Bool("json", false, "print every line's result and the summary as one JSON object")
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return usageErrorf("receipts verify needs exactly one FILE (- for standard input)")
 	}
+	file := pos[0]
 	cfg, err := rf.loadConfig(false)
 	if err != nil {
 		return err
@@ -486,7 +504,7 @@ func runReceiptsVerify(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	in, closeIn, err := openReceiptsInput(env, fs.Arg(0))
+	in, closeIn, err := openReceiptsInput(env, file)
 	if err != nil {
 		return err
 	}
@@ -496,98 +514,403 @@ func runReceiptsVerify(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 
-	var sum struct {
-		File      string       `json:"file"`
-		Lines     int          `json:"lines"`
-		Blank     int          `json:"blank"`
-		Receipts  int          `json:"receipts"`
-		Trusted   int          `json:"trusted"`
-		Unknown   int          `json:"unknownSigner"`
-		Failed    int          `json:"failed"`
-		Malformed int          `json:"malformed"`
-		OK        bool         `json:"ok"`
-		Results   []verifyLine `json:"results"`
+	// Results stream: as JSON the "results" array is written line by line
+	// and the summary after it; as text only the first failures are kept.
+	// Memory stays bounded whatever the file holds.
+	bw := bufio.NewWriter(env.stdout)
+	var enc *json.Encoder
+	if *jsonOut {
+		enc = newJSONEncoder(bw)
+		jsonEscaper{bw}.Write(fmt.Appendf(nil, "{\"file\":%s,\"results\":[", receiptsJSONString(file)))
 	}
-	sum.File = fs.Arg(0)
-	err = receipts.ScanLines(input, func(n int, line []byte, lerr error) error {
-		sum.Lines = n
-		if n&1023 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if lerr == nil && len(line) == 0 {
-			sum.Blank++
-			return nil
-		}
-		res := verifyLine{Line: n}
-		if lerr != nil {
-			res.Status, res.Reason = receipts.StatusMalformed, lerr.Error()
-		} else if r, perr := receipts.Parse(line); perr != nil {
-			res.Status, res.Reason = receipts.StatusMalformed, perr.Error()
-		} else {
-			sum.Receipts++
-			v, _ := receipts.Verify(&r, trusted)
-			res.CallID, res.Status, res.Reason = r.CallID, v.Status, v.Reason
-			if v.Signer != (common.Address{}) {
-				res.Signer = v.Signer.Hex()
+	shown, n := 0, 0
+	tally, err := receipts.VerifyLines(ctx, input, trusted, func(r receipts.LineResult) {
+		if enc != nil {
+			if n > 0 {
+				bw.WriteByte(',')
 			}
+			n++
+			enc.Encode(r)
+			return
 		}
-		switch res.Status {
-		case receipts.StatusTrusted:
-			sum.Trusted++
-		case receipts.StatusUnknownSigner:
-			sum.Unknown++
-		case receipts.StatusMalformed:
-			sum.Malformed++
-			sum.Failed++
-		default:
-			sum.Failed++
+		if r.Status == receipts.StatusTrusted || r.Status == receipts.StatusUnknownSigner && *allowUnknown {
+			return
 		}
-		sum.Results = append(sum.Results, res)
-		return nil
+		if shown == receiptsMaxDetail {
+			fmt.Fprintln(bw, "  ... (see --json for every line)")
+		}
+		if shown++; shown > receiptsMaxDetail {
+			return
+		}
+		id := ""
+		if r.CallID != "" {
+			id = " " + sanitize(r.CallID)
+		}
+		fmt.Fprintf(bw, "line %d%s: %s: %s\n", r.Line, id, r.Status, sanitize(r.Reason))
 	})
+	if err != nil {
+		bw.Flush()
+		return err
+	}
+	ok := tally.Failed == 0 && (tally.Unknown == 0 || *allowUnknown)
+	if enc != nil {
+		sum, err := json.Marshal(struct {
+			receipts.Tally
+			OK bool `json:"ok"`
+		}{tally, ok})
+		if err != nil {
+			return err
+		}
+		// The tally's fields follow the results in the same object.
+		bw.WriteString("],")
+		bw.Write(sum[1:])
+		bw.WriteByte('\n')
+	} else {
+		fmt.Fprintf(bw, "%s: %s: %d trusted, %d unknown signer, %d failed (%d not receipts); %s\n",
+			sanitize(file), receiptsCount(tally.Receipts+tally.Malformed, "entry", "entries"), tally.Trusted, tally.Unknown,
+			tally.Failed, tally.Malformed, receiptsCount(tally.Blank, "blank line", "blank lines"))
+		if len(trusted) == 0 && tally.Unknown > 0 {
+			fmt.Fprintln(bw, "no trusted operators configured: add --trust ADDRESS or receipts.trusted")
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if !ok {
+		bad := tally.Failed
+		what := "do not verify"
+		if !*allowUnknown {
+			bad += tally.Unknown
+			what = "do not verify against a trusted operator"
+		}
+		return withCode(exitMismatch, fmt.Errorf("%d of %d entries %s", bad, tally.Receipts+tally.Malformed, what))
+	}
+	return nil
+}
+
+// receiptsJSONString is s as a JSON string.
+func receiptsJSONString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+const receiptsQuarantineHelp = `Lines that were not receipts of a trusted operator (unsigned, bad or
+unknown signature, not a receipt) are set aside in the agent's quarantine
+file, <state_dir>/agents/<id>/receipts.log.quarantine, within its bounds
+(receipts.quarantine_max_bytes and quarantine_max_count); once it is full,
+further lines are dropped and counted. Nothing quarantined is ever folded
+into a snapshot.
+
+  quarantine list AGENT   what is quarantined: when, from where, why, the
+                          callId when the line parses, and its size. Read
+                          only: safe while the daemon runs.
+  quarantine purge AGENT  delete the quarantined lines and print how many.
+                          While the daemon runs, hermesd asks it (POST
+                          /v1/agents/{id}/quarantine/purge over http.socket,
+                          or http.listen with http.token); otherwise it
+                          changes the state directory itself.`
+
+func runReceiptsQuarantine(ctx context.Context, env *cmdEnv, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintf(env.stderr, "Usage: hermesd receipts quarantine <list|purge> [flags] AGENT\n\n%s\n", receiptsQuarantineHelp)
+		return errUsageShown
+	}
+	switch args[0] {
+	case "list":
+		return runQuarantineList(ctx, env, args[1:])
+	case "purge":
+		return runQuarantinePurge(ctx, env, args[1:])
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintf(env.stdout, "Usage: hermesd receipts quarantine <list|purge> [flags] AGENT\n\n%s\n", receiptsQuarantineHelp)
+		return nil
+	}
+	return usageErrorf("receipts quarantine: unknown subcommand %q (want list or purge)", args[0])
+}
+
+// quarantineItem is one quarantined line as `quarantine list` shows it.
+type quarantineItem struct {
+	Time      time.Time `json:"time,omitzero"`
+	Source    string    `json:"source"` // import, log, or quarantine (a damaged line of the file itself)
+	File      string    `json:"file,omitempty"`
+	Line      int       `json:"line"`
+	Status    string    `json:"status,omitempty"`
+	Reason    string    `json:"reason"`
+	CallID    string    `json:"callId,omitempty"`
+	Size      int64     `json:"size"` // the line's full length
+	Truncated bool      `json:"truncated,omitempty"`
+}
+
+// maxShownCallID bounds a callId in the listing; a receipt's own is
+// shorter, a hostile one is not.
+const maxShownCallID = 80
+
+func newQuarantineItem(r receipts.QuarantineRecord) quarantineItem {
+	it := quarantineItem{Source: r.Source, File: r.File, Line: r.Line, Status: r.Status, Reason: r.Reason,
+		Size: r.Length, Truncated: r.Truncated}
+	if r.Time > 0 {
+		it.Time = time.Unix(r.Time, 0).UTC()
+	}
+	var data []byte
+	switch {
+	case r.Receipt != nil:
+		data = r.Receipt
+	case r.Text != nil:
+		data = []byte(*r.Text)
+	}
+	var probe struct {
+		CallID string `json:"callId"`
+	}
+	if data != nil && json.Unmarshal(data, &probe) == nil {
+		it.CallID = probe.CallID
+		if len(it.CallID) > maxShownCallID {
+			it.CallID = it.CallID[:maxShownCallID] + "..."
+		}
+	}
+	return it
+}
+
+func runQuarantineList(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet(env, "receipts quarantine list",
+		"receipts quarantine list [-config FILE | --state-dir DIR] [--limit N] [--json] AGENT", receiptsQuarantineHelp)
+	var rf receiptsFlags
+	rf.register(fs, true)
+	limit := fs.Int("limit", 0, "show at most `N` records, oldest first (0 = all)")
+	jsonOut := fs.Bool("json", false, "print one JSON object with the quarantine's size and every record")
+	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	sum.OK = sum.Failed == 0 && (sum.Unknown == 0 || *allowUnknown)
-	if sum.Results == nil {
-		sum.Results = []verifyLine{}
+	if len(pos) != 1 {
+		return usageErrorf("receipts quarantine list needs exactly one AGENT")
 	}
-	if *jsonOut {
-		if err := json.NewEncoder(env.stdout).Encode(sum); err != nil {
+	if *limit < 0 {
+		return usageErrorf("receipts quarantine list: --limit must not be negative")
+	}
+	id := pos[0]
+	cfg, err := rf.loadConfig(true)
+	if err != nil {
+		return err
+	}
+	_, logPath, err := rf.agentLog(cfg, id)
+	if err != nil {
+		return err
+	}
+	// Read-only: the daemon may be importing into this log right now.
+	rl, err := receipts.OpenLog(logPath, receipts.Options{ReadOnly: true, Quarantine: quarantineLimits(cfg)})
+	if errors.Is(err, os.ErrNotExist) {
+		rl = nil
+	} else if err != nil {
+		return err
+	}
+	info := receipts.QuarantineInfo{Path: receipts.QuarantinePath(logPath)}
+	if rl != nil {
+		defer rl.Close()
+		if info, err = rl.Quarantine(); err != nil {
 			return err
 		}
+	}
+
+	// Records stream (the file is bounded by configuration, the output by
+	// nothing else): JSON writes its array record by record, text writes
+	// fixed columns rather than aligning the whole table in memory.
+	bw := bufio.NewWriter(env.stdout)
+	var enc *json.Encoder
+	if *jsonOut {
+		head, err := json.Marshal(struct {
+			Agent string `json:"agent"`
+			receipts.QuarantineInfo
+		}{id, info})
+		if err != nil {
+			return err
+		}
+		jsonEscaper{bw}.Write(head[:len(head)-1])
+		bw.WriteString(`,"records":[`)
+		enc = newJSONEncoder(bw)
 	} else {
-		shown := 0
-		for _, r := range sum.Results {
-			if r.Status == receipts.StatusTrusted || r.Status == receipts.StatusUnknownSigner && *allowUnknown {
-				continue
-			}
-			if shown == receiptsMaxDetail {
-				fmt.Fprintln(env.stdout, "  ... (see --json for every line)")
-				break
-			}
-			shown++
-			id := ""
-			if r.CallID != "" {
-				id = " " + r.CallID
-			}
-			fmt.Fprintf(env.stdout, "line %d%s: %s: %s\n", r.Line, id, r.Status, r.Reason)
-		}
-		fmt.Fprintf(env.stdout, "%s: %s: %d trusted, %d unknown signer, %d failed (%d not receipts); %s\n",
-			sum.File, receiptsCount(sum.Receipts+sum.Malformed, "entry", "entries"), sum.Trusted, sum.Unknown,
-			sum.Failed, sum.Malformed, receiptsCount(sum.Blank, "blank line", "blank lines"))
-		if len(trusted) == 0 && sum.Unknown > 0 {
-			fmt.Fprintln(env.stdout, "no trusted operators configured: add --trust ADDRESS or receipts.trusted")
+		fmt.Fprintf(bw, "%s: %s in %s (%d of at most %d bytes, at most %d records)\n", id,
+			receiptsCount(info.Count, "record", "records"), sanitize(info.Path), info.Bytes, info.MaxBytes, info.MaxCount)
+		if info.Count > 0 {
+			fmt.Fprintf(bw, "%-20s  %-16s  %-14s  %9s  %-24s  %s\n", "TIME", "SOURCE", "STATUS", "SIZE", "CALL ID", "REASON")
 		}
 	}
-	if !sum.OK {
-		bad := sum.Failed
-		what := "do not verify"
-		if !*allowUnknown {
-			bad += sum.Unknown
-			what = "do not verify against a trusted operator"
+	n := 0
+	if rl != nil {
+		err = rl.IterateQuarantine(func(r receipts.QuarantineRecord) bool {
+			if *limit > 0 && n == *limit {
+				return false
+			}
+			it := newQuarantineItem(r)
+			if enc != nil {
+				if n > 0 {
+					bw.WriteByte(',')
+				}
+				enc.Encode(it)
+			} else {
+				when := "-"
+				if !it.Time.IsZero() {
+					when = it.Time.Format(time.RFC3339)
+				}
+				src := fmt.Sprintf("%s:%d", it.Source, it.Line)
+				size := fmt.Sprint(it.Size)
+				if it.Truncated {
+					size += "+"
+				}
+				// Everything but the counts was chosen by whoever posted
+				// the line.
+				fmt.Fprintf(bw, "%-20s  %-16s  %-14s  %9s  %-24s  %s\n", when, src, receiptsOrDash(it.Status), size,
+					receiptsOrDash(sanitize(it.CallID)), sanitize(it.Reason))
+			}
+			n++
+			return ctx.Err() == nil
+		})
+		if err == nil {
+			err = ctx.Err()
 		}
-		return withCode(exitMismatch, fmt.Errorf("%d of %d entries %s", bad, sum.Receipts+sum.Malformed, what))
+		if err != nil {
+			bw.Flush()
+			return err
+		}
 	}
+	if enc != nil {
+		bw.WriteString("]}\n")
+	} else if *limit > 0 && n < info.Count {
+		fmt.Fprintf(bw, "(%d of %d records; --limit 0 shows all)\n", n, info.Count)
+	}
+	return bw.Flush()
+}
+
+func runQuarantinePurge(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet(env, "receipts quarantine purge",
+		"receipts quarantine purge [-config FILE | --state-dir DIR] [--json] AGENT", receiptsQuarantineHelp)
+	var rf receiptsFlags
+	rf.register(fs, true)
+	jsonOut := fs.Bool("json", false, "print the result as JSON")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErrorf("receipts quarantine purge needs exactly one AGENT")
+	}
+	id := pos[0]
+	cfg, err := rf.loadConfig(true)
+	if err != nil {
+		return err
+	}
+	stateDir, logPath, err := rf.agentLog(cfg, id)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Agent   string `json:"agent"`
+		Removed int    `json:"removed"`
+		Via     string `json:"via"` // "daemon" or "state directory"
+	}{Agent: id}
+
+	sd, err := state.Open(stateDir, state.Options{AllowSymlinks: cfg != nil && cfg.AllowSymlinks})
+	switch {
+	case errors.Is(err, state.ErrLocked):
+		// The daemon holds the log: only it may change the file.
+		if cfg == nil {
+			return fmt.Errorf("%w; pass -config so that hermesd can ask the daemon to purge, or stop it", err)
+		}
+		if out.Removed, err = purgeViaDaemon(ctx, cfg, id); err != nil {
+			return err
+		}
+		out.Via = "daemon"
+	case err != nil:
+		return err
+	default:
+		defer sd.Close()
+		out.Via = "state directory"
+		if _, err := os.Lstat(logPath); errors.Is(err, os.ErrNotExist) {
+			break // no log: nothing was ever quarantined
+		}
+		logger, err := newLogger(env.stderr, "warn", "text")
+		if err != nil {
+			return err
+		}
+		rl, err := receipts.OpenLog(logPath, receipts.Options{Logger: logger, Repair: true, Quarantine: quarantineLimits(cfg)})
+		if err != nil {
+			return err
+		}
+		defer rl.Close()
+		if out.Removed, err = rl.PurgeQuarantine(); err != nil {
+			return err
+		}
+	}
+	if *jsonOut {
+		return newJSONEncoder(env.stdout).Encode(out)
+	}
+	fmt.Fprintf(env.stdout, "%s: removed %s from the quarantine (%s)\n", id, receiptsCount(out.Removed, "record", "records"), out.Via)
 	return nil
+}
+
+// Bounds of a request to the running daemon.
+const (
+	daemonRequestTimeout = 30 * time.Second
+	maxDaemonAnswer      = 1 << 20
+)
+
+// purgeViaDaemon asks the running daemon to purge agent id's quarantine:
+// over http.socket when there is one (its file mode is the credential),
+// else over http.listen with the bearer token of http.token.
+func purgeViaDaemon(ctx context.Context, cfg *config.Config, id string) (int, error) {
+	client := &http.Client{
+		Timeout: daemonRequestTimeout,
+		// The daemon never redirects; following one would carry the token
+		// elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	base, token := "", ""
+	switch {
+	case cfg.HTTP.Socket != "":
+		sock := cfg.HTTP.Socket
+		client.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}
+		base = "http://hermesd"
+	case cfg.HTTP.Listen != "" && !cfg.HTTP.Token.IsZero():
+		t, err := config.ReadSecret(cfg.HTTP.Token)
+		if err != nil {
+			return 0, withCode(exitUsage, fmt.Errorf("http.token: %w", err))
+		}
+		base, token = "http://"+cfg.HTTP.Listen, t
+	default:
+		return 0, withCode(exitUsage, errors.New("the daemon runs and holds the state directory, and the configuration gives no way to ask it (set http.socket, or http.token with http.listen), so stop it first"))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/agents/"+url.PathEscape(id)+"/quarantine/purge", strings.NewReader("{}"))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("ask the daemon: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDaemonAnswer))
+	if err != nil {
+		return 0, fmt.Errorf("ask the daemon: %w", err)
+	}
+	var ans struct {
+		Removed *int   `json:"removed"`
+		Error   string `json:"error"`
+	}
+	jerr := json.Unmarshal(body, &ans)
+	if resp.StatusCode != http.StatusOK {
+		msg := ans.Error
+		if jerr != nil || msg == "" {
+			msg = http.StatusText(resp.StatusCode)
+		}
+		return 0, fmt.Errorf("the daemon refused to purge: HTTP %d: %s", resp.StatusCode, msg)
+	}
+	if jerr != nil || ans.Removed == nil {
+		return 0, errors.New("the daemon's answer to purge is not what hermesd sends")
+	}
+	return *ans.Removed, nil
 }

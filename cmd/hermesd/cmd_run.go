@@ -62,14 +62,20 @@ pending pointers (shutdown_timeout); a second signal aborts the flush.`)
 // runDaemon runs a daemon for cfg until ctx is cancelled, then shuts it down
 // within cfg.ShutdownTimeout (sigs aborts the flush).
 func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <-chan os.Signal) error {
+	// Build reads and checks every secret and touches no network (the
+	// chain and Walrus are reached lazily, so an outage does not stop the
+	// start): all its errors are the configuration's.
 	svc, err := compose.Build(ctx, cfg, log, compose.Options{})
 	if err != nil {
 		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
 	}
 	defer svc.Close()
 	d, err := daemon.New(cfg, svc, log)
+	if errors.Is(err, daemon.ErrConfig) {
+		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
+	}
 	if err != nil {
-		return err
+		return err // a locked state directory (5), a port in use (1), ...
 	}
 	log.Info("hermesd started", "version", buildVersion(), "agents", len(cfg.Agents), "state_dir", cfg.StateDir)
 	// The first signal cancels ctx (main's NotifyContext); a second one,

@@ -82,6 +82,8 @@ func exitCode(err error) int {
 }
 
 // report prints err as one line on w and returns the exit code for it.
+// Errors quote servers, blobs and receipts: the line is sanitized, so an
+// escape sequence in any of them reaches the terminal as text.
 func report(w io.Writer, err error) int {
 	code := exitCode(err)
 	if err != nil && code != exitOK && !errors.Is(err, errUsageShown) {
@@ -89,7 +91,7 @@ func report(w io.Writer, err error) int {
 		if errors.Is(err, context.Canceled) && code == exitInterrupted {
 			msg = "interrupted"
 		}
-		fmt.Fprintf(w, "hermesd: %s\n", strings.TrimSpace(msg))
+		fmt.Fprintf(w, "hermesd: %s\n", sanitize(strings.TrimSpace(msg)))
 	}
 	return code
 }

@@ -53,7 +53,7 @@ func commands() []command {
 		{"keygen", "generate a snapshot encryption key file", runKeygen},
 		{"blob", "put or get a raw blob on the configured Walrus endpoints", runBlob},
 		{"walrus", "run the local Walrus-compatible server", runWalrus},
-		{"pointer", "get or set an agent's ENS agent-snapshot record", runPointer},
+		{"pointer", "get or set an ENS agent-snapshot record; adopt or override a held one", runPointer},
 		{"receipts", "add, list and verify signed receipts", runReceipts},
 		{"version", "print the version", runVersion},
 		{"help", "show this help", nil},

@@ -126,9 +126,14 @@ type Deps struct {
 	// services snapshots depend on come back after an outage, so a sync
 	// waiting for its backoff retries at once (nil: backoff only).
 	Recovered func() <-chan struct{}
-	Observer  Observer
-	Log       *slog.Logger
-	Now       func() time.Time
+	// Slots, when set, bounds how many agents of the process sync at
+	// once (each holds a slot while it hashes and snapshots): a thousand
+	// agents starting together must not run a thousand pipelines, each
+	// with its buffers.
+	Slots    chan struct{}
+	Observer Observer
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // Agent is one supervised brain.
@@ -142,6 +147,9 @@ type Agent struct {
 	freeze *freezer // only the sync goroutine (under syncMu) uses it
 
 	syncMu sync.Mutex // one snapshot in flight
+	// rewatch tells Run that the brain directory was replaced (Adopt):
+	// its watch follows the old directory, now set aside.
+	rewatch chan struct{}
 
 	mu         sync.Mutex
 	st         *state.AgentState
@@ -188,6 +196,8 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		cache: hash.NewCache(cfg.BrainDir, hash.Options{}),
 		st:    st,
 		phase: PhaseStarting,
+
+		rewatch: make(chan struct{}, 1),
 	}
 	a.freeze = newFreezer(a)
 	a.loadCache()
@@ -426,6 +436,10 @@ func (nopObserver) Restore(string, string, *snapshot.Restored) {}
 // SetRecovered sets the recovery signal (see Deps.Recovered). Call it
 // before Run.
 func (a *Agent) SetRecovered(f func() <-chan struct{}) { a.deps.Recovered = f }
+
+// SetSlots sets the process-wide sync slots (see Deps.Slots). Call it
+// before Prepare.
+func (a *Agent) SetSlots(s chan struct{}) { a.deps.Slots = s }
 
 // Failing reports whether the agent's last sync failed.
 func (a *Agent) Failing() bool {

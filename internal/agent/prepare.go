@@ -52,6 +52,13 @@ func (a *Agent) Prepare(ctx context.Context) error {
 		return fmt.Errorf("hash brain: %w", err)
 	}
 	a.noteHash(res)
+	a.mu.Lock()
+	if a.catchUpLocked() {
+		// A snapshot whose state save was lost (a crash right after a
+		// failed save) is not uploaded again.
+		a.saveStateLocked()
+	}
+	a.mu.Unlock()
 	if err := a.reconcile(ctx); err != nil {
 		// Not fatal: snapshots continue; the publisher checks the record
 		// again before it writes.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -171,16 +173,19 @@ func (a *Agent) recordWrite(u PointerUpdate, since time.Time, r WriteResult) Pub
 		// (A conflict with our own value: an earlier write landed but was
 		// not recorded — the publisher recognises its own blob.)
 		res.Outcome, res.Err = OutcomePublished, a.publishedLocked(u.Value, r.TxHash)
-	case r.Kind == Conflicted && a.ownBlobLocked(r.Actual):
-		// A reorg, a reset chain or an old pointer put back: not another
-		// writer. Publish the newest snapshot over it.
-		res.Outcome = OutcomeRollback
-		res.Err = fmt.Errorf("%s names %s, an older snapshot of this agent; publishing the newest (%s) again", u.Name, r.Actual, u.Value)
-		if a.st.Pending != nil {
-			a.st.Pending.Expected = r.Actual
+	case r.Kind == Conflicted && (r.Actual == "" || a.ownBlobLocked(r.Actual)):
+		// A reorg, a reset chain or an old pointer put back (or a record
+		// that is gone): not another writer. The newest verified snapshot
+		// goes over it — unless the record already names it, which a
+		// state that missed a save did not know.
+		newest, err := a.settleOwnLocked(r.Actual)
+		if newest == r.Actual {
+			res.Outcome, res.Err = OutcomePublished, err
+			break
 		}
-		a.st.Published = r.Actual
-		a.saveStateLocked()
+		res.Outcome = OutcomeRollback
+		res.Err = errors.Join(fmt.Errorf("%s names %q, an older snapshot of this agent (rolled back?); publishing the newest (%s) again",
+			u.Name, r.Actual, newest), err)
 	case r.Kind == Conflicted:
 		res.Outcome = OutcomeHeld
 		a.holdLocked(r.Actual, fmt.Sprintf("%s names %s, which is not a snapshot of this agent: another writer? "+
@@ -245,7 +250,7 @@ func (a *Agent) CheckPointer(ctx context.Context) (PublishOutcome, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p, last := a.st.Pending, a.st.Last
+	p := a.st.Pending
 	switch {
 	case a.st.Hold != nil:
 		return OutcomeHeld, errors.New(a.st.Hold.Reason)
@@ -263,27 +268,98 @@ func (a *Agent) CheckPointer(ctx context.Context) (PublishOutcome, error) {
 			"'hermesd pointer override %s' (publish ours)", a.cfg.ENSName, v, a.cfg.ID, a.cfg.ID))
 		return OutcomeHeld, errors.New(a.st.Hold.Reason)
 	}
-	// The record names an older snapshot of ours, or none while we
-	// published one, or we do not know what we published (a new state
-	// directory): make the newest verified snapshot pending over it.
+	// The record names a snapshot of ours other than the one we last
+	// published, or none while we published one, or we do not know what
+	// we published (a new state directory): the newest verified snapshot
+	// goes over it unless it is that snapshot.
 	first := a.st.Published == "" && a.st.PublishedAt.IsZero()
-	a.st.Published, a.st.PublishedAt = v, a.deps.Now()
-	switch {
-	case p != nil:
-		p.Expected = v
-	case last != nil && last.BlobID != v:
-		a.st.Pending = &state.Pointer{Value: last.BlobID, Expected: v, Since: a.deps.Now()}
-	default:
-		return OutcomeOK, a.saveStateLocked()
+	newest, err := a.settleOwnLocked(v)
+	if newest == v || newest == "" {
+		return OutcomeOK, err
 	}
-	err = a.saveStateLocked()
 	if a.deps.Publisher != nil {
 		defer a.deps.Publisher.Notify()
 	}
 	if first {
 		return OutcomeOK, err
 	}
-	return OutcomeRollback, errors.Join(fmt.Errorf("%s names %q, an older snapshot of this agent (rolled back?); the newest is pending again", a.cfg.ENSName, v), err)
+	return OutcomeRollback, errors.Join(fmt.Errorf("%s names %q, an older snapshot of this agent (rolled back?); the newest (%s) is pending again", a.cfg.ENSName, v, newest), err)
+}
+
+// settleOwnLocked records that the record holds v, a snapshot of this
+// agent's lineage (or nothing), and makes the newest verified snapshot
+// pending over it unless v is that snapshot. It returns the newest ("" when
+// there is none) and the error of saving the state.
+//
+// The newest is the state's last snapshot, or the brain's lock when that
+// records a newer one: Take writes the lock only after the upload was
+// verified, so when a state save failed (and the process died before the
+// save was retried) the lock still knows, and the record may well name
+// that snapshot — our own write, not a rollback to publish over.
+func (a *Agent) settleOwnLocked(v string) (newest string, err error) {
+	a.catchUpLocked()
+	a.st.Published, a.st.PublishedAt = v, a.deps.Now()
+	p := a.st.Pending
+	if a.st.Last != nil {
+		newest = a.st.Last.BlobID
+	}
+	switch {
+	case newest == "":
+		// No snapshot known: whatever is pending (nothing, normally)
+		// goes over v.
+		if p != nil {
+			newest = p.Value
+			p.Expected = v
+		}
+	case newest == v:
+		a.st.Pending = nil
+	case p != nil && p.Value == newest:
+		p.Expected = v
+	default:
+		since := a.deps.Now()
+		if p != nil {
+			since = p.Since // the age of the oldest unpublished change
+		}
+		a.st.Pending = &state.Pointer{Value: newest, Expected: v, Since: since}
+	}
+	return newest, a.saveStateLocked()
+}
+
+// catchUpLocked moves the state's last snapshot forward to the newest one
+// the brain's lock records, when the state's is an older entry of the same
+// lineage (or the state knows none). It reports whether it did.
+func (a *Agent) catchUpLocked() bool {
+	lock, err := bundlelock.Read(filepath.Join(a.cfg.BrainDir, bundlelock.FileName))
+	if err != nil {
+		return false
+	}
+	es := lock.Lineage()
+	if len(es) == 0 || es[0].BlobID == "" || es[0].BlobID != lock.BlobID() {
+		return false
+	}
+	e := es[0]
+	if l := a.st.Last; l != nil {
+		if l.BlobID == e.BlobID || !slices.ContainsFunc(es[1:], func(o bundlelock.LineageEntry) bool { return o.BlobID == l.BlobID }) {
+			return false
+		}
+	}
+	var version int64
+	if lock.BundleHash() == e.BundleHash {
+		version = lock.Version()
+	}
+	a.log.Warn("the agent state missed a snapshot the brain's lock records; catching up", "blob", e.BlobID, "bundle_hash", e.BundleHash)
+	a.st.Last = &state.Snapshot{
+		BlobID:     e.BlobID,
+		BundleHash: e.BundleHash,
+		Version:    version,
+		Size:       e.Size,
+		EndEpoch:   e.EndEpoch,
+		CreatedAt:  time.UnixMilli(e.CreatedAt),
+	}
+	if p := a.st.Pending; p != nil && p.Value != e.BlobID {
+		p.Value, p.Attempts, p.LastErr = e.BlobID, 0, ""
+	}
+	return true
 }
 
 // ErrNotHeld means there is no hold to resolve.
@@ -346,13 +422,10 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 	if !ok {
 		return "", fmt.Errorf("%s has no agent-snapshot record to adopt", a.cfg.ENSName)
 	}
-	aside = fmt.Sprintf("%s.set-aside-%s", a.cfg.BrainDir, a.deps.Now().UTC().Format("20060102T150405Z"))
 	if _, err := os.Lstat(a.cfg.BrainDir); err == nil {
-		if err := os.Rename(a.cfg.BrainDir, aside); err != nil {
-			return "", fmt.Errorf("set the brain aside: %w", err)
+		if aside, err = a.setAside(); err != nil {
+			return "", err
 		}
-	} else {
-		aside = ""
 	}
 	r, err := a.deps.Pipeline.Restore(ctx, v, a.cfg.BrainDir)
 	if err != nil {
@@ -371,12 +444,41 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 	if err := a.afterRestore(ctx, r, true); err != nil {
 		return aside, err
 	}
-	if _, err := a.cache.Rescan(ctx); err != nil {
+	res, err := a.cache.Rescan(ctx)
+	if err != nil {
 		return aside, fmt.Errorf("hash adopted brain: %w", err)
+	}
+	a.noteHash(res)
+	select {
+	case a.rewatch <- struct{}{}:
+	default:
 	}
 	a.log.Warn("adopted the other writer's snapshot; the previous brain was set aside",
 		"name", a.cfg.ENSName, "blob", v, "aside", filepath.Base(aside))
 	return aside, nil
+}
+
+// maxAsideTries bounds the search for a free set-aside name.
+const maxAsideTries = 100
+
+// setAside renames the brain directory to a free sibling name that says
+// when it was set aside (two adopts within a second get -2, -3, ...).
+func (a *Agent) setAside() (string, error) {
+	base := fmt.Sprintf("%s.set-aside-%s", a.cfg.BrainDir, a.deps.Now().UTC().Format("20060102T150405Z"))
+	for n := 1; n <= maxAsideTries; n++ {
+		aside := base
+		if n > 1 {
+			aside = fmt.Sprintf("%s-%d", base, n)
+		}
+		if _, err := os.Lstat(aside); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := os.Rename(a.cfg.BrainDir, aside); err != nil {
+			return "", fmt.Errorf("set the brain aside: %w", err)
+		}
+		return aside, nil
+	}
+	return "", fmt.Errorf("set the brain aside: %s and %d more names are taken", base, maxAsideTries-1)
 }
 
 // SetPublisher sets who is notified of new pending pointers. Call it before

@@ -47,6 +47,14 @@ func (a *Agent) SyncOnce(ctx context.Context) (SyncResult, error) {
 func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResult, error) {
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
+	if a.deps.Slots != nil {
+		select {
+		case a.deps.Slots <- struct{}{}:
+			defer func() { <-a.deps.Slots }()
+		case <-ctx.Done():
+			return SyncResult{}, ctx.Err()
+		}
+	}
 	// A state save that failed earlier is retried with every sync.
 	if err := a.SaveState(); err != nil {
 		return SyncResult{}, err
@@ -265,7 +273,11 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 	}
 	startWatch()
 
-	bo := &backoff.Backoff{Min: time.Second, Max: 5 * time.Minute, Log: a.log, Now: a.deps.Now}
+	// At most a minute between retries: the prober wakes the loop at once
+	// when Walrus comes back from a visible outage, and a partial one (a
+	// publisher that answers /status but fails stores) costs a minute at
+	// worst.
+	bo := &backoff.Backoff{Min: time.Second, Max: time.Minute, Log: a.log, Now: a.deps.Now}
 	var (
 		retry     = time.NewTimer(0) // first pass right away: changes made while stopped
 		pending   []string
@@ -334,6 +346,14 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 			if w == nil {
 				startWatch()
 				rescan = true
+			}
+		case <-a.rewatch:
+			// A new brain directory took the old one's place: watch it,
+			// and look at all of it.
+			startWatch()
+			rescan = true
+			if needRetry {
+				continue
 			}
 		case <-refresh.C:
 			if needRetry {

@@ -71,7 +71,8 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	// The log is a rebuildable cache: damaged records are moved to its
 	// quarantine file (and logged) rather than keeping the brain
 	// unprotected.
-	rl, err := receipts.OpenLog(receipts.LogPath(sd.Path(), ac.ID), receipts.Options{Logger: log, Repair: true})
+	rl, err := receipts.OpenLog(receipts.LogPath(sd.Path(), ac.ID), receipts.Options{Logger: log, Repair: true,
+		Quarantine: receipts.QuarantineLimits{MaxBytes: int64(c.Receipts.QuarantineMaxBytes), MaxCount: c.Receipts.QuarantineMaxCount}})
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: open receipt log: %w", ac.ID, err)
 	}

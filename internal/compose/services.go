@@ -171,6 +171,7 @@ func walrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config
 		SendObjectTo:   c.Walrus.SendObjectTo,
 		Share:          c.Walrus.Share,
 		MaxBlobSize:    int64(c.Walrus.MaxBlobSize),
+		MaxReadSize:    int64(c.Walrus.MaxDownloadSize),
 		AttemptTimeout: c.Walrus.AttemptTimeout.D(),
 		Timeout:        c.Walrus.Timeout.D(),
 		RetryMax:       c.Walrus.RetryMax,

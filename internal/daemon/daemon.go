@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -92,6 +93,9 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		return nil, fmt.Errorf("watch: %w", err)
 	}
 	d.probe = newProber(svc.Walrus.Ping, log.With("component", "walrus"))
+	// A few syncs at a time: the cores are the limit, and each pipeline
+	// holds buffers of its own.
+	slots := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
 	every := map[string]time.Duration{}
 	for i := range cfg.Agents {
 		ac := &cfg.Agents[i]
@@ -100,6 +104,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 			return nil, err
 		}
 		a.SetRecovered(d.probe.recovered)
+		a.SetSlots(slots)
 		d.agents = append(d.agents, a)
 		d.byID[a.ID()] = a
 		every[a.ID()] = cfg.PointerIntervalOf(ac)
@@ -113,7 +118,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		}
 	}
 	if d.api, err = newAPI(d); err != nil {
-		return nil, err
+		return nil, configError{err}
 	}
 	if err := d.listen(); err != nil {
 		return nil, err
@@ -188,7 +193,7 @@ func listenerURL(l net.Listener) string {
 // backoff) and then runs its loop.
 func (d *Daemon) superviseAgent(ctx context.Context, a *agent.Agent) {
 	log := d.log.With("agent", a.ID())
-	bo := &backoff.Backoff{Min: time.Second, Max: 5 * time.Minute, Log: log}
+	bo := &backoff.Backoff{Min: time.Second, Max: time.Minute, Log: log}
 	for {
 		err := a.Prepare(ctx)
 		if err == nil {
@@ -264,6 +269,16 @@ func (d *Daemon) Ready() bool {
 	}
 	return n == len(d.agents)
 }
+
+// ErrConfig matches a start-up error that is the configuration's fault
+// (http.token that cannot be read or is too short), as opposed to the
+// environment's (a port in use, a locked state directory).
+var ErrConfig = errors.New("invalid configuration")
+
+type configError struct{ error }
+
+func (e configError) Unwrap() error        { return e.error }
+func (e configError) Is(target error) bool { return target == ErrConfig }
 
 // ErrPending means pointers were still pending when the daemon stopped.
 var ErrPending = errors.New("pointers still pending at shutdown")

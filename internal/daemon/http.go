@@ -12,7 +12,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -43,6 +45,7 @@ const (
 //	GET  /v1/status                   JSON status of every agent
 //	POST /v1/agents/{id}/receipts     ndjson or one JSON receipt from the agent runtime   (authenticated)
 //	POST /v1/agents/{id}/pointer/adopt|override   resolve a held pointer                  (authenticated)
+//	POST /v1/agents/{id}/quarantine/purge         delete the quarantined receipt lines    (authenticated)
 //
 // A request that changes state must carry "Authorization: Bearer
 // <http.token>" (compared in constant time) or arrive on the Unix socket,
@@ -83,6 +86,7 @@ func newAPI(d *Daemon) (*api, error) {
 	})
 	m.HandleFunc("POST /v1/agents/{id}/receipts", a.guard(a.serveReceipts, "application/x-ndjson", "application/json"))
 	m.HandleFunc("POST /v1/agents/{id}/pointer/{action}", a.guard(a.servePointer, "application/json"))
+	m.HandleFunc("POST /v1/agents/{id}/quarantine/purge", a.guard(a.servePurge, "application/json"))
 	return a, nil
 }
 
@@ -90,7 +94,7 @@ func newAPI(d *Daemon) (*api, error) {
 // names.
 func (d *Daemon) listen() error {
 	srv := func(viaSocket bool) *http.Server {
-		h := http.Handler(d.api.mux)
+		h := d.api.sameHost(d.api.mux)
 		if viaSocket {
 			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				d.api.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viaSocketKey{}, true)))
@@ -126,6 +130,11 @@ func (d *Daemon) listen() error {
 
 // listenUnix listens on a Unix socket at path with the given mode. A stale
 // socket of an earlier run is replaced; any other file there is not.
+//
+// The socket is bound in a private directory, given its mode, and only
+// then renamed to path: bound in place it would exist with the umask's
+// mode until the chmod, and a client that connected in that instant would
+// be served as if the mode allowed it.
 func listenUnix(path string, mode fs.FileMode) (net.Listener, error) {
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode().Type() != fs.ModeSocket {
@@ -135,21 +144,43 @@ func listenUnix(path string, mode fs.FileMode) (net.Listener, error) {
 			c.Close()
 			return nil, fmt.Errorf("%s is in use by another process", path)
 		}
-		if err := os.Remove(path); err != nil {
-			return nil, err
-		}
 	}
-	ln, err := net.Listen("unix", path)
+	private, err := os.MkdirTemp(filepath.Dir(path), ".hs")
 	if err != nil {
 		return nil, err
 	}
-	// The socket is created with the umask's mode; set the configured one
-	// before the first Accept.
-	if err := os.Chmod(path, mode); err != nil {
+	defer os.RemoveAll(private)
+	tmp := filepath.Join(private, "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(false) // it is unlinked at path, below
+	if err := os.Chmod(tmp, mode); err != nil {
 		ln.Close()
 		return nil, err
 	}
-	return ln, nil
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return &unixListener{UnixListener: ln, path: path}, nil
+}
+
+// unixListener removes its socket file when closed.
+type unixListener struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+// Addr is the socket's path, not where it was bound.
+func (l *unixListener) Addr() net.Addr { return &net.UnixAddr{Name: l.path, Net: "unix"} }
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { os.Remove(l.path) })
+	return err
 }
 
 // guard authenticates a state-changing request and checks where it comes
@@ -193,6 +224,32 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// sameHost refuses, on a loopback listener, any request whose Host header
+// names another server: a page that reached loopback through DNS
+// rebinding names its own host, and must not read status or metrics
+// either. (A listener on another interface answers probes and scrapes
+// that name it however they reach it; its state-changing endpoints still
+// check the Host in guard.)
+func (a *api) sameHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.loopback() && !a.hostAllowed(r.Host) {
+			apiError(w, http.StatusMisdirectedRequest, "the Host header does not name this server")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopback reports whether the TCP listener is on a loopback address.
+func (a *api) loopback() bool {
+	h, _, err := net.SplitHostPort(a.d.Addr())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // hostAllowed accepts the listen address itself, and for a loopback
@@ -305,6 +362,22 @@ func (a *api) serveReceipts(w http.ResponseWriter, r *http.Request) {
 	m.WithLabelValues(id, "quarantined").Add(float64(rep.Quarantined))
 	m.WithLabelValues(id, "dropped").Add(float64(rep.Dropped))
 	writeJSON(w, http.StatusOK, rep)
+}
+
+// servePurge deletes an agent's quarantined receipt lines (the daemon
+// holds the log, so `hermesd receipts quarantine purge` asks it).
+func (a *api) servePurge(w http.ResponseWriter, r *http.Request) {
+	id, ag, ok := a.agentOf(w, r)
+	if !ok {
+		return
+	}
+	n, err := ag.Receipts().PurgeQuarantine()
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	a.d.log.Info("receipt quarantine purged", "agent", id, "removed", n)
+	writeJSON(w, http.StatusOK, map[string]any{"agent": id, "removed": n})
 }
 
 // servePointer resolves a held pointer: adopt the other writer's snapshot,

@@ -28,7 +28,9 @@ const (
 
 // fetchHint tells a user how to get the artifacts; every "missing" error
 // carries it.
-const fetchHint = "run scripts/fetch-ens-artifacts.sh (npm pack @ensdomains/ens@0.6.2 @ensdomains/resolver@0.3.1)"
+const fetchHint = "fetch them with scripts/fetch-ens-artifacts.sh [DIR] in a checkout of hermesd " +
+	"(npm pack @ensdomains/ens@0.6.2 @ensdomains/resolver@0.3.1, then build/contracts/ENSRegistry.json and " +
+	"PublicResolver.json into DIR; default ~/.cache/hermesd/ens), or point $HERMESD_ENS_ARTIFACTS at them"
 
 // Pinned keccak256 of the creation bytecode of the exact npm versions. Gas
 // figures and storage layout (the genesis registry slot) depend on the exact
@@ -148,29 +150,45 @@ func readArtifact(path, want string, pin common.Hash) (*Artifact, error) {
 	return &Artifact{Name: want, ABI: parsed, Bytecode: code, DeployedBytecode: runtime}, nil
 }
 
-// DefaultArtifactsDir is $HERMESD_ENS_ARTIFACTS if set, else .deps/ens in
-// the nearest directory above the working directory that has one, else
-// .deps/ens beside the nearest go.mod (the repository root).
+// DefaultArtifactsDir finds the ENS artifacts, in this order:
+// $HERMESD_ENS_ARTIFACTS; .deps/ens in the nearest directory above the
+// working directory that has one (a checkout of hermesd, where `make deps`
+// puts them); the user's cache, ~/.cache/hermesd/ens ($XDG_CACHE_HOME),
+// where scripts/fetch-ens-artifacts.sh puts them by default outside a
+// checkout. It fails with what to run when none has them.
 func DefaultArtifactsDir() (string, error) {
 	if d := os.Getenv(EnvArtifacts); d != "" {
 		return d, nil
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("devchain: working directory: %w", err)
+	has := func(dir string) bool {
+		_, err := os.Stat(filepath.Join(dir, RegistryFile))
+		return err == nil
 	}
-	for dir := wd; ; {
-		cand := filepath.Join(dir, ".deps", "ens")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
+	var tried []string
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; {
+			cand := filepath.Join(dir, ".deps", "ens")
+			if has(cand) {
+				return cand, nil
+			}
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				tried = append(tried, cand)
+				break
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				tried = append(tried, filepath.Join(wd, ".deps", "ens")+" (and above)")
+				break
+			}
+			dir = parent
+		}
+	}
+	if cache, err := os.UserCacheDir(); err == nil {
+		cand := filepath.Join(cache, "hermesd", "ens")
+		if has(cand) {
 			return cand, nil
 		}
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return cand, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("devchain: no .deps/ens above %s (set $%s or %s)", wd, EnvArtifacts, fetchHint)
-		}
-		dir = parent
+		tried = append(tried, cand)
 	}
+	return "", fmt.Errorf("devchain: no ENS artifacts in %s: %s", strings.Join(tried, ", "), fetchHint)
 }

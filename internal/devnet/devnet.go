@@ -108,6 +108,13 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 	}
 	d := &Devnet{Dir: dir, KeyPath: filepath.Join(dir, "keys", "snapshot.key")}
 
+	if info, err := os.Lstat(d.KeyPath); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
+		// A first run killed between creating the key file and writing
+		// it: the file holds no key, so nothing was encrypted with it.
+		if err := os.Remove(d.KeyPath); err != nil {
+			return nil, fmt.Errorf("devnet: %w", err)
+		}
+	}
 	if _, err := os.Stat(d.KeyPath); errors.Is(err, fs.ErrNotExist) {
 		k, err := cipher.GenerateKey()
 		if err != nil {

@@ -94,7 +94,8 @@ func TestLoadSigner(t *testing.T) {
 func TestSignerNeverPrintsKey(t *testing.T) {
 	s := NewSigner(agentKey)
 	key := hex.EncodeToString(crypto.FromECDSA(agentKey))
-	d := agentKey.D.String()
+	// The scalar in decimal, as %v of the big.Int would print it.
+	d := new(big.Int).SetBytes(crypto.FromECDSA(agentKey)).String()
 	var logs bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logs, nil)).Info("x", "signer", s)
 	for _, out := range []string{

@@ -69,6 +69,18 @@ func (s Status) String() string {
 // MarshalText writes the status name, for JSON reports.
 func (s Status) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads a status name, so that a client of the daemon's API
+// can decode the reports it sends.
+func (s *Status) UnmarshalText(b []byte) error {
+	for st, name := range statusNames {
+		if name == string(b) {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("receipts: unknown status %q", clip(string(b)))
+}
+
 // Verified reports whether the signature itself is valid (trusted or not).
 func (s Status) Verified() bool { return s == StatusTrusted || s == StatusUnknownSigner }
 

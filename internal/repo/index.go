@@ -129,11 +129,26 @@ func (ix *Index) add(ref PackRef, head bool, entries []IndexEntry) {
 	}
 }
 
-// replace swaps the index's content for the given head's packs.
+// replace swaps the index's content for the given head's packs. When
+// they include every indexed pack (a snapshot that dropped none), only the
+// new packs' objects are added: rebuilding the object map of a large brain
+// was most of a small snapshot's work.
 func (ix *Index) replace(head string, packs []*indexPack) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.head = head
+	kept := 0
+	for _, p := range packs {
+		if ix.packs[p.ref.BlobID] == p {
+			kept++
+		}
+	}
+	if kept == len(ix.packs) {
+		for _, p := range packs {
+			ix.add(p.ref, p.head, p.entries)
+		}
+		return
+	}
 	ix.packs = make(map[string]*indexPack, len(packs))
 	ix.objects = map[Handle]objLoc{}
 	for _, p := range packs {

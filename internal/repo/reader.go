@@ -467,17 +467,22 @@ func (r *Reader) plan(objs []objRef, sorted bool) []span {
 		})
 		objs = slices.CompactFunc(objs, func(a, b objRef) bool { return a.pack == b.pack && a.off == b.off })
 	}
+	// Unsorted objects (one file's chunks in file order) lie in their pack
+	// slightly out of order (two sealers race to the pack): the next one is
+	// often one chunk past the span, the one after fills the hole. Such a
+	// span may reach back, and skip up to a quarter of MaxRange (about a
+	// chunk) that the next objects usually need; objects are delivered in
+	// the order given, whatever their place in the span.
+	gap := r.opts.Gap
+	if !sorted {
+		gap = max(gap, r.opts.MaxRange/4)
+	}
 	var spans []span
 	for _, o := range objs {
 		if k := len(spans) - 1; k >= 0 {
 			s := &spans[k]
-			// Unsorted objects (one file's chunks in file order) may lie a
-			// little before the span: two sealers put a file's chunks in its
-			// pack slightly out of order. The span grows either way while it
-			// stays within MaxRange and o within Gap of it; objects are
-			// delivered in the order given, whatever their place in it.
 			lo, hi := min(s.off, o.off), max(s.off+s.n, o.off+o.n)
-			if s.pack == o.pack && o.off <= s.off+s.n+r.opts.Gap && o.off+o.n >= s.off-r.opts.Gap && hi-lo <= r.opts.MaxRange {
+			if s.pack == o.pack && o.off <= s.off+s.n+gap && o.off+o.n >= s.off-gap && hi-lo <= r.opts.MaxRange {
 				s.off, s.n = lo, hi-lo
 				s.objs = append(s.objs, o)
 				continue

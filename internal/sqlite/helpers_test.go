@@ -254,11 +254,6 @@ func snapshotAndRestore(t testing.TB, ctx context.Context, brain string, cache *
 	return restored{digest: want, dir: target, files: got.Count}
 }
 
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
-}
-
 // testWriter sends a process's stderr to the test log.
 type testWriter struct {
 	t  testing.TB

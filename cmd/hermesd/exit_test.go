@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/tarball"
+	"github.com/hermesd/hermesd/internal/walrus"
+)
+
+// TestExitCodesOfRefusals: every refusal of untrusted input exits 3, or 6
+// when decryption refused it, however deeply it is wrapped.
+func TestExitCodesOfRefusals(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("restore failed: blob X: %w", err) }
+	for _, tc := range []struct {
+		err  error
+		code int
+	}{
+		{wrap(fmt.Errorf("%w: %w", snapshot.ErrHostile, tarball.ErrFormat)), exitMismatch},
+		{wrap(fmt.Errorf("%w: %w", snapshot.ErrHostile, tarball.ErrUnsafePath)), exitMismatch},
+		{wrap(fmt.Errorf("%w: %w", snapshot.ErrHostile, tarball.ErrLimit)), exitMismatch},
+		{wrap(snapshot.ErrHashMismatch), exitMismatch},
+		{wrap(snapshot.ErrNoLock), exitMismatch},
+		{wrap(fmt.Errorf("read X: %w: top level is not an object", bundlelock.ErrMalformed)), exitMismatch},
+		{wrap(fmt.Errorf("%w: the body goes on past the read limit", walrus.ErrBodyTooLarge)), exitMismatch},
+		{wrap(walrus.ErrMismatch), exitMismatch},
+		{wrap(receipts.ErrRejected), exitMismatch},
+		{wrap(cipher.ErrAuth), exitAuth},
+		{wrap(cipher.ErrTruncated), exitAuth},
+		{wrap(snapshot.ErrWrongAgent), exitAuth},
+		{wrap(walrus.ErrNotFound), exitNotFound},
+		{wrap(state.ErrLocked), exitLocked},
+		{wrap(errors.New("connection refused")), exitFailure},
+	} {
+		if got := exitCode(tc.err); got != tc.code {
+			t.Errorf("%v: exit %d, want %d", tc.err, got, tc.code)
+		}
+	}
+}
+
+// TestReportSanitizes: the one error line main prints quotes servers,
+// blobs and receipts; nothing in it reaches the terminal raw.
+func TestReportSanitizes(t *testing.T) {
+	var out bytes.Buffer
+	err := fmt.Errorf("walrus: HTTP 502: %s", "\x1b]0;pwned\x07\x1b[2J\u009b31m\nsecond line")
+	if code := report(&out, err); code != exitFailure {
+		t.Errorf("exit %d", code)
+	}
+	got := out.String()
+	if ctx, bad := rawControl(got[:len(got)-1]); bad || strings.Count(got, "\n") != 1 {
+		t.Errorf("report printed %q (raw %q)", got, ctx)
+	}
+	if !strings.Contains(got, `\u001b]0;pwned\u0007\u001b[2J\u009b31m\u000asecond line`) {
+		t.Errorf("report printed %q", got)
+	}
+}

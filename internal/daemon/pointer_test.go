@@ -1,0 +1,774 @@
+package daemon
+
+// Daemon-level tests of the ENS pointer's life (issue 11): a rollback is
+// republished, a stale pointer is repaired by the read-back, another
+// writer holds publishing visibly until an operator resolves it, a state
+// save that fails is retried — each also across a restart. They run on the
+// real devnet: the EVM with the real ENS contracts and the local Walrus.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/devchain"
+	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
+)
+
+// recorder is a slog.Handler that keeps every record, flattened to
+// key=value strings, for the test to search.
+type recorder struct {
+	mu    *sync.Mutex
+	recs  *[]logRecord
+	attrs []slog.Attr
+	next  slog.Handler // -v: also print
+}
+
+type logRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func newRecorder(t *testing.T) *recorder {
+	return &recorder{mu: new(sync.Mutex), recs: new([]logRecord), next: testLogger(t).Handler()}
+}
+
+func (r *recorder) logger() *slog.Logger { return slog.New(r) }
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (r *recorder) Handle(ctx context.Context, rec slog.Record) error {
+	lr := logRecord{level: rec.Level, msg: rec.Message, attrs: map[string]string{}}
+	for _, a := range r.attrs {
+		lr.attrs[a.Key] = a.Value.String()
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		lr.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	r.mu.Lock()
+	*r.recs = append(*r.recs, lr)
+	r.mu.Unlock()
+	if r.next.Enabled(ctx, rec.Level) {
+		return r.next.WithAttrs(r.attrs).Handle(ctx, rec)
+	}
+	return nil
+}
+
+func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *r
+	c.attrs = append(append([]slog.Attr(nil), r.attrs...), as...)
+	return &c
+}
+
+func (r *recorder) WithGroup(string) slog.Handler { return r }
+
+// count is the number of records at level whose message contains msg and
+// whose attributes hold every key, value pair given.
+func (r *recorder) count(level slog.Level, msg string, kv ...string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+next:
+	for _, lr := range *r.recs {
+		if lr.level != level || !strings.Contains(lr.msg, msg) {
+			continue
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if lr.attrs[kv[i]] != kv[i+1] {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
+// rpcProxy stands between the daemon and the chain: reads always pass;
+// while refusing, transactions are answered 503 (a node that takes no
+// writes).
+type rpcProxy struct {
+	srv     *httptest.Server
+	refuse  atomic.Bool
+	refused atomic.Int64
+}
+
+func newRPCProxy(t *testing.T, target string) *rpcProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &rpcProxy{}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = nil
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) { w.WriteHeader(http.StatusBadGateway) }
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if p.refuse.Load() && bytes.Contains(body, []byte("eth_sendRawTransaction")) {
+			p.refused.Add(1)
+			http.Error(w, "no writes now", http.StatusServiceUnavailable)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// config is a copy of the devnet's configuration, changed by mod.
+func (w *world) config(mod func(c *config.Config)) *config.Config {
+	c := *w.dn.Config
+	mod(&c)
+	return &c
+}
+
+// startWith runs a daemon on cfg, logging to log.
+func (w *world) startWith(cfg *config.Config, log *slog.Logger) *Daemon {
+	w.t.Helper()
+	svc, err := compose.Build(w.t.Context(), cfg, log, compose.Options{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(svc.Close)
+	d, err := New(cfg, svc, log)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	d.Start(context.Background())
+	w.t.Cleanup(func() { d.Close(context.Background()) })
+	return d
+}
+
+// writer is a chain client signing with key, straight to the chain.
+func (w *world) writer(key *ens.Signer) *ens.Client {
+	w.t.Helper()
+	c, err := ens.New(w.t.Context(), ens.Config{RPCURL: w.dn.Chain.URL(), Signer: key, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(c.Close)
+	return c
+}
+
+// owner writes with the key that owns every name (the daemon's own key).
+func (w *world) owner() *ens.Client { return w.writer(ens.NewSigner(w.dn.SignerKey)) }
+
+// otherWriter is a second key, funded and authorised by the owner on the
+// resolver to write name's records: another writer.
+func (w *world) otherWriter(name string) *ens.Client {
+	w.t.Helper()
+	key := devchain.DeriveKey("another-writer")
+	addr := crypto.PubkeyToAddress(key.PublicKey)
+	ch := w.dn.Chain
+	if err := ch.Fund(w.t.Context(), new(big.Int).Mul(big.NewInt(1e18), big.NewInt(10)), addr); err != nil {
+		w.t.Fatal(err)
+	}
+	data, err := ch.Artifacts().Resolver.ABI.Pack("setAuthorisation", devchain.NameHash(name), addr, true)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	res := ch.ResolverAddress()
+	if _, err := ch.Transact(w.t.Context(), w.dn.SignerKey, devchain.Call{To: &res, Data: data, Gas: 200_000}); err != nil {
+		w.t.Fatal(err)
+	}
+	return w.writer(ens.NewSigner(key))
+}
+
+// setPointer compare-and-sets a record, failing the test on any error.
+func setPointer(t *testing.T, c *ens.Client, name, value, expected string) {
+	t.Helper()
+	if _, err := c.Write(t.Context(), name, value, expected); err != nil {
+		t.Fatalf("set %s to %s: %v", name, value, err)
+	}
+}
+
+// forkSnapshot uploads a snapshot of agent id that its own lineage does
+// not know: the brain of another machine running the same agent, with
+// files. It returns the blob id.
+func forkSnapshot(t *testing.T, w *world, id string, files map[string]string) string {
+	t.Helper()
+	svc, err := compose.Build(t.Context(), w.dn.Config, nil, compose.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	ac, err := w.dn.Config.Agent(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := *ac
+	fork.BrainDir = filepath.Join(t.TempDir(), "fork")
+	for p, c := range files {
+		writeFile(t, filepath.Join(fork.BrainDir, p), c, 0o644)
+	}
+	h, err := hash.Dir(t.Context(), fork.BrainDir, hash.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := svc.Pipeline(&fork, t.TempDir(), nil).Take(t.Context(), snapshot.Input{Want: h.Digest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.BlobID
+}
+
+// publishedNew waits until agent id has published a snapshot other than
+// prev and returns it.
+func publishedNew(t *testing.T, d *Daemon, id, prev string) string {
+	t.Helper()
+	a, _ := d.Agent(id)
+	var blob string
+	eventually(t, id+" to publish a new snapshot", func() bool {
+		s := a.Status()
+		if s.Last == nil || s.Last.BlobID == prev || s.Pending != nil || s.Published != s.Last.BlobID {
+			return false
+		}
+		blob = s.Last.BlobID
+		return true
+	})
+	return blob
+}
+
+func writes(d *Daemon, id, result string) float64 {
+	return testutil.ToFloat64(d.metrics.publishes.WithLabelValues(id, result))
+}
+
+func checks(d *Daemon, id, result string) float64 {
+	return testutil.ToFloat64(d.metrics.pointerChecks.WithLabelValues(id, result))
+}
+
+// stopPending stops d, expecting pointers left pending.
+func stopPending(t *testing.T, d *Daemon) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := d.Close(ctx); !errors.Is(err, ErrPending) {
+		t.Fatalf("Close with the chain refusing writes: %v, want ErrPending", err)
+	}
+}
+
+// TestPointerRollback: the record set back to an older snapshot of the
+// agent's own lineage while a newer one is pending is a rollback: the
+// newest is published over it with a warning and a metric, nothing is
+// held, and other agents are not disturbed — while running and across a
+// restart.
+func TestPointerRollback(t *testing.T) {
+	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
+	seedBrain(t, w.brain("alpha"))
+	seedBrain(t, w.brain("beta"))
+	proxy := newRPCProxy(t, w.dn.Chain.URL())
+	cfg := w.config(func(c *config.Config) {
+		c.Chain.RPC = proxy.srv.URL
+		c.Chain.CheckInterval = config.Duration(time.Hour) // the write path, not the read-back
+	})
+	rec := newRecorder(t)
+	d := w.startWith(cfg, rec.logger())
+	first := published(t, d, "alpha")
+	betaBlob := published(t, d, "beta")
+	writeFile(t, filepath.Join(w.brain("alpha"), "notes/1.md"), "one\n", 0o644)
+	second := publishedNew(t, d, "alpha", first)
+	owner := w.owner()
+	const name = "alpha.hermes.eth"
+
+	var fourth string
+	t.Run("while running", func(t *testing.T) {
+		a, _ := d.Agent("alpha")
+		proxy.refuse.Store(true)
+		writeFile(t, filepath.Join(w.brain("alpha"), "notes/2.md"), "two\n", 0o644)
+		var third string
+		eventually(t, "a third snapshot pending, its write refused", func() bool {
+			s := a.Status()
+			if s.Last == nil || s.Last.BlobID == second || s.Pending == nil || s.Pending.Value != s.Last.BlobID || proxy.refused.Load() == 0 {
+				return false
+			}
+			third = s.Last.BlobID
+			return true
+		})
+		setPointer(t, owner, name, first, second) // back to the first snapshot
+		// The next attempt reads the record first: a rollback, found
+		// before anything is sent.
+		eventually(t, "the rollback to be seen", func() bool { return writes(d, "alpha", "rollback") >= 1 })
+		if a.Hold() != nil {
+			t.Fatalf("a rollback held publishing: %+v", a.Hold())
+		}
+		proxy.refuse.Store(false)
+		eventually(t, "the newest snapshot published over the rollback", func() bool {
+			s := a.Status()
+			return readPointer(t, w, name) == third && s.Pending == nil && s.Published == third
+		})
+		if n := rec.count(slog.LevelWarn, "went back to an older snapshot", "agent", "alpha"); n == 0 {
+			t.Error("no warning was logged")
+		}
+		if s := a.Status(); s.Hold != nil {
+			t.Errorf("held: %+v", s.Hold)
+		}
+		b, _ := d.Agent("beta")
+		if s := b.Status(); s.Hold != nil || s.Published != betaBlob || readPointer(t, w, "beta.hermes.eth") != betaBlob {
+			t.Errorf("beta was disturbed: %+v", s)
+		}
+		// A fourth snapshot waits while the chain refuses writes again,
+		// for the restart below.
+		proxy.refuse.Store(true)
+		writeFile(t, filepath.Join(w.brain("alpha"), "notes/3.md"), "three\n", 0o644)
+		eventually(t, "a fourth snapshot pending", func() bool {
+			s := a.Status()
+			if s.Last == nil || s.Last.BlobID == third || s.Pending == nil || s.Pending.Value != s.Last.BlobID {
+				return false
+			}
+			fourth = s.Last.BlobID
+			return true
+		})
+		stopPending(t, d)
+		setPointer(t, owner, name, second, third) // rolled back while stopped
+		proxy.refuse.Store(false)
+	})
+
+	t.Run("across a restart", func(t *testing.T) {
+		if fourth == "" {
+			t.Fatal("nothing pending from the first part")
+		}
+		rec := newRecorder(t)
+		d := w.startWith(cfg, rec.logger())
+		a, _ := d.Agent("alpha")
+		eventually(t, "the pending snapshot published over the rollback", func() bool {
+			s := a.Status()
+			return readPointer(t, w, name) == fourth && s.Pending == nil && s.Published == fourth
+		})
+		if writes(d, "alpha", "rollback") < 1 || rec.count(slog.LevelWarn, "went back to an older snapshot", "agent", "alpha") == 0 {
+			t.Error("the rollback was not counted and logged")
+		}
+		if a.Hold() != nil {
+			t.Errorf("held: %+v", a.Hold())
+		}
+		stop(t, d)
+		st, err := state.LoadAgent(state.AgentPath(cfg.StateDir, "alpha"))
+		if err != nil || st.Pending != nil || st.Hold != nil || st.Published != fourth {
+			t.Fatalf("state after the restart: %+v %v", st, err)
+		}
+	})
+}
+
+// TestPointerStaleRepaired: with nothing pending, a record set back to an
+// older snapshot of ours is found by the periodic read-back
+// (chain.check_interval) and repaired — while running and when it happened
+// while the daemon was stopped.
+func TestPointerStaleRepaired(t *testing.T) {
+	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
+	seedBrain(t, w.brain("alpha"))
+	const interval = 300 * time.Millisecond
+	cfg := w.config(func(c *config.Config) { c.Chain.CheckInterval = config.Duration(interval) })
+	rec := newRecorder(t)
+	d := w.startWith(cfg, rec.logger())
+	first := published(t, d, "alpha")
+	writeFile(t, filepath.Join(w.brain("alpha"), "notes/1.md"), "one\n", 0o644)
+	second := publishedNew(t, d, "alpha", first)
+	owner := w.owner()
+	const name = "alpha.hermes.eth"
+
+	repaired := func(t *testing.T, d *Daemon, rec *recorder) {
+		t.Helper()
+		a, _ := d.Agent("alpha")
+		if _, ok := a.Pending(); ok {
+			t.Fatal("something is pending")
+		}
+		start := time.Now()
+		eventually(t, "the stale pointer to be repaired", func() bool {
+			s := a.Status()
+			return readPointer(t, w, name) == second && s.Pending == nil && s.Published == second
+		})
+		t.Logf("repaired %v after the rollback (check_interval %v)", time.Since(start).Round(time.Millisecond), interval)
+		if checks(d, "alpha", "rollback") < 1 || rec.count(slog.LevelWarn, "went back to an older snapshot", "agent", "alpha") == 0 {
+			t.Error("the repair was not counted and logged")
+		}
+		if a.Hold() != nil {
+			t.Errorf("held: %+v", a.Hold())
+		}
+	}
+	t.Run("while running", func(t *testing.T) {
+		setPointer(t, owner, name, first, second)
+		repaired(t, d, rec)
+		stop(t, d)
+	})
+	t.Run("while stopped", func(t *testing.T) {
+		setPointer(t, owner, name, first, second)
+		rec := newRecorder(t)
+		d := w.startWith(cfg, rec.logger())
+		repaired(t, d, rec)
+	})
+}
+
+// httpPost posts JSON to the daemon's API with the bearer token.
+func httpPost(t *testing.T, d *Daemon, token, path string) (int, map[string]string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+d.Addr()+path, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]string{}
+	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out)
+	return resp.StatusCode, out
+}
+
+type readyzBody struct {
+	Ready  bool         `json:"ready"`
+	Agents []AgentReady `json:"agents"`
+}
+
+func getReadyz(t *testing.T, d *Daemon) (int, readyzBody) {
+	t.Helper()
+	resp, err := http.Get("http://" + d.Addr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r readyzBody
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, r
+}
+
+func getMetrics(t *testing.T, d *Daemon) string {
+	t.Helper()
+	resp, err := http.Get("http://" + d.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestPointerForeignWriter: another key writes a blob id foreign to the
+// agent's lineage. That agent is held — visible in its status, /readyz
+// (503 naming it and why; 200 with readiness any) and metrics — while the
+// others keep publishing; the hold survives a restart; the API resolves
+// it by adopting the other writer's snapshot or by overriding it.
+func TestPointerForeignWriter(t *testing.T) {
+	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
+	seedBrain(t, w.brain("alpha"))
+	seedBrain(t, w.brain("beta"))
+	token := "a-test-token-of-32-characters-xx"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w.config(func(c *config.Config) {
+		c.Chain.CheckInterval = config.Duration(300 * time.Millisecond)
+		c.HTTP.Token = config.SecretRef{File: tokenFile}
+	})
+	d := w.startWith(cfg, testLogger(t))
+	first := published(t, d, "alpha")
+	betaBlob := published(t, d, "beta")
+	const name = "alpha.hermes.eth"
+	other := w.otherWriter(name)
+	fork := forkSnapshot(t, w, "alpha", map[string]string{"system.md": "I am the fork.\n", "fork.md": "only here\n"})
+	setPointer(t, other, name, fork, first)
+
+	a, _ := d.Agent("alpha")
+	eventually(t, "alpha to be held", func() bool { return a.Hold() != nil })
+	if h := a.Hold(); h.Value != fork || !strings.Contains(h.Reason, "hermesd pointer adopt alpha") || !strings.Contains(h.Reason, "hermesd pointer override alpha") {
+		t.Fatalf("hold: %+v", h)
+	}
+	visible := func(t *testing.T, d *Daemon, readiness string) {
+		t.Helper()
+		code, rz := getReadyz(t, d)
+		want := http.StatusServiceUnavailable
+		if readiness == "any" {
+			want = http.StatusOK
+		}
+		if code != want {
+			t.Errorf("readyz (readiness %s) = %d, want %d", readiness, code, want)
+		}
+		for _, ar := range rz.Agents {
+			switch ar.ID {
+			case "alpha":
+				if ar.Ready || !strings.Contains(ar.Reason, "publishing held") || !strings.Contains(ar.Reason, fork) {
+					t.Errorf("readyz alpha: %+v", ar)
+				}
+			case "beta":
+				if !ar.Ready {
+					t.Errorf("readyz beta: %+v", ar)
+				}
+			}
+		}
+		m := getMetrics(t, d)
+		if !strings.Contains(m, `hermesd_pointer_held{agent="alpha"} 1`) || !strings.Contains(m, `hermesd_pointer_held{agent="beta"} 0`) {
+			t.Errorf("metrics do not show the hold:\n%s", grepLines(m, "hermesd_pointer_held"))
+		}
+	}
+	visible(t, d, "all")
+
+	// Others keep publishing; the held agent keeps snapshotting, and
+	// publishes nothing.
+	writeFile(t, filepath.Join(w.brain("beta"), "notes/b.md"), "b\n", 0o644)
+	publishedNew(t, d, "beta", betaBlob)
+	writeFile(t, filepath.Join(w.brain("alpha"), "notes/mine.md"), "mine\n", 0o644)
+	eventually(t, "alpha to snapshot while held", func() bool {
+		s := a.Status()
+		return s.Last != nil && s.Last.BlobID != first && s.Pending != nil
+	})
+	if got := readPointer(t, w, name); got != fork {
+		t.Fatalf("the held agent wrote its pointer: %s", got)
+	}
+	stop(t, d) // a held agent is not pending: a clean stop
+
+	cfg.HTTP.Readiness = "any"
+	d = w.startWith(cfg, testLogger(t))
+	a, _ = d.Agent("alpha")
+	eventually(t, "alpha ready after the restart", a.Ready)
+	if h := a.Hold(); h == nil || h.Value != fork {
+		t.Fatalf("the hold did not survive the restart: %+v", h)
+	}
+	visible(t, d, "any")
+
+	t.Run("adopt", func(t *testing.T) {
+		code, out := httpPost(t, d, token, "/v1/agents/alpha/pointer/adopt")
+		if code != http.StatusOK || out["setAside"] == "" {
+			t.Fatalf("adopt: %d %v", code, out)
+		}
+		if b, _ := os.ReadFile(filepath.Join(w.brain("alpha"), "fork.md")); string(b) != "only here\n" {
+			t.Errorf("the brain is not the fork's: fork.md = %q", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(out["setAside"], "notes/mine.md")); string(b) != "mine\n" {
+			t.Errorf("the set-aside brain lacks our last change: %q", b)
+		}
+		s := a.Status()
+		if s.Hold != nil || s.Published != fork || s.Pending != nil || s.Last.BlobID != fork {
+			t.Fatalf("after adopt: %+v", s)
+		}
+		if m := getMetrics(t, d); !strings.Contains(m, `hermesd_pointer_held{agent="alpha"} 0`) {
+			t.Errorf("still held in the metrics")
+		}
+		// Publishing resumed from the adopted snapshot.
+		writeFile(t, filepath.Join(w.brain("alpha"), "notes/after-adopt.md"), "x\n", 0o644)
+		publishedNew(t, d, "alpha", fork)
+		if code, _ := httpPost(t, d, token, "/v1/agents/alpha/pointer/adopt"); code != http.StatusConflict {
+			t.Errorf("adopt with nothing held: %d, want 409", code)
+		}
+	})
+
+	t.Run("override", func(t *testing.T) {
+		cur := readPointer(t, w, name)
+		fork2 := forkSnapshot(t, w, "alpha", map[string]string{"system.md": "I am another fork.\n"})
+		setPointer(t, other, name, fork2, cur)
+		eventually(t, "alpha to be held again", func() bool { h := a.Hold(); return h != nil && h.Value == fork2 })
+		code, out := httpPost(t, d, token, "/v1/agents/alpha/pointer/override")
+		if code != http.StatusOK {
+			t.Fatalf("override: %d %v", code, out)
+		}
+		eventually(t, "ours to be published over the other writer's", func() bool {
+			s := a.Status()
+			return s.Hold == nil && s.Pending == nil && s.Published == cur && readPointer(t, w, name) == cur
+		})
+	})
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestPointerStateSaveFails: the agent's state file cannot be replaced (a
+// non-empty directory stands in its place; the tests run as root, so a
+// chmod would not stop the write). The snapshot is still published from
+// memory, nothing is held, the state says it is unsaved, and it is saved
+// once that is possible. Then a crash with the save lost: the restarted
+// daemon recognises the record as its own newest snapshot and converges
+// without uploading or publishing anything again.
+func TestPointerStateSaveFails(t *testing.T) {
+	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
+	seedBrain(t, w.brain("alpha"))
+	proxy := newRPCProxy(t, w.dn.Chain.URL())
+	cfg := w.config(func(c *config.Config) {
+		c.Chain.RPC = proxy.srv.URL
+		c.Chain.CheckInterval = config.Duration(300 * time.Millisecond)
+	})
+	d := w.startWith(cfg, testLogger(t))
+	first := published(t, d, "alpha")
+	a, _ := d.Agent("alpha")
+	const name = "alpha.hermes.eth"
+	dir := state.AgentPath(cfg.StateDir, "alpha")
+	sf := filepath.Join(dir, "state.json")
+	block := func(t *testing.T) []byte {
+		t.Helper()
+		b, err := os.ReadFile(sf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(sf); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(sf, "in-the-way"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	block(t)
+	writeFile(t, filepath.Join(w.brain("alpha"), "notes/1.md"), "one\n", 0o644)
+	var second string
+	eventually(t, "the second snapshot published with the state unsaved", func() bool {
+		s := a.Status()
+		if s.Last == nil || s.Last.BlobID == first || readPointer(t, w, name) != s.Last.BlobID {
+			return false
+		}
+		second = s.Last.BlobID
+		return true
+	})
+	if s := a.Status(); !s.Unsaved || s.Hold != nil {
+		t.Fatalf("status: unsaved %v hold %+v", s.Unsaved, s.Hold)
+	}
+	if code, rz := getReadyz(t, d); code != http.StatusServiceUnavailable || !strings.Contains(rz.Agents[0].Reason, "save agent state") {
+		t.Errorf("readyz while unsaved: %d %+v", code, rz)
+	}
+	if err := os.RemoveAll(sf); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the state to be saved", func() bool { return !a.Dirty() })
+	st, err := state.LoadAgent(dir)
+	if err != nil || st.Last == nil || st.Last.BlobID != second || st.Published != second || st.Pending != nil || st.Hold != nil {
+		t.Fatalf("saved state: %+v %v", st, err)
+	}
+	// The failed sync is retried (with backoff) and clears the error.
+	eventually(t, "readyz to say ready", func() bool { code, _ := getReadyz(t, d); return code == http.StatusOK })
+
+	t.Run("only the save after the publish fails", func(t *testing.T) {
+		// The snapshot is saved as pending while the chain refuses
+		// writes; the save after its publish fails. Nothing else is
+		// left to retry (the agent's sync succeeded): the publisher
+		// retries the save.
+		proxy.refuse.Store(true)
+		writeFile(t, filepath.Join(w.brain("alpha"), "notes/2.md"), "two\n", 0o644)
+		var pending string
+		eventually(t, "a pending snapshot saved", func() bool {
+			st, err := state.LoadAgent(dir)
+			if err != nil || st.Pending == nil || st.Last == nil || st.Last.BlobID == second || proxy.refused.Load() == 0 {
+				return false
+			}
+			pending = st.Pending.Value
+			return true
+		})
+		block(t)
+		proxy.refuse.Store(false)
+		eventually(t, "the pointer published with the state unsaved", func() bool {
+			s := a.Status()
+			return readPointer(t, w, name) == pending && s.Published == pending && s.Pending == nil && s.Unsaved
+		})
+		if s := a.Status(); s.Hold != nil || s.Pending != nil || s.LastError != "" {
+			t.Fatalf("status: %+v", s)
+		}
+		if err := os.RemoveAll(sf); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the state to be saved", func() bool { return !a.Dirty() })
+		st, err := state.LoadAgent(dir)
+		if err != nil || st.Published != pending || st.Pending != nil {
+			t.Fatalf("saved state: %+v %v", st, err)
+		}
+		second = pending
+	})
+
+	t.Run("the save is lost in a crash", func(t *testing.T) {
+		old := block(t)
+		writeFile(t, filepath.Join(w.brain("alpha"), "notes/3.md"), "three\n", 0o644)
+		var third string
+		eventually(t, "the third snapshot published with the state unsaved", func() bool {
+			s := a.Status()
+			if s.Last == nil || s.Last.BlobID == second || readPointer(t, w, name) != s.Last.BlobID {
+				return false
+			}
+			third = s.Last.BlobID
+			return true
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err == nil {
+			t.Fatal("Close reported nothing while the state could not be saved")
+		}
+		// What a kill -9 leaves: the state as it was before the third
+		// snapshot.
+		if err := os.RemoveAll(sf); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(sf, old, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		uploads := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]
+		head, err := w.dn.Chain.Client().BlockNumber(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		d := w.startWith(cfg, testLogger(t))
+		a, _ := d.Agent("alpha")
+		eventually(t, "the restarted daemon to recognise its own snapshot", func() bool {
+			s := a.Status()
+			return a.Ready() && s.Last != nil && s.Last.BlobID == third && s.Published == third && s.Pending == nil && !s.Unsaved
+		})
+		if got := readPointer(t, w, name); got != third {
+			t.Errorf("pointer %s, want %s", got, third)
+		}
+		if got := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]; got != uploads {
+			t.Errorf("the snapshot was uploaded again (%d -> %d uploads)", uploads, got)
+		}
+		if now, err := w.dn.Chain.Client().BlockNumber(t.Context()); err != nil || now != head {
+			t.Errorf("a transaction was sent (head %d -> %d, %v)", head, now, err)
+		}
+		if a.Hold() != nil || writes(d, "alpha", "rollback") != 0 || checks(d, "alpha", "rollback") != 0 {
+			t.Errorf("treated as a rollback or held: %+v", a.Status())
+		}
+		stop(t, d)
+		st, err := state.LoadAgent(dir)
+		if err != nil || st.Last.BlobID != third || st.Published != third || st.Pending != nil {
+			t.Fatalf("saved state: %+v %v", st, err)
+		}
+	})
+}
