@@ -107,8 +107,8 @@ func TestSamplesLoadAndValidate(t *testing.T) {
 			if c.HTTP.AllowRemote {
 				t.Error("samples must not set http.allow_remote")
 			}
-			if c.Encryption.Format != "v2" {
-				t.Errorf("encryption.format = %q; samples should show the default v2", c.Encryption.Format)
+			if c.Encryption.Format != "v3" {
+				t.Errorf("encryption.format = %q; samples should show the default v3", c.Encryption.Format)
 			}
 			check(t, c)
 		})

@@ -929,8 +929,8 @@ func TestE2EHostileBlobs(t *testing.T) {
 	})
 }
 
-// TestE2EFailedSnapshotInStatus: a snapshot that fails (here: over the
-// blob size limit) makes /readyz answer 503 naming the agent and the
+// TestE2EFailedSnapshotInStatus: a snapshot that fails (here: a v2
+// snapshot over the blob size limit) makes /readyz answer 503 naming the agent and the
 // reason, and `hermesd status` say NOT READY with the reason and exit 1;
 // once the brain fits again both say ready.
 func TestE2EFailedSnapshotInStatus(t *testing.T) {
@@ -943,7 +943,9 @@ func TestE2EFailedSnapshotInStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := rewriteConfig(t, w, "max_blob_size: 1GiB", "max_blob_size: 256KiB")
+	// A whole-brain format fails over the blob size limit (v3 would cut
+	// the brain into packs instead).
+	cfg := rewriteConfig(t, w, "max_blob_size: 1GiB", "max_blob_size: 256KiB", "encryption:\n", "encryption:\n  format: v2\n")
 	p := w.start("run", "-config", cfg)
 	p.mustWaitLine(msgUploaded, 2, 30*time.Second)
 	poll(t, 30*time.Second, "both agents ready", func() bool { code, _, _ := readyzOf(t, w); return code == http.StatusOK })
