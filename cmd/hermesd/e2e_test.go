@@ -597,7 +597,13 @@ func pollFor(limit, every time.Duration, cond func() bool) bool {
 // published, then stops it with SIGTERM (exit 0).
 func settleAgents(t *testing.T, w *e2eWorld, ids ...string) {
 	t.Helper()
-	p := w.run()
+	settleAgentsWith(t, w, w.dn.ConfigPath, ids...)
+}
+
+// settleAgentsWith is settleAgents with the configuration file cfg.
+func settleAgentsWith(t *testing.T, w *e2eWorld, cfg string, ids ...string) {
+	t.Helper()
+	p := w.start("run", "-config", cfg)
 	poll(t, 20*time.Second, fmt.Sprintf("%v to be published", ids), func() bool {
 		rep, err := w.status()
 		if err != nil || !rep.Ready {
