@@ -571,7 +571,13 @@ func TestE2EAttackScript(t *testing.T) {
 	if hwm > attackMaxRSS {
 		t.Errorf("daemon peak RSS %d MiB, bound %d MiB", hwm>>20, attackMaxRSS>>20)
 	}
-	code, r, _ := readyzOf(t, w)
+	// The failed agents alternate between failed and a retried restore:
+	// read /readyz while both are failed.
+	var r map[string]daemon.AgentReady
+	poll(t, 60*time.Second, "victim and bomb failed in /readyz", func() bool {
+		code, r, _ = readyzOf(t, w)
+		return r["victim"].Phase == "failed" && r["bomb"].Phase == "failed"
+	})
 	if code != http.StatusOK || !r["alpha"].Ready || r["victim"].Ready || r["bomb"].Ready ||
 		!strings.Contains(r["victim"].Reason, "larger than its bound") || !strings.Contains(r["bomb"].Reason, "sparse") {
 		t.Errorf("readyz: HTTP %d %+v", code, r)
