@@ -779,10 +779,15 @@ func TestE2EDevnetKill9(t *testing.T) {
 	}
 
 	// The very first start, killed twice at random moments of it (its
-	// genesis, the name registrations, the first durable block).
-	for range 2 {
+	// genesis, the name registrations, the first durable block); the
+	// second time within its first 100 ms, so that at least one kill
+	// lands before it is ready however fast this machine starts it.
+	for i := range 2 {
 		d := w.startDevnet(args)
 		at := time.Duration(rng.IntN(2500)) * time.Millisecond
+		if i == 1 {
+			at = time.Duration(rng.IntN(100)) * time.Millisecond
+		}
 		d.waitLine("devnet running", 1, at)
 		kill(d)
 	}
