@@ -108,8 +108,8 @@ func TestSamplesLoadAndValidate(t *testing.T) {
 			if c.HTTP.AllowRemote {
 				t.Error("samples must not set http.allow_remote")
 			}
-			if c.Encryption.Format != "v2" {
-				t.Errorf("encryption.format = %q; samples should show the default v2", c.Encryption.Format)
+			if c.Encryption.Format != "v3" {
+				t.Errorf("encryption.format = %q; samples should show the default v3", c.Encryption.Format)
 			}
 			check(t, c)
 		})
@@ -553,10 +553,10 @@ func TestTestnetSealBlock(t *testing.T) {
 		}
 		block.WriteString(strings.TrimPrefix(line, "# ") + "\n")
 	}
-	if !strings.Contains(text, "\n  format: v2\n") {
-		t.Fatal("testnet.yml does not set encryption.format: v2")
+	if !strings.Contains(text, "\n  format: v3\n") {
+		t.Fatal("testnet.yml does not set encryption.format: v3")
 	}
-	text = strings.Replace(text[:begin]+block.String()+text[end:], "\n  format: v2\n", "\n  format: seal\n", 1)
+	text = strings.Replace(text[:begin]+block.String()+text[end:], "\n  format: v3\n", "\n  format: seal\n", 1)
 	p := filepath.Join(t.TempDir(), "testnet-seal.yml")
 	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/seal"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -35,17 +36,18 @@ func classify(err error) int {
 	case errors.Is(err, seal.ErrNoAccess), errors.Is(err, seal.ErrMalformed), errors.Is(err, seal.ErrUnsupported),
 		errors.Is(err, seal.ErrNonceMismatch), errors.Is(err, seal.ErrAuth), errors.Is(err, snapshot.ErrSealIdentity):
 		return exitAuth
-	case errors.Is(err, cipher.ErrAuth), errors.Is(err, snapshot.ErrWrongAgent),
+	case errors.Is(err, cipher.ErrAuth), errors.Is(err, snapshot.ErrWrongAgent), errors.Is(err, repo.ErrAuth),
 		errors.Is(err, cipher.ErrUnknownFormat), errors.Is(err, cipher.ErrUnsupportedVersion),
 		errors.Is(err, cipher.ErrTruncated), errors.Is(err, cipher.ErrTrailingData),
 		errors.Is(err, cipher.ErrCorrupted):
 		return exitAuth
 	case errors.Is(err, snapshot.ErrHashMismatch), errors.Is(err, snapshot.ErrNoLock),
-		errors.Is(err, snapshot.ErrHostile), errors.Is(err, bundlelock.ErrMalformed),
+		errors.Is(err, snapshot.ErrHostile), errors.Is(err, bundlelock.ErrMalformed), errors.Is(err, repo.ErrCorrupt),
 		errors.Is(err, walrus.ErrMismatch), errors.Is(err, walrus.ErrBodyTooLarge),
 		errors.Is(err, receipts.ErrRejected):
 		return exitMismatch
-	case errors.Is(err, walrus.ErrNotFound), errors.Is(err, ens.ErrNoPointer), errors.Is(err, ens.ErrNameNotFound):
+	case errors.Is(err, walrus.ErrNotFound), errors.Is(err, ens.ErrNoPointer), errors.Is(err, ens.ErrNameNotFound),
+		errors.Is(err, snapshot.ErrBlobNotFound), errors.Is(err, repo.ErrNotFound):
 		return exitNotFound
 	}
 	return exitFailure

@@ -121,7 +121,7 @@ func TestBlobErrors(t *testing.T) {
 	big := filepath.Join(dir, "big.bin")
 	os.WriteFile(big, make([]byte, 4096), 0o600)
 	cfg := filepath.Join(dir, "hermesd.yml")
-	os.WriteFile(cfg, []byte("state_dir: state\nwalrus:\n  publishers: [\""+s.URL()+"\"]\n  aggregators: [\""+s.URL()+"\"]\n  max_blob_size: 2KiB\n"), 0o600)
+	os.WriteFile(cfg, []byte("state_dir: state\nwalrus:\n  publishers: [\""+s.URL()+"\"]\n  aggregators: [\""+s.URL()+"\"]\n  max_blob_size: 2KiB\nencryption:\n  format: v2\n"), 0o600)
 	agg := "--aggregator=" + s.URL()
 
 	tests := []struct {

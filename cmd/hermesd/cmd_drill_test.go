@@ -210,7 +210,7 @@ func TestDrillCommand(t *testing.T) {
 		before := drillTree(t, w.brain)
 
 		out, code, err := w.run("alpha")
-		if code != exitAuth || !strings.Contains(err.Error(), "decrypt: ") || !strings.Contains(out, "FAIL:") {
+		if code != exitAuth || !strings.Contains(err.Error(), "decrypt") || !strings.Contains(out, "FAIL:") {
 			t.Fatalf("mode b: exit %d: %v\n%s", code, err, out)
 		}
 		out, code, err = w.run("alpha", "--mode=a", "--blob", blob, "--json")

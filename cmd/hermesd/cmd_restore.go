@@ -3,20 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 func runRestore(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet(env, "restore", "restore [-config FILE] [--blob ID | --at ENTRY] [--dir DIR] [--unverified] [--json] AGENT",
+	fs := newFlagSet(env, "restore", "restore [-config FILE] [--blob ID | --at ENTRY] [--path PATH] [--dir DIR] [--unverified] [--json] AGENT",
 		`Cold-restore an agent's brain from chain plus Walrus, once, as 'hermesd run'
 does at start (for init containers): when the brain directory is missing or
 holds no files, read the ENS pointer, download, decrypt, extract into a
@@ -24,11 +21,16 @@ temporary directory, verify the bundle hash, and move it into place. An
 existing brain is left alone (exit 0) without contacting the chain. No
 pointer means a fresh start from the seed directory.
 
+A v3 snapshot is read with range reads of only the objects it needs; every
+object, every file's SHA-256 and the bundle hash are verified before the
+directory is moved into place.
+
 With --dir, the snapshot is restored into DIR instead (which must be empty),
 and nothing of the agent's own state changes. --blob picks a blob id;
---at picks an earlier snapshot from the lineage of the latest one: a number
-(1 = the parent of the latest), a blob id, or a bundle hash prefix. Both
-need --dir, so a running brain is never overwritten.
+--at picks a snapshot of the history 'hermesd log' lists: N (0 = the
+latest, 1 = its parent), a blob id, or 0x and a bundle hash prefix. --path
+restores only that file or directory of a v3 snapshot (verified likewise).
+They need --dir, so a running brain is never overwritten.
 
 --unverified (with --dir) installs a snapshot that has no bundle.lock.json,
 or whose files do not match it — e.g. one the reference runtime took while
@@ -36,7 +38,8 @@ its brain was changing. The blob must still decrypt and authenticate; the
 output says what could not be checked and what the files hash to.`)
 	cfgPath := configFlag(fs)
 	blob := fs.String("blob", "", "restore this blob id instead of the one the ENS pointer names")
-	at := fs.String("at", "", "restore an entry of the lineage: N, a blob id, or a bundle hash prefix")
+	at := fs.String("at", "", "restore a snapshot of the history: N (0 = latest), a blob id, or 0x + a bundle hash prefix")
+	path := fs.String("path", "", "restore only this file or directory of a v3 snapshot (with --dir)")
 	dir := fs.String("dir", "", "restore into this directory instead of the agent's brain directory")
 	unverified := fs.Bool("unverified", false, "with --dir: install a snapshot whose bundle hash cannot be verified, and say so")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
@@ -50,8 +53,8 @@ output says what could not be checked and what the files hash to.`)
 	if *blob != "" && *at != "" {
 		return usageErrorf("--blob and --at are exclusive")
 	}
-	if (*blob != "" || *at != "" || *unverified) && *dir == "" {
-		return usageErrorf("--blob, --at and --unverified restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
+	if (*blob != "" || *at != "" || *path != "" || *unverified) && *dir == "" {
+		return usageErrorf("--blob, --at, --path and --unverified restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
 	}
 	out := restoreOutput{Agent: pos[0]}
 	if *dir == "" {
@@ -99,63 +102,27 @@ output says what could not be checked and what the files hash to.`)
 	pipe := svc.Pipeline(ac, sd.SpoolDir(), nil)
 	id := *blob
 	if id == "" {
-		latest, _, err := svc.Latest(ctx, ac)
-		if errors.Is(err, compose.ErrNoSnapshot) {
-			return withCode(exitNotFound, err)
-		}
+		h, err := oc.history(ctx, pipe)
 		if err != nil {
 			return err
 		}
-		id = latest
-		if *at != "" {
-			lock, err := pipe.ReadLock(ctx, latest)
-			if err != nil {
-				return fmt.Errorf("read lineage of %s: %w", latest, err)
-			}
-			e, err := pickLineage(lock.Lineage(), *at)
-			if err != nil {
-				return withCode(exitNotFound, err)
-			}
-			id = e.BlobID
+		e, err := h.resolve(ctx, *at)
+		if err != nil {
+			return err
 		}
+		id = e.BlobID
 	}
-	res, err := pipe.RestoreWith(ctx, id, *dir, snapshot.RestoreOptions{Unverified: *unverified})
+	res, err := pipe.RestoreWith(ctx, id, *dir, snapshot.RestoreOptions{Unverified: *unverified, Path: *path})
 	if err != nil {
 		return err
 	}
 	out.Dir, out.Origin, out.BlobID = *dir, "restored", id
 	out.BundleHash, out.Files, out.Bytes = res.BundleHash.String(), res.Files, res.Bytes
 	out.BlobBytes, out.Skipped = res.BlobSize, res.Skipped
+	out.Format, out.Path, out.Downloaded, out.Ranges = string(res.Format), *path, res.Downloaded, res.Ranges
 	out.DownloadMS, out.UnpackMS = res.Download.Milliseconds(), res.Unpack.Milliseconds()
 	out.Unverified = res.Unchecked
 	return printRestore(env, out, *jsonOut)
-}
-
-// pickLineage finds an entry by position (1 = newest earlier snapshot),
-// blob id, or bundle hash prefix.
-func pickLineage(es []bundlelock.LineageEntry, sel string) (bundlelock.LineageEntry, error) {
-	if n, err := strconv.Atoi(sel); err == nil {
-		if n < 1 || n > len(es) {
-			return bundlelock.LineageEntry{}, fmt.Errorf("lineage has %d entries; --at %d is out of range", len(es), n)
-		}
-		return es[n-1], nil
-	}
-	var found []bundlelock.LineageEntry
-	for _, e := range es {
-		if e.BlobID == sel {
-			return e, nil
-		}
-		if len(sel) >= 6 && strings.HasPrefix(strings.ToLower(e.BundleHash), strings.ToLower(sel)) {
-			found = append(found, e)
-		}
-	}
-	switch len(found) {
-	case 0:
-		return bundlelock.LineageEntry{}, fmt.Errorf("no lineage entry matches %q", sel)
-	case 1:
-		return found[0], nil
-	}
-	return bundlelock.LineageEntry{}, fmt.Errorf("%q matches %d lineage entries; give more of the hash or the blob id", sel, len(found))
 }
 
 type restoreOutput struct {
@@ -163,10 +130,14 @@ type restoreOutput struct {
 	Dir        string   `json:"dir"`
 	Origin     string   `json:"origin"` // restored, fresh, existing
 	BlobID     string   `json:"blobId,omitempty"`
+	Format     string   `json:"format,omitempty"`
+	Path       string   `json:"path,omitempty"` // a v3 restore of one file or directory
 	BundleHash string   `json:"bundleHash,omitempty"`
 	Files      int      `json:"files,omitempty"`
 	Bytes      int64    `json:"bytes,omitempty"`
 	BlobBytes  int64    `json:"blobBytes,omitempty"`
+	Downloaded int64    `json:"downloaded,omitempty"` // bytes read from Walrus
+	Ranges     int64    `json:"ranges,omitempty"`     // range requests (v3)
 	DownloadMS int64    `json:"downloadMs,omitempty"`
 	UnpackMS   int64    `json:"unpackMs,omitempty"`
 	Skipped    []string `json:"skipped,omitempty"`
@@ -180,10 +151,21 @@ func printRestore(env *cmdEnv, o restoreOutput, asJSON bool) error {
 	}
 	switch o.Origin {
 	case "restored":
-		fmt.Fprintf(env.stdout, "restored %s into %s from blob %s (bundle hash %s", o.Agent, o.Dir, o.BlobID, o.BundleHash)
+		what := o.Agent
+		if o.Path != "" {
+			what = fmt.Sprintf("%s of %s", sanitize(o.Path), o.Agent)
+		}
+		from := "blob"
+		if o.Format != "" {
+			from = o.Format + " blob"
+		}
+		fmt.Fprintf(env.stdout, "restored %s into %s from %s %s (bundle hash %s", what, o.Dir, from, sanitize(o.BlobID), o.BundleHash)
 		if o.Files > 0 {
 			fmt.Fprintf(env.stdout, ", %d files, %d bytes, download %s, unpack %s", o.Files, o.Bytes,
 				time.Duration(o.DownloadMS)*time.Millisecond, time.Duration(o.UnpackMS)*time.Millisecond)
+		}
+		if o.Format == string(snapshot.FormatV3) {
+			fmt.Fprintf(env.stdout, ", %s read in %d range requests", walrus.FormatSize(o.Downloaded), o.Ranges)
 		}
 		fmt.Fprintln(env.stdout, ")")
 	case "fresh":

@@ -231,7 +231,22 @@ func TestE2EPointerHold(t *testing.T) {
 		// Publishing resumes from the adopted snapshot.
 		alpha = newBrainWriter(t, w.brain(id), rand.New(rand.NewPCG(11, 3)))
 		alpha.put(t, "notes/after-adopt.md", []byte("x\n"), 0o644)
-		poll(t, 30*time.Second, "alpha to publish after the adopt", func() bool { return w.settled(id) && w.agentStatus(id).Pub != fork1 })
+		// Wait for the snapshot of this very brain: v3 may first re-pack
+		// the adopted snapshot (the end epochs of its packs are not known
+		// here), a publish of its own.
+		want := dirHash(t, w.brain(id))
+		poll(t, 30*time.Second, "alpha to publish after the adopt", func() bool {
+			rep, err := w.status()
+			if err != nil || !w.settled(id) {
+				return false
+			}
+			for _, a := range rep.Agents {
+				if a.ID == id {
+					return a.Last != nil && a.Last.BundleHash == want && a.Published != fork1
+				}
+			}
+			return false
+		})
 	})
 
 	var fork2 string
@@ -762,10 +777,15 @@ func TestE2EDevnetKill9(t *testing.T) {
 	}
 
 	// The very first start, killed twice at random moments of it (its
-	// genesis, the name registrations, the first durable block).
-	for range 2 {
+	// genesis, the name registrations, the first durable block); the
+	// second time within its first 100 ms, so that at least one kill
+	// lands before it is ready however fast this machine starts it.
+	for i := range 2 {
 		d := w.startDevnet(args)
 		at := time.Duration(rng.IntN(2500)) * time.Millisecond
+		if i == 1 {
+			at = time.Duration(rng.IntN(100)) * time.Millisecond
+		}
 		d.waitLine("devnet running", 1, at)
 		kill(d)
 	}

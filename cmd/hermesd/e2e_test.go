@@ -262,10 +262,19 @@ func (p *walrusProxy) waitStarted(kind string, after int, limit time.Duration, p
 
 // TestE2EKill9DuringSnapshots SIGKILLs hermesd at random moments while the
 // brain keeps changing, restarts it, and checks after every crash that the
-// brain, its lock, the local state, the ENS pointer and the blob it names
-// agree, and that no change was lost.
+// brain, its lock, the local state, the ENS pointer and the snapshot it
+// names agree, that the snapshot restores to exactly the brain, and that
+// no change was lost: 24 kills in format v3 (the default, with Walrus
+// epochs passing so that live packs are re-packed), 6 in format v2.
 func TestE2EKill9DuringSnapshots(t *testing.T) {
-	const iterations = 20
+	t.Run("v3", func(t *testing.T) { kill9DuringSnapshots(t, "v3", 24) })
+	t.Run("v2", func(t *testing.T) { kill9DuringSnapshots(t, "v2", 6) })
+}
+
+// msgRepack is logged when a v3 snapshot writes live objects again.
+const msgRepack = `msg="re-packing live objects"`
+
+func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 	seed := e2eSeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	const id, name = "alpha", "alpha.hermes.eth"
@@ -274,16 +283,19 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 	spool := filepath.Join(w.dn.Config.StateDir, "spool")
 	bw := newBrainWriter(t, brain, rng)
 	wp := newWalrusProxy(t, w.dn.Walrus.URL())
-	cfg := rewriteConfig(t, w, w.dn.Walrus.URL(), wp.srv.URL)
+	cfg := rewriteConfig(t, w, w.dn.Walrus.URL(), wp.srv.URL, "encryption:\n", "encryption:\n  format: "+format+"\n")
 
 	restorer := w.restorer(id) // straight to the server
 	chain := w.ensClient(false)
 
 	// The triggers spread the kills over the pipeline: start-up and the
-	// first hash; packing (the spool file appears); the upload (a PUT
-	// starts); the read-back verification (a GET starts); the chain write
-	// right after a verified upload; and the next snapshot after a
-	// publish. On the devnet each of these stages lasts some 10-50 ms.
+	// first hash; packing (v2: the spool file appears; v3: the previous
+	// head's commit is read, then files are chunked and packed in
+	// memory); the upload (a PUT starts); the read-back verification (a
+	// GET starts after a PUT); the chain write right after a verified
+	// upload; the next snapshot after a publish; and (v3) a snapshot that
+	// re-packs live objects, once Walrus has moved an epoch on. On the
+	// devnet each of these stages lasts some 10-50 ms.
 	type trigger struct {
 		name  string
 		delay time.Duration // maximum random delay after the trigger
@@ -296,12 +308,25 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 		{"uploaded", 8 * time.Millisecond},
 		{"published", 400 * time.Millisecond},
 	}
+	if format == "v3" {
+		triggers[1] = trigger{"read", 30 * time.Millisecond}
+		triggers = append(triggers, trigger{"repack", 30 * time.Millisecond})
+	}
 	stages := map[string]int{}
+	repacks := 0
 	started := time.Now()
 
 	for i := range iterations {
 		tr := triggers[i%len(triggers)]
 		delay := time.Duration(rng.Int64N(int64(tr.delay) + 1))
+		if tr.name == "repack" {
+			// One epoch passes: live packs come within the margin of
+			// their end epoch (stored 5 epochs, re-packed 1 before, on an
+			// epoch clock that may be one ahead) every few of these.
+			if err := w.dn.Walrus.AdvanceEpochs(1); err != nil {
+				t.Fatal(err)
+			}
+		}
 
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -315,18 +340,31 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 		_, gets, _ := wp.state("read")
 		p := w.start("run", "-config", cfg)
 		fired := true
+		putsAtFire, upAtFire := puts, 0
 		switch tr.name {
 		case "spool":
 			fired = pollFor(3*time.Second, time.Millisecond, func() bool { return spoolBusy(spool, id) || p.exited() })
+		case "read":
+			fired = wp.waitStarted("read", gets, 3*time.Second, p)
 		case "put":
 			fired = wp.waitStarted("upload", puts, 3*time.Second, p)
 		case "get":
-			fired = wp.waitStarted("read", gets, 3*time.Second, p)
+			if format == "v3" {
+				// v3 reads the previous head before it packs: the
+				// verification is the GET after a PUT.
+				fired = wp.waitStarted("upload", puts, 3*time.Second, p)
+				_, gets, _ = wp.state("read")
+			}
+			fired = fired && wp.waitStarted("read", gets, 3*time.Second, p)
 		case "uploaded":
 			fired = p.waitLine(msgUploaded, 1, 3*time.Second)
 		case "published":
 			fired = p.waitLine(msgPublished, 1, 3*time.Second)
+		case "repack":
+			fired = p.waitLine(msgRepack, 1, 10*time.Second)
 		}
+		_, putsAtFire, _ = wp.state("upload")
+		upAtFire, _ = p.out.count(msgUploaded)
 		if delay > 0 {
 			<-time.After(delay) // the random kill moment itself, not a wait for a condition
 		}
@@ -338,6 +376,7 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 		// Where the kill lands, as far as can be seen from outside.
 		up, _ := p.out.count(msgUploaded)
 		pub, _ := p.out.count(msgPublished)
+		rp, _ := p.out.count(msgRepack)
 		putting, _, _ := wp.state("upload")
 		reading, _, _ := wp.state("read")
 		_, putsNow, _ := wp.state("upload")
@@ -346,6 +385,8 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 		switch {
 		case putting > 0:
 			stage = "upload"
+		case reading > 0 && format == "v3" && putsNow-puts == up:
+			stage = "read head" // the previous head, before packing
 		case reading > 0:
 			stage = "verify"
 		case spoolBusy(spool, id) && getsNow-gets > up:
@@ -354,8 +395,13 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 			stage = "upload" // uploaded, verification about to start
 		case spoolBusy(spool, id):
 			stage = "pack"
+		case format == "v3" && fired && (tr.name == "read" || tr.name == "repack") && putsNow == putsAtFire && up == upAtFire:
+			stage = "chunk/pack" // a snapshot started; nothing uploaded yet
 		case up > pub:
 			stage = "publish"
+		}
+		if tr.name == "repack" && fired && up == upAtFire {
+			stage = "repack: " + stage
 		}
 		p.kill9()
 		close(stop)
@@ -367,8 +413,9 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 			stage += " (trigger timed out)"
 		}
 		stages[stage]++
-		t.Logf("iteration %2d: killed %-9s +%3dms: %-9s (%d uploads, %d publishes in this run)",
-			i, tr.name, delay.Milliseconds(), stage, up, pub)
+		repacks += rp
+		t.Logf("iteration %2d: killed %-9s +%3dms: %-9s (%d uploads, %d publishes, %d re-packs in this run; epoch %d)",
+			i, tr.name, delay.Milliseconds(), stage, up, pub, rp, w.dn.Walrus.Epoch())
 
 		// Restart without interference and let it settle.
 		want := bw.want()
@@ -404,13 +451,18 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 		if code := p.wait(15 * time.Second); code != 0 {
 			t.Fatalf("iteration %d: settled hermesd exited %d on SIGTERM", i, code)
 		}
+		rp, _ = p.out.count(msgRepack)
+		repacks += rp
 		if t.Failed() {
 			t.FailNow()
 		}
 	}
-	t.Logf("%d kills in %v; stages hit: %v", iterations, time.Since(started).Round(time.Millisecond), stages)
+	t.Logf("%d kills in %v; stages hit: %v; %d re-packing snapshots", iterations, time.Since(started).Round(time.Millisecond), stages, repacks)
 	if len(stages) < 3 {
 		t.Errorf("the kills landed in fewer than 3 stages: %v", stages)
+	}
+	if format == "v3" && repacks == 0 {
+		t.Errorf("no snapshot re-packed live objects although Walrus moved %d epochs on", w.dn.Walrus.Epoch())
 	}
 }
 
@@ -498,7 +550,20 @@ func checkConsistent(t *testing.T, w *e2eWorld, i int, id, name, wantHash string
 	if d := sameTree(want, got); len(d) > 0 {
 		t.Fatalf("iteration %d: brain differs from what was written: %v", i, d)
 	}
-	// (c) the published blob restores to the same files.
+	// (c) the published blob restores to the same files; a v3 head needs
+	// no pack past its end epoch.
+	if f, err := restorer.BlobFormat(t.Context(), ptr); err == nil && f == snapshot.FormatV3 {
+		r, err := restorer.OpenV3(t.Context(), ptr)
+		if err != nil {
+			t.Fatalf("iteration %d: open v3 head %s: %v", i, ptr, err)
+		}
+		epoch := uint64(w.dn.Walrus.Epoch())
+		for _, pk := range r.Commit().Packs {
+			if pk.EndEpoch <= epoch {
+				t.Fatalf("iteration %d (epoch %d): head %s needs pack %s, which ends with epoch %d", i, epoch, ptr, pk.BlobID, pk.EndEpoch)
+			}
+		}
+	}
 	scratch := filepath.Join(t.TempDir(), "restored")
 	r, err := restorer.Restore(t.Context(), ptr, scratch)
 	if err != nil {
@@ -532,7 +597,13 @@ func pollFor(limit, every time.Duration, cond func() bool) bool {
 // published, then stops it with SIGTERM (exit 0).
 func settleAgents(t *testing.T, w *e2eWorld, ids ...string) {
 	t.Helper()
-	p := w.run()
+	settleAgentsWith(t, w, w.dn.ConfigPath, ids...)
+}
+
+// settleAgentsWith is settleAgents with the configuration file cfg.
+func settleAgentsWith(t *testing.T, w *e2eWorld, cfg string, ids ...string) {
+	t.Helper()
+	p := w.start("run", "-config", cfg)
 	poll(t, 20*time.Second, fmt.Sprintf("%v to be published", ids), func() bool {
 		rep, err := w.status()
 		if err != nil || !rep.Ready {
@@ -673,7 +744,7 @@ func TestE2ERestoreFailures(t *testing.T) {
 			setup:    func(t *testing.T) { setPointer(t, betaBlob, alphaBlob) },
 			teardown: func(t *testing.T) { setPointer(t, alphaBlob, betaBlob) },
 			code:     exitAuth,
-			reason:   []string{"belongs to another agent", `decrypts as "beta.hermes.eth"`},
+			reason:   []string{"belongs to another agent", `decrypts as "beta.hermes.eth"|snapshot of "beta.hermes.eth"`},
 		},
 		{
 			name: "wrong key",
@@ -686,7 +757,7 @@ func TestE2ERestoreFailures(t *testing.T) {
 			},
 			teardown: func(t *testing.T) { writeKey(t, origKey) },
 			code:     exitAuth,
-			reason:   []string{"authenticat"},
+			reason:   []string{"authenticat|another key"},
 		},
 		{
 			name:     "missing blob",

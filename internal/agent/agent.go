@@ -35,6 +35,10 @@ import (
 type Pipeline interface {
 	Take(ctx context.Context, in snapshot.Input) (snapshot.Result, error)
 	Restore(ctx context.Context, blobID, target string) (snapshot.Restored, error)
+	// Renewal says whether the last snapshot must be renewed although the
+	// brain did not change (v3: its packs near their end epoch), and when
+	// that will next be the case. It reads local files only.
+	Renewal(now time.Time) snapshot.Renewal
 }
 
 // Pointer reads an agent's ENS agent-snapshot record; ok is false when
@@ -78,8 +82,9 @@ type Config struct {
 	MaxLag   time.Duration
 	// MinInterval is the minimum time between two uploads (0 = none).
 	MinInterval time.Duration
-	// RefreshAfter is the age at which the last snapshot is uploaded
-	// again even if nothing changed, before its blob expires (0 = never).
+	// RefreshAfter is the age at which the last v1/v2 snapshot is
+	// uploaded again even if nothing changed, before its blob expires
+	// (0 = never; v3 renews through Pipeline.Renewal instead).
 	RefreshAfter time.Duration
 	// ImportPolicy and Trusted govern receipts re-imported on restore and
 	// received from the runtime.

@@ -25,13 +25,38 @@ type fakePipeline struct {
 	takes   int
 	take    func(ctx context.Context, in snapshot.Input) (snapshot.Result, error)
 	restore func(ctx context.Context, blobID, target string) (snapshot.Restored, error)
+	renewal func(now time.Time) snapshot.Renewal
+	last    snapshot.Input // the last Take's input
 	brain   string
 	nextID  int
+}
+
+func (p *fakePipeline) Renewal(now time.Time) snapshot.Renewal {
+	p.mu.Lock()
+	f := p.renewal
+	p.mu.Unlock()
+	if f == nil {
+		return snapshot.Renewal{}
+	}
+	return f(now)
+}
+
+func (p *fakePipeline) setRenewal(f func(now time.Time) snapshot.Renewal) {
+	p.mu.Lock()
+	p.renewal = f
+	p.mu.Unlock()
+}
+
+func (p *fakePipeline) lastInput() snapshot.Input {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
 }
 
 func (p *fakePipeline) Take(ctx context.Context, in snapshot.Input) (snapshot.Result, error) {
 	p.mu.Lock()
 	p.takes++
+	p.last = in
 	f := p.take
 	p.mu.Unlock()
 	if f != nil {

@@ -119,15 +119,23 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 	}
 	if last != nil && last.BundleHash == h.String() {
 		age := a.deps.Now().Sub(last.CreatedAt)
-		if a.cfg.RefreshAfter <= 0 || age < a.cfg.RefreshAfter {
+		refresh := a.cfg.RefreshAfter > 0 && age >= a.cfg.RefreshAfter
+		ren := a.deps.Pipeline.Renewal(a.deps.Now())
+		switch {
+		case ren.Due:
+			// v3: the packs the head needs near their end epoch (or are
+			// not known here): a snapshot re-packs what is still live.
+			a.log.Info("brain unchanged but its snapshot needs renewing; re-packing", "blob", last.BlobID, "reason", ren.Reason)
+		case refresh:
+			// Unchanged, but its blob expires soon: store it again (a new
+			// blob, since every envelope has a fresh salt) and repoint.
+			a.log.Info("brain unchanged but its snapshot nears expiry; uploading it again",
+				"blob", last.BlobID, "age", age.Round(time.Second))
+		default:
 			a.markSaved()
 			a.deps.Observer.Unchanged(a.cfg.ID)
 			return SyncResult{Outcome: Unchanged, Hash: h}, nil
 		}
-		// Unchanged, but its blob expires soon: store it again (a new
-		// blob, since every envelope has a fresh salt) and repoint.
-		a.log.Info("brain unchanged but its snapshot nears expiry; uploading it again",
-			"blob", last.BlobID, "age", age.Round(time.Second))
 	}
 	a.mu.Lock()
 	if a.unsavedSince.IsZero() {
@@ -141,7 +149,7 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 			snapshot.ErrTooLarge, h)
 	}
 
-	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h, Overlay: ov})
+	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h, Overlay: ov, Known: a.cache.Files()})
 	if err != nil {
 		stage := "snapshot"
 		switch {
@@ -155,8 +163,9 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 		a.deps.Observer.Failed(a.cfg.ID, stage, err)
 		return SyncResult{}, err
 	}
-	a.log.Info("snapshot uploaded and verified", "blob", r.BlobID, "bundle_hash", r.BundleHash,
-		"version", r.Version, "files", r.Files, "bytes", r.Bytes, "blob_bytes", r.Size,
+	a.log.Info("snapshot uploaded and verified", "blob", r.BlobID, "format", r.Format, "bundle_hash", r.BundleHash,
+		"version", r.Version, "files", r.Files, "bytes", r.Bytes, "blob_bytes", r.Size, "uploaded", r.Uploaded,
+		"packs", r.Packs, "live_packs", r.LivePacks, "repacked", r.Repacked, "files_read", r.FilesRead,
 		"end_epoch", r.EndEpoch, "pack", r.Pack.Round(time.Millisecond),
 		"upload", r.Upload.Round(time.Millisecond), "verify", r.Verify.Round(time.Millisecond))
 
@@ -280,17 +289,28 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 	defer retry.Stop()
 	refresh.Stop()
 	defer refresh.Stop()
-	// armRefresh wakes the loop when the last snapshot's blob nears
-	// expiry, so an unchanged brain is uploaded again in time.
+	// armRefresh wakes the loop when the last snapshot nears expiry (its
+	// v1/v2 blob, or a pack a v3 head needs), so an unchanged brain is
+	// stored again in time.
 	armRefresh := func() {
 		refresh.Stop()
 		a.mu.Lock()
 		last := a.st.Last
 		a.mu.Unlock()
-		if last == nil || a.cfg.RefreshAfter <= 0 {
+		if last == nil {
 			return
 		}
-		refresh.Reset(max(last.CreatedAt.Add(a.cfg.RefreshAfter).Sub(a.deps.Now()), time.Second))
+		var at time.Time
+		if a.cfg.RefreshAfter > 0 {
+			at = last.CreatedAt.Add(a.cfg.RefreshAfter)
+		}
+		if r := a.deps.Pipeline.Renewal(a.deps.Now()); !r.At.IsZero() && (at.IsZero() || r.At.Before(at)) {
+			at = r.At
+		}
+		if at.IsZero() {
+			return
+		}
+		refresh.Reset(max(at.Sub(a.deps.Now()), time.Second))
 	}
 
 	for {

@@ -74,12 +74,14 @@ func TestLeavesImportNothingOfOurs(t *testing.T) {
 	}
 }
 
-// TestOneWalkerOneNamePolicy: hash and tarball share fsys's walk and name
-// policy instead of keeping copies, so the hasher, the tar writer and the
-// extractor cannot drift apart again (a name one accepts and another
-// refuses). It fails if either stops importing fsys.
+// TestOneWalkerOneNamePolicy: hash, tarball and the v3 builder share
+// fsys's walk, name policy and overlay instead of keeping copies, so the
+// hasher, the tar writer, the extractor and the v3 snapshot cannot drift
+// apart again (a name one accepts and another refuses, a file one reads
+// live and another through a frozen copy). It fails if one stops
+// importing fsys.
 func TestOneWalkerOneNamePolicy(t *testing.T) {
-	for _, pkg := range []string{"internal/hash", "internal/tarball"} {
+	for _, pkg := range []string{"internal/hash", "internal/tarball", "internal/repo"} {
 		if deps := imports(t, pkg); !slices.Contains(deps, "internal/fsys") {
 			t.Errorf("%s does not use internal/fsys (imports %v)", pkg, deps)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -24,23 +25,33 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 			others = append(others, c.Agents[i].Identity())
 		}
 	}
+	// Each agent's v3 repository has its own key: handing it to the
+	// agent's new owner reveals nothing of the other agents'.
+	ak := repo.DeriveAgentKey([repo.KeySize]byte(s.Key), ac.Identity())
 	return &snapshot.Pipeline{
-		AgentID:     ac.ID,
-		TokenID:     ac.TokenID,
-		Identity:    ac.Identity(),
-		Others:      others,
-		BrainDir:    ac.BrainDir,
-		SpoolDir:    spoolDir,
-		Key:         s.Key,
-		Format:      snapshot.Format(c.Encryption.Format),
-		Seal:        s.Seal,
-		V1MaxSize:   int64(c.Encryption.V1MaxSize),
-		MaxBlobSize: int64(c.Walrus.MaxBlobSize),
-		Store:       Store(s.Walrus),
-		Epochs:      c.EpochsOf(ac),
-		Receipts:    rl,
-		Signer:      s.ReceiptSigner,
-		Log:         s.Log.With("agent", ac.ID),
+		AgentID:       ac.ID,
+		TokenID:       ac.TokenID,
+		Identity:      ac.Identity(),
+		Others:        others,
+		BrainDir:      ac.BrainDir,
+		SpoolDir:      spoolDir,
+		Key:           s.Key,
+		AgentKey:      &ak,
+		Format:        snapshot.Format(c.Encryption.Format),
+		Seal:          s.Seal,
+		V1MaxSize:     int64(c.Encryption.V1MaxSize),
+		MaxBlobSize:   int64(c.Walrus.MaxBlobSize),
+		Store:         Store(s.Walrus),
+		Epochs:        c.EpochsOf(ac),
+		EpochDuration: c.Walrus.EpochDuration.D(),
+		Repack: snapshot.RepackPolicy{
+			Margin:   uint64(c.Repository.ExpiryMargin),
+			MaxPacks: c.Repository.MaxPacks,
+			MinLive:  c.Repository.MinLive,
+		},
+		Receipts: rl,
+		Signer:   s.ReceiptSigner,
+		Log:      s.Log.With("agent", ac.ID),
 	}
 }
 
@@ -66,9 +77,16 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: open receipt log: %w", ac.ID, err)
 	}
+	dir, err := sd.AgentDir(ac.ID)
+	if err != nil {
+		rl.Close()
+		return nil, fmt.Errorf("agent %s: %w", ac.ID, err)
+	}
+	pipe := s.Pipeline(ac, sd.SpoolDir(), rl)
+	pipe.CacheDir = dir // the v3 dedup index and epoch clock
 	deps := agent.Deps{
 		State:    sd,
-		Pipeline: s.Pipeline(ac, sd.SpoolDir(), rl),
+		Pipeline: pipe,
 		Receipts: rl,
 		Observer: obs,
 		Log:      s.Log,

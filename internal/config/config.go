@@ -55,6 +55,7 @@ type Config struct {
 	Chain      Chain      `yaml:"chain"`
 	Encryption Encryption `yaml:"encryption"`
 	Seal       Seal       `yaml:"seal"`
+	Repository Repository `yaml:"repository"`
 	Receipts   Receipts   `yaml:"receipts"`
 	// Defaults apply to every agent that does not override them.
 	Defaults AgentDefaults `yaml:"defaults"`
@@ -155,16 +156,34 @@ type Chain struct {
 	CheckInterval Duration `yaml:"check_interval"`
 }
 
-// Encryption configures the snapshot envelope. Snapshots are always
+// Encryption configures the snapshot format. Snapshots are always
 // encrypted; there is no switch to turn that off.
 type Encryption struct {
 	Key SecretRef `yaml:"key"`
-	// Format is "v2" (streaming, default), "v1" (the reference runtime's
-	// whole-buffer envelope, capped at V1MaxSize) or "seal" (a Seal
-	// EncryptedObject under the seal section's key servers, as the
-	// reference runtime's Seal cipher writes; Key is then optional).
+	// Format is how new snapshots are written: "v3" (the content-addressed
+	// repository, default), "v2" (the whole brain as one streaming
+	// envelope), "v1" (the reference runtime's whole-buffer envelope,
+	// capped at V1MaxSize) or "seal" (a Seal EncryptedObject under the seal
+	// section's key servers, as the reference runtime's Seal cipher writes;
+	// Key is then optional). Every format is read.
 	Format    string   `yaml:"format"`
 	V1MaxSize ByteSize `yaml:"v1_max_size"`
+}
+
+// Repository configures when format v3 writes live objects again
+// (DESIGN.md §10, Expiry): Walrus blobs expire, so objects a snapshot
+// still needs are re-packed before their pack's end epoch, and packs are
+// compacted when there are too many of them or they hold mostly dead data.
+type Repository struct {
+	// ExpiryMargin is how many epochs before its end epoch a pack's live
+	// objects are re-packed (at least 1, less than every agent's epochs).
+	ExpiryMargin int `yaml:"expiry_margin"`
+	// MaxPacks bounds the packs a snapshot needs (each costs a range read
+	// on restore); past it the least used ones are merged.
+	MaxPacks int `yaml:"max_packs"`
+	// MinLive re-packs a pack once less than this fraction of it is still
+	// referenced (0 never does).
+	MinLive float64 `yaml:"min_live"`
 }
 
 // Receipts configures receipt signing and verification.
@@ -282,8 +301,9 @@ func Default() *Config {
 			PollInterval:  Duration(2 * time.Second),
 			CheckInterval: Duration(5 * time.Minute),
 		},
-		Encryption: Encryption{Format: "v2", V1MaxSize: 64 << 20},
+		Encryption: Encryption{Format: "v3", V1MaxSize: 64 << 20},
 		Seal:       defaultSeal(),
+		Repository: Repository{ExpiryMargin: 1, MaxPacks: 64, MinLive: 0.2},
 		Receipts:   Receipts{ImportPolicy: "quarantine", QuarantineMaxBytes: 16 << 20, QuarantineMaxCount: 10_000},
 		Defaults: AgentDefaults{
 			Quiet:           Duration(2 * time.Second),
@@ -557,10 +577,14 @@ func (c *Config) SnapshotIntervalOf(a *Agent) time.Duration {
 	return c.Defaults.SnapshotInterval.D()
 }
 
-// RefreshAfterOf is how old a snapshot may get before an unchanged brain
-// is uploaded again, so that the pointer never names an expired blob: one
-// epoch before expiry (half an epoch for one-epoch storage).
+// RefreshAfterOf is how old a v1/v2 snapshot may get before an unchanged
+// brain is uploaded again, so that the pointer never names an expired
+// blob: one epoch before expiry (half an epoch for one-epoch storage).
+// Format v3 renews by re-packing instead (Repository), so it is 0 there.
 func (c *Config) RefreshAfterOf(a *Agent) time.Duration {
+	if c.Encryption.Format == "v3" {
+		return 0
+	}
 	ed := c.Walrus.EpochDuration.D()
 	if n := c.EpochsOf(a); n > 1 {
 		return time.Duration(n-1) * ed

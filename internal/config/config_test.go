@@ -43,7 +43,7 @@ agents:
     pointer_interval: 1m
   - id: plain
     brain_dir: /srv/brains/plain
-    epochs: 2
+    epochs: 3
 `
 
 func writeConfig(t *testing.T, body string) string {
@@ -88,7 +88,7 @@ func TestLoadFull(t *testing.T) {
 		{"pointer override", c.PointerIntervalOf(&c.Agents[0]), time.Minute},
 		{"pointer default 0", c.PointerIntervalOf(&c.Agents[1]), time.Duration(0)},
 		{"epochs default", c.EpochsOf(&c.Agents[0]), 7},
-		{"epochs override", c.EpochsOf(&c.Agents[1]), 2},
+		{"epochs override", c.EpochsOf(&c.Agents[1]), 3},
 		{"path", c.Path, p},
 	}
 	for _, ch := range checks {
@@ -200,6 +200,13 @@ func TestValidate(t *testing.T) {
 		}, "agents[1].ens_name"},
 		{"seed inside brain", func(c *Config) { c.Agents[0].SeedDir = "/srv/a/seed" }, "agents[0].seed_dir"},
 		{"max lag below quiet", func(c *Config) { d := Duration(time.Hour); c.Agents[0].Quiet = &d }, "agents[0].max_lag"},
+		{"no expiry margin", func(c *Config) { c.Repository.ExpiryMargin = 0 }, "repository.expiry_margin"},
+		{"margin leaves no time", func(c *Config) { c.Agents[0].Epochs = 2 }, "repository.expiry_margin"},
+		{"margin as long as storage", func(c *Config) { c.Repository.ExpiryMargin = 4 }, "repository.expiry_margin"},
+		{"too few packs", func(c *Config) { c.Repository.MaxPacks = 1 }, "repository.max_packs"},
+		{"min live of all", func(c *Config) { c.Repository.MinLive = 1 }, "repository.min_live"},
+		{"negative min live", func(c *Config) { c.Repository.MinLive = -0.1 }, "repository.min_live"},
+		{"packs under the cap", func(c *Config) { c.Walrus.MaxBlobSize = 1 << 20 }, "walrus.max_blob_size"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -362,5 +369,33 @@ func TestHTTPSettings(t *testing.T) {
 		if tc.want == "" && (c.HTTP.SocketMode != 0o660 || c.HTTP.Readiness != "any" || c.HTTP.Token.File != "/k") {
 			t.Errorf("parsed %+v", c.HTTP)
 		}
+	}
+}
+
+// Format v3 is the default; v1 and v2 stay writable. Only those refresh an
+// unchanged brain by age: v3 re-packs (repository.*).
+func TestFormatDefaults(t *testing.T) {
+	c := Default()
+	if c.Encryption.Format != "v3" {
+		t.Errorf("default format %q, want v3", c.Encryption.Format)
+	}
+	if r := c.Repository; r.ExpiryMargin != 1 || r.MaxPacks != 64 || r.MinLive != 0.2 {
+		t.Errorf("repository defaults %+v", r)
+	}
+	a := &Agent{ID: "a"}
+	if d := c.RefreshAfterOf(a); d != 0 {
+		t.Errorf("v3 refresh after %s, want 0 (renewed by re-packing)", d)
+	}
+	for _, f := range []string{"v1", "v2"} {
+		c.Encryption.Format = f
+		if d := c.RefreshAfterOf(a); d != 4*c.Walrus.EpochDuration.D() {
+			t.Errorf("%s refresh after %s, want 4 epochs of the 5 stored", f, d)
+		}
+	}
+	// A small blob cap is fine for the whole-blob formats.
+	c.Walrus.MaxBlobSize = 1 << 20
+	c.StateDir = "/var/lib/hermesd"
+	if err := c.Validate(); err != nil {
+		t.Errorf("v2 with a 1 MiB cap: %v", err)
 	}
 }

@@ -125,6 +125,7 @@ func (c *Config) validate(v *validator) {
 	c.validateChain(v)
 	c.validateSecrets(v)
 	c.validateSeal(v)
+	c.validateRepository(v)
 	c.validateAgents(v)
 }
 
@@ -309,9 +310,9 @@ func (c *Config) validateSecrets(v *validator) {
 		v.add("encryption.key", "required: snapshots are always encrypted (create a key with 'hermesd keygen -o FILE')")
 	}
 	switch c.Encryption.Format {
-	case "v1", "v2", "seal":
+	case "v1", "v2", "v3", "seal":
 	default:
-		v.add("encryption.format", "%q is not one of v2, v1, seal", c.Encryption.Format)
+		v.add("encryption.format", "%q is not one of v3, v2, v1, seal", c.Encryption.Format)
 	}
 	if c.Encryption.V1MaxSize <= 0 {
 		v.add("encryption.v1_max_size", "must be positive")
@@ -327,6 +328,36 @@ func (c *Config) validateSecrets(v *validator) {
 		v.add("receipts.import_policy", "keep was removed: receipts not signed by a trusted operator are never folded into snapshots (use quarantine or reject)")
 	default:
 		v.add("receipts.import_policy", "%q is not one of quarantine, reject", c.Receipts.ImportPolicy)
+	}
+}
+
+// minPackSize is the smallest blob size limit format v3 can cut packs to
+// (repo.MinPackSize: a 1 MiB chunk and its index must fit).
+const minPackSize = 2 << 20
+
+func (c *Config) validateRepository(v *validator) {
+	r := &c.Repository
+	if c.Encryption.Format == "v3" && c.Walrus.MaxBlobSize > 0 && c.Walrus.MaxBlobSize < minPackSize {
+		v.add("walrus.max_blob_size", "%s is below the %s format v3 packs need", c.Walrus.MaxBlobSize, ByteSize(minPackSize))
+	}
+	if r.ExpiryMargin < 1 {
+		v.add("repository.expiry_margin", "must be at least 1 epoch (a pack would be kept until it is gone)")
+	}
+	for i := range c.Agents {
+		// A pack is re-packed once it may be within the margin of its end:
+		// the epoch an upload reports may end right after it, so a pack
+		// stored for margin+1 epochs would be due again at once.
+		if n := c.EpochsOf(&c.Agents[i]); c.Encryption.Format == "v3" && r.ExpiryMargin+2 > n {
+			v.add("repository.expiry_margin", "%d leaves no time for agent %s, whose packs are stored for %d epochs (at most epochs-2)",
+				r.ExpiryMargin, c.Agents[i].ID, n)
+			break
+		}
+	}
+	if r.MaxPacks < 4 {
+		v.add("repository.max_packs", "%d is below 4", r.MaxPacks)
+	}
+	if r.MinLive < 0 || r.MinLive >= 1 {
+		v.add("repository.min_live", "%v is outside 0 (never) .. below 1", r.MinLive)
 	}
 }
 

@@ -469,8 +469,11 @@ func TestSnapshotIntervalAndRefresh(t *testing.T) {
 		Quiet:            50 * time.Millisecond,
 		MaxLag:           200 * time.Millisecond,
 		SnapshotInterval: 700 * time.Millisecond,
-		Epochs:           1,
-		EpochDuration:    4 * time.Second, // refresh after half an epoch
+		// Format v3 (the default) re-packs an unchanged brain once its
+		// packs may be within one epoch of their end: with three 2 s
+		// epochs, some 2 s after an upload.
+		Epochs:        3,
+		EpochDuration: 2 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -495,8 +498,8 @@ func TestSnapshotIntervalAndRefresh(t *testing.T) {
 		t.Errorf("second upload %v after the first, before snapshot_interval", gap)
 	}
 
-	// Nothing changes; before the one-epoch blob expires the same brain is
-	// uploaded again and the pointer follows.
+	// Nothing changes; before its packs expire the same brain is stored
+	// again (a re-pack) and the pointer follows.
 	hashBefore := a.Status().Last.BundleHash
 	eventually(t, "a refresh upload", func() bool {
 		s := a.Status()

@@ -727,6 +727,9 @@ func TestFailedSnapshotShowsInReadyz(t *testing.T) {
 	w := newWorld(t, devnet.Agent{ID: "good"}, devnet.Agent{ID: "big"})
 	writeFile(t, filepath.Join(w.brain("good"), "system.md"), "small\n", 0o644)
 	writeFile(t, filepath.Join(w.brain("big"), "system.md"), "small for now\n", 0o644)
+	// A whole-brain format fails over the blob size limit; v3 would cut
+	// the brain into packs instead.
+	w.dn.Config.Encryption.Format = "v2"
 	w.dn.Config.Walrus.MaxBlobSize = 256 << 10
 	d := startDaemon(t, w, nil)
 	for _, id := range []string{"good", "big"} {

@@ -273,7 +273,10 @@ func (d *drill) snapshot(ctx context.Context, obs *observer) error {
 	files, bytes := obs.hashed()
 	took := time.Since(t)
 	if s := sr.Snapshot; s != nil {
-		took -= s.Pack + s.Upload + s.Verify
+		took -= s.Pack
+		if s.Format != snapshot.FormatV3 { // v3's Pack includes its uploads
+			took -= s.Upload + s.Verify
+		}
 	}
 	d.rep.Stages = append(d.rep.Stages, Stage{Name: "hash", OK: true, Took: took, MS: ms(took),
 		Detail: fmt.Sprintf("%d files, %s, bundle hash %s", files, walrus.FormatSize(bytes), short(sr.Hash.String()))})
@@ -284,13 +287,24 @@ func (d *drill) snapshot(ctx context.Context, obs *observer) error {
 		d.took = true
 		d.rep.Snapshot = "snapshotted"
 		add := d.rep.timed
-		add("pack", s.Pack, fmt.Sprintf("lock v%d + receipts, tar + encrypt: %s blob", s.Version, walrus.FormatSize(s.Size)))
-		up := fmt.Sprintf("blob %s, end epoch %d", s.BlobID, s.EndEpoch)
-		if s.AlreadyCertified {
-			up += " (already certified)"
+		if s.Format == snapshot.FormatV3 {
+			// The stages overlap (files are read while packs upload): the
+			// pack stage is the whole snapshot, upload and verify the time
+			// spent in them.
+			add("pack", s.Pack, fmt.Sprintf("lock v%d + receipts; v3: %d of %d files read, %d pack(s), %s uploaded, %d pack(s) re-packed",
+				s.Version, s.FilesRead, s.Files, s.Packs, walrus.FormatSize(s.Uploaded), s.Repacked))
+			add("upload", s.Upload, fmt.Sprintf("head pack %s (%s); the snapshot needs %d pack(s), the earliest ending with epoch %d",
+				s.BlobID, walrus.FormatSize(s.Size), s.LivePacks, s.EndEpoch))
+			add("verify", s.Verify, "every pack read back and compared before the head referenced it")
+		} else {
+			add("pack", s.Pack, fmt.Sprintf("lock v%d + receipts, tar + encrypt: %s blob", s.Version, walrus.FormatSize(s.Size)))
+			up := fmt.Sprintf("blob %s, end epoch %d", s.BlobID, s.EndEpoch)
+			if s.AlreadyCertified {
+				up += " (already certified)"
+			}
+			add("upload", s.Upload, up)
+			add("verify", s.Verify, "read back: size and sha256 match")
 		}
-		add("upload", s.Upload, up)
-		add("verify", s.Verify, "read back: size and sha256 match")
 	case agent.Unchanged:
 		d.rep.Snapshot = "unchanged"
 		d.rep.note("the brain has not changed since its last verified snapshot: nothing uploaded")
@@ -402,12 +416,21 @@ func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) 
 		d.rep.Stages = append(d.rep.Stages, Stage{Name: "download", Error: err.Error()})
 		return res, fmt.Errorf("restore blob %s: %w", blob, err)
 	}
-	d.rep.timed("download", res.Download, fmt.Sprintf("%s from %s, %d attempt(s)", walrus.FormatSize(res.BlobSize), res.Source, res.Attempts))
+	if res.Format == snapshot.FormatV3 {
+		d.rep.timed("download", res.Download, fmt.Sprintf("v3 head pack (%s): commit and the indexes of the packs it needs", walrus.FormatSize(res.BlobSize)))
+	} else {
+		d.rep.timed("download", res.Download, fmt.Sprintf("%s from %s, %d attempt(s)", walrus.FormatSize(res.BlobSize), res.Source, res.Attempts))
+	}
 	if err != nil {
 		d.rep.Stages = append(d.rep.Stages, Stage{Name: "unpack", Took: res.Unpack, MS: ms(res.Unpack), Error: err.Error()})
 		return res, fmt.Errorf("restore blob %s: %w", blob, err)
 	}
-	d.rep.timed("unpack", res.Unpack, fmt.Sprintf("%d files, %s; they hash to the restored lock's bundleHash", res.Files, walrus.FormatSize(res.Bytes)))
+	if res.Format == snapshot.FormatV3 {
+		d.rep.timed("unpack", res.Unpack, fmt.Sprintf("%d files, %s: %s read in %d range requests; every object id, file SHA-256 and the bundle hash verified",
+			res.Files, walrus.FormatSize(res.Bytes), walrus.FormatSize(res.Downloaded), res.Ranges))
+	} else {
+		d.rep.timed("unpack", res.Unpack, fmt.Sprintf("%d files, %s; they hash to the restored lock's bundleHash", res.Files, walrus.FormatSize(res.Bytes)))
+	}
 	d.rep.BlobBytes = res.BlobSize
 	d.rep.Files, d.rep.Bytes = res.Files, res.Bytes
 	for _, s := range res.Skipped {
@@ -637,15 +660,15 @@ func (d *drill) checkGate(ctx context.Context, blob string) (*manifest, string, 
 			verified = "read back: size and sha256 match the upload"
 		} else {
 			// A snapshot restored here rather than taken here has no
-			// recorded digest; its lock must at least claim this state.
-			lock, err := d.svc.Pipeline(d.ac, d.svc.Config.StateDir, nil).ReadLock(ctx, blob)
+			// recorded digest; it must at least claim this state.
+			claim, err := d.claimedHash(ctx, blob)
 			if err != nil {
-				return nil, "", fmt.Errorf("%w: read the lock of blob %s: %w", ErrRefused, blob, err)
+				return nil, "", fmt.Errorf("%w: read blob %s: %w", ErrRefused, blob, err)
 			}
-			if lock.BundleHash() != d.last.BundleHash {
-				return nil, "", fmt.Errorf("%w: blob %s holds %s, the brain is %s", ErrRefused, blob, lock.BundleHash(), d.last.BundleHash)
+			if claim != d.last.BundleHash {
+				return nil, "", fmt.Errorf("%w: blob %s holds %s, the brain is %s", ErrRefused, blob, claim, d.last.BundleHash)
 			}
-			verified = "no recorded digest (restored, not taken, here): its lock claims this bundle hash"
+			verified = "no recorded digest (restored, not taken, here): it claims this bundle hash"
 		}
 	}
 	pre, err := scan(ctx, d.ac.BrainDir, true)
@@ -660,6 +683,28 @@ func (d *drill) checkGate(ctx context.Context, blob string) (*manifest, string, 
 	}
 	files, dirs := pre.counts()
 	return pre, fmt.Sprintf("%d files and %d directories recorded (sha256, mode, size); blob %s", files, dirs, verified), nil
+}
+
+// claimedHash is the bundle hash a snapshot claims: a v3 head's commit
+// (every pack it needs read, indexes verified), a v1/v2 blob's lock.
+func (d *drill) claimedHash(ctx context.Context, blob string) (string, error) {
+	pipe := d.svc.Pipeline(d.ac, d.svc.Config.StateDir, nil)
+	f, err := pipe.BlobFormat(ctx, blob)
+	if err != nil {
+		return "", err
+	}
+	if f == snapshot.FormatV3 {
+		r, err := pipe.OpenV3(ctx, blob)
+		if err != nil {
+			return "", err
+		}
+		return r.Commit().BundleHash.String(), nil
+	}
+	lock, err := pipe.ReadLock(ctx, blob)
+	if err != nil {
+		return "", err
+	}
+	return lock.BundleHash(), nil
 }
 
 // finish copies back the two files that legitimately differ, restores the

@@ -18,6 +18,7 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
@@ -347,7 +348,7 @@ func TestDrill(t *testing.T) {
 			w.tamper(blob)
 		}
 		rep, err := Run(t.Context(), o)
-		if !errors.Is(err, cipher.ErrAuth) || rep.Passed() {
+		if !errors.Is(err, cipher.ErrAuth) && !errors.Is(err, repo.ErrAuth) || rep.Passed() {
 			t.Fatalf("err %v, report %+v", err, rep)
 		}
 		if !strings.Contains(strings.Join(rep.Notes, "\n"), "put back") {
@@ -372,7 +373,7 @@ func TestDrill(t *testing.T) {
 				o.BlobID = blob
 			}
 			rep, err := Run(t.Context(), o)
-			if !errors.Is(err, cipher.ErrAuth) || rep.Result != "fail" {
+			if !errors.Is(err, cipher.ErrAuth) && !errors.Is(err, repo.ErrAuth) || rep.Result != "fail" {
 				t.Fatalf("mode %s: err %v, report %+v", mode, err, rep)
 			}
 			if last := rep.Stages[len(rep.Stages)-1]; last.Name != "unpack" || last.OK {

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 )
 
@@ -161,6 +162,10 @@ type SnapshotInput struct {
 	// Want, when not zero, is the bundle hash the caller computed (and
 	// wrote into the lock): a tree that hashes otherwise is ErrChanged.
 	Want hash.Digest
+	// Overlay, when set, is the view of the brain Want was computed
+	// through (consistent copies of live SQLite databases): the snapshot
+	// reads the same view, with the same walker as the hasher.
+	Overlay *fsys.Overlay
 	// Parent is the previous head's blob id ("" for an agent's first
 	// snapshot) and ParentFormat its format ("v1", "v2", "v3").
 	Parent       string
@@ -249,7 +254,7 @@ func (n *node) chunkIDs() []ID {
 
 type fileJob struct {
 	n    *node
-	fd   int
+	f    fsys.File
 	path string
 }
 
@@ -321,7 +326,7 @@ type build struct {
 	uploaded []uploadedPack
 	last     *PackWriter
 
-	dirBuf   []byte // the walker's listing buffer
+	fsroot   fsys.Root // the brain, through in.Overlay
 	root     *node
 	lock     *node
 	receipts *node
@@ -385,7 +390,6 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 		ready:    make(chan *Pack, 1),
 		packBufs: bufs.packs,
 		trees:    TreeMap{},
-		dirBuf:   make([]byte, 32<<10),
 	}
 	// The largest object an empty pack can hold.
 	bd.maxTree = int(min(b.MaxPackSize-HeaderSize-minIndexStored-indexEntryLen-Overhead, MaxTreeLen))
@@ -448,16 +452,13 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 			}
 		}
 	}
-	rootFD, err := openRootDir(bd.in.Brain)
+	root, err := fsys.OpenRootOverlay(bd.in.Brain, bd.in.Overlay)
 	if err != nil {
 		return nil, fmt.Errorf("repo: brain: %w", err)
 	}
-	defer closeFD(rootFD)
-	rst, err := fstat(rootFD)
-	if err != nil {
-		return nil, fmt.Errorf("repo: brain: %w", err)
-	}
-	bd.root = &node{dir: true, mode: rst.mode.Perm()}
+	defer root.Close()
+	bd.fsroot = root
+	bd.root = &node{dir: true}
 
 	g, gctx := errgroup.WithContext(ctx)
 	var filesDone sync.WaitGroup // walker, readers, sealers
@@ -475,7 +476,7 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 			}
 			prev = t
 		}
-		return bd.walkDir(gctx, rootFD, "", bd.root, prev, 0)
+		return bd.walkDir(gctx, "", bd.root, prev, 0)
 	})
 	var readers sync.WaitGroup
 	for range w {
@@ -535,59 +536,38 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 	return bd.commit(ctx, bundle, usage)
 }
 
-// dirent is one directory entry as listed, with the type the directory
-// records (direntUnknown when the filesystem does not say).
-type dirent struct {
-	name string
-	typ  uint8
-}
-
-const (
-	direntUnknown = iota
-	direntFile
-	direntDir
-	direntOther
-)
-
-// walkDir lists the directory fd (at rel) into n: a file it can reuse
-// costs no system call beyond the listing (its mode comes from Known, like
-// its contents), the others go to the readers, which stat them once open.
-func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev *Tree, depth int) error {
+// walkDir lists the directory rel into n, through the same walker (and
+// overlay) as the hasher: a file it can reuse costs no system call beyond
+// the listing (its mode comes from Known, like its contents), the others
+// go to the readers, which stat them once open. A directory that vanished
+// before it could be listed is left out, like a vanished file.
+func (bd *build) walkDir(ctx context.Context, rel string, n *node, prev *Tree, depth int) error {
 	if depth >= MaxDepth {
 		return fmt.Errorf("%w: %s: directories nested deeper than %d", ErrTooLarge, displayPath(rel), MaxDepth)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ents, err := listDir(fd, bd.dirBuf, maxDirEntries)
+	ents, info, err := bd.fsroot.ReadDir(rel)
 	if err != nil {
+		if rel != "" && fsys.IsGone(err) {
+			n.gone = true
+			return nil
+		}
 		return fmt.Errorf("repo: read directory %s: %w", displayPath(rel), err)
 	}
-	slices.SortFunc(ents, func(a, b dirent) int { return strings.Compare(a.name, b.name) }) // bytewise: the tree order
+	if len(ents) > maxDirEntries {
+		return fmt.Errorf("%w: %s: more than %d entries", ErrTooLarge, displayPath(rel), maxDirEntries)
+	}
+	n.mode = info.Mode.Perm()
+	slices.SortFunc(ents, func(a, b fsys.Entry) int { return strings.Compare(a.Name, b.Name) }) // bytewise: the tree order
 	for _, ent := range ents {
-		name := ent.name
+		name := ent.Name
 		p := name
 		if rel != "" {
 			p = rel + "/" + name
 		}
-		if ent.typ == direntUnknown {
-			st, err := statAt(fd, name)
-			if err != nil {
-				if isVanished(err) {
-					continue
-				}
-				return fmt.Errorf("repo: stat %s: %w", p, err)
-			}
-			switch {
-			case st.mode.IsDir():
-				ent.typ = direntDir
-			case st.mode.Type() == 0:
-				ent.typ = direntFile
-			default:
-				ent.typ = direntOther
-			}
-		}
-		isDir, isFile := ent.typ == direntDir, ent.typ == direntFile
+		isDir, isFile := ent.Type == fs.ModeDir, ent.Type == 0
 		if !isDir && !isFile {
 			continue // symlink, socket, fifo, device: skipped like the hasher
 		}
@@ -604,7 +584,7 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 			} else {
 				bd.receipts = c
 			}
-			if err := bd.submit(ctx, fd, p, c); err != nil {
+			if err := bd.submit(ctx, p, c); err != nil {
 				return err
 			}
 			continue
@@ -614,32 +594,19 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 			pe = prev.Find(name)
 		}
 		if isDir {
-			cfd, err := openDirAt(fd, name)
-			if err != nil {
-				if isVanished(err) {
-					continue
-				}
-				return fmt.Errorf("repo: open directory %s: %w", p, err)
-			}
-			cst, err := fstat(cfd)
-			if err != nil {
-				closeFD(cfd)
-				return fmt.Errorf("repo: stat %s: %w", p, err)
-			}
-			c := &node{name: name, dir: true, mode: cst.mode.Perm()}
+			c := &node{name: name, dir: true}
 			var sub *Tree
 			if pe != nil && pe.Type == EntryDir {
 				if sub, err = bd.in.Trees.Tree(ctx, pe.Subtree); err != nil {
-					closeFD(cfd)
 					return fmt.Errorf("load previous tree of %s: %w", p, err)
 				}
 			}
-			err = bd.walkDir(ctx, cfd, p, c, sub, depth+1)
-			closeFD(cfd)
-			if err != nil {
+			if err := bd.walkDir(ctx, p, c, sub, depth+1); err != nil {
 				return err
 			}
-			n.children = append(n.children, c)
+			if !c.gone {
+				n.children = append(n.children, c)
+			}
 			continue
 		}
 		c := &node{name: name}
@@ -650,7 +617,7 @@ func (bd *build) walkDir(ctx context.Context, fd int, rel string, n *node, prev 
 			bd.stats.chunksReused.Add(int64(len(pe.Chunks)))
 			continue
 		}
-		if err := bd.submit(ctx, fd, p, c); err != nil {
+		if err := bd.submit(ctx, p, c); err != nil {
 			return err
 		}
 	}
@@ -712,20 +679,20 @@ func (bd *build) claim(h Handle) bool {
 	return true
 }
 
-func (bd *build) submit(ctx context.Context, dirfd int, path string, n *node) error {
-	fd, err := openFileAt(dirfd, n.name)
+func (bd *build) submit(ctx context.Context, path string, n *node) error {
+	f, err := bd.fsroot.Open(path)
 	if err != nil {
-		if isVanished(err) {
+		if fsys.IsGone(err) {
 			n.gone = true
 			return nil
 		}
 		return fmt.Errorf("repo: open %s: %w", path, err)
 	}
 	select {
-	case bd.jobs <- fileJob{n: n, fd: fd, path: path}:
+	case bd.jobs <- fileJob{n: n, f: f, path: path}:
 		return nil
 	case <-ctx.Done():
-		closeFD(fd)
+		f.Close()
 		return ctx.Err()
 	}
 }
@@ -740,11 +707,11 @@ func (bd *build) readFiles(ctx context.Context) error {
 			firstErr = ctx.Err()
 		}
 		if firstErr != nil {
-			closeFD(j.fd) // drain: the walker may still be sending
+			j.f.Close() // drain: the walker may still be sending
 			continue
 		}
 		firstErr = bd.readFile(ctx, j, &cut, sum)
-		closeFD(j.fd)
+		j.f.Close()
 	}
 	return firstErr
 }
@@ -753,23 +720,23 @@ func (bd *build) readFiles(ctx context.Context) error {
 // file larger than MinChunk.
 func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum gohash.Hash) error {
 	n := j.n
-	st, err := fstat(j.fd)
+	st, err := j.f.Stat()
 	if err != nil {
 		return fmt.Errorf("repo: stat %s: %w", j.path, err)
 	}
-	if st.mode.Type() != 0 {
+	if st.Mode.Type() != 0 {
 		n.gone = true // replaced by something else since the listing
 		return nil
 	}
-	n.mode = st.mode.Perm()
-	var r io.Reader = fdReader(j.fd)
+	n.mode = st.Mode.Perm()
+	var r io.Reader = j.f
 	var prefix *[]byte
-	if st.size <= MinChunk {
+	if st.Size <= MinChunk {
 		buf, err := bd.small.get(ctx)
 		if err != nil {
 			return err
 		}
-		m, err := readSmall(r, *buf, int(st.size))
+		m, err := readSmall(r, *buf, int(st.Size))
 		switch {
 		case err == io.EOF:
 			// The whole file: one chunk whose id is the file's SHA-256.

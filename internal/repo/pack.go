@@ -397,6 +397,20 @@ func (w *PackWriter) Add(t Type, id ID, stored []byte) error {
 	return nil
 }
 
+// SealIndex returns what precedes the objects of a pack holding ix and
+// dataLen bytes of objects: the header (a head pack when ix has a commit,
+// the writer's key id) and the index sealed under the object key with
+// the header as associated data; and the header itself.
+func (k *Keys) SealIndex(ix *PackIndex, dataLen int64) ([]byte, Header, error) {
+	plain := ix.Encode()
+	h := Header{Head: len(ix.Commit) > 0, KeyID: k.keyID, IndexLength: int64(len(plain) + Overhead), DataLength: dataLen}
+	hdr := h.Encode()
+	prefix := make([]byte, 0, HeaderSize+len(plain)+Overhead)
+	prefix = append(prefix, hdr[:]...)
+	prefix, err := k.sealAAD(prefix, k.indexAAD(hdr[:]), plain)
+	return prefix, h, err
+}
+
 // Finish completes the pack: a head pack when commit is non-empty. The
 // returned Pack belongs to the caller, who discards it. The writer is done
 // either way.
@@ -408,13 +422,8 @@ func (w *PackWriter) Finish(commit []byte) (p *Pack, err error) {
 	if total, ix := w.sizeWith(0, int64(len(commit)), 0); total > w.max || ix+Overhead > MaxIndexLen {
 		return nil, fmt.Errorf("%w: pack of %d bytes with its commit exceeds the cap of %d", ErrPackFull, total, w.max)
 	}
-	ix := &PackIndex{Entries: w.entries, Commit: commit}
-	plain := ix.Encode()
-	h := Header{Head: len(commit) > 0, KeyID: w.keys.keyID, IndexLength: int64(len(plain) + Overhead), DataLength: w.data}
-	hdr := h.Encode()
-	prefix := make([]byte, 0, HeaderSize+len(plain)+Overhead)
-	prefix = append(prefix, hdr[:]...)
-	if prefix, err = w.keys.sealAAD(prefix, w.keys.indexAAD(hdr[:]), plain); err != nil {
+	prefix, h, err := w.keys.SealIndex(&PackIndex{Entries: w.entries, Commit: commit}, w.data)
+	if err != nil {
 		return nil, err
 	}
 	p = &Pack{Size: h.Size(), IndexLength: h.IndexLength, Head: h.Head, Objects: w.entries}

@@ -3,7 +3,6 @@
 package repo
 
 import (
-	"encoding/binary"
 	"io/fs"
 	"os"
 	"sync/atomic"
@@ -11,43 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// parseDirents appends the entries of getdents64 records
-// (ino u64, off i64, reclen u16, type u8, name NUL-terminated) to ents.
-func parseDirents(b []byte, ents []dirent) []dirent {
-	const nameOff = 19
-	for len(b) >= nameOff {
-		reclen := int(binary.NativeEndian.Uint16(b[16:]))
-		if reclen < nameOff || reclen > len(b) {
-			return ents // cannot happen: the kernel wrote these
+// retry calls f again while it fails with EINTR.
+func retry[T any](f func() (T, error)) (T, error) {
+	for {
+		v, err := f()
+		if err != unix.EINTR {
+			return v, err
 		}
-		rec := b[:reclen]
-		b = b[reclen:]
-		if binary.NativeEndian.Uint64(rec) == 0 {
-			continue // a deleted entry
-		}
-		name := rec[nameOff:]
-		for i, c := range name {
-			if c == 0 {
-				name = name[:i]
-				break
-			}
-		}
-		if string(name) == "." || string(name) == ".." {
-			continue
-		}
-		t := uint8(direntUnknown)
-		switch rec[18] {
-		case unix.DT_REG:
-			t = direntFile
-		case unix.DT_DIR:
-			t = direntDir
-		case unix.DT_UNKNOWN:
-		default:
-			t = direntOther
-		}
-		ents = append(ents, dirent{name: string(name), typ: t})
 	}
-	return ents
 }
 
 // noOpenat2 is set once openat2 turned out to be unavailable (an old

@@ -4,18 +4,24 @@ import (
 	"crypto/ecdsa"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/repo"
 )
 
 // Format is how a snapshot is written.
 type Format string
 
 const (
+	// FormatV3 is the content-addressed repository (DESIGN.md §10,
+	// docs/format-v3.md): a snapshot uploads only the objects no live pack
+	// holds, in packs under the blob size limit; the default.
+	FormatV3 Format = "v3"
 	// FormatV2 is the streaming envelope (Tink AES-GCM-HKDF, 1 MiB
-	// segments) around a deterministic tar; the default.
+	// segments) around a deterministic tar of the whole brain.
 	FormatV2 Format = "v2"
 	// FormatV1 is the reference runtime's whole-buffer envelope around
 	// the same tar, capped at V1MaxSize.
@@ -36,17 +42,35 @@ type Pipeline struct {
 	BrainDir string
 	SpoolDir string
 
-	Key    cipher.Key
-	Format Format
+	// Key is the master key: v1 and v2 envelopes use it, and v3 derives
+	// the agent key from it unless AgentKey is set.
+	Key cipher.Key
+	// AgentKey, when set, is the agent's v3 key (HKDF of the master key
+	// and the identity; an agent handed to a new owner comes with it
+	// alone).
+	AgentKey *repo.AgentKey
+	Format   Format // how snapshots are written; every format is read
 	// Seal seals snapshots of FormatSeal and opens Seal blobs on restore;
 	// nil without a seal configuration.
 	Seal      *Sealing
 	V1MaxSize int64 // the v1 cap, when writing and when reading
-	// MaxBlobSize is the store's body limit: a bigger snapshot fails with
-	// ErrTooLarge before any upload. 0 = no limit here.
+	// MaxBlobSize is the store's body limit: a bigger v1/v2 snapshot fails
+	// with ErrTooLarge before any upload; v3 packs are cut to it. 0 = no
+	// limit here (v3 packs are then 10 MiB).
 	MaxBlobSize int64
 	Store       BlobStore
 	Epochs      int
+
+	// CacheDir keeps the v3 dedup index and epoch clock between runs
+	// (the agent's state directory); "" keeps them in memory only.
+	CacheDir string
+	// EpochDuration is the Walrus network's epoch length: with the epoch
+	// an upload reports, it tells when a v3 pack nears its end epoch.
+	EpochDuration time.Duration
+	// Repack is the v3 expiry and compaction policy.
+	Repack RepackPolicy
+	// Read tunes v3 range reads (zero: the repo package's defaults).
+	Read repo.ReadOptions
 
 	// Receipts is the agent's receipt log; its export is folded into every
 	// snapshot. Nil writes no receipts.ndjson.
@@ -60,6 +84,9 @@ type Pipeline struct {
 	Limits Limits
 	Now    func() time.Time
 	Log    *slog.Logger
+
+	v3mu sync.Mutex // one v3 snapshot at a time; guards v3
+	v3   *v3state
 }
 
 func (p *Pipeline) now() time.Time {
@@ -82,6 +109,10 @@ func (p *Pipeline) check() error {
 	case FormatSeal:
 		if err := p.checkSeal(); err != nil {
 			return err
+		}
+	case FormatV3:
+		if p.MaxBlobSize > 0 && p.MaxBlobSize < repo.MinPackSize {
+			return fmt.Errorf("snapshot: format v3 needs a blob size limit of at least %d bytes, not %d", repo.MinPackSize, p.MaxBlobSize)
 		}
 	default:
 		return fmt.Errorf("snapshot: unknown format %q", p.Format)

@@ -69,6 +69,7 @@ func (l Limits) limitsFor(blobSize int64) Limits {
 
 // Restored describes a completed restore.
 type Restored struct {
+	Format     Format
 	BlobID     string
 	BundleHash hash.Digest
 	// Verified is false only for an unverified restore (see
@@ -78,8 +79,12 @@ type Restored struct {
 	Lock     *bundlelock.Lock // nil when the snapshot holds none (unverified restores)
 	Files    int              // hashed files
 	Bytes    int64            // plaintext bytes of hashed files
-	BlobSize int64
-	Skipped  []string // archive entries skipped (links, devices), with reasons
+	BlobSize int64            // the blob (v3: the head pack)
+	// Downloaded and Ranges count what a v3 restore read: only the
+	// objects it needed, in closed range reads.
+	Downloaded int64
+	Ranges     int64
+	Skipped    []string // archive entries skipped (links, devices), with reasons
 	// Unchecked says what an unverified restore could not check.
 	Unchecked []string
 	Source    string // where the blob came from
@@ -94,8 +99,13 @@ type RestoreOptions struct {
 	// lock the files do not match (a reference-runtime snapshot taken
 	// while its brain was changing), instead of refusing it. The blob must
 	// still decrypt and authenticate; Restored says what was not checked
-	// and what the files hash to. Never used by the daemon.
+	// and what the files hash to. Never used by the daemon. (A v3
+	// snapshot is always verified: its commit is the claim.)
 	Unverified bool
+	// Path restores only this file or directory of a v3 snapshot
+	// ('/'-separated, relative to the brain), every object and file
+	// verified; "" restores everything.
+	Path string
 }
 
 // StageError says at which stage of a restore an error happened:
@@ -115,11 +125,32 @@ func (p *Pipeline) Restore(ctx context.Context, blobID, target string) (Restored
 	return p.RestoreWith(ctx, blobID, target, RestoreOptions{})
 }
 
-// RestoreWith is Restore with options.
+// RestoreWith is Restore with options. The blob's first bytes say its
+// format: v3 is read with range reads of only the objects needed, v1 and
+// v2 are downloaded whole.
 func (p *Pipeline) RestoreWith(ctx context.Context, blobID, target string, opts RestoreOptions) (Restored, error) {
 	if err := checkEmpty(target); err != nil {
 		return Restored{}, err
 	}
+	f, err := p.BlobFormat(ctx, blobID)
+	switch {
+	case err != nil && errors.Is(err, ErrBlobNotFound):
+		return Restored{}, &StageError{"download", err}
+	case err != nil && (errors.Is(err, cipher.ErrUnknownFormat) || errors.Is(err, cipher.ErrUnsupportedVersion)):
+		return Restored{}, &StageError{"unpack", fmt.Errorf("blob %s: %w", blobID, err)}
+	case err != nil:
+		return Restored{}, &StageError{"download", err}
+	case f == FormatV3:
+		return p.restoreV3(ctx, blobID, target, opts)
+	case opts.Path != "":
+		return Restored{}, fmt.Errorf("%w: blob %s is %s; only v3 snapshots restore a single path", ErrNotV3, blobID, f)
+	}
+	return p.restoreWhole(ctx, blobID, target, opts)
+}
+
+// restoreWhole restores a v1 or v2 blob: download, decrypt, extract,
+// verify, rename into place.
+func (p *Pipeline) restoreWhole(ctx context.Context, blobID, target string, opts RestoreOptions) (Restored, error) {
 	spool, err := os.CreateTemp(p.SpoolDir, "restore-*.blob")
 	if err != nil {
 		return Restored{}, fmt.Errorf("create spool: %w", err)
@@ -137,6 +168,7 @@ func (p *Pipeline) RestoreWith(ctx context.Context, blobID, target string, opts 
 	start = time.Now()
 	res, err := p.restoreFile(ctx, spool.Name(), got.Size, target, opts)
 	res.BlobID, res.BlobSize, res.Download = blobID, got.Size, download
+	res.Downloaded, res.Ranges = got.Size, 1
 	res.Source, res.Attempts = got.Source, got.Attempts
 	res.Unpack = time.Since(start)
 	if err != nil {
@@ -205,6 +237,9 @@ func (p *Pipeline) unpack(ctx context.Context, blobPath string, size int64, dir 
 		return Restored{}, fmt.Errorf("open blob: %w", err)
 	}
 	defer f.Close()
+	var prefix [formatPrefixLen]byte
+	n, _ := f.ReadAt(prefix[:], 0)
+	format, _ := DetectFormat(prefix[:n]) // decryptStream refuses what is neither v1, v2 nor Seal
 	plain, err := p.decryptStream(ctx, f)
 	if err != nil {
 		return Restored{}, p.explainDecrypt(blobPath, err)
@@ -234,7 +269,7 @@ func (p *Pipeline) unpack(ctx context.Context, blobPath string, size int64, dir 
 
 	files := toHashFiles(man)
 	got := hash.FromFiles(files)
-	res := Restored{BundleHash: got, Verified: true}
+	res := Restored{Format: format, BundleHash: got, Verified: true}
 	for _, fl := range files {
 		if !hash.Excluded(fl.Path) {
 			res.Files++

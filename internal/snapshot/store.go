@@ -11,6 +11,16 @@ import (
 type BlobStore interface {
 	// Put uploads the file at path, stored for epochs epochs.
 	Put(ctx context.Context, path string, epochs int) (Stored, error)
+	// PutReader uploads the size bytes open returns (it is called once
+	// per attempt), stored for epochs epochs: a v3 pack held in memory.
+	PutReader(ctx context.Context, open func() (io.ReadCloser, error), size int64, epochs int) (Stored, error)
+	// Compare reads blobID back and requires exactly the size bytes open
+	// returns: the read-back of a pack the pipeline still holds.
+	Compare(ctx context.Context, blobID string, open func() (io.ReadCloser, error), size int64) error
+	// ReadRange writes bytes [off, off+length) of blobID to w, never more,
+	// and returns the blob's size (Walrus aggregators serve closed ranges
+	// only). It may fail after a partial write.
+	ReadRange(ctx context.Context, blobID string, off, length int64, w io.Writer) (total int64, err error)
 	// Get downloads blobID into the file at path, refusing a blob larger
 	// than max bytes before writing it.
 	Get(ctx context.Context, blobID, path string, max int64) (Fetched, error)
@@ -25,6 +35,10 @@ type BlobStore interface {
 type Stored struct {
 	BlobID   string
 	EndEpoch uint64 // the blob expires when this epoch begins
+	// Epoch is the store's epoch when it registered the blob (0: it did
+	// not say, e.g. for bytes it already held): what the v3 pipeline's
+	// expiry schedule learns the network's clock from.
+	Epoch uint64
 	// AlreadyCertified: the store already held these bytes.
 	AlreadyCertified bool
 	Attempts         int
@@ -36,6 +50,10 @@ type Fetched struct {
 	Source   string // where it came from (scheme://host:port)
 	Attempts int
 }
+
+// ErrBlobNotFound matches a blob the store does not have (never stored,
+// or expired). Stores wrap their own not-found error with it.
+var ErrBlobNotFound = errors.New("blob not found or expired")
 
 // ErrTooLarge matches a snapshot that is over the store's size limit; it
 // will not fit until the brain changes.

@@ -38,24 +38,39 @@ type Input struct {
 	// through (frozen copies of live SQLite databases); the snapshot reads
 	// the same view.
 	Overlay *fsys.Overlay
+	// Known lists the brain's files with their digests as the hash that
+	// gave Want saw them (hash.Cache.Files): a v3 snapshot does not read
+	// a file whose path, size and SHA-256 match the previous commit.
+	Known []hash.File
 }
 
 // Result describes an uploaded, verified snapshot.
 type Result struct {
-	BlobID           string
+	Format           Format
+	BlobID           string // what the ENS pointer names: the blob, or the v3 head pack
 	BundleHash       hash.Digest
 	Version          int64
-	Size             int64    // encrypted bytes
-	SHA256           [32]byte // of the encrypted blob
-	EndEpoch         uint64
+	Size             int64    // encrypted bytes of BlobID
+	SHA256           [32]byte // of BlobID's bytes
+	EndEpoch         uint64   // the snapshot is restorable until then (v3: the earliest of its packs)
 	AlreadyCertified bool
 	Files            int
 	Bytes            int64 // plaintext bytes of the files packed
-	CreatedAt        time.Time
-	Pack             time.Duration // lock + receipts + tar + encrypt + spool
-	Upload           time.Duration
-	Verify           time.Duration
-	Attempts         int // HTTP attempts for the upload
+	// Uploaded is every byte this snapshot uploaded (v3: all its packs).
+	Uploaded int64
+	// Packs, LivePacks, Repacked and FilesRead describe a v3 snapshot: the
+	// packs it uploaded (the head included), the packs its commit needs,
+	// the packs whose live objects it wrote again, and the files it read
+	// (the others were unchanged).
+	Packs, LivePacks, Repacked, FilesRead int
+	CreatedAt                             time.Time
+	// Pack is the time to build the snapshot (v3: everything, uploads
+	// included, as they overlap); Upload and Verify the time spent in
+	// uploads and read-backs (v3: summed over packs).
+	Pack     time.Duration
+	Upload   time.Duration
+	Verify   time.Duration
+	Attempts int // HTTP attempts for the upload
 }
 
 // Take snapshots the brain, whose bundle hash the caller has just computed
@@ -65,29 +80,50 @@ func (s *Pipeline) Take(ctx context.Context, in Input) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err
 	}
-	want := in.Want
-	start := s.now()
+	switch s.Format {
+	case FormatV3:
+		return s.takeV3(ctx, in)
+	}
+	return s.takeWhole(ctx, in)
+}
+
+// recordLock moves bundle.lock.json to in.Want (version+1 and a signed
+// transition receipt when the hash changed) and exports receipts.ndjson,
+// as every format does before packing. It returns the lock, its path and
+// the blob it named: the new snapshot's parent.
+func (s *Pipeline) recordLock(ctx context.Context, want hash.Digest, start time.Time) (*bundlelock.Lock, string, string, error) {
 	lockPath := filepath.Join(s.BrainDir, bundlelock.FileName)
 	lock, err := bundlelock.Read(lockPath)
 	if errors.Is(err, os.ErrNotExist) {
 		lock = &bundlelock.Lock{}
 	} else if err != nil {
-		return Result{}, fmt.Errorf("read lock: %w", err)
+		return nil, "", "", fmt.Errorf("read lock: %w", err)
 	}
 	before := lock.BundleHash()
 	parent := lock.BlobID()
 	if lock.Record(want.String(), start.UnixMilli()) {
 		if err := s.appendTransition(before, want, parent, start); err != nil {
-			return Result{}, err
+			return nil, "", "", err
 		}
 	}
 	if s.Receipts != nil {
 		if err := s.Receipts.ExportFile(ctx, filepath.Join(s.BrainDir, ReceiptsFile)); err != nil {
-			return Result{}, fmt.Errorf("export receipts: %w", err)
+			return nil, "", "", fmt.Errorf("export receipts: %w", err)
 		}
 	}
 	if err := bundlelock.Write(lockPath, lock); err != nil {
-		return Result{}, fmt.Errorf("write lock: %w", err)
+		return nil, "", "", fmt.Errorf("write lock: %w", err)
+	}
+	return lock, lockPath, parent, nil
+}
+
+// takeWhole is Take for v1 and v2: the whole brain as one blob.
+func (s *Pipeline) takeWhole(ctx context.Context, in Input) (Result, error) {
+	want := in.Want
+	start := s.now()
+	lock, lockPath, _, err := s.recordLock(ctx, want, start)
+	if err != nil {
+		return Result{}, err
 	}
 
 	spool, err := s.pack(ctx, want, in.Overlay)
@@ -96,9 +132,11 @@ func (s *Pipeline) Take(ctx context.Context, in Input) (Result, error) {
 	}
 	defer os.Remove(spool.path)
 	res := Result{
+		Format:     s.Format,
 		BundleHash: want,
 		Version:    lock.Version(),
 		Size:       spool.size,
+		Uploaded:   spool.size,
 		SHA256:     spool.sum,
 		Files:      spool.files,
 		Bytes:      spool.bytes,

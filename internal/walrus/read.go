@@ -304,8 +304,8 @@ func (rd *reader) handle(resp *http.Response) error {
 			if resp.ContentLength >= 0 {
 				what = "of " + FormatSize(resp.ContentLength)
 			}
-			return fmt.Errorf("walrus read: the aggregator ignored Range and sent the whole blob %s; that is accepted only up to %s",
-				what, FormatSize(maxIgnoredRange))
+			return fmt.Errorf("%w: the aggregator ignored Range and sent the whole blob %s; that is accepted only up to %s",
+				ErrBodyTooLarge, what, FormatSize(maxIgnoredRange))
 		}
 		// The server ignored Range (or none was sent): skip what is
 		// already written, or what precedes the span.

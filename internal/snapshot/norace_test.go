@@ -1,0 +1,5 @@
+//go:build !race
+
+package snapshot_test
+
+const raceEnabled = false

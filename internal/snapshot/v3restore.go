@@ -1,0 +1,320 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/diskspace"
+	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/repo"
+)
+
+// OpenV3 reads the v3 head pack blobID (its commit) and the indexes of the
+// packs it lists, verified: what history, diffs and checks read from.
+// A v1 or v2 blob is ErrNotV3.
+func (p *Pipeline) OpenV3(ctx context.Context, blobID string) (*repo.Reader, error) {
+	f, err := p.BlobFormat(ctx, blobID)
+	if err != nil {
+		return nil, err
+	}
+	if f != FormatV3 {
+		return nil, fmt.Errorf("%w: blob %s is %s", ErrNotV3, blobID, f)
+	}
+	return p.openV3(ctx, blobID)
+}
+
+func (p *Pipeline) openV3(ctx context.Context, blobID string) (*repo.Reader, error) {
+	keys, err := p.v3Keys()
+	if err != nil {
+		return nil, err
+	}
+	r, err := repo.Open(ctx, p.Store, keys, blobID, p.Read)
+	if err != nil {
+		return nil, p.explainV3(ctx, blobID, err)
+	}
+	return r, nil
+}
+
+// explainV3 turns "another key wrote this pack" into "this is agent X's
+// snapshot" when X is another configured agent (only the master key can
+// tell).
+func (p *Pipeline) explainV3(ctx context.Context, blobID string, err error) error {
+	if !errors.Is(err, repo.ErrWrongAgent) || len(p.Others) == 0 || p.Key == (cipher.Key{}) {
+		return err
+	}
+	var b bytes.Buffer
+	if _, rerr := p.Store.ReadRange(ctx, blobID, 0, repo.HeaderSize, &b); rerr != nil {
+		return err
+	}
+	h, herr := repo.DecodeHeader(b.Bytes())
+	if herr != nil {
+		return err
+	}
+	kid := hex.EncodeToString(h.KeyID[:])
+	for _, other := range p.Others {
+		if repo.DeriveAgentKey([repo.KeySize]byte(p.Key), other).ID() == kid {
+			return fmt.Errorf("%w: it is the v3 snapshot of %q, not of %q", ErrWrongAgent, other, p.Identity)
+		}
+	}
+	return err
+}
+
+// restoreV3 restores a v3 snapshot: the head's commit and the live packs'
+// indexes, then only the objects the commit (or opts.Path) needs, in
+// coalesced, concurrent, resumable range reads; every object id, every
+// file's SHA-256 and the bundle hash are verified before the temporary
+// directory is synced and renamed into place.
+func (p *Pipeline) restoreV3(ctx context.Context, blobID, target string, opts RestoreOptions) (Restored, error) {
+	start := p.now()
+	r, err := p.openV3(ctx, blobID)
+	if err != nil {
+		stage := "download"
+		if errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrAuth) || errors.Is(err, ErrWrongAgent) {
+			stage = "unpack"
+		}
+		return Restored{}, &StageError{stage, fmt.Errorf("open v3 snapshot %s: %w", blobID, err)}
+	}
+	download := p.now().Sub(start)
+	start = p.now()
+	res, err := p.installV3(ctx, r, target, opts)
+	res.Format, res.BlobID, res.BlobSize = FormatV3, blobID, r.HeadSize()
+	res.Download, res.Unpack = download, p.now().Sub(start)
+	res.Downloaded, res.Ranges = r.Downloaded()
+	if err != nil {
+		return res, &StageError{"unpack", err}
+	}
+	return res, nil
+}
+
+func (p *Pipeline) installV3(ctx context.Context, r *repo.Reader, target string, opts RestoreOptions) (Restored, error) {
+	c := r.Commit()
+	parent := filepath.Dir(target)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return Restored{}, fmt.Errorf("create parent of %s: %w", target, err)
+	}
+	need := c.Bytes
+	for _, f := range []*repo.FileRef{c.Lock, c.Receipts} {
+		if f != nil {
+			need += f.Size
+		}
+	}
+	if err := diskspace.Check(parent, need); err != nil {
+		return Restored{}, fmt.Errorf("restore into %s: %w", target, err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(target)+".restore-")
+	if err != nil {
+		return Restored{}, fmt.Errorf("create temp dir: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			os.RemoveAll(tmp)
+		}
+	}()
+	got, err := r.Restore(ctx, tmp, repo.RestoreOptions{Path: opts.Path, MaxBytes: p.Limits.MaxTotalSize})
+	if err != nil {
+		return Restored{}, err
+	}
+	res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes}
+	if opts.Path == "" {
+		res.Files, res.Bytes = int(c.Files), c.Bytes
+		if res.Lock, err = commitLock(tmp, c); err != nil {
+			return Restored{}, err
+		}
+	}
+	if err := os.Chmod(tmp, RootMode); err != nil {
+		return Restored{}, err
+	}
+	if err := syncTree(tmp); err != nil {
+		return Restored{}, err
+	}
+	if err := replaceEmpty(tmp, target); err != nil {
+		return Restored{}, err
+	}
+	committed = true
+	if err := atomicfile.SyncDir(parent); err != nil {
+		return Restored{}, err
+	}
+	return res, nil
+}
+
+// commitLock reads the restored bundle.lock.json, which must claim the
+// commit's bundle hash (the commit and its trees were verified against
+// the files already). A snapshot without a lock gets one recording the
+// commit's state.
+func commitLock(dir string, c *repo.Commit) (*bundlelock.Lock, error) {
+	lock, err := bundlelock.Read(filepath.Join(dir, bundlelock.FileName))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		lock = &bundlelock.Lock{}
+		lock.Record(c.BundleHash.String(), c.Time)
+		if c.LockVersion > 0 {
+			lock.SetVersion(c.LockVersion)
+		}
+		return lock, nil
+	case err != nil:
+		return nil, fmt.Errorf("%w: restored lock: %w", ErrHashMismatch, err)
+	}
+	if want, perr := hash.ParseDigest(lock.BundleHash()); perr != nil || want != c.BundleHash {
+		return nil, fmt.Errorf("%w: the snapshot's lock says bundleHash %q, its commit and files %s", ErrHashMismatch, lock.BundleHash(), c.BundleHash)
+	}
+	return lock, nil
+}
+
+// HistoryEntry is one snapshot in an agent's history.
+type HistoryEntry struct {
+	N          int       `json:"n"` // 0 is the newest
+	BlobID     string    `json:"blobId"`
+	Format     Format    `json:"format,omitempty"` // "" for older v1/v2 lineage entries not read
+	BundleHash string    `json:"bundleHash"`
+	Time       time.Time `json:"time"`
+	// Files and Bytes are the brain's regular files (v3).
+	Files int64 `json:"files,omitempty"`
+	Bytes int64 `json:"bytes,omitempty"`
+	// Changed counts the files added, removed or modified since the
+	// parent, from the trees alone (v3; -1 when not known).
+	Changed int `json:"changed"`
+	// Added is what the snapshot uploaded: the stored bytes of its new
+	// objects (v3), or the blob's size (v1/v2).
+	Added int64 `json:"added,omitempty"`
+	// EndEpoch is when the snapshot stops being restorable, when known:
+	// the blob's end epoch (v1/v2), the earliest of the listed packs' (v3;
+	// the head pack's own is not recorded).
+	EndEpoch uint64 `json:"endEpoch,omitempty"`
+	// Status is "restorable" (every blob it needs was read), "expired"
+	// (one is gone from Walrus), "damaged" (one fails verification) or
+	// "unknown" (older v1/v2 lineage, not read).
+	Status string `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// History lists the snapshots reachable from head, newest first, at most
+// limit of them (0: all): v3 commits from their head packs (a few range
+// reads each, no file content), then the lineage recorded in the first
+// v1/v2 snapshot met. A head pack that is gone ends the walk with an
+// "expired" entry.
+func (p *Pipeline) History(ctx context.Context, head string, limit int) ([]HistoryEntry, error) {
+	out, err := p.history(ctx, head, limit)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
+}
+
+// history walks one entry past limit, which the last entry's Changed
+// needs.
+func (p *Pipeline) history(ctx context.Context, head string, limit int) ([]HistoryEntry, error) {
+	var out []HistoryEntry
+	var newer *repo.Reader // the reader of out[len(out)-1], for its Changed
+	full := func() bool { return limit > 0 && len(out) > limit }
+	for blob := head; blob != "" && !full(); {
+		f, err := p.BlobFormat(ctx, blob)
+		if errors.Is(err, ErrBlobNotFound) {
+			out = append(out, HistoryEntry{N: len(out), BlobID: blob, Changed: -1, Status: "expired",
+				Detail: "the blob is gone from Walrus; older snapshots cannot be listed from it"})
+			break
+		}
+		if err != nil {
+			return out, err
+		}
+		if f != FormatV3 {
+			return p.wholeHistory(ctx, out, blob, f, limit)
+		}
+		e, r, parent, perr := p.v3Entry(ctx, blob, len(out))
+		if perr != nil {
+			return out, perr
+		}
+		if newer != nil && r != nil {
+			if n, err := changedFiles(ctx, r, newer); err == nil {
+				out[len(out)-1].Changed = n
+			}
+		}
+		out = append(out, e)
+		newer = r
+		if e.Status != "restorable" && parent != "" {
+			// The head is readable but not its packs: its parent is
+			// still named, so the walk goes on.
+			newer = nil
+		}
+		blob = parent
+	}
+	return out, nil
+}
+
+// v3Entry reads one v3 commit. A listed pack that is gone or damaged makes
+// the entry "expired" or "damaged" (with a nil reader); the head itself
+// failing is an error.
+func (p *Pipeline) v3Entry(ctx context.Context, blob string, n int) (HistoryEntry, *repo.Reader, string, error) {
+	keys, err := p.v3Keys()
+	if err != nil {
+		return HistoryEntry{}, nil, "", err
+	}
+	e := HistoryEntry{N: n, BlobID: blob, Format: FormatV3, Changed: -1}
+	var c *repo.Commit
+	r, err := repo.Open(ctx, p.Store, keys, blob, p.Read)
+	if err == nil {
+		c, e.Status = r.Commit(), "restorable"
+	} else {
+		h, herr := repo.ReadCommit(ctx, p.Store, keys, blob)
+		if herr != nil {
+			return e, nil, "", p.explainV3(ctx, blob, herr)
+		}
+		c, r = h.Commit, nil
+		e.Status, e.Detail = "damaged", err.Error()
+		if errors.Is(err, ErrBlobNotFound) {
+			e.Status = "expired"
+		}
+	}
+	e.BundleHash, e.Time = c.BundleHash.String(), time.UnixMilli(c.Time).UTC()
+	e.Files, e.Bytes, e.Added, e.EndEpoch = c.Files, c.Bytes, c.Added, c.MinEndEpoch()
+	if c.Parent == "" {
+		e.Changed = int(c.Files) // the first commit adds every file
+	}
+	parent := c.Parent
+	if c.Parent != "" && c.ParentFormat != repo.ParentV3 {
+		e.Detail = "continues the " + c.ParentFormat + " snapshot " + c.Parent
+	}
+	return e, r, parent, nil
+}
+
+// changedFiles counts the files that differ between two commits' trees.
+func changedFiles(ctx context.Context, older, newer *repo.Reader) (int, error) {
+	n := 0
+	err := repo.Diff(ctx, older, older.Commit().Root, newer, newer.Commit().Root, func(c repo.Change) error {
+		if c.Old != nil && c.Old.Type == repo.EntryFile || c.New != nil && c.New.Type == repo.EntryFile {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// wholeHistory appends a v1/v2 blob and the lineage its lock records.
+func (p *Pipeline) wholeHistory(ctx context.Context, out []HistoryEntry, blob string, f Format, limit int) ([]HistoryEntry, error) {
+	lock, err := p.ReadLock(ctx, blob)
+	if err != nil {
+		return out, fmt.Errorf("read %s: %w", blob, err)
+	}
+	out = append(out, HistoryEntry{N: len(out), BlobID: blob, Format: f, BundleHash: lock.BundleHash(),
+		Time: time.UnixMilli(lock.LastUpdated()).UTC(), Changed: -1, Status: "restorable"})
+	for _, l := range lock.Lineage() {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		if l.BlobID == blob {
+			continue
+		}
+		out = append(out, HistoryEntry{N: len(out), BlobID: l.BlobID, BundleHash: l.BundleHash,
+			Time: time.UnixMilli(l.CreatedAt).UTC(), Added: l.Size, EndEpoch: l.EndEpoch, Changed: -1, Status: "unknown"})
+	}
+	return out, nil
+}
