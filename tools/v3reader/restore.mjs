@@ -40,6 +40,10 @@ const MAX_TREE = 64 * MiB;            // tree plaintext
 const MAX_COMMIT = 16 * MiB;
 const MAX_PACKS = 100000;
 const MAX_DEPTH = 256;
+// §11 bounds files by the commit's count but not directories: trees may
+// share subtrees, so a hostile DAG of a few small trees would expand to
+// 2^256 directories. This reader's own bound.
+const MAX_DIRS = 1000000;
 const MAX_RANGE = 32 * MiB;           // one coalesced chunk request
 const OVERHEAD = 28;                  // nonce + tag (§3)
 const HEADER = 28;                    // pack header (§6)
@@ -458,6 +462,7 @@ async function loadTree(ctx, id, rel, depth, ancestors, out) {
     if (depth === 0 && (e.name === 'bundle.lock.json' || e.name === 'receipts.ndjson')) verify(`root tree holds ${e.name}`);
     if (e.dir) {
       out.dirs.push({ path: p, mode: e.mode, depth: depth + 1 });
+      if (out.dirs.length > MAX_DIRS) verify(`the trees hold more than ${MAX_DIRS} directories`);
       await loadTree(ctx, e.id, p, depth + 1, ancestors, out);
     } else {
       out.files.push({ ...e, path: p });
