@@ -13,9 +13,11 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermesd
 
 # deps fetches what the tests and the devnet need that is not in the Go
-# module graph: the real ENS contract artifacts (npm pack, git-ignored).
+# module graph: the real ENS contract artifacts (npm pack, git-ignored) and
+# the age CLI the handover interop tests run (apt-get, only if missing).
 deps:
 	scripts/fetch-ens-artifacts.sh
+	scripts/ensure-age.sh
 
 # seed builds the example brain (with its SQLite memory.db) in .devnet/seed.
 seed:
