@@ -126,6 +126,7 @@ func (c *Config) validate(v *validator) {
 	c.validateSecrets(v)
 	c.validateRepository(v)
 	c.validateAgents(v)
+	c.validateAgentKeys(v)
 }
 
 // CheckListen accepts host:port addresses on loopback, or anywhere when
