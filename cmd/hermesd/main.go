@@ -55,6 +55,7 @@ func commands() []command {
 		{"walrus", "run the local Walrus-compatible server", runWalrus},
 		{"pointer", "get or set an ENS agent-snapshot record; adopt or override a held one", runPointer},
 		{"receipts", "add, list and verify signed receipts", runReceipts},
+		{"transfer", "hand an agent to a new owner: request a handover, show one", runTransfer},
 		{"version", "print the version", runVersion},
 		{"help", "show this help", nil},
 	}

@@ -165,3 +165,23 @@ func NewIdentityFile(path, comment string) (recipient string, err error) {
 	}
 	return id.Recipient().String(), nil
 }
+
+// OpenFile opens the handover file at path (see Open). It must be a
+// regular file; it is not secret (only its recipient can read it).
+func OpenFile(path string, identities ...age.Identity) (Handover, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Handover{}, fmt.Errorf("handover: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return Handover{}, fmt.Errorf("handover: %w", err)
+	} else if !st.Mode().IsRegular() {
+		return Handover{}, fmt.Errorf("handover: %s is not a regular file", path)
+	}
+	h, err := Open(f, identities...)
+	if err != nil {
+		return Handover{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return h, nil
+}

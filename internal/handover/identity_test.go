@@ -94,3 +94,41 @@ func TestReadIdentityFileRefuses(t *testing.T) {
 		})
 	}
 }
+
+func TestOpenFile(t *testing.T) {
+	dir := t.TempDir()
+	idPath := filepath.Join(dir, "buyer.key")
+	recipient, err := NewIdentityFile(idPath, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := ReadIdentityFile(idPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Seal(&buf, fixture(), recipient); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "auditor.handover")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := OpenFile(path, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, h, fixture())
+	if _, err := OpenFile(filepath.Join(dir, "missing"), ids...); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("OpenFile of a missing file: %v", err)
+	}
+	if _, err := OpenFile(dir, ids...); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("OpenFile of a directory: %v", err)
+	}
+	if err := os.WriteFile(path, buf.Bytes()[:buf.Len()-1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFile(path, ids...); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("OpenFile of a truncated file: %v", err)
+	}
+}
