@@ -14,11 +14,13 @@ build:
 
 # deps fetches what the tests and the devnet need that is not in the Go
 # module graph, pinned, into .deps/ (git-ignored): the real ENS contract
-# artifacts (npm pack) and the official Seal SDK for the interop tests
-# (npm ci from internal/seal/testdata/sdk/package-lock.json).
+# artifacts (npm pack), the official Seal SDK for the interop tests (npm ci
+# from internal/seal/testdata/sdk/package-lock.json), and the age CLI the
+# handover interop tests run (apt-get, only if missing).
 deps:
 	scripts/fetch-ens-artifacts.sh
 	scripts/fetch-seal-sdk.sh
+	scripts/ensure-age.sh
 
 # seed builds the example brain (with its SQLite memory.db) in .devnet/seed.
 seed:

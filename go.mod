@@ -3,6 +3,7 @@ module github.com/hermesd/hermesd
 go 1.26.8
 
 require (
+	filippo.io/age v1.2.1
 	github.com/adraffy/go-ens-normalize v0.1.1
 	github.com/consensys/gnark-crypto v0.18.1
 	github.com/ethereum/go-ethereum v1.17.10

@@ -33,6 +33,7 @@ const pointerHelp = `Subcommands:
                    (the local brain is set aside)
   override AGENT   resolve a held pointer: publish ours over the other
                    writer's
+  transfer NAME    move NAME to a new owner in the registry (--to, --yes)
 
 For get and set, the chain comes from the configuration's chain section
 (-config), or from --rpc (plus --registry and a key flag for set), which
@@ -40,7 +41,7 @@ need no config file; flags override the file. adopt and override act on a
 configured agent. Run 'hermesd pointer SUBCOMMAND -h' for its flags.`
 
 func runPointer(ctx context.Context, env *cmdEnv, args []string) error {
-	const usage = "Usage: hermesd pointer <get|set|adopt|override> [flags]\n\n%s\n"
+	const usage = "Usage: hermesd pointer <get|set|adopt|override|transfer> [flags]\n\n%s\n"
 	if len(args) == 0 {
 		fmt.Fprintf(env.stderr, usage, pointerHelp)
 		return errUsageShown
@@ -54,11 +55,13 @@ func runPointer(ctx context.Context, env *cmdEnv, args []string) error {
 		return runPointerResolve(ctx, env, "adopt", args[1:])
 	case "override":
 		return runPointerResolve(ctx, env, "override", args[1:])
+	case "transfer":
+		return runPointerTransfer(ctx, env, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(env.stdout, usage, pointerHelp)
 		return nil
 	}
-	return usageErrorf("pointer: unknown subcommand %q (want get, set, adopt or override)", args[0])
+	return usageErrorf("pointer: unknown subcommand %q (want get, set, adopt, override or transfer)", args[0])
 }
 
 // newPointerClient connects; a wrong chain id or registry address is a

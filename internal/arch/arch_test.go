@@ -108,7 +108,7 @@ var (
 		"internal/ens", "internal/devchain", "internal/receipts", "internal/bundlelock", "internal/snapshot",
 		"internal/state", "internal/config", "internal/watch", "internal/backoff", "internal/diskspace",
 		"internal/atomicfile", "internal/agent", "internal/repo", "internal/seal", "internal/sealserver",
-		"internal/sqlite", "internal/redact",
+		"internal/sqlite", "internal/redact", "internal/handover",
 	}
 )
 

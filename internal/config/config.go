@@ -232,6 +232,8 @@ type Agent struct {
 	ENSName string `yaml:"ens_name"`
 	// TokenID is the agent's iNFT token id, carried in receipts.
 	TokenID *uint64 `yaml:"token_id"`
+	// Key is the agent's own v3 key or a handover (see AgentKey).
+	Key AgentKey `yaml:"key"`
 	// SeedDir fills files missing after a restore or on a fresh start; it
 	// never overwrites.
 	SeedDir string `yaml:"seed_dir"`
@@ -523,6 +525,7 @@ func (c *Config) resolvePaths(base string) {
 	for i := range c.Agents {
 		abs(&c.Agents[i].BrainDir)
 		abs(&c.Agents[i].SeedDir)
+		c.Agents[i].Key.resolvePaths(abs)
 	}
 }
 

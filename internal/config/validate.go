@@ -127,6 +127,7 @@ func (c *Config) validate(v *validator) {
 	c.validateSeal(v)
 	c.validateRepository(v)
 	c.validateAgents(v)
+	c.validateAgentKeys(v)
 }
 
 // CheckListen accepts host:port addresses on loopback, or anywhere when
