@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 BIN       := bin/hermesd
 
-.PHONY: build run test deps seed bench bench-small fuzz lint clean
+.PHONY: build run test deps devnet-deps seed bench bench-small fuzz lint clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermesd
@@ -17,10 +17,13 @@ build:
 # artifacts (npm pack), the official Seal SDK for the interop tests (npm ci
 # from internal/seal/testdata/sdk/package-lock.json), and the age CLI the
 # handover interop tests run (apt-get, only if missing).
-deps:
-	scripts/fetch-ens-artifacts.sh
+deps: devnet-deps
 	scripts/fetch-seal-sdk.sh
 	scripts/ensure-age.sh
+
+# devnet-deps is what `make run` needs: the ENS artifacts only.
+devnet-deps:
+	scripts/fetch-ens-artifacts.sh
 
 # seed builds the example brain (with its SQLite memory.db) in .devnet/seed.
 seed:
@@ -29,7 +32,7 @@ seed:
 # run: the local chain (real ENS contracts) and the local Walrus server in
 # one process with the daemon, protecting the example brain in
 # .devnet/brains/auditor. State persists in .devnet; Ctrl-C stops cleanly.
-run: deps build seed
+run: devnet-deps build seed
 	$(BIN) run --devnet --devnet-dir .devnet --devnet-seed .devnet/seed
 
 # The race detector runs again over the packages with their own
