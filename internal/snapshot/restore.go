@@ -191,12 +191,22 @@ func (p *Pipeline) restoreFile(ctx context.Context, blobPath string, size int64,
 	if err := checkEmpty(target); err != nil {
 		return Restored{}, err
 	}
+	// The plaintext is never larger than the blob.
+	return intoPlace(target, size, func(tmp string) (Restored, error) {
+		return p.unpack(ctx, blobPath, size, tmp, opts)
+	})
+}
+
+// intoPlace is the one way a restore reaches its target: fill builds the
+// brain in a temporary directory beside it (after a check that need bytes
+// fit), and only a complete, verified tree is synced and renamed into
+// place; anything else is removed and the target is left as it was.
+func intoPlace(target string, need int64, fill func(tmp string) (Restored, error)) (Restored, error) {
 	parent := filepath.Dir(target)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return Restored{}, fmt.Errorf("create parent of %s: %w", target, err)
 	}
-	// The plaintext is never larger than the blob.
-	if err := diskspace.Check(parent, size); err != nil {
+	if err := diskspace.Check(parent, need); err != nil {
 		return Restored{}, fmt.Errorf("restore into %s: %w", target, err)
 	}
 	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(target)+".restore-")
@@ -209,8 +219,7 @@ func (p *Pipeline) restoreFile(ctx context.Context, blobPath string, size int64,
 			os.RemoveAll(tmp)
 		}
 	}()
-
-	res, err := p.unpack(ctx, blobPath, size, tmp, opts)
+	res, err := fill(tmp)
 	if err != nil {
 		return Restored{}, err
 	}

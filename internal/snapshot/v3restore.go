@@ -10,10 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
-	"github.com/hermesd/hermesd/internal/diskspace"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/repo"
 )
@@ -97,54 +95,26 @@ func (p *Pipeline) restoreV3(ctx context.Context, blobID, target string, opts Re
 
 func (p *Pipeline) installV3(ctx context.Context, r *repo.Reader, target string, opts RestoreOptions) (Restored, error) {
 	c := r.Commit()
-	parent := filepath.Dir(target)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return Restored{}, fmt.Errorf("create parent of %s: %w", target, err)
-	}
 	need := c.Bytes
 	for _, f := range []*repo.FileRef{c.Lock, c.Receipts} {
 		if f != nil {
 			need += f.Size
 		}
 	}
-	if err := diskspace.Check(parent, need); err != nil {
-		return Restored{}, fmt.Errorf("restore into %s: %w", target, err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(target)+".restore-")
-	if err != nil {
-		return Restored{}, fmt.Errorf("create temp dir: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			os.RemoveAll(tmp)
-		}
-	}()
-	got, err := r.Restore(ctx, tmp, repo.RestoreOptions{Path: opts.Path, MaxBytes: p.Limits.MaxTotalSize})
-	if err != nil {
-		return Restored{}, err
-	}
-	res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes}
-	if opts.Path == "" {
-		res.Files, res.Bytes = int(c.Files), c.Bytes
-		if res.Lock, err = commitLock(tmp, c); err != nil {
+	return intoPlace(target, need, func(tmp string) (Restored, error) {
+		got, err := r.Restore(ctx, tmp, repo.RestoreOptions{Path: opts.Path, MaxBytes: p.Limits.MaxTotalSize})
+		if err != nil {
 			return Restored{}, err
 		}
-	}
-	if err := os.Chmod(tmp, RootMode); err != nil {
-		return Restored{}, err
-	}
-	if err := syncTree(tmp); err != nil {
-		return Restored{}, err
-	}
-	if err := replaceEmpty(tmp, target); err != nil {
-		return Restored{}, err
-	}
-	committed = true
-	if err := atomicfile.SyncDir(parent); err != nil {
-		return Restored{}, err
-	}
-	return res, nil
+		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes}
+		if opts.Path == "" {
+			res.Files, res.Bytes = int(c.Files), c.Bytes
+			if res.Lock, err = commitLock(tmp, c); err != nil {
+				return Restored{}, err
+			}
+		}
+		return res, nil
+	})
 }
 
 // commitLock reads the restored bundle.lock.json, which must claim the
