@@ -156,16 +156,6 @@ func (f *v3fix) write(rel string, content []byte, mode fs.FileMode) {
 	}
 }
 
-// puts counts the uploads the server has seen.
-func (f *v3fix) puts() int {
-	f.srv.Quiesce(f.t.Context())
-	n := 0
-	for _, c := range f.srv.Stats().ByRoute[localwalrus.RoutePublisher] {
-		n += c
-	}
-	return n
-}
-
 // treeOf records every entry below dir: files by mode, size and SHA-256,
 // directories by mode. The top-level lock is left out: the brain's names
 // the snapshot just taken, the snapshot's its parent.
