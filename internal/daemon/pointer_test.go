@@ -568,6 +568,10 @@ func TestPointerForeignWriter(t *testing.T) {
 	if h := a.Hold(); h == nil || h.Value != fork {
 		t.Fatalf("the hold did not survive the restart: %+v", h)
 	}
+	// With readiness any, beta (not held) is what makes the daemon ready:
+	// wait until it has restored and is watched.
+	b, _ := d.Agent("beta")
+	eventually(t, "beta ready after the restart", b.Ready)
 	visible(t, d, "any")
 
 	t.Run("adopt", func(t *testing.T) {
