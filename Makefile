@@ -15,11 +15,12 @@ build:
 # deps fetches what the tests and the devnet need that is not in the Go
 # module graph, pinned, into .deps/ (git-ignored): the real ENS contract
 # artifacts (npm pack), the official Seal SDK for the interop tests (npm ci
-# from internal/seal/testdata/sdk/package-lock.json), and the age CLI the
-# handover interop tests run (apt-get, only if missing).
+# from internal/seal/testdata/sdk/package-lock.json), and the age CLI and
+# python3 (with sqlite3) the interop and live-SQLite tests drive (Debian
+# packages, installed only if missing).
 deps: devnet-deps
 	scripts/fetch-seal-sdk.sh
-	scripts/ensure-age.sh
+	scripts/ensure-tools.sh
 
 # devnet-deps is what `make run` needs: the ENS artifacts only.
 devnet-deps:

@@ -79,7 +79,7 @@ func TestTransferRequest(t *testing.T) {
 	}
 	ageBin, err := exec.LookPath("age")
 	if err != nil {
-		t.Fatal("age CLI not found: run scripts/ensure-age.sh (make deps)")
+		t.Fatal("age CLI not found: run scripts/ensure-tools.sh (make deps)")
 	}
 	cmd := exec.Command(ageBin, "-d", "-i", path)
 	cmd.Stdin = bytes.NewReader(sealed.Bytes())

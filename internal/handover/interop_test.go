@@ -11,12 +11,12 @@ import (
 
 // ageCLI returns the path of the age command (or age-keygen). It is a
 // test dependency like the ENS artifacts: `make deps` installs it
-// (scripts/ensure-age.sh), and its absence fails the test.
+// (scripts/ensure-tools.sh), and its absence fails the test.
 func ageCLI(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Fatalf("%s not found on PATH: run scripts/ensure-age.sh (make deps) to install the age CLI", name)
+		t.Fatalf("%s not found on PATH: run scripts/ensure-tools.sh (make deps) to install the age CLI", name)
 	}
 	return p
 }
