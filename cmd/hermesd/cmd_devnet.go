@@ -35,7 +35,7 @@ func addDevnetFlags(fs *flag.FlagSet, prefix string) *devnetFlags {
 		seed:       fs.String(prefix+"seed", "", "seed directory for the default agent (make run builds one from examples/brain)"),
 		seal:       fs.Int(prefix+"seal-servers", 3, "local Seal key servers to run on 127.0.0.1, written into the seal section (threshold 2; 0 = none)"),
 		sealPort:   fs.Int(prefix+"seal-port", 0, "port of the first Seal key server on 127.0.0.1, the others following it (0 = any free ports)"),
-		format:     fs.String(prefix+"format", "v2", "encryption.format of the generated configuration: v2, v1 or seal"),
+		format:     fs.String(prefix+"format", "v3", "encryption.format of the generated configuration: v3, v2, v1 or seal"),
 	}
 	fs.Var(&f.agents, prefix+"agent", "agent as ID or ID=ENS-NAME (repeatable; default auditor=auditor.hermes.eth)")
 	return f
@@ -97,13 +97,13 @@ func ptr[T any](v T) *T { return &v }
 // check refuses flag values the devnet cannot honour.
 func (f *devnetFlags) check(prefix string) error {
 	switch *f.format {
-	case "v1", "v2":
+	case "v1", "v2", "v3":
 	case "seal":
 		if *f.seal < 1 {
 			return usageErrorf("--%sformat seal needs --%sseal-servers of at least 1", prefix, prefix)
 		}
 	default:
-		return usageErrorf("--%sformat %q is not one of v2, v1, seal", prefix, *f.format)
+		return usageErrorf("--%sformat %q is not one of v3, v2, v1, seal", prefix, *f.format)
 	}
 	if *f.seal < 0 || *f.seal > 16 {
 		return usageErrorf("--%sseal-servers must be between 0 and 16", prefix)

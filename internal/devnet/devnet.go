@@ -67,7 +67,7 @@ type Options struct {
 	// 127.0.0.1 (the others follow it); 0 picks free ports.
 	SealServers int
 	SealPort    int
-	// Format is encryption.format ("" = the default, v2); "seal" needs
+	// Format is encryption.format ("" = the default, v3); "seal" needs
 	// SealServers.
 	Format string
 	// ArtifactsDir holds the ENS artifacts ("" = the default lookup).
