@@ -98,7 +98,10 @@ func (a *Agent) checkHandover(ctx context.Context, blob string) error {
 	if err != nil {
 		return fmt.Errorf("read the owner of %s: %w", a.cfg.ENSName, err)
 	}
-	if a.cfg.Self == (common.Address{}) || owner != a.cfg.Self {
+	if a.cfg.Self == (common.Address{}) {
+		return fmt.Errorf("%w: cannot tell whether %s (owned by %s) is yours: chain.signer is not loaded", ErrNotTransferred, a.cfg.ENSName, owner.Hex())
+	}
+	if owner != a.cfg.Self {
 		return fmt.Errorf("%w: %s is owned by %s, not by this operator's signer %s (has the seller run 'hermesd pointer transfer'?)",
 			ErrNotTransferred, a.cfg.ENSName, owner.Hex(), a.cfg.Self.Hex())
 	}
