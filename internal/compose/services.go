@@ -29,7 +29,7 @@ type Services struct {
 	Chain *ens.Client
 	// Self is the chain signer's address (zero when it is not loaded).
 	Self common.Address
-	Key   cipher.Key
+	Key  cipher.Key
 	// AgentKeys are the keys of the agents configured with agents[].key,
 	// by agent id.
 	AgentKeys map[string]AgentKeys
