@@ -96,6 +96,9 @@ type Config struct {
 	// Self is this operator's chain address (zero when read-only): a
 	// name owned by another address was transferred.
 	Self common.Address
+	// KeyID is the public id of the key its snapshots are written under
+	// (status shows it; never the key).
+	KeyID string
 	// Handover, for an agent bought from another operator, is the head
 	// its first restore must find on chain.
 	Handover *Handover
@@ -270,6 +273,9 @@ type Status struct {
 	// Transferred: the agent was handed to a new owner; it is no longer
 	// snapshotted or published here.
 	Transferred *state.Transferred `json:"transferred,omitempty"`
+	// KeyID is the public id of the key the agent's snapshots are written
+	// under (format v3).
+	KeyID string `json:"keyId,omitempty"`
 }
 
 // Status reports the agent's state.
@@ -293,6 +299,7 @@ func (a *Agent) Status() Status {
 		Unsaved:      a.dirty,
 		UnsavedSince: a.unsavedSince,
 		Transferred:  st.Transferred,
+		KeyID:        a.cfg.KeyID,
 	}
 	if a.deps.Receipts != nil {
 		s.Receipts = a.deps.Receipts.Len()

@@ -122,6 +122,7 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		AllowSymlinks: c.AllowSymlinks,
 		Self:          s.Self,
 		Handover:      hand,
+		KeyID:         keyID(pipe),
 	}, deps)
 	if err != nil {
 		rl.Close()
@@ -182,4 +183,13 @@ func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, er
 // OpenState opens and locks the configuration's state directory.
 func OpenState(c *config.Config) (*state.Dir, error) {
 	return state.Open(c.StateDir, state.Options{AllowSymlinks: c.AllowSymlinks})
+}
+
+// keyID is the id of the key the agent's v3 snapshots are written under;
+// "" for other formats.
+func keyID(p *snapshot.Pipeline) string {
+	if p.Format != snapshot.FormatV3 {
+		return ""
+	}
+	return p.KeyID()
 }
