@@ -58,7 +58,7 @@ func buyerConfig(t *testing.T, w *e2eWorld, dir, handoverFile, identity string) 
 	s = strings.ReplaceAll(s, `listen: "`+w.http+`"`, `listen: ""`)
 	s += fmt.Sprintf("agents:\n  - id: alpha\n    brain_dir: %s/brain\n    ens_name: alpha.hermes.eth\n    key: {handover: %s, identity: %s}\n",
 		dir, handoverFile, identity)
-	path := filepath.Join(dir, "hermesd-"+filepath.Base(handoverFile)+".yml")
+	path := filepath.Join(dir, "hermesd-"+filepath.Base(handoverFile)+"-"+filepath.Base(identity)+".yml")
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
