@@ -42,7 +42,8 @@ running. Exits 1 when the daemon runs but is not ready.`)
 				return err
 			}
 			s := agent.Status{ID: ac.ID, ENSName: ac.ENSName, BrainDir: ac.BrainDir, Phase: agent.PhaseStopped,
-				Origin: st.Origin, Last: st.Last, Published: st.Published, Pending: st.Pending, Hold: st.Hold}
+				Origin: st.Origin, Last: st.Last, Published: st.Published, Pending: st.Pending, Hold: st.Hold,
+				Transferred: st.Transferred}
 			if st.Last != nil {
 				s.BundleHash = st.Last.BundleHash
 			}
@@ -140,6 +141,12 @@ func printStatus(w io.Writer, rep statusReport) {
 		}
 		if a.LastError != "" {
 			phase += " (last snapshot failed: " + a.LastError + ")"
+		}
+		if a.Transferred != nil && a.Phase == agent.PhaseStopped {
+			phase += " (transferred: " + a.Transferred.Reason + ")"
+		}
+		if a.KeyID != "" {
+			phase += " [key " + a.KeyID + "]"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, phase, short(a.BundleHash), last, age, pub, pending)
 	}

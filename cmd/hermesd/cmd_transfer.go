@@ -11,20 +11,23 @@ import (
 	"github.com/hermesd/hermesd/internal/handover"
 )
 
-const transferHelp = `Hand an agent to a new owner (the buyer's side):
+const transferHelp = `Hand an agent to a new owner. The buyer's side:
   request AGENT    make an age identity file (mode 0600) and print its
                    recipient (age1…) for the seller to encrypt the
                    handover to
   show HANDOVER    decrypt a handover with --identity and print what it
                    names (agent, ENS name, token, head snapshot, bundle
                    hash, key id; never the key)
+And the seller's:
+  export AGENT     take, verify and publish a final snapshot and write the
+                   handover for the buyer's recipient (--to, -o FILE)
 
 The handover is an age file (https://age-encryption.org): the age CLI
 reads it too, with 'age -d -i IDENTITY HANDOVER'. Run 'hermesd transfer
 SUBCOMMAND -h' for its flags.`
 
 func runTransfer(ctx context.Context, env *cmdEnv, args []string) error {
-	const usage = "Usage: hermesd transfer <request|show> [flags]\n\n%s\n"
+	const usage = "Usage: hermesd transfer <request|show|export> [flags]\n\n%s\n"
 	if len(args) == 0 {
 		fmt.Fprintf(env.stderr, usage, transferHelp)
 		return errUsageShown
@@ -34,11 +37,13 @@ func runTransfer(ctx context.Context, env *cmdEnv, args []string) error {
 		return runTransferRequest(ctx, env, args[1:])
 	case "show":
 		return runTransferShow(ctx, env, args[1:])
+	case "export":
+		return runTransferExport(ctx, env, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintf(env.stdout, usage, transferHelp)
 		return nil
 	}
-	return usageErrorf("transfer: unknown subcommand %q (want request or show)", args[0])
+	return usageErrorf("transfer: unknown subcommand %q (want request, show or export)", args[0])
 }
 
 var transferAgentRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)

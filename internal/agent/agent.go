@@ -93,6 +93,15 @@ type Config struct {
 	// AllowSymlinks accepts a brain or seed directory that is or passes
 	// through a symbolic link (config allow_symlinks).
 	AllowSymlinks bool
+	// Self is this operator's chain address (zero when read-only): a
+	// name owned by another address was transferred.
+	Self common.Address
+	// KeyID is the public id of the key its snapshots are written under
+	// (status shows it; never the key).
+	KeyID string
+	// Handover, for an agent bought from another operator, is the head
+	// its first restore must find on chain.
+	Handover *Handover
 }
 
 // checkPaths refuses a brain (or seed) directory reached through a
@@ -120,6 +129,9 @@ type Deps struct {
 	Pipeline Pipeline
 	Receipts *receipts.Log // the agent's receipt log (the agent closes it)
 	Pointer  Pointer       // nil when the agent has no ENS name
+	// Owners reads the registry owner of the agent's name (transfers);
+	// nil without a chain.
+	Owners Owners
 	// Publisher is told when a pointer becomes pending.
 	Publisher Notifier
 	// Recovered, when set, returns a channel that is closed when the
@@ -258,6 +270,12 @@ type Status struct {
 	// snapshot; zero when every change is safely stored.
 	UnsavedSince time.Time `json:"unsavedSince,omitzero"`
 	Receipts     int       `json:"receipts"`
+	// Transferred: the agent was handed to a new owner; it is no longer
+	// snapshotted or published here.
+	Transferred *state.Transferred `json:"transferred,omitempty"`
+	// KeyID is the public id of the key the agent's snapshots are written
+	// under (format v3).
+	KeyID string `json:"keyId,omitempty"`
 }
 
 // Status reports the agent's state.
@@ -280,6 +298,8 @@ func (a *Agent) Status() Status {
 		LastError:    a.lastErr,
 		Unsaved:      a.dirty,
 		UnsavedSince: a.unsavedSince,
+		Transferred:  st.Transferred,
+		KeyID:        a.cfg.KeyID,
 	}
 	if a.deps.Receipts != nil {
 		s.Receipts = a.deps.Receipts.Len()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -133,9 +135,24 @@ type fakeChain struct {
 	writes  int
 	readErr error
 	write   func(u PointerUpdate) (WriteResult, bool) // override one write
+	owners  map[string]common.Address
 }
 
-func newFakeChain() *fakeChain { return &fakeChain{records: map[string]string{}} }
+func (c *fakeChain) Owner(ctx context.Context, name string) (common.Address, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owners[name], nil
+}
+
+func (c *fakeChain) setOwner(name string, a common.Address) {
+	c.mu.Lock()
+	c.owners[name] = a
+	c.mu.Unlock()
+}
+
+func newFakeChain() *fakeChain {
+	return &fakeChain{records: map[string]string{}, owners: map[string]common.Address{}}
+}
 
 func (c *fakeChain) Read(ctx context.Context, name string) (string, bool, error) {
 	c.mu.Lock()
@@ -190,6 +207,10 @@ type rig struct {
 	pipe  *fakePipeline
 	chain *fakeChain
 	name  string
+	// self is the operator's chain address; handover, when set, makes
+	// the agent a handed-over one.
+	self     common.Address
+	handover *Handover
 }
 
 func newRig(t *testing.T) *rig {
@@ -211,7 +232,8 @@ func (r *rig) open() *Agent {
 	cfg := Config{ID: "alpha", BrainDir: r.brain, Quiet: time.Millisecond, MaxLag: time.Second}
 	if r.name != "" {
 		cfg.ENSName = r.name
-		deps.Pointer = r.chain
+		deps.Pointer, deps.Owners = r.chain, r.chain
+		cfg.Self, cfg.Handover = r.self, r.handover
 	}
 	if _, err := os.Stat(r.seed); err == nil {
 		cfg.SeedDir = r.seed

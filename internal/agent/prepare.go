@@ -32,6 +32,11 @@ func (a *Agent) Prepare(ctx context.Context) error {
 		a.setPhase(PhaseFailed, err.Error())
 		return err
 	}
+	if t := a.Transferred(); t != nil {
+		// Handed to a new owner: nothing to restore, snapshot or publish.
+		a.setPhase(PhaseReady, "transferred: "+t.Reason)
+		return nil
+	}
 	a.removeCrashTemps()
 	created, err := a.restoreIfNeeded(ctx)
 	if err != nil {
@@ -114,6 +119,11 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 		a.deps.Observer.Restore(a.cfg.ID, "failed", nil)
 		return false, fmt.Errorf("%w: %w", ErrRestoreFailed, err)
 	}
+	if blob == "" && a.cfg.Handover != nil && a.handoverPending() {
+		// A handed-over agent never starts fresh: its brain is on chain.
+		a.deps.Observer.Restore(a.cfg.ID, "failed", nil)
+		return false, fmt.Errorf("%w: %w", ErrRestoreFailed, a.checkHandover(ctx, ""))
+	}
 	if blob == "" {
 		if err := os.MkdirAll(a.cfg.BrainDir, snapshot.RootMode); err != nil {
 			return false, fmt.Errorf("create brain dir: %w", err)
@@ -128,10 +138,23 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 		return true, err
 	}
 
+	handover := a.cfg.Handover != nil && a.handoverPending()
+	if handover {
+		if err := a.checkHandover(ctx, blob); err != nil {
+			a.deps.Observer.Restore(a.cfg.ID, "failed", nil)
+			return false, fmt.Errorf("%w: %w", ErrRestoreFailed, err)
+		}
+	}
 	a.log.Info("brain missing; restoring", "blob", blob, "from", source)
 	r, err := a.deps.Pipeline.Restore(ctx, blob, a.cfg.BrainDir)
+	if err == nil && handover {
+		err = a.afterHandoverRestore(r)
+	}
 	if err != nil {
 		a.deps.Observer.Restore(a.cfg.ID, "failed", nil)
+		if handover && errors.Is(err, snapshot.ErrBlobNotFound) {
+			err = fmt.Errorf("the handover's head is gone from Walrus (expired?); ask the seller for a new handover: %w", err)
+		}
 		return false, fmt.Errorf("%w: blob %s (from %s): %w", ErrRestoreFailed, blob, source, err)
 	}
 	for _, s := range r.Skipped {

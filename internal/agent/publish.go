@@ -70,7 +70,7 @@ func (a *Agent) Pending() (PendingPointer, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := a.st.Pending
-	if p == nil || a.cfg.ENSName == "" || a.st.Hold != nil {
+	if p == nil || a.cfg.ENSName == "" || a.st.Hold != nil || a.st.Transferred != nil {
 		return PendingPointer{}, false
 	}
 	return PendingPointer{
@@ -159,6 +159,9 @@ func PublishOnce(ctx context.Context, w PointerWriter, agents []*Agent) []Publis
 			r = results[i]
 		}
 		out[i] = a.recordWrite(ups[i], ppts[i].Since, r)
+		if out[i].Outcome == OutcomeUnauthorized && a.checkOwner(ctx) {
+			out[i].Outcome = OutcomeTransferred
+		}
 	}
 	return out
 }
@@ -241,6 +244,9 @@ func (a *Agent) CheckPointer(ctx context.Context) (PublishOutcome, error) {
 	if a.cfg.ENSName == "" || a.deps.Pointer == nil {
 		return OutcomeOK, nil
 	}
+	if a.Transferred() != nil {
+		return OutcomeTransferred, nil
+	}
 	v, ok, err := a.deps.Pointer.Read(ctx, a.cfg.ENSName)
 	if err != nil {
 		return OutcomeFailed, fmt.Errorf("read ENS pointer of %s: %w", a.cfg.ENSName, err)
@@ -253,6 +259,15 @@ func (a *Agent) CheckPointer(ctx context.Context) (PublishOutcome, error) {
 	p := a.st.Pending
 	switch {
 	case a.st.Hold != nil:
+		a.mu.Unlock()
+		transferred := a.checkOwner(ctx)
+		a.mu.Lock()
+		if transferred {
+			return OutcomeTransferred, nil
+		}
+		if a.st.Hold == nil {
+			return OutcomeOK, nil
+		}
 		return OutcomeHeld, errors.New(a.st.Hold.Reason)
 	case p != nil && v == p.Value:
 		return OutcomePublished, a.publishedLocked(v, "")
@@ -263,6 +278,12 @@ func (a *Agent) CheckPointer(ctx context.Context) (PublishOutcome, error) {
 		a.st.PublishedAt = a.deps.Now()
 		return OutcomeOK, a.saveStateLocked()
 	case v != "" && !a.ownBlobLocked(v):
+		a.mu.Unlock()
+		transferred := a.checkOwner(ctx)
+		a.mu.Lock()
+		if transferred {
+			return OutcomeTransferred, nil
+		}
 		a.holdLocked(v, fmt.Sprintf("%s names %s, which is not a snapshot of this agent: another writer? "+
 			"resolve with 'hermesd pointer adopt %s' (take its snapshot, set the local brain aside) or "+
 			"'hermesd pointer override %s' (publish ours)", a.cfg.ENSName, v, a.cfg.ID, a.cfg.ID))

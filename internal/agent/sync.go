@@ -62,6 +62,9 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResu
 	if err := a.checkPaths(); err != nil {
 		return SyncResult{}, err
 	}
+	if a.Transferred() != nil {
+		return SyncResult{Outcome: TransferredOutcome}, nil
+	}
 	for attempt := 0; ; attempt++ {
 		t := a.deps.Now()
 		full := rescan || attempt > 0
@@ -122,6 +125,8 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 		refresh := a.cfg.RefreshAfter > 0 && age >= a.cfg.RefreshAfter
 		ren := a.deps.Pipeline.Renewal(a.deps.Now())
 		switch {
+		case a.rekeyDue(last):
+			a.log.Info("brain unchanged since the handover; re-keying: a full snapshot under this operator's key", "parent", last.BlobID)
 		case ren.Due:
 			// v3: the packs the head needs near their end epoch (or are
 			// not known here): a snapshot re-packs what is still live.

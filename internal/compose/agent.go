@@ -28,6 +28,10 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 	// Each agent's v3 repository has its own key: handing it to the
 	// agent's new owner reveals nothing of the other agents'.
 	ak := repo.DeriveAgentKey([repo.KeySize]byte(s.Key), ac.Identity())
+	keys := s.AgentKeys[ac.ID]
+	if keys.Own != nil {
+		ak = *keys.Own
+	}
 	return &snapshot.Pipeline{
 		AgentID:       ac.ID,
 		TokenID:       ac.TokenID,
@@ -37,6 +41,7 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		SpoolDir:      spoolDir,
 		Key:           s.Key,
 		AgentKey:      &ak,
+		ReadKeys:      keys.Read,
 		Format:        snapshot.Format(c.Encryption.Format),
 		Seal:          s.Seal,
 		V1MaxSize:     int64(c.Encryption.V1MaxSize),
@@ -97,6 +102,11 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 			return nil, fmt.Errorf("agent %s has an ENS name but no chain client is configured", ac.ID)
 		}
 		deps.Pointer = Pointer(s.Chain)
+		deps.Owners = s.Chain
+	}
+	var hand *agent.Handover
+	if h := s.AgentKeys[ac.ID].Handover; h != nil {
+		hand = &agent.Handover{Head: h.Head, BundleHash: h.BundleHash, KeyID: h.KeyID()}
 	}
 	a, err := agent.New(agent.Config{
 		ID:            ac.ID,
@@ -110,6 +120,9 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		ImportPolicy:  policy,
 		Trusted:       s.Trusted,
 		AllowSymlinks: c.AllowSymlinks,
+		Self:          s.Self,
+		Handover:      hand,
+		KeyID:         keyID(pipe),
 	}, deps)
 	if err != nil {
 		rl.Close()
@@ -170,4 +183,13 @@ func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, er
 // OpenState opens and locks the configuration's state directory.
 func OpenState(c *config.Config) (*state.Dir, error) {
 	return state.Open(c.StateDir, state.Options{AllowSymlinks: c.AllowSymlinks})
+}
+
+// keyID is the id of the key the agent's v3 snapshots are written under;
+// "" for other formats.
+func keyID(p *snapshot.Pipeline) string {
+	if p.Format != snapshot.FormatV3 {
+		return ""
+	}
+	return p.KeyID()
 }

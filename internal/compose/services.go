@@ -27,7 +27,12 @@ type Services struct {
 	Walrus *walrus.Client
 	// Chain is nil when no agent has an ENS name.
 	Chain *ens.Client
-	Key   cipher.Key
+	// Self is the chain signer's address (zero when it is not loaded).
+	Self common.Address
+	Key  cipher.Key
+	// AgentKeys are the keys of the agents configured with agents[].key,
+	// by agent id.
+	AgentKeys map[string]AgentKeys
 	// Seal is the Seal side (key servers, requester key, policy); nil
 	// when the configuration does not use Seal.
 	Seal *snapshot.Sealing
@@ -65,6 +70,9 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		s.Key = key
 	}
 	var err error
+	if s.AgentKeys, err = agentKeys(c); err != nil {
+		return nil, err
+	}
 	if s.Seal, err = Sealing(c, log); err != nil {
 		return nil, err
 	}
@@ -91,6 +99,15 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		}
 		if s.Chain, err = ens.New(ctx, ChainConfig(c, signer, log.With("component", "ens"))); err != nil {
 			return nil, fmt.Errorf("chain: %w", err)
+		}
+		if signer != nil {
+			s.Self = signer.Address()
+		} else if len(s.AgentKeys) > 0 {
+			// A handed-over agent's first restore checks that the name is
+			// this operator's: its address, not a write credential.
+			if sg, err := ens.LoadSigner(SignerSource(c.Chain.Signer)); err == nil {
+				s.Self = sg.Address()
+			}
 		}
 	}
 	if !c.Receipts.Signer.IsZero() && !opts.ReadOnly {

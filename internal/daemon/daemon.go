@@ -239,6 +239,9 @@ func (d *Daemon) anyFailing() bool {
 // healthy reports whether an agent is fully in service, and if not why.
 func healthy(s agent.Status) (bool, string) {
 	switch {
+	case s.Transferred != nil:
+		// Handed to a new owner: finished here, not a failure.
+		return true, "transferred: " + s.Transferred.Reason
 	case s.Phase != agent.PhaseReady:
 		r := string(s.Phase)
 		if s.Reason != "" {

@@ -368,6 +368,8 @@ func (p *publisher) record(r agent.PublishResult, took time.Duration, batch int)
 	case agent.OutcomeRollback:
 		log.Warn("the pointer went back to an older snapshot of this agent; publishing the newest again", "reason", r.Err)
 		again = true
+	case agent.OutcomeTransferred:
+		// Final, and logged once by the agent: no retries, no backoff.
 	case agent.OutcomeHeld, agent.OutcomeUnauthorized:
 		log.Error("pointer publishing held until an operator decides", "reason", r.Err)
 		p.mu.Lock()

@@ -49,6 +49,10 @@ type Pipeline struct {
 	// and the identity; an agent handed to a new owner comes with it
 	// alone).
 	AgentKey *repo.AgentKey
+	// ReadKeys are earlier owners' agent keys (a transfer's handover):
+	// they only read the v3 snapshots whose packs carry their key id, and
+	// never write. The first snapshot over such a head is a re-key.
+	ReadKeys []repo.AgentKey
 	Format   Format // how snapshots are written; every format is read
 	// Seal seals snapshots of FormatSeal and opens Seal blobs on restore;
 	// nil without a seal configuration.

@@ -71,6 +71,10 @@ type Result struct {
 	Upload   time.Duration
 	Verify   time.Duration
 	Attempts int // HTTP attempts for the upload
+	// Rekey: the parent was written under another key (an earlier
+	// owner's), so this v3 snapshot stores the whole brain under the
+	// agent's own key and shares no pack with it.
+	Rekey bool
 }
 
 // Take snapshots the brain, whose bundle hash the caller has just computed

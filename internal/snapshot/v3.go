@@ -2,7 +2,9 @@ package snapshot
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +44,8 @@ type v3state struct {
 	liveHead string
 	clock    epochClock
 	loaded   bool // the cache files were read
+	// read are the keys of Pipeline.ReadKeys, by key id.
+	read map[string]*repo.Keys
 }
 
 // keysLocked returns the agent's v3 keys; the caller holds p.v3mu.
@@ -74,6 +78,64 @@ func (p *Pipeline) v3Keys() (*repo.Keys, error) {
 	p.v3mu.Lock()
 	defer p.v3mu.Unlock()
 	return p.keysLocked()
+}
+
+// KeyID returns the public id of the key the agent's v3 snapshots are
+// written under (never the key); "" when there is none (format seal
+// without a master key).
+func (p *Pipeline) KeyID() string {
+	k, err := p.v3Keys()
+	if err != nil {
+		return ""
+	}
+	return k.KeyID()
+}
+
+// keysFor returns the keys that read the v3 pack blobID: the agent's own,
+// or the ReadKeys entry whose id the pack header names. A header naming
+// neither gets the own keys, whose reader then says "another agent's".
+func (p *Pipeline) keysFor(ctx context.Context, blobID string) (*repo.Keys, error) {
+	p.v3mu.Lock()
+	defer p.v3mu.Unlock()
+	own, err := p.keysLocked()
+	if err != nil || len(p.ReadKeys) == 0 {
+		return own, err
+	}
+	kid, err := p.packKeyID(ctx, blobID)
+	if err != nil || kid == own.KeyID() {
+		return own, nil // the reader reports what is wrong with the pack
+	}
+	if k := p.readKeysLocked()[kid]; k != nil {
+		return k, nil
+	}
+	return own, nil
+}
+
+// readKeysLocked returns the keys of ReadKeys by key id; the caller holds
+// p.v3mu.
+func (p *Pipeline) readKeysLocked() map[string]*repo.Keys {
+	if p.v3.read == nil {
+		p.v3.read = make(map[string]*repo.Keys, len(p.ReadKeys))
+		for _, ak := range p.ReadKeys {
+			if k, err := repo.NewKeys(ak, p.Identity); err == nil {
+				p.v3.read[k.KeyID()] = k
+			}
+		}
+	}
+	return p.v3.read
+}
+
+// packKeyID reads the key id in the plaintext header of pack blobID.
+func (p *Pipeline) packKeyID(ctx context.Context, blobID string) (string, error) {
+	var b bytes.Buffer
+	if _, err := p.Store.ReadRange(ctx, blobID, 0, repo.HeaderSize, &b); err != nil {
+		return "", fmt.Errorf("read blob %s: %w", blobID, err)
+	}
+	h, err := repo.DecodeHeader(b.Bytes())
+	if err != nil {
+		return "", fmt.Errorf("blob %s: %w", blobID, err)
+	}
+	return hex.EncodeToString(h.KeyID[:]), nil
 }
 
 // stateLocked returns the v3 state with its keys, builder and cache files
@@ -161,6 +223,7 @@ type v3parent struct {
 	blob, format string
 	prev         *repo.Commit
 	trees        repo.TreeSource
+	rekey        bool // blob was written under a ReadKeys key
 }
 
 // parentLocked prepares st.index for a snapshot whose parent is blob (the
@@ -206,6 +269,19 @@ func (p *Pipeline) parentLocked(ctx context.Context, st *v3state, blob string) (
 		p.log().Info("the last snapshot is "+string(f)+"; this one starts the agent's v3 repository", "parent", blob)
 		st.index, st.prev, st.trees = repo.NewIndex(), nil, nil
 		return v3parent{blob: blob, format: string(f)}, nil
+	}
+	if len(p.ReadKeys) > 0 {
+		if kid, err := p.packKeyID(ctx, blob); err == nil && kid != st.keys.KeyID() && p.readKeysLocked()[kid] != nil {
+			// A re-key (an agent handed over): nothing under the earlier
+			// owner's key is referenced, and no tree can be reused either
+			// (the chunking polynomial follows from the key), so the
+			// whole brain is stored under the own key, linked to the
+			// earlier owner's head.
+			p.log().Info("re-key: full snapshot under key "+st.keys.KeyID()+"; parent written under key "+kid, "parent", blob)
+			st.index, st.prev, st.trees = repo.NewIndex(), nil, nil
+			st.live, st.liveHead = nil, ""
+			return v3parent{blob: blob, format: repo.ParentV3, rekey: true}, nil
+		}
 	}
 	var headEnd uint64
 	if st.index != nil {
@@ -363,6 +439,7 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 		Upload:           time.Duration(sink.upload.Load()),
 		Verify:           time.Duration(sink.verify.Load()),
 		Attempts:         int(sink.attempts.Load()),
+		Rekey:            par.rekey,
 	}
 	// Only a verified head becomes the lock's walrusSnapshotBlobId.
 	lock.Uploaded(bundlelock.LineageEntry{

@@ -31,7 +31,7 @@ func (p *Pipeline) OpenV3(ctx context.Context, blobID string) (*repo.Reader, err
 }
 
 func (p *Pipeline) openV3(ctx context.Context, blobID string) (*repo.Reader, error) {
-	keys, err := p.v3Keys()
+	keys, err := p.keysFor(ctx, blobID)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func (p *Pipeline) history(ctx context.Context, head string, limit int) ([]Histo
 // the entry "expired" or "damaged" (with a nil reader); the head itself
 // failing is an error.
 func (p *Pipeline) v3Entry(ctx context.Context, blob string, n int) (HistoryEntry, *repo.Reader, string, error) {
-	keys, err := p.v3Keys()
+	keys, err := p.keysFor(ctx, blob)
 	if err != nil {
 		return HistoryEntry{}, nil, "", err
 	}

@@ -183,6 +183,17 @@ type Hold struct {
 	Since  time.Time `json:"since"`
 }
 
+// Transferred records that the agent was handed to a new owner (issue
+// 15): this operator no longer snapshots or publishes it. It is final;
+// removing the agent from the configuration is what is left to do.
+type Transferred struct {
+	// Head is the last snapshot handed over ("" when the daemon only
+	// found out from the registry).
+	Head   string    `json:"head,omitempty"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
 // AgentState is what hermesd remembers about an agent between runs.
 type AgentState struct {
 	// Last is the newest snapshot that was uploaded and read back intact.
@@ -200,6 +211,8 @@ type AgentState struct {
 	// Origin says how the brain came to be: "restored", "fresh" or
 	// "existing" (found on disk at the first start).
 	Origin string `json:"origin,omitempty"`
+	// Transferred, when set, stops snapshots and publishing for good.
+	Transferred *Transferred `json:"transferred,omitempty"`
 }
 
 // Clone returns a deep copy.
@@ -216,6 +229,10 @@ func (s *AgentState) Clone() *AgentState {
 	if s.Hold != nil {
 		h := *s.Hold
 		c.Hold = &h
+	}
+	if s.Transferred != nil {
+		t := *s.Transferred
+		c.Transferred = &t
 	}
 	return &c
 }
