@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 BIN       := bin/hermesd
 
-.PHONY: build run test deps devnet-deps seed bench bench-small fuzz lint clean
+.PHONY: build run test vet deps devnet-deps seed bench bench-small fuzz lint clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermesd
@@ -43,12 +43,16 @@ RACE_PKGS := ./internal/hash ./internal/tarball ./internal/watch ./internal/walr
 	./internal/seal ./internal/sealserver
 
 # -timeout: the end-to-end package runs the real binary against devnets
-# (about 4 minutes on a quiet 2-core machine); a loaded machine must make it
-# slower, not fail it.
-test: deps
-	$(GO) vet ./...
+# (its tests run side by side, each on its own devnet); a loaded machine
+# must make it slower, not fail it.
+test: deps vet
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) test -count=1 -timeout 30m -race $(RACE_PKGS)
+
+# vet is a prerequisite of both test and lint, so `make lint test` (what
+# .ci/run executes) vets once.
+vet:
+	$(GO) vet ./...
 
 # bench prints the performance figures (ratios against openssl and restic
 # measured in the same run); it generates ~1.3 GB of datasets in .bench/.
@@ -67,9 +71,8 @@ fuzz:
 # module cache (no tools.go, no go.mod entry).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-lint:
+lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	# Portability: macOS builds (portable fallbacks); Windows builds and
 	# refuses to run with one clear line (cmd/hermesd/platform_windows.go).

@@ -134,6 +134,7 @@ func sameDrillTree(t *testing.T, what string, want, got map[string]string) {
 }
 
 func TestDrillCommand(t *testing.T) {
+	t.Parallel()
 	w := newDrillWorld(t)
 	var blob string
 

@@ -81,6 +81,7 @@ func (w *historyWorld) cli(want int, args ...string) string {
 // v3 snapshots the daemon took, and the independent node reader on the
 // daemon's head (runtime: about 15 s).
 func TestHistoryCommands(t *testing.T) {
+	t.Parallel()
 	w := newHistoryWorld(t)
 
 	t.Run("log", func(t *testing.T) {

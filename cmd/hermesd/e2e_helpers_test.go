@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -80,9 +81,31 @@ func hermesdBinary(t *testing.T) string {
 }
 
 // freePort returns a loopback address that was free a moment ago (the
-// subprocess needs to know its HTTP port in advance).
+// subprocess needs to know its HTTP port in advance). The end-to-end
+// tests run in parallel and every HTTP poll takes an ephemeral port for
+// its connection, so on Linux the port comes from below the ephemeral
+// range, where neither a connect nor a listen on port 0 can take it
+// before the subprocess binds it; no port is handed out twice.
 func freePort(t *testing.T) string {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if low := ephemeralLow(); low > 10000 {
+		for range 200 {
+			port := 10000 + rand.IntN(low-10000)
+			if portsGiven[port] {
+				continue
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				continue // in use
+			}
+			ln.Close()
+			portsGiven[port] = true
+			return addr
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +113,25 @@ func freePort(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralLow is the first port of Linux's ephemeral range (0 when it
+// cannot be read, as on other systems).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil || low > 65535 {
+		return 0
+	}
+	return low
 }
 
 // e2eWorld is a devnet in the test process plus the log of every hermesd

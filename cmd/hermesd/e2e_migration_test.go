@@ -18,6 +18,7 @@ import (
 // whole brain and names the v2 blob as its parent, `hermesd log` goes on
 // through the v2 snapshot, and both restore.
 func TestE2EMigrationV2ToV3(t *testing.T) {
+	t.Parallel()
 	w := newE2EWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
 	bw := newBrainWriter(t, w.brain("alpha"), rand.New(rand.NewPCG(16, 16)))
 	v2cfg := rewriteConfig(t, w, "encryption:\n", "encryption:\n  format: v2\n")

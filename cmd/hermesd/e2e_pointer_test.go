@@ -151,6 +151,7 @@ func stopRun(t *testing.T, p *hermesdProc) {
 // directory with the daemon stopped; with nothing held both refuse (exit
 // 2), and so does a running daemon that cannot take the command.
 func TestE2EPointerHold(t *testing.T) {
+	t.Parallel()
 	const id, name = "alpha", "alpha.hermes.eth"
 	w := newE2EWorld(t, devnet.Agent{ID: id, ENSName: name}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
 	alpha := newBrainWriter(t, w.brain(id), rand.New(rand.NewPCG(11, 1)))
@@ -378,6 +379,7 @@ func tcpForward(t *testing.T, addr, target string) {
 // once the chain is back; `hermesd restore` of an existing brain with the
 // RPC down exits 0 without touching anything.
 func TestE2EChainDown(t *testing.T) {
+	t.Parallel()
 	const id, name = "alpha", "alpha.hermes.eth"
 	w := newE2EWorld(t, devnet.Agent{ID: id, ENSName: name})
 	bw := newBrainWriter(t, w.brain(id), rand.New(rand.NewPCG(12, 1)))
@@ -556,6 +558,7 @@ func publishedLines(log string) []pointerLine {
 // recovers and SIGTERM is sent: the flush publishes all 200 in gas-bounded
 // batches within shutdown_timeout and exits 0.
 func TestE2EFlush200(t *testing.T) {
+	t.Parallel()
 	const n = 200
 	agents := make([]devnet.Agent, n)
 	for i := range agents {
@@ -732,6 +735,7 @@ func (d *devnetProc) ready() bool {
 // with the value it wrote, and the daemon converges: every agent's newest
 // snapshot published, nothing pending, nothing held.
 func TestE2EDevnetKill9(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(e2eSeed(t), 14))
 	hermesdBinary(t)
 	w := &e2eWorld{t: t, http: freePort(t), client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}

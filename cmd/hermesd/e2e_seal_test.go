@@ -154,6 +154,7 @@ func marshalObject(t *testing.T, o *seal.EncryptedObject) []byte {
 // requester outside the policy, hostile blobs and a lying key server are
 // refused with their exit codes, and the brain directory stays untouched.
 func TestE2ESeal(t *testing.T) {
+	t.Parallel()
 	w := newSealE2EWorld(t,
 		devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"},
 		devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"},

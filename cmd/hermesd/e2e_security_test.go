@@ -474,6 +474,7 @@ const (
 // snapshotted and published with trusted receipts only; memory and disk
 // stayed within the bounds above.
 func TestE2EAttackScript(t *testing.T) {
+	t.Parallel()
 	alphaToken := uint64(1)
 	w := newE2EWorld(t,
 		devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth", TokenID: &alphaToken},
@@ -699,6 +700,7 @@ func echoServer(t *testing.T, status int) *httptest.Server {
 // directory, `hermesd status`, or the errors of `hermesd log`, `restore`,
 // `pointer get` and `blob get`.
 func TestE2ESecretsInURLsNeverShow(t *testing.T) {
+	t.Parallel()
 	alphaToken := uint64(1)
 	w := newE2EWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth", TokenID: &alphaToken})
 	bw := newBrainWriter(t, w.brain("alpha"), rand.New(rand.NewPCG(11, 11)))
@@ -841,6 +843,7 @@ func rawControl(s string) (string, bool) {
 // terminal raw — `hermesd log` prints a hostile lineage's escape
 // sequences as escapes.
 func TestE2EHostileBlobs(t *testing.T) {
+	t.Parallel()
 	w := newE2EWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
 	cfg := w.dn.ConfigPath
 	hash := "0x" + strings.Repeat("ab", 32)
@@ -940,6 +943,7 @@ func TestE2EHostileBlobs(t *testing.T) {
 // reason, and `hermesd status` say NOT READY with the reason and exit 1;
 // once the brain fits again both say ready.
 func TestE2EFailedSnapshotInStatus(t *testing.T) {
+	t.Parallel()
 	w := newE2EWorld(t, devnet.Agent{ID: "good"}, devnet.Agent{ID: "big"})
 	for _, id := range []string{"good", "big"} {
 		if err := os.MkdirAll(w.brain(id), 0o755); err != nil {

@@ -267,8 +267,10 @@ func (p *walrusProxy) waitStarted(kind string, after int, limit time.Duration, p
 // no change was lost: 24 kills in format v3 (the default, with Walrus
 // epochs passing so that live packs are re-packed), 6 in format v2.
 func TestE2EKill9DuringSnapshots(t *testing.T) {
-	t.Run("v3", func(t *testing.T) { kill9DuringSnapshots(t, "v3", 24) })
-	t.Run("v2", func(t *testing.T) { kill9DuringSnapshots(t, "v2", 6) })
+	t.Parallel()
+	// Each format has its own devnet; they run side by side.
+	t.Run("v3", func(t *testing.T) { t.Parallel(); kill9DuringSnapshots(t, "v3", 24) })
+	t.Run("v2", func(t *testing.T) { t.Parallel(); kill9DuringSnapshots(t, "v2", 6) })
 }
 
 // msgRepack is logged when a v3 snapshot writes live objects again.
@@ -473,6 +475,7 @@ func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 // content. (The random kills above rarely hit that window of a few
 // milliseconds, so it is set up here deterministically.)
 func TestE2ECrashLeftoversInBrain(t *testing.T) {
+	t.Parallel()
 	const id, name = "alpha", "alpha.hermes.eth"
 	w := newE2EWorld(t, devnet.Agent{ID: id, ENSName: name})
 	brain := w.brain(id)
@@ -657,6 +660,7 @@ func lastLine(s string) string {
 // checks the exit code, the one-line reason, and that the target directory
 // is exactly as it was.
 func TestE2ERestoreFailures(t *testing.T) {
+	t.Parallel()
 	w := newE2EWorld(t,
 		devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"},
 		devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"},
@@ -854,6 +858,7 @@ func TestE2ERestoreFailures(t *testing.T) {
 // second must refuse with exit 5 and a clear reason while the first keeps
 // serving.
 func TestE2ESecondRunRefused(t *testing.T) {
+	t.Parallel()
 	w := newE2EWorld(t, devnet.Agent{ID: "solo", ENSName: "solo.hermes.eth"})
 	newBrainWriter(t, w.brain("solo"), rand.New(rand.NewPCG(2, 2)))
 	first := w.run()
@@ -969,6 +974,7 @@ func rewriteConfig(t *testing.T, w *e2eWorld, pairs ...string) string {
 // SIGINT aborts the flush at once — either way the pointer stays pending in
 // the state directory and is published by the next start.
 func TestE2ESigtermFlush(t *testing.T) {
+	t.Parallel()
 	const id, name = "alpha", "alpha.hermes.eth"
 	w := newE2EWorld(t, devnet.Agent{ID: id, ENSName: name})
 	brain := w.brain(id)

@@ -76,6 +76,7 @@ func buyerConfig(t *testing.T, w *e2eWorld, dir, handoverFile, identity string) 
 // missing heads are unit-tested in internal/agent (TestBuyerHandover) and
 // the age CLI interop in internal/handover (TestAgeCLIInterop).
 func TestE2ETransfer(t *testing.T) {
+	t.Parallel()
 	w := newE2EWorldWith(t, devnet.Options{Format: "v3"},
 		devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
 	files := map[string]struct {

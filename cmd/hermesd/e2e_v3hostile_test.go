@@ -21,6 +21,7 @@ import (
 // be written at all, its id being its SHA-256; the reader's walk refuses
 // one anyway: repo.TestTreeCycleAndDepth.)
 func TestE2EHostileV3(t *testing.T) {
+	t.Parallel()
 	w := newE2EWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
 	cfg := w.dn.ConfigPath
 	bw := newBrainWriter(t, w.brain("alpha"), rand.New(rand.NewPCG(14, 14)))
