@@ -59,17 +59,17 @@ func (p *Pipeline) RecoverAgentKey(ctx context.Context, blobID string) (Recovere
 	if _, err := p.Store.ReadRange(ctx, blobID, 0, repo.HeaderSize, &b); err != nil {
 		return out, &StageError{"download", fmt.Errorf("read blob %s: %w", blobID, err)}
 	}
-	h, _, err := repo.ParseEscrow(b.Bytes())
+	h, err := repo.DecodeHeader(b.Bytes())
 	if err != nil {
 		return out, fmt.Errorf("blob %s: %w", blobID, err)
 	}
-	if h.EscrowLength == 0 {
+	if !h.Head || h.EscrowLength == 0 {
 		return out, fmt.Errorf("blob %s: %w (write snapshots with seal.escrow: true to have one)", blobID, ErrNoEscrow)
 	}
 	if _, err := p.Store.ReadRange(ctx, blobID, repo.HeaderSize, h.EscrowLength, &b); err != nil {
 		return out, &StageError{"download", fmt.Errorf("read the key escrow of blob %s: %w", blobID, err)}
 	}
-	_, escrow, err := repo.ParseEscrow(b.Bytes())
+	h, escrow, err := repo.ParseEscrow(b.Bytes())
 	if err != nil {
 		return out, fmt.Errorf("blob %s: %w", blobID, err)
 	}
