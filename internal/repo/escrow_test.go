@@ -3,9 +3,16 @@ package repo
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
+
+	"github.com/hermesd/hermesd/internal/localwalrus"
 )
 
 // escrowFx is a repository whose head packs carry a key escrow.
@@ -123,4 +130,43 @@ func FuzzParseEscrow(f *testing.F) {
 			t.Fatal("escrow is not the bytes after the header")
 		}
 	})
+}
+
+// Both independent readers restore snapshots whose head packs carry a key
+// escrow, the listed earlier head included: they skip the escrow and
+// authenticate it with the index.
+func TestEscrowIndependentReaders(t *testing.T) {
+	node := nodeOrSkip(t)
+	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	brain := richBrain(t)
+	f := escrowFx(t, bytes.Repeat([]byte{0xe5}, 476))
+	f.b.Sink = &walrusStore{url: ts.URL, client: ts.Client()}
+	first := f.snap(brain, nil)
+	editBrain(t, brain)
+	second := f.snap(brain, nil)
+	if second.Commit.Pack(first.Head.BlobID) == nil {
+		t.Fatal("the second commit does not list the first head pack")
+	}
+	master := base64.RawURLEncoding.EncodeToString(testMaster[:])
+
+	out := filepath.Join(t.TempDir(), "v3read")
+	runNode(t, node, "--url", ts.URL, "--head", f.head, "--master", master, "--identity", testIdentity, "--out", out)
+	mustEqualTree(t, brain, out)
+
+	keyFile := filepath.Join(t.TempDir(), "master.key")
+	if err := os.WriteFile(keyFile, []byte(master+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = filepath.Join(t.TempDir(), "v3reader")
+	cmd := exec.Command(node, "../../tools/v3reader/restore.mjs", "--aggregator", ts.URL, "--blob", f.head,
+		"--identity", testIdentity, "--key-file", keyFile, "--out", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tools/v3reader: %v\n%s", err, b)
+	}
+	mustEqualTree(t, brain, out)
 }
