@@ -9,7 +9,7 @@ import (
 )
 
 func runDrill(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet(env, "drill", "drill [-config FILE] [--mode b|a] [--blob ID] [--destructive] [--keep] [--scratch DIR] [--json] AGENT",
+	fs := newFlagSet(env, "drill", "drill [-config FILE] [--mode b|a] [--blob ID] [--destructive] [--escrow] [--keep] [--scratch DIR] [--json] AGENT",
 		`Amnesia drill: prove that AGENT's brain comes back from chain plus Walrus
 alone, byte for byte and mode for mode.
 
@@ -41,6 +41,10 @@ before the wipe, and the moved-aside original is deleted only when all of
 it matched; on any failure it is renamed back into place. Should the drill
 be killed mid-way, the original is in that sibling directory.
 
+--escrow restores with the agent key recovered from the head pack's key
+escrow (seal.escrow) by threshold key servers, with only seal.sui_key: no
+key file on the cold path. The report names the key servers that answered.
+
 Exit status: 0 pass; 3 any mismatch, or a blob that does not read back
 intact; 6 the blob does not decrypt (wrong key, tampered blob); 4 no brain,
 pointer or blob; 5 hermesd holds the state directory.`)
@@ -51,6 +55,7 @@ pointer or blob; 5 hermesd holds the state directory.`)
 	keep := fs.Bool("keep", false, "keep the scratch directory (the restored copy, or a failed destructive restore)")
 	scratch := fs.String("scratch", "", "create the scratch directory in `DIR` (default: the system's temporary directory)")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object")
+	escrow := fs.Bool("escrow", false, "recover the agent key from the head pack's key escrow (Sui key only) instead of the key file")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -84,6 +89,7 @@ pointer or blob; 5 hermesd holds the state directory.`)
 		BlobID:      *blob,
 		Keep:        *keep,
 		ScratchDir:  *scratch,
+		Escrow:      *escrow,
 		Log:         log,
 	})
 	if rep.Agent != "" { // the drill started: report what it did

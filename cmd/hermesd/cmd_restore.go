@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/compose"
@@ -13,7 +14,7 @@ import (
 )
 
 func runRestore(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet(env, "restore", "restore [-config FILE] [--blob ID | --at ENTRY] [--path PATH] [--dir DIR] [--unverified] [--json] AGENT",
+	fs := newFlagSet(env, "restore", "restore [-config FILE] [--blob ID | --at ENTRY] [--path PATH] [--dir DIR] [--unverified] [--escrow] [--json] AGENT",
 		`Cold-restore an agent's brain from chain plus Walrus, once, as 'hermesd run'
 does at start (for init containers): when the brain directory is missing or
 holds no files, read the ENS pointer, download, decrypt, extract into a
@@ -35,7 +36,14 @@ They need --dir, so a running brain is never overwritten.
 --unverified (with --dir) installs a snapshot that has no bundle.lock.json,
 or whose files do not match it — e.g. one the reference runtime took while
 its brain was changing. The blob must still decrypt and authenticate; the
-output says what could not be checked and what the files hash to.`)
+output says what could not be checked and what the files hash to.
+
+--escrow restores a v3 snapshot written with seal.escrow without the key
+file: the agent key is recovered from the head pack's key escrow by
+seal.threshold key servers, asked as seal.sui_key (which the policy must
+admit), and checked against the pack's key id; then the restore verifies
+as always. It takes --dir or restores the brain directory when that is
+empty, and --blob, not --at.`)
 	cfgPath := configFlag(fs)
 	blob := fs.String("blob", "", "restore this blob id instead of the one the ENS pointer names")
 	at := fs.String("at", "", "restore a snapshot of the history: N (0 = latest), a blob id, or 0x + a bundle hash prefix")
@@ -43,6 +51,7 @@ output says what could not be checked and what the files hash to.`)
 	dir := fs.String("dir", "", "restore into this directory instead of the agent's brain directory")
 	unverified := fs.Bool("unverified", false, "with --dir: install a snapshot whose bundle hash cannot be verified, and say so")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
+	escrow := fs.Bool("escrow", false, "recover the agent key from the head pack's key escrow with only seal.sui_key (no key file)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -55,6 +64,9 @@ output says what could not be checked and what the files hash to.`)
 	}
 	if (*blob != "" || *at != "" || *path != "" || *unverified) && *dir == "" {
 		return usageErrorf("--blob, --at, --path and --unverified restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
+	}
+	if *escrow && (*at != "" || *unverified) {
+		return usageErrorf("--escrow takes --blob and --dir, not --at or --unverified")
 	}
 	out := restoreOutput{Agent: pos[0]}
 	if *dir == "" {
@@ -74,6 +86,9 @@ output says what could not be checked and what the files hash to.`)
 			out.Dir, out.Origin, out.BundleHash = ac.BrainDir, "existing", res.Digest.String()
 			return printRestore(env, out, *jsonOut)
 		}
+	}
+	if *escrow {
+		return restoreEscrow(ctx, env, *cfgPath, pos[0], *blob, *dir, *path, *jsonOut)
 	}
 	oc, err := openAgent(ctx, env, *cfgPath, pos[0], "")
 	if err != nil {
@@ -143,6 +158,8 @@ type restoreOutput struct {
 	Skipped    []string `json:"skipped,omitempty"`
 	// Unverified lists what an --unverified restore could not check.
 	Unverified []string `json:"unverified,omitempty"`
+	// Escrow says where the agent key came from with --escrow.
+	Escrow *escrowOutput `json:"escrow,omitempty"`
 }
 
 func printRestore(env *cmdEnv, o restoreOutput, asJSON bool) error {
@@ -172,6 +189,10 @@ func printRestore(env *cmdEnv, o restoreOutput, asJSON bool) error {
 		fmt.Fprintf(env.stdout, "%s has no snapshot yet; started fresh in %s\n", o.Agent, o.Dir)
 	default:
 		fmt.Fprintf(env.stdout, "%s: brain already present in %s (bundle hash %s); nothing restored\n", o.Agent, o.Dir, o.BundleHash)
+	}
+	if e := o.Escrow; e != nil {
+		fmt.Fprintf(env.stdout, "  agent key (id %s) recovered from the %d-byte key escrow in %s by key servers %s\n",
+			e.KeyID, e.Bytes, time.Duration(e.MS)*time.Millisecond, sanitize(strings.Join(e.Servers, ", ")))
 	}
 	for _, s := range o.Skipped {
 		fmt.Fprintf(env.stdout, "  skipped: %s\n", sanitize(s))

@@ -9,6 +9,7 @@ import (
 	gocipher "crypto/cipher"
 	crand "crypto/rand"
 	"crypto/sha3"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -399,4 +400,172 @@ func TestE2ESeal(t *testing.T) {
 	t.Run("restore after the faults are gone", func(t *testing.T) {
 		restore(t, cfg, 0)
 	})
+}
+
+// TestE2ESealEscrow: format v3 with seal.escrow puts the agent key, sealed
+// to the three local key servers, in every head pack. After the brain,
+// the state directory and the key file are gone, `restore --escrow` with
+// only the Sui key brings the brain back byte- and mode-identical through
+// any two servers; one server is not enough and an outsider's Sui key is
+// refused, both leaving no brain behind; `drill --escrow` passes and names
+// the servers that answered.
+func TestE2ESealEscrow(t *testing.T) {
+	w := newE2EWorldWith(t, devnet.Options{SealServers: 3}, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
+	cfg := rewriteConfig(t, w, "  policy: account_based\n", "  policy: account_based\n  escrow: true\n")
+	bw := newBrainWriter(t, w.brain("alpha"), rand.New(rand.NewPCG(17, 5)))
+	bw.put(t, "whoami.md", []byte("I am alpha, escrowed\n"), 0o600)
+	for range 20 {
+		if err := bw.step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settleAgentsWith(t, w, cfg, "alpha")
+	head := w.pointer("alpha.hermes.eth")
+	raw, err := os.ReadFile(w.blobFile(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// HRMS 0x03, flags head|escrow, a Seal object of a few hundred bytes.
+	if string(raw[:5]) != "HRMS\x03" || raw[5] != 0x03 {
+		t.Fatalf("head pack header %x: not a v3 head with a key escrow", raw[:8])
+	}
+	e := int(raw[6])<<8 | int(raw[7])
+	o, err := seal.ParseEncryptedObject(raw[28 : 28+e])
+	if err != nil {
+		t.Fatalf("the %d-byte escrow is not a Seal object: %v", e, err)
+	}
+	if o.Threshold != 2 || len(o.Services) != 3 || string(o.AAD) != "hermesd/escrow:alpha.hermes.eth" {
+		t.Fatalf("escrow: threshold %d services %d AAD %q", o.Threshold, len(o.Services), o.AAD)
+	}
+	t.Logf("key escrow: %d bytes in a %d-byte head pack", e, len(raw))
+
+	t.Run("drill --escrow", func(t *testing.T) {
+		code, stdout, stderr := w.runOnce("drill", "-config", cfg, "--escrow", "--json", "alpha")
+		if code != 0 {
+			t.Fatalf("drill --escrow: exit %d: %s", code, lastLine(stderr))
+		}
+		var rep struct {
+			Result        string   `json:"result"`
+			EscrowServers []string `json:"escrowServers"`
+			Stages        []struct {
+				Name, Detail string
+				OK           bool
+			} `json:"stages"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(rep.Stages, func(s struct {
+			Name, Detail string
+			OK           bool
+		}) bool {
+			return s.Name == "escrow"
+		})
+		if rep.Result != "pass" || len(rep.EscrowServers) < 2 || i < 0 || !rep.Stages[i].OK || !strings.Contains(rep.Stages[i].Detail, "key escrow") {
+			t.Fatalf("drill report: %s", stdout)
+		}
+	})
+
+	brain := w.brain("alpha")
+	want := hashedTree(t, brain)
+	brains := filepath.Dir(brain)
+	// The operator's disk is wiped: brain, state and the key file.
+	for _, p := range []string{brain, w.dn.Config.StateDir, w.dn.KeyPath} {
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restore := func(t *testing.T, config string, code int, reason ...string) {
+		t.Helper()
+		if err := os.RemoveAll(brain); err != nil {
+			t.Fatal(err)
+		}
+		before := listDir(t, brains)
+		got, stdout, stderr := w.runOnce("restore", "-config", config, "--escrow", "--json", "alpha")
+		line := lastLine(stderr)
+		if got != code {
+			t.Fatalf("exit %d, want %d: %s", got, code, line)
+		}
+		if code == 0 {
+			if d := sameTree(want, hashedTree(t, brain)); len(d) > 0 {
+				t.Fatalf("restored brain differs: %v", d)
+			}
+			var out restoreOutput
+			if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Escrow == nil || out.Escrow.Bytes != e || len(out.Escrow.Servers) < 2 || out.BlobID != head {
+				t.Fatalf("restore --escrow output: %s", stdout)
+			}
+			t.Logf("agent key recovered from the escrow in %d ms by %v", out.Escrow.MS, out.Escrow.Servers)
+			return
+		}
+		t.Logf("exit %d: %s", got, line)
+		for _, r := range reason {
+			if !strings.Contains(line, r) {
+				t.Errorf("reason does not mention %q", r)
+			}
+		}
+		if _, err := os.Stat(brain); err == nil {
+			t.Errorf("failed restore created %s", brain)
+		}
+		if after := listDir(t, brains); !slices.Equal(before, after) {
+			t.Errorf("beside the brain: %v, was %v", after, before)
+		}
+	}
+
+	t.Run("without key file or escrow flag", func(t *testing.T) {
+		got, _, stderr := w.runOnce("restore", "-config", cfg, "alpha")
+		if got == 0 || !strings.Contains(lastLine(stderr), "snapshot.key") {
+			t.Fatalf("restore without the key file: exit %d: %s", got, lastLine(stderr))
+		}
+	})
+	t.Run("any two key servers restore", func(t *testing.T) {
+		defer w.only(0, 1, 2)
+		for _, up := range [][]int{{0, 1}, {0, 2}, {1, 2}} {
+			w.only(up...)
+			restore(t, cfg, 0)
+		}
+	})
+	t.Run("one key server is not enough", func(t *testing.T) {
+		defer w.only(0, 1, 2)
+		w.only(1)
+		restore(t, cfg, exitFailure, "not enough key servers", "1 of 2 shares answered")
+	})
+	t.Run("requester outside the policy", func(t *testing.T) {
+		outsider, err := seal.GenerateSuiKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "outsider.key")
+		if err := os.WriteFile(p, []byte(outsider.Export()+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		restore(t, rewriteConfigFile(t, cfg, w.dn.SuiKeyPath, p), exitAuth,
+			"not sealed for this agent", "not the requester "+outsider.Address().String())
+	})
+	t.Run("restore after the faults are gone", func(t *testing.T) {
+		restore(t, cfg, 0)
+	})
+}
+
+// rewriteConfigFile is rewriteConfig on another configuration file.
+func rewriteConfigFile(t *testing.T, path string, pairs ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !strings.Contains(s, pairs[i]) {
+			t.Fatalf("configuration has no %q", pairs[i])
+		}
+		s = strings.ReplaceAll(s, pairs[i], pairs[i+1])
+	}
+	p := filepath.Join(t.TempDir(), "hermesd.yml")
+	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -44,6 +44,7 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		ReadKeys:      keys.Read,
 		Format:        snapshot.Format(c.Encryption.Format),
 		Seal:          s.Seal,
+		Escrow:        c.Seal.Escrow,
 		V1MaxSize:     int64(c.Encryption.V1MaxSize),
 		MaxBlobSize:   int64(c.Walrus.MaxBlobSize),
 		Store:         Store(s.Walrus),

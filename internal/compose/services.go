@@ -51,6 +51,10 @@ type Options struct {
 	// (restores and listings only read pointers; an init container need
 	// not hold the chain key), no publisher token, no receipt signer.
 	ReadOnly bool
+	// NoKey skips the snapshot key: the agent key comes from the key
+	// escrow of the agent's head pack (restore --escrow), with only the
+	// Seal requester's Sui key.
+	NoKey bool
 }
 
 // Build creates the services the configuration asks for. Every secret is
@@ -62,7 +66,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)])}
 	// Format seal needs no snapshot key; one that is configured still
 	// opens the agent's older v1/v2 snapshots.
-	if !c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal) {
+	if !opts.NoKey && (!c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal)) {
 		key, err := LoadKey(c.Encryption.Key)
 		if err != nil {
 			return nil, fmt.Errorf("encryption.key: %w", err)

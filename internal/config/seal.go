@@ -38,6 +38,10 @@ type Seal struct {
 	MaxSize ByteSize `yaml:"max_size"`
 	// RequestTimeout bounds one key request to one key server.
 	RequestTimeout Duration `yaml:"request_timeout"`
+	// Escrow puts each agent's v3 key, sealed to these key servers and
+	// policy, in every head pack (docs/format-v3.md §6.1), so that
+	// 'hermesd restore --escrow' recovers a brain with only sui_key.
+	Escrow bool `yaml:"escrow"`
 }
 
 // SealAllowlist is the shared Allowlist object of policy allowlist.
@@ -96,7 +100,7 @@ func defaultSeal() Seal {
 // SealEnabled reports whether the configuration uses Seal: format seal, or a
 // seal section to restore Seal blobs with.
 func (c *Config) SealEnabled() bool {
-	return c.Encryption.Format == "seal" || c.Seal.PackageID != "" || len(c.Seal.KeyServers) > 0
+	return c.Encryption.Format == "seal" || c.Seal.PackageID != "" || len(c.Seal.KeyServers) > 0 || c.Seal.Escrow
 }
 
 func (c *Config) validateSeal(v *validator) {
@@ -106,6 +110,13 @@ func (c *Config) validateSeal(v *validator) {
 	s := &c.Seal
 	if c.Encryption.Format == "seal" && s.PackageID == "" && len(s.KeyServers) == 0 {
 		v.add("seal", "required with encryption.format seal (package_id, key_servers, threshold, sui_key)")
+		return
+	}
+	if s.Escrow && c.Encryption.Format != "v3" {
+		v.add("seal.escrow", "needs encryption.format v3 (the escrow lives in v3 head packs), not %q", c.Encryption.Format)
+	}
+	if s.Escrow && s.PackageID == "" && len(s.KeyServers) == 0 {
+		v.add("seal.escrow", "needs the seal section: package_id, policy, key_servers, threshold and sui_key")
 		return
 	}
 	switch {

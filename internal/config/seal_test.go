@@ -147,6 +147,17 @@ func TestValidateSeal(t *testing.T) {
 		{"no max size", func(c *Config) { c.Seal.MaxSize = 0 }, "seal.max_size"},
 		{"no request timeout", func(c *Config) { c.Seal.RequestTimeout = 0 }, "seal.request_timeout"},
 		{"v2 still needs a key", func(c *Config) { c.Encryption.Format = "v2" }, "encryption.key"},
+		{"escrow with format seal", func(c *Config) { c.Seal.Escrow = true }, "seal.escrow"},
+		{"escrow without the seal section", func(c *Config) {
+			c.Encryption = Encryption{Format: "v3", Key: SecretRef{File: "/k"}, V1MaxSize: 1 << 20}
+			c.Seal = defaultSeal()
+			c.Seal.Escrow = true
+		}, "seal.escrow"},
+		{"escrow without threshold servers", func(c *Config) {
+			c.Encryption = Encryption{Format: "v3", Key: SecretRef{File: "/k"}, V1MaxSize: 1 << 20}
+			c.Seal.Escrow = true
+			c.Seal.Threshold = 4
+		}, "seal.threshold"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,6 +175,14 @@ func TestValidateSeal(t *testing.T) {
 			}
 			t.Fatalf("Validate() = %v, want an error for field %s", err, tt.field)
 		})
+	}
+
+	// Escrow with format v3 and a complete seal section.
+	c0 := sealConfig()
+	c0.Encryption = Encryption{Format: "v3", Key: SecretRef{File: "/k"}, V1MaxSize: 1 << 20}
+	c0.Seal.Escrow = true
+	if err := c0.Validate(); err != nil {
+		t.Errorf("escrow with v3 and the seal section: %v", err)
 	}
 
 	// Weights count toward the threshold.

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
@@ -69,7 +71,11 @@ type Options struct {
 	// ScratchDir is where the scratch directory is created ("" = the
 	// system's temporary directory).
 	ScratchDir string
-	Log        *slog.Logger // nil = discard
+	// Escrow makes the cold path recover the agent key from the head
+	// pack's key escrow (seal.escrow) with only the Sui key, instead of
+	// the key file.
+	Escrow bool
+	Log    *slog.Logger // nil = discard
 
 	hooks hooks
 }
@@ -108,16 +114,19 @@ type Report struct {
 	GasUsed    uint64 `json:"gasUsed,omitempty"`
 	// Files and Bytes count the restored files the bundle hash covers;
 	// BlobBytes is the encrypted blob's size.
-	Files      int           `json:"files"`
-	Bytes      int64         `json:"bytes"`
-	BlobBytes  int64         `json:"blobBytes"`
-	Stages     []Stage       `json:"stages"`
-	Result     string        `json:"result"` // "pass" or "fail"
-	Mismatches []Mismatch    `json:"mismatches"`
-	Notes      []string      `json:"notes,omitempty"`
-	Error      string        `json:"error,omitempty"`
-	Took       time.Duration `json:"-"`
-	TookMS     float64       `json:"tookMs"`
+	Files     int   `json:"files"`
+	Bytes     int64 `json:"bytes"`
+	BlobBytes int64 `json:"blobBytes"`
+	// EscrowServers are the key servers that answered when the agent key
+	// came from the key escrow (Options.Escrow).
+	EscrowServers []string      `json:"escrowServers,omitempty"`
+	Stages        []Stage       `json:"stages"`
+	Result        string        `json:"result"` // "pass" or "fail"
+	Mismatches    []Mismatch    `json:"mismatches"`
+	Notes         []string      `json:"notes,omitempty"`
+	Error         string        `json:"error,omitempty"`
+	Took          time.Duration `json:"-"`
+	TookMS        float64       `json:"tookMs"`
 }
 
 // Passed reports whether the drill passed.
@@ -381,7 +390,18 @@ func (d *drill) newColdPath(ctx context.Context, scratch string) (*coldPath, err
 	}
 	cold := *d.svc
 	cold.Walrus, cold.Chain = wc, nil
+	if d.o.Escrow {
+		// A fresh key-server client, with no key cached by the snapshot
+		// side, and no key of the key file: the cold path holds only the
+		// Sui identity.
+		if cold.Seal, err = compose.Sealing(d.cfg, d.log); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSetup, err)
+		}
+	}
 	cp := &coldPath{pipe: cold.Pipeline(d.ac, spool, nil)}
+	if d.o.Escrow {
+		cp.pipe.Key, cp.pipe.AgentKey, cp.pipe.ReadKeys = cipher.Key{}, nil, nil
+	}
 	if d.o.Mode == ModeB {
 		if cp.pointer, err = compose.NewChain(ctx, d.cfg, d.log); err != nil {
 			return nil, fmt.Errorf("chain: %w", err)
@@ -409,6 +429,16 @@ func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) 
 		if err != nil {
 			return snapshot.Restored{}, fmt.Errorf("read ENS pointer: %w", err)
 		}
+	}
+	if d.o.Escrow {
+		t := time.Now()
+		rec, err := cp.pipe.RecoverAgentKey(ctx, blob)
+		d.rep.stage("escrow", t, err, fmt.Sprintf("agent key (id %s) recovered from the head pack's %d-byte key escrow with only the Sui key; key servers that answered: %s",
+			rec.KeyID, rec.EscrowBytes, strings.Join(rec.Servers, ", ")))
+		if err != nil {
+			return snapshot.Restored{}, fmt.Errorf("recover the agent key from the escrow of %s: %w", blob, err)
+		}
+		d.rep.EscrowServers = rec.Servers
 	}
 	res, err := cp.pipe.Restore(ctx, blob, target)
 	var se *snapshot.StageError

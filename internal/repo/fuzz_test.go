@@ -2,6 +2,7 @@ package repo
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -144,6 +145,18 @@ func TestWriteCorpus(t *testing.T) {
 	write("FuzzDecodeHeader", "v2-prefix", []byte("HRMS\x02\x00\x00\x00"))
 	write("FuzzDecodeHeader", "short", cut(pack, 20))
 	write("FuzzDecodeHeader", "flags", flip(cut(pack, HeaderSize), 6))
+	esc := cut(pack, HeaderSize)
+	esc[5] |= flagEscrow
+	binary.BigEndian.PutUint16(esc[6:], 4)
+	binary.BigEndian.PutUint32(esc[16:], binary.BigEndian.Uint32(esc[16:])+4)
+	esc = append(esc, "ESCR"...)
+	write("FuzzDecodeHeader", "escrow", cut(esc, HeaderSize))
+	write("FuzzParseEscrow", "vector-no-escrow", cut(pack, 64))
+	write("FuzzParseEscrow", "escrow", esc)
+	write("FuzzParseEscrow", "escrow-truncated", cut(esc, HeaderSize+2))
+	notHead := bytes.Clone(esc)
+	notHead[5] = flagEscrow
+	write("FuzzParseEscrow", "escrow-not-head", notHead)
 	write("FuzzDecodePackIndex", "vector", index, int64(495))
 	write("FuzzDecodePackIndex", "empty", []byte{0, 0, 0, 0, 0, 0, 0, 0}, int64(0))
 	write("FuzzDecodePackIndex", "wrong-datalen", index, int64(494))

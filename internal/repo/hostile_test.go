@@ -42,7 +42,7 @@ func rewriteHead(t *testing.T, f *fx, mod func(h *Header, ix *PackIndex, data *[
 	plain := ix.Encode()
 	h.IndexLength, h.DataLength = int64(len(plain)+Overhead), int64(len(data))
 	hdr := h.Encode()
-	sealed, err := f.keys.sealAAD(append([]byte{}, hdr[:]...), f.keys.indexAAD(hdr[:]), plain)
+	sealed, err := f.keys.sealAAD(append([]byte{}, hdr[:]...), f.keys.indexAAD(hdr[:], nil), plain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,6 +155,9 @@ type Keys struct {
 	tables  *rabin // the polynomial's fingerprint tables
 	polErr  error
 
+	// escrow goes into every head pack (SetEscrow); nil: none.
+	escrow []byte
+
 	// rand supplies nonces; crypto/rand unless a test fixes it.
 	rand io.Reader
 }
@@ -269,11 +272,13 @@ func (k *Keys) openAAD(dst, aad, stored []byte) ([]byte, error) {
 }
 
 // indexAAD is the associated data of a pack index: it binds the plaintext
-// pack header, so a tampered header fails the index.
-func (k *Keys) indexAAD(header []byte) []byte {
-	aad := make([]byte, 0, len(aadPrefix)+1+len(header)+len(k.identity))
+// pack header and key escrow, so a tampered, swapped or stripped one
+// fails the index.
+func (k *Keys) indexAAD(header, escrow []byte) []byte {
+	aad := make([]byte, 0, len(aadPrefix)+1+len(header)+len(escrow)+len(k.identity))
 	aad = append(aad, aadPrefix...)
 	aad = append(aad, byte(typeIndex))
 	aad = append(aad, header...)
+	aad = append(aad, escrow...)
 	return append(aad, k.identity...)
 }

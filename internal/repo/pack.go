@@ -27,7 +27,12 @@ const (
 	// Version is the pack format version byte.
 	Version = 0x03
 
-	flagHead = 0x01
+	flagHead   = 0x01
+	flagEscrow = 0x02
+
+	// MaxEscrowLen bounds a head pack's key escrow (a Seal object of a
+	// 32-byte key is a few hundred bytes).
+	MaxEscrowLen = 4096
 
 	// indexEntryLen: type[1] ‖ id[32] ‖ offset u64 ‖ length u32.
 	indexEntryLen = 1 + 32 + 8 + 4
@@ -50,8 +55,11 @@ const (
 type Header struct {
 	Head        bool            // the pack carries a commit
 	KeyID       [KeyIDSize]byte // AgentKey.ID of the writer
-	IndexLength int64           // stored (encrypted) index length
+	IndexLength int64           // the index region: escrow, then the encrypted index
 	DataLength  int64           // bytes of objects after the index
+	// EscrowLength is the key escrow's length at the start of the index
+	// region (docs/format-v3.md §6.1); 0 when the pack carries none.
+	EscrowLength int64
 }
 
 // Size returns the size of the whole pack the header describes.
@@ -67,6 +75,10 @@ func (h Header) Encode() [HeaderSize]byte {
 	b[4] = Version
 	if h.Head {
 		b[5] = flagHead
+	}
+	if h.EscrowLength > 0 {
+		b[5] |= flagEscrow
+		binary.BigEndian.PutUint16(b[6:], uint16(h.EscrowLength))
 	}
 	copy(b[8:16], h.KeyID[:])
 	binary.BigEndian.PutUint32(b[16:], uint32(h.IndexLength))
@@ -87,15 +99,25 @@ func DecodeHeader(b []byte) (Header, error) {
 		return Header{}, corruptf("pack header truncated at %d bytes", len(b))
 	}
 	var h Header
-	if b[5]&^flagHead != 0 || b[6] != 0 || b[7] != 0 {
-		return Header{}, corruptf("pack header: unknown flags %#02x %#02x %#02x", b[5], b[6], b[7])
+	if b[5]&^(flagHead|flagEscrow) != 0 {
+		return Header{}, corruptf("pack header: unknown flags %#02x", b[5])
 	}
 	h.Head = b[5]&flagHead != 0
+	e := binary.BigEndian.Uint16(b[6:])
+	switch {
+	case b[5]&flagEscrow == 0 && e != 0:
+		return Header{}, corruptf("pack header: escrow length %d without the escrow flag", e)
+	case b[5]&flagEscrow != 0 && !h.Head:
+		return Header{}, corruptf("pack header: key escrow in a pack that is not a head")
+	case b[5]&flagEscrow != 0 && (e == 0 || e > MaxEscrowLen):
+		return Header{}, corruptf("pack header: escrow length %d out of range (1 to %d)", e, MaxEscrowLen)
+	}
+	h.EscrowLength = int64(e)
 	copy(h.KeyID[:], b[8:16])
 	h.IndexLength = int64(binary.BigEndian.Uint32(b[16:]))
 	d := binary.BigEndian.Uint64(b[20:])
 	switch {
-	case h.IndexLength < minIndexStored || h.IndexLength > MaxIndexLen:
+	case h.IndexLength < minIndexStored+h.EscrowLength || h.IndexLength > MaxIndexLen:
 		return Header{}, corruptf("pack header: index length %d out of range", h.IndexLength)
 	case d > MaxPackLen-HeaderSize-uint64(h.IndexLength):
 		return Header{}, corruptf("pack header: data length %d out of range", d)
@@ -221,7 +243,8 @@ func (k *Keys) openIndex(hdrBytes []byte, h Header, stored []byte) (*PackIndex, 
 	if int64(len(stored)) != h.IndexLength {
 		return nil, corruptf("pack index: %d bytes, header says %d", len(stored), h.IndexLength)
 	}
-	plain, err := k.openAAD(nil, k.indexAAD(hdrBytes), stored)
+	escrow, sealed := stored[:h.EscrowLength], stored[h.EscrowLength:]
+	plain, err := k.openAAD(nil, k.indexAAD(hdrBytes, escrow), sealed)
 	if err != nil {
 		return nil, fmt.Errorf("pack index: %w (wrong identity %q, or the pack was tampered with)", err, k.identity)
 	}
@@ -360,7 +383,12 @@ func (w *PackWriter) Len() int { return len(w.entries) }
 func (w *PackWriter) sizeWith(storedLen, commitLen int64, extra int) (total, indexPlain int64) {
 	n := int64(len(w.entries) + extra)
 	indexPlain = minIndexPlain + indexEntryLen*n + commitLen
-	return HeaderSize + indexPlain + Overhead + w.data + storedLen, indexPlain
+	total = HeaderSize + indexPlain + Overhead + w.data + storedLen
+	if commitLen > 0 {
+		total += int64(len(w.keys.escrow))
+		indexPlain += int64(len(w.keys.escrow)) // the index region's bound covers it
+	}
+	return total, indexPlain
 }
 
 // Fits reports whether an object of storedLen bytes still fits, leaving
@@ -399,16 +427,55 @@ func (w *PackWriter) Add(t Type, id ID, stored []byte) error {
 
 // SealIndex returns what precedes the objects of a pack holding ix and
 // dataLen bytes of objects: the header (a head pack when ix has a commit,
-// the writer's key id) and the index sealed under the object key with
-// the header as associated data; and the header itself.
+// the writer's key id), the key escrow of a head pack when the keys carry
+// one (SetEscrow), and the index sealed under the object key with the
+// header and escrow as associated data; and the header itself.
 func (k *Keys) SealIndex(ix *PackIndex, dataLen int64) ([]byte, Header, error) {
 	plain := ix.Encode()
-	h := Header{Head: len(ix.Commit) > 0, KeyID: k.keyID, IndexLength: int64(len(plain) + Overhead), DataLength: dataLen}
+	h := Header{Head: len(ix.Commit) > 0, KeyID: k.keyID, DataLength: dataLen}
+	var escrow []byte
+	if h.Head {
+		escrow = k.escrow
+	}
+	h.EscrowLength = int64(len(escrow))
+	h.IndexLength = h.EscrowLength + int64(len(plain)+Overhead)
 	hdr := h.Encode()
-	prefix := make([]byte, 0, HeaderSize+len(plain)+Overhead)
+	prefix := make([]byte, 0, HeaderSize+h.IndexLength)
 	prefix = append(prefix, hdr[:]...)
-	prefix, err := k.sealAAD(prefix, k.indexAAD(hdr[:]), plain)
+	prefix = append(prefix, escrow...)
+	prefix, err := k.sealAAD(prefix, k.indexAAD(hdr[:], escrow), plain)
 	return prefix, h, err
+}
+
+// SetEscrow makes every head pack these keys seal carry escrow, the agent
+// key sealed to key servers (docs/format-v3.md §6.1). The keys do not
+// check what it holds; the caller produced it.
+func (k *Keys) SetEscrow(escrow []byte) error {
+	if len(escrow) == 0 || len(escrow) > MaxEscrowLen {
+		return fmt.Errorf("repo: a key escrow of %d bytes (1 to %d)", len(escrow), MaxEscrowLen)
+	}
+	k.escrow = bytes.Clone(escrow)
+	return nil
+}
+
+// ParseEscrow returns the key escrow of a head pack from its first bytes
+// (at least HeaderSize + EscrowLength of them), without any key: the
+// header, and the escrow (nil when the pack carries none).
+func ParseEscrow(b []byte) (Header, []byte, error) {
+	h, err := DecodeHeader(b)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	if !h.Head {
+		return h, nil, corruptf("pack is not a head: it carries no commit and no key escrow")
+	}
+	if int64(len(b)) < HeaderSize+h.EscrowLength {
+		return h, nil, corruptf("key escrow truncated: %d of %d bytes", int64(len(b))-HeaderSize, h.EscrowLength)
+	}
+	if h.EscrowLength == 0 {
+		return h, nil, nil
+	}
+	return h, bytes.Clone(b[HeaderSize : HeaderSize+h.EscrowLength]), nil
 }
 
 // Finish completes the pack: a head pack when commit is non-empty. The

@@ -645,3 +645,16 @@ func (c *Client) ForgetKeys() {
 	c.cache = map[string]*list.Element{}
 	c.lru.Init()
 }
+
+// Answered returns the configured key servers of o that hold a cached key
+// for its identity: after a decryption, those whose keys it used (a
+// report of which servers answered).
+func (c *Client) Answered(o *EncryptedObject) []KeyServer {
+	var out []KeyServer
+	for i := range c.cfg.Servers {
+		if _, ok := o.Weights()[c.cfg.Servers[i].ObjectID]; ok && c.cached(o.FullID(), c.cfg.Servers[i].ObjectID) != nil {
+			out = append(out, c.cfg.Servers[i])
+		}
+	}
+	return out
+}

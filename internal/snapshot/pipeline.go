@@ -56,7 +56,11 @@ type Pipeline struct {
 	Format   Format // how snapshots are written; every format is read
 	// Seal seals snapshots of FormatSeal and opens Seal blobs on restore;
 	// nil without a seal configuration.
-	Seal      *Sealing
+	Seal *Sealing
+	// Escrow puts the agent key, sealed to Seal's key servers and policy,
+	// in every v3 head pack (docs/format-v3.md §6.1): RecoverAgentKey then
+	// opens the agent with only the Sui identity.
+	Escrow    bool
 	V1MaxSize int64 // the v1 cap, when writing and when reading
 	// MaxBlobSize is the store's body limit: a bigger v1/v2 snapshot fails
 	// with ErrTooLarge before any upload; v3 packs are cut to it. 0 = no

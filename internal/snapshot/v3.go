@@ -69,6 +69,9 @@ func (p *Pipeline) keysLocked() (*repo.Keys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: v3 keys of %s: %w", p.AgentID, err)
 	}
+	if err := p.escrowFor(k, ak); err != nil {
+		return nil, err
+	}
 	p.v3.keys = k
 	return k, nil
 }

@@ -247,18 +247,22 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 function parseHeader(ctx, h, blob) {
   if (h.subarray(0, 4).toString('latin1') !== 'HRMS') verify(`pack ${blob}: not a hermesd blob`);
   if (h[4] !== 0x03) verify(`pack ${blob}: hermesd blob version ${h[4]}, not a v3 pack`);
-  if (h[5] & 0xfe) verify(`pack ${blob}: unknown flags ${h[5]}`);
-  if (h[6] !== 0 || h[7] !== 0) verify(`pack ${blob}: header bytes 6-7 are not zero`);
+  if (h[5] & 0xfc) verify(`pack ${blob}: unknown flags ${h[5]}`);
+  // §6.1: flag bit 1 = a key escrow of E bytes (u16 at 6) opens the index
+  // region of a head pack; this reader holds the key and skips it.
+  const E = h.readUInt16BE(6);
+  if (!(h[5] & 2) && E !== 0) verify(`pack ${blob}: header bytes 6-7 are not zero`);
+  if (h[5] & 2 && (!(h[5] & 1) || E === 0 || E > 4096)) verify(`pack ${blob}: bad key escrow (flags ${h[5]}, ${E} bytes)`);
   const keyId = h.subarray(8, 16);
   if (!keyId.equals(ctx.keys.keyId)) {
     auth(`pack ${blob}: written with key id ${keyId.toString('hex')}, not ${ctx.keys.keyId.toString('hex')}: not this agent's snapshot, or another key`);
   }
   const L = h.readUInt32BE(16);
   const D = h.readBigUInt64BE(20);
-  if (L < 36) verify(`pack ${blob}: index length ${L} below 36`);
+  if (L < 36 + E) verify(`pack ${blob}: index length ${L} below ${36 + E}`);
   if (L > MAX_INDEX) verify(`pack ${blob}: index of ${L} bytes, over ${MAX_INDEX}`);
   if (D > BigInt(MAX_PACK)) verify(`pack ${blob}: objects region of ${D} bytes, over ${MAX_PACK}`);
-  return { head: (h[5] & 1) === 1, L, D: Number(D), size: HEADER + L + Number(D) };
+  return { head: (h[5] & 1) === 1, E, L, D: Number(D), size: HEADER + L + Number(D) };
 }
 
 // parseIndex checks that the entries tile the objects region and returns
@@ -313,7 +317,8 @@ async function openPack(ctx, blob, want) {
     if (!hdr.head) verify(`pack ${blob}: not a head pack (it carries no commit)`);
     ({ buf: indexBytes } = await readRange(ctx, blob, HEADER, HEADER + hdr.L - 1));
   }
-  const p = open(ctx, indexBytes, T_INDEX, `index of pack ${blob}`, h);
+  const escrow = indexBytes.subarray(0, hdr.E);
+  const p = open(ctx, indexBytes.subarray(hdr.E), T_INDEX, `index of pack ${blob}`, Buffer.concat([h, escrow]));
   return parseIndex(p, hdr, blob);
 }
 

@@ -107,10 +107,16 @@ const sha256 = (b) => crypto.createHash('sha256').update(b).digest();
 
 function parseHeader(b) {
   if (b.subarray(0, 4).toString('latin1') !== 'HRMS' || b[4] !== 3) throw new Error('not a v3 pack');
-  if ((b[5] & ~1) !== 0 || b[6] !== 0 || b[7] !== 0) throw new Error('unknown header flags');
+  if ((b[5] & ~3) !== 0) throw new Error('unknown header flags');
+  // §6.1: bit 1 = a key escrow of escrowLen bytes opens the index region
+  // (head packs only); this reader has the key and skips it.
+  const escrowLen = b.readUInt16BE(6);
+  if ((b[5] & 2) === 0 ? escrowLen !== 0 : ((b[5] & 1) === 0 || escrowLen === 0 || escrowLen > 4096)) throw new Error('bad key escrow flag or length');
   const dataLen = b.readBigUInt64BE(20);
   if (dataLen > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error('data length out of range');
-  return { head: (b[5] & 1) === 1, keyId: b.subarray(8, 16), indexLen: b.readUInt32BE(16), dataLen: Number(dataLen) };
+  const indexLen = b.readUInt32BE(16);
+  if (indexLen < escrowLen + 36) throw new Error('index length out of range');
+  return { head: (b[5] & 1) === 1, keyId: b.subarray(8, 16), indexLen, escrowLen, dataLen: Number(dataLen) };
 }
 
 function parseIndex(p, dataLen) {
@@ -148,7 +154,8 @@ async function readPack(src, keys, blob, knownIndexLen) {
   } else {
     stored = (await src(blob, 28, hdr.indexLen)).buf;
   }
-  const plain = decrypt(keys, stored, aad(keys, T_INDEX, head.buf.subarray(0, 28)));
+  const escrow = stored.subarray(0, hdr.escrowLen);
+  const plain = decrypt(keys, stored.subarray(hdr.escrowLen), aad(keys, T_INDEX, Buffer.concat([head.buf.subarray(0, 28), escrow])));
   const ix = parseIndex(plain, hdr.dataLen);
   if (hdr.head !== (ix.commit !== null)) throw new Error('head flag and commit disagree');
   return { blob, hdr, entries: ix.entries, commit: ix.commit, size: head.total };

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/snapshot"
+)
+
+// escrowOutput is how restore --escrow found the agent key (never the key).
+type escrowOutput struct {
+	KeyID   string   `json:"keyId"`
+	Bytes   int      `json:"bytes"`
+	Servers []string `json:"servers"`
+	MS      int64    `json:"ms"`
+}
+
+// restoreEscrow is restore --escrow: services without the key file, the
+// head blob from --blob or the ENS pointer, the agent key from its escrow,
+// then the usual verified restore into an empty target.
+func restoreEscrow(ctx context.Context, env *cmdEnv, cfgPath, id, blob, dir, path string, jsonOut bool) error {
+	cfg, ac, log, err := loadAgentConfig(env, cfgPath, id, "")
+	if err != nil {
+		return err
+	}
+	target := dir
+	if target == "" {
+		if path != "" {
+			return usageErrorf("--path restores into --dir DIR")
+		}
+		target = ac.BrainDir
+	}
+	svc, err := compose.Build(ctx, cfg, log, compose.Options{ReadOnly: true, NoKey: true})
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
+	}
+	defer svc.Close()
+	if blob == "" {
+		if blob, _, err = svc.Latest(ctx, ac); err != nil {
+			return err
+		}
+	}
+	sd, err := compose.OpenState(cfg)
+	if err != nil {
+		return err
+	}
+	defer sd.Close()
+	pipe := svc.Pipeline(ac, sd.SpoolDir(), nil)
+	// Only the escrow's key: never one derived from an absent key file.
+	pipe.Key, pipe.AgentKey, pipe.ReadKeys = cipher.Key{}, nil, nil
+	rec, err := pipe.RecoverAgentKey(ctx, blob)
+	if err != nil {
+		return err
+	}
+	res, err := pipe.RestoreWith(ctx, blob, target, snapshot.RestoreOptions{Path: path})
+	if err != nil {
+		return err
+	}
+	out := restoreOutput{Agent: id, Dir: target, Origin: "restored", BlobID: blob, Path: path,
+		Escrow: &escrowOutput{KeyID: rec.KeyID, Bytes: rec.EscrowBytes, Servers: rec.Servers, MS: rec.Took.Milliseconds()}}
+	out.BundleHash, out.Files, out.Bytes = res.BundleHash.String(), res.Files, res.Bytes
+	out.BlobBytes, out.Skipped = res.BlobSize, res.Skipped
+	out.Format, out.Downloaded, out.Ranges = string(res.Format), res.Downloaded, res.Ranges
+	out.DownloadMS, out.UnpackMS = res.Download.Milliseconds(), res.Unpack.Milliseconds()
+	return printRestore(env, out, jsonOut)
+}
