@@ -191,6 +191,7 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	hashS := time.Since(t).Seconds()
+	hashHWM := vmHWM() // the peak before the snapshot: the hash's share
 	if err := writeLock(*dir, h.Digest, 1); err != nil {
 		return err
 	}
@@ -224,6 +225,7 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 		"packs":        float64(st.Packs),
 		"uploaded_MiB": float64(st.BytesUploaded) / (1 << 20),
 		"hwm_MiB":      vmHWM(),
+		"hash_hwm_MiB": hashHWM,
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
