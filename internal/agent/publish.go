@@ -377,8 +377,15 @@ func (a *Agent) catchUpLocked() bool {
 		EndEpoch:   e.EndEpoch,
 		CreatedAt:  time.UnixMilli(e.CreatedAt),
 	}
-	if p := a.st.Pending; p != nil && p.Value != e.BlobID {
+	switch p := a.st.Pending; {
+	case p != nil && p.Value != e.BlobID:
 		p.Value, p.Attempts, p.LastErr = e.BlobID, 0, ""
+	case p == nil && a.cfg.ENSName != "" && e.BlobID != a.st.Published && (a.st.Published != "" || !a.st.PublishedAt.IsZero()):
+		// The lost save was the one that would have made this snapshot
+		// pending: without it the record would stay on the older one
+		// until the brain changed again. (With nothing known of the
+		// record, reconcile's read decides.)
+		a.st.Pending = &state.Pointer{Value: e.BlobID, Expected: a.st.Published, Since: time.UnixMilli(e.CreatedAt)}
 	}
 	return true
 }

@@ -99,6 +99,49 @@ func TestOwnNewerBlobAfterLostSave(t *testing.T) {
 	})
 }
 
+// A kill after the brain's lock recorded a snapshot but before the state
+// saved it (and before it was published): the restarted agent catches up
+// and publishes that snapshot, without taking it again.
+func TestLostSaveBeforePublish(t *testing.T) {
+	r := newRig(t)
+	a, first := publishFirst(t, r)
+	saved, err := state.LoadAgent(state.AgentPath(r.state, "alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.write("system.md", "v2\n")
+	res, err := a.SyncOnce(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := res.Snapshot.BlobID
+	a.Close()
+	a.deps.State.Close()
+	if err := state.SaveAgent(state.AgentPath(r.state, "alpha"), saved); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.chain.get(r.name); got != first {
+		t.Fatalf("record %s before the restart, want %s", got, first)
+	}
+	a = r.open()
+	if err := a.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := a.Pending(); !ok || p.Value != second || p.Expected != first {
+		t.Fatalf("after the restart pending = %+v %v, want %s over %s", p, ok, second, first)
+	}
+	takes := r.pipe.Takes()
+	if res, err := a.SyncOnce(t.Context()); err != nil || res.Outcome != Unchanged || r.pipe.Takes() != takes {
+		t.Fatalf("the snapshot whose save was lost was taken again: %+v %v", res, err)
+	}
+	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 1 || out[0].Outcome != OutcomePublished {
+		t.Fatalf("publish: %+v", out)
+	}
+	if got := r.chain.get(r.name); got != second {
+		t.Fatalf("record %s, want %s", got, second)
+	}
+}
+
 // A record that is gone (a reset chain) at publish time is a rollback to
 // publish over, not another writer.
 func TestEmptiedRecordIsNotForeign(t *testing.T) {
