@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 )
 
 func runRestore(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet(env, "restore", "restore [-config FILE] [--blob ID | --at ENTRY] [--path PATH] [--dir DIR] [--unverified] [--escrow] [--json] AGENT",
+	fs := newFlagSet(env, "restore", "restore [-config FILE] [--blob ID | --at ENTRY] [--path PATH] [--dir DIR] [--unverified] [--escrow [--write-key FILE]] [--json] AGENT",
 		`Cold-restore an agent's brain from chain plus Walrus, once, as 'hermesd run'
 does at start (for init containers): when the brain directory is missing or
 holds no files, read the ENS pointer, download, decrypt, extract into a
@@ -43,7 +44,9 @@ file: the agent key is recovered from the head pack's key escrow by
 seal.threshold key servers, asked as seal.sui_key (which the policy must
 admit), and checked against the pack's key id; then the restore verifies
 as always. It takes --dir or restores the brain directory when that is
-empty, and --blob, not --at.`)
+empty, and --blob, not --at. --write-key FILE then saves the recovered
+agent key (mode 0600, never over an existing file) for agents[].key.file,
+so the daemon can go on writing under the same key.`)
 	cfgPath := configFlag(fs)
 	blob := fs.String("blob", "", "restore this blob id instead of the one the ENS pointer names")
 	at := fs.String("at", "", "restore a snapshot of the history: N (0 = latest), a blob id, or 0x + a bundle hash prefix")
@@ -52,6 +55,7 @@ empty, and --blob, not --at.`)
 	unverified := fs.Bool("unverified", false, "with --dir: install a snapshot whose bundle hash cannot be verified, and say so")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	escrow := fs.Bool("escrow", false, "recover the agent key from the head pack's key escrow with only seal.sui_key (no key file)")
+	writeKey := fs.String("write-key", "", "with --escrow: save the recovered agent key to this new file (for agents[].key.file)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -67,6 +71,14 @@ empty, and --blob, not --at.`)
 	}
 	if *escrow && (*at != "" || *unverified) {
 		return usageErrorf("--escrow takes --blob and --dir, not --at or --unverified")
+	}
+	if *writeKey != "" {
+		if !*escrow {
+			return usageErrorf("--write-key saves a key recovered with --escrow")
+		}
+		if _, err := os.Lstat(*writeKey); err == nil {
+			return usageErrorf("--write-key %s: the file exists; refusing to overwrite it", *writeKey)
+		}
 	}
 	out := restoreOutput{Agent: pos[0]}
 	if *dir == "" {
@@ -88,7 +100,7 @@ empty, and --blob, not --at.`)
 		}
 	}
 	if *escrow {
-		return restoreEscrow(ctx, env, *cfgPath, pos[0], *blob, *dir, *path, *jsonOut)
+		return restoreEscrow(ctx, env, *cfgPath, pos[0], *blob, *dir, *path, *writeKey, *jsonOut)
 	}
 	oc, err := openAgent(ctx, env, *cfgPath, pos[0], "")
 	if err != nil {
@@ -193,6 +205,9 @@ func printRestore(env *cmdEnv, o restoreOutput, asJSON bool) error {
 	if e := o.Escrow; e != nil {
 		fmt.Fprintf(env.stdout, "  agent key (id %s) recovered from the %d-byte key escrow in %s by key servers %s\n",
 			e.KeyID, e.Bytes, time.Duration(e.MS)*time.Millisecond, sanitize(strings.Join(e.Servers, ", ")))
+		if e.KeyFile != "" {
+			fmt.Fprintf(env.stdout, "  agent key saved to %s (set agents[].key.file to it to go on writing under this key)\n", e.KeyFile)
+		}
 	}
 	for _, s := range o.Skipped {
 		fmt.Fprintf(env.stdout, "  skipped: %s\n", sanitize(s))

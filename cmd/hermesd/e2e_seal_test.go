@@ -9,6 +9,7 @@ import (
 	gocipher "crypto/cipher"
 	crand "crypto/rand"
 	"crypto/sha3"
+	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -17,7 +18,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/seal"
 	"github.com/hermesd/hermesd/internal/sealserver"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -546,6 +549,44 @@ func TestE2ESealEscrow(t *testing.T) {
 	})
 	t.Run("restore after the faults are gone", func(t *testing.T) {
 		restore(t, cfg, 0)
+	})
+	t.Run("--write-key saves the recovered agent key", func(t *testing.T) {
+		if err := os.RemoveAll(brain); err != nil {
+			t.Fatal(err)
+		}
+		kf := filepath.Join(t.TempDir(), "alpha.key")
+		code, stdout, stderr := w.runOnce("restore", "-config", cfg, "--escrow", "--write-key", kf, "alpha")
+		if code != 0 || !strings.Contains(stdout, "agent key saved to "+kf) {
+			t.Fatalf("exit %d: %s / %s", code, stdout, lastLine(stderr))
+		}
+		if d := sameTree(want, hashedTree(t, brain)); len(d) > 0 {
+			t.Fatalf("restored brain differs: %v", d)
+		}
+		k, err := cipher.ReadKeyFile(kf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Stat(kf); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("key file mode: %v %v", fi, err)
+		}
+		// The saved key is the one the head pack was written under.
+		if got, want := repo.NewAgentKey([32]byte(k)).ID(), hex.EncodeToString(raw[8:16]); got != want {
+			t.Fatalf("saved key id %s, the head pack's is %s", got, want)
+		}
+		// An existing file is never overwritten, and nothing is restored.
+		if err := os.RemoveAll(brain); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr = w.runOnce("restore", "-config", cfg, "--escrow", "--write-key", kf, "alpha")
+		if code != exitUsage || !strings.Contains(lastLine(stderr), "refusing to overwrite") {
+			t.Fatalf("second --write-key: exit %d: %s", code, lastLine(stderr))
+		}
+		if _, err := os.Stat(brain); err == nil {
+			t.Fatal("a refused --write-key restored the brain")
+		}
+		if k2, err := cipher.ReadKeyFile(kf); err != nil || k2 != k {
+			t.Fatalf("key file changed: %v", err)
+		}
 	})
 }
 

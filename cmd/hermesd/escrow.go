@@ -15,12 +15,14 @@ type escrowOutput struct {
 	Bytes   int      `json:"bytes"`
 	Servers []string `json:"servers"`
 	MS      int64    `json:"ms"`
+	KeyFile string   `json:"keyFile,omitempty"` // --write-key
 }
 
 // restoreEscrow is restore --escrow: services without the key file, the
 // head blob from --blob or the ENS pointer, the agent key from its escrow,
-// then the usual verified restore into an empty target.
-func restoreEscrow(ctx context.Context, env *cmdEnv, cfgPath, id, blob, dir, path string, jsonOut bool) error {
+// then the usual verified restore into an empty target; keyFile, if set,
+// receives the agent key once the restore verified.
+func restoreEscrow(ctx context.Context, env *cmdEnv, cfgPath, id, blob, dir, path, keyFile string, jsonOut bool) error {
 	cfg, ac, log, err := loadAgentConfig(env, cfgPath, id, "")
 	if err != nil {
 		return err
@@ -58,8 +60,14 @@ func restoreEscrow(ctx context.Context, env *cmdEnv, cfgPath, id, blob, dir, pat
 	if err != nil {
 		return err
 	}
+	if keyFile != "" {
+		// Only a key that just restored a verified brain is saved.
+		if err := cipher.WriteKeyFile(keyFile, cipher.Key(pipe.AgentKey.Bytes())); err != nil {
+			return fmt.Errorf("brain restored in %s, but the agent key was not saved: %w", target, err)
+		}
+	}
 	out := restoreOutput{Agent: id, Dir: target, Origin: "restored", BlobID: blob, Path: path,
-		Escrow: &escrowOutput{KeyID: rec.KeyID, Bytes: rec.EscrowBytes, Servers: rec.Servers, MS: rec.Took.Milliseconds()}}
+		Escrow: &escrowOutput{KeyID: rec.KeyID, Bytes: rec.EscrowBytes, Servers: rec.Servers, MS: rec.Took.Milliseconds(), KeyFile: keyFile}}
 	out.BundleHash, out.Files, out.Bytes = res.BundleHash.String(), res.Files, res.Bytes
 	out.BlobBytes, out.Skipped = res.BlobSize, res.Skipped
 	out.Format, out.Downloaded, out.Ranges = string(res.Format), res.Downloaded, res.Ranges
