@@ -75,23 +75,34 @@ func (w *world) start() *Daemon {
 		w.t.Fatal(err)
 	}
 	d.Start(context.Background())
-	w.t.Cleanup(func() { d.Close(context.Background()) })
+	w.t.Cleanup(func() { closeAtCleanup(d) })
 	return d
+}
+
+// closeAtCleanup closes a daemon a test may have left with pointers
+// pending (it failed, or it stopped the chain): the shutdown flush gives
+// up after a while instead of hanging the test binary until its timeout,
+// which would hide the failure that got it there.
+func closeAtCleanup(d *Daemon) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d.Close(ctx)
 }
 
 func stop(t *testing.T, d *Daemon) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := d.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 }
 
-// eventually polls cond until it holds or 15 s pass.
+// eventually polls cond until it holds or 60 s pass (a deadline for a
+// failure on a loaded machine, not a timing bound).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -68,7 +68,7 @@ func startDaemon(t *testing.T, w *world, tune func(*Daemon)) *Daemon {
 		tune(d)
 	}
 	d.Start(context.Background())
-	t.Cleanup(func() { d.Close(context.Background()) })
+	t.Cleanup(func() { closeAtCleanup(d) })
 	return d
 }
 

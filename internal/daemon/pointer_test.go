@@ -167,7 +167,7 @@ func (w *world) startWith(cfg *config.Config, log *slog.Logger) *Daemon {
 		w.t.Fatal(err)
 	}
 	d.Start(context.Background())
-	w.t.Cleanup(func() { d.Close(context.Background()) })
+	w.t.Cleanup(func() { closeAtCleanup(d) })
 	return d
 }
 

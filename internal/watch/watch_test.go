@@ -12,7 +12,7 @@ import (
 // next waits for a batch, failing the test after a deadline.
 func next(t *testing.T, w *Watcher) Batch {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		if b, ok := w.Take(); ok {
 			return b
@@ -20,7 +20,7 @@ func next(t *testing.T, w *Watcher) Batch {
 		select {
 		case <-w.Ready():
 		case <-deadline:
-			t.Fatal("no batch within 5s")
+			t.Fatal("no batch within 30s")
 		}
 	}
 }
@@ -170,7 +170,7 @@ func TestBusyHoldsBatch(t *testing.T) {
 	write(t, filepath.Join(root, "memory.db"), "x")
 	// Wait until the watcher has consulted Busy a few times, then check
 	// nothing was released.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for checks.Load() < 3 {
 		if time.Now().After(deadline) {
 			t.Fatal("Busy never consulted")
@@ -195,7 +195,7 @@ func TestBatchesCoalesceUntilTaken(t *testing.T) {
 	<-w.Ready() // released, not taken
 	write(t, filepath.Join(root, "two.md"), "2")
 	// Wait until the second change has been merged into the same batch.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		w.mu.Lock()
 		n := len(w.batch.Paths)
@@ -225,7 +225,7 @@ func TestRootRemovedMeansRescan(t *testing.T) {
 	if err := os.RemoveAll(root); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for {
 		b := next(t, w)
 		if b.Rescan {
