@@ -178,7 +178,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("sealserver: shutdown: %w", err)
+		// Past the grace period (a slow client, or a connection dialed
+		// but never used: Shutdown counts those as active for 5 s), cut
+		// off what is left, as localwalrus and devchain do.
+		s.log.Warn("key server: connections still open after the grace period; closing them", "error", err)
+		if err := srv.Close(); err != nil {
+			return fmt.Errorf("sealserver: close: %w", err)
+		}
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("sealserver: %w", err)
