@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/big"
 	"net/http"
@@ -647,19 +648,34 @@ func TestPointerStateSaveFails(t *testing.T) {
 	const name = "alpha.hermes.eth"
 	dir := state.AgentPath(cfg.StateDir, "alpha")
 	sf := filepath.Join(dir, "state.json")
+	// block puts a directory where the state file goes, so that every
+	// save fails, and returns the state saved last. The daemon may save
+	// between the remove and the mkdir (its saves rename a complete file
+	// into place): then the state is read and removed again.
 	block := func(t *testing.T) []byte {
 		t.Helper()
-		b, err := os.ReadFile(sf)
-		if err != nil {
-			t.Fatal(err)
+		for range 100 {
+			b, err := os.ReadFile(sf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(sf); err != nil {
+				t.Fatal(err)
+			}
+			err = os.Mkdir(sf, 0o700)
+			if errors.Is(err, fs.ErrExist) {
+				continue // saved in between
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(sf, "in-the-way"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			return b
 		}
-		if err := os.Remove(sf); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(sf, "in-the-way"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		return b
+		t.Fatal("the state file came back 100 times in a row")
+		return nil
 	}
 
 	block(t)
