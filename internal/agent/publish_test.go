@@ -14,6 +14,13 @@ import (
 // was retried: the state on disk still says first.
 func lostSave(t *testing.T, r *rig) (a *Agent, first, second string) {
 	t.Helper()
+	return lostSaveAfter(t, r, true)
+}
+
+// lostSaveAfter is lostSave with the second snapshot published before the
+// crash or not.
+func lostSaveAfter(t *testing.T, r *rig, publish bool) (a *Agent, first, second string) {
+	t.Helper()
 	a, first = publishFirst(t, r)
 	saved, err := state.LoadAgent(state.AgentPath(r.state, "alpha"))
 	if err != nil {
@@ -25,9 +32,11 @@ func lostSave(t *testing.T, r *rig) (a *Agent, first, second string) {
 		t.Fatal(err)
 	}
 	second = res.Snapshot.BlobID
-	PublishOnce(t.Context(), r.chain, []*Agent{a})
-	if r.chain.get(r.name) != second {
-		t.Fatal("second not published")
+	if publish {
+		PublishOnce(t.Context(), r.chain, []*Agent{a})
+		if r.chain.get(r.name) != second {
+			t.Fatal("second not published")
+		}
 	}
 	a.Close()
 	a.deps.State.Close()
@@ -104,26 +113,10 @@ func TestOwnNewerBlobAfterLostSave(t *testing.T) {
 // and publishes that snapshot, without taking it again.
 func TestLostSaveBeforePublish(t *testing.T) {
 	r := newRig(t)
-	a, first := publishFirst(t, r)
-	saved, err := state.LoadAgent(state.AgentPath(r.state, "alpha"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.write("system.md", "v2\n")
-	res, err := a.SyncOnce(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := res.Snapshot.BlobID
-	a.Close()
-	a.deps.State.Close()
-	if err := state.SaveAgent(state.AgentPath(r.state, "alpha"), saved); err != nil {
-		t.Fatal(err)
-	}
+	a, first, second := lostSaveAfter(t, r, false)
 	if got := r.chain.get(r.name); got != first {
 		t.Fatalf("record %s before the restart, want %s", got, first)
 	}
-	a = r.open()
 	if err := a.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
