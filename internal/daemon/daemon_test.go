@@ -111,6 +111,19 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// stores counts the blobs the devnet's Walrus stored, after waiting for
+// the server to finish recording the requests its clients already saw
+// answered.
+func stores(t *testing.T, w *world) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := w.dn.Walrus.Quiesce(ctx); err != nil {
+		t.Fatalf("walrus quiesce: %v", err)
+	}
+	return w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]
+}
+
 func writeFile(t *testing.T, p, content string, mode fs.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -247,7 +260,7 @@ func TestSnapshotPublishRestore(t *testing.T) {
 
 	t.Run("touch without change uploads nothing", func(t *testing.T) {
 		a, _ := d.Agent("alpha")
-		puts := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]
+		puts := stores(t, w)
 		unchanged := testutil.ToFloat64(d.metrics.snapshots.WithLabelValues("alpha", "unchanged"))
 		p := filepath.Join(w.brain("alpha"), "system.md")
 		b, _ := os.ReadFile(p)
@@ -257,7 +270,7 @@ func TestSnapshotPublishRestore(t *testing.T) {
 		eventually(t, "an unchanged sync", func() bool {
 			return testutil.ToFloat64(d.metrics.snapshots.WithLabelValues("alpha", "unchanged")) > unchanged
 		})
-		if got := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]; got != puts {
+		if got := stores(t, w); got != puts {
 			t.Errorf("uploads went from %d to %d", puts, got)
 		}
 		if s := a.Status(); s.Pending != nil || s.Last.BlobID != first {
@@ -411,7 +424,7 @@ func TestBrainWipedWhileRunningComesBack(t *testing.T) {
 	d := w.start()
 	blob := published(t, d, "alpha")
 	before := tree(t, w.brain("alpha"))
-	stores := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]
+	stored := stores(t, w)
 
 	if err := os.RemoveAll(w.brain("alpha")); err != nil {
 		t.Fatal(err)
@@ -435,8 +448,8 @@ func TestBrainWipedWhileRunningComesBack(t *testing.T) {
 	if got := readPointer(t, w, "alpha.hermes.eth"); got != blob {
 		t.Errorf("pointer moved to %q", got)
 	}
-	if got := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]; got != stores {
-		t.Errorf("uploads during the wipe: %d -> %d", stores, got)
+	if got := stores(t, w); got != stored {
+		t.Errorf("uploads during the wipe: %d -> %d", stored, got)
 	}
 	// And the watcher follows the new directory.
 	writeFile(t, filepath.Join(w.brain("alpha"), "skills/after.md"), "after\n", 0o644)

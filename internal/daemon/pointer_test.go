@@ -36,7 +36,6 @@ import (
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/hash"
-	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -780,7 +779,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 		if err := os.WriteFile(sf, old, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		uploads := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]
+		uploads := stores(t, w)
 		head, err := w.dn.Chain.Client().BlockNumber(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -795,7 +794,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 		if got := readPointer(t, w, name); got != third {
 			t.Errorf("pointer %s, want %s", got, third)
 		}
-		if got := w.dn.Walrus.Stats().ByRoute[localwalrus.RoutePublisher][http.StatusOK]; got != uploads {
+		if got := stores(t, w); got != uploads {
 			t.Errorf("the snapshot was uploaded again (%d -> %d uploads)", uploads, got)
 		}
 		if now, err := w.dn.Chain.Client().BlockNumber(t.Context()); err != nil || now != head {
