@@ -212,6 +212,7 @@ func tree(t *testing.T, dir string) map[string]fileInfo {
 }
 
 func TestSnapshotPublishRestore(t *testing.T) {
+	t.Parallel()
 	alphaToken, betaToken := uint64(1), uint64(2)
 	w := newWorld(t,
 		devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth", TokenID: &alphaToken},
@@ -327,6 +328,7 @@ func TestSnapshotPublishRestore(t *testing.T) {
 }
 
 func TestSecondDaemonRefused(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "solo"})
 	seedBrain(t, w.brain("solo"))
 	w.start()
@@ -342,6 +344,7 @@ func TestSecondDaemonRefused(t *testing.T) {
 }
 
 func TestFailedAgentDoesNotStopOthers(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t,
 		devnet.Agent{ID: "good", ENSName: "good.hermes.eth"},
 		devnet.Agent{ID: "broken", ENSName: "broken.hermes.eth"},
@@ -382,6 +385,7 @@ func TestFailedAgentDoesNotStopOthers(t *testing.T) {
 // visible); when Walrus answers again the change is snapshotted and
 // published without waiting for the sync's backoff (the prober notices).
 func TestWalrusPublisherOutageKeepsChangesSafe(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
 	seedBrain(t, w.brain("alpha"))
 	d := w.start()
@@ -419,6 +423,7 @@ func TestWalrusPublisherOutageKeepsChangesSafe(t *testing.T) {
 }
 
 func TestBrainWipedWhileRunningComesBack(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
 	seedBrain(t, w.brain("alpha"))
 	d := w.start()
@@ -457,6 +462,7 @@ func TestBrainWipedWhileRunningComesBack(t *testing.T) {
 }
 
 func TestSeedFillsOnlyWhatIsMissing(t *testing.T) {
+	t.Parallel()
 	seed := t.TempDir()
 	writeFile(t, filepath.Join(seed, "system.md"), "seed system\n", 0o644)
 	writeFile(t, filepath.Join(seed, "skills/seeded.md"), "seeded\n", 0o600)
@@ -487,6 +493,7 @@ func TestSeedFillsOnlyWhatIsMissing(t *testing.T) {
 }
 
 func TestSnapshotIntervalAndRefresh(t *testing.T) {
+	t.Parallel()
 	dn, err := devnet.Start(t.Context(), devnet.Options{
 		Dir:              t.TempDir(),
 		Agents:           []devnet.Agent{{ID: "alpha", ENSName: "alpha.hermes.eth"}},

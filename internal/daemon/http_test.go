@@ -198,6 +198,7 @@ func errorOf(a answer) string {
 // JSON body; anything else is refused before the body is read, and
 // changes nothing.
 func TestReceiptsEndpointGuards(t *testing.T) {
+	t.Parallel()
 	tok := uint64(1)
 	w := newWorld(t, devnet.Agent{ID: "alpha", TokenID: &tok})
 	seedBrain(t, w.brain("alpha"))
@@ -358,6 +359,7 @@ func spooled(t *testing.T, w *world) []string {
 // or its body holds nothing another import needs (the body is spooled
 // before the log is touched), and the server's timeouts end it.
 func TestSlowClientsCannotHoldTheImport(t *testing.T) {
+	t.Parallel()
 	tok := uint64(1)
 	w := newWorld(t, devnet.Agent{ID: "alpha", TokenID: &tok})
 	seedBrain(t, w.brain("alpha"))
@@ -520,6 +522,7 @@ func checkAllTrusted(t *testing.T, what string, lines []string, trusted common.A
 // the log, the brain's receipts.ndjson or the next snapshot, and the agent
 // stays ready and keeps publishing.
 func TestForgedReceiptsNeverReachASnapshot(t *testing.T) {
+	t.Parallel()
 	const forged, maxCount = 20_000, 500
 	tok := uint64(1)
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth", TokenID: &tok})
@@ -639,6 +642,7 @@ func (j *junkBody) Read(p []byte) (int, error) {
 // TestJunkBodyBounded: 8 MiB of junk lines cost a bounded quarantine
 // file and a bounded answer; a body past the limit is refused outright.
 func TestJunkBodyBounded(t *testing.T) {
+	t.Parallel()
 	const qBytes = 1 << 20
 	tok := uint64(1)
 	w := newWorld(t, devnet.Agent{ID: "alpha", TokenID: &tok})
@@ -687,6 +691,7 @@ func TestJunkBodyBounded(t *testing.T) {
 // TestQuarantinePurgeEndpoint: the daemon purges an agent's quarantine on
 // an authenticated request and says how many records went.
 func TestQuarantinePurgeEndpoint(t *testing.T) {
+	t.Parallel()
 	tok := uint64(1)
 	w := newWorld(t, devnet.Agent{ID: "alpha", TokenID: &tok})
 	seedBrain(t, w.brain("alpha"))
@@ -724,6 +729,7 @@ func TestQuarantinePurgeEndpoint(t *testing.T) {
 // blob size limit) makes /readyz answer 503 naming the agent and the
 // reason, and /v1/status carry it; the other agent stays ready.
 func TestFailedSnapshotShowsInReadyz(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "good"}, devnet.Agent{ID: "big"})
 	writeFile(t, filepath.Join(w.brain("good"), "system.md"), "small\n", 0o644)
 	writeFile(t, filepath.Join(w.brain("big"), "system.md"), "small for now\n", 0o644)

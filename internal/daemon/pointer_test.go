@@ -291,6 +291,7 @@ func stopPending(t *testing.T, d *Daemon) {
 // held, and other agents are not disturbed — while running and across a
 // restart.
 func TestPointerRollback(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
 	seedBrain(t, w.brain("alpha"))
 	seedBrain(t, w.brain("beta"))
@@ -391,6 +392,7 @@ func TestPointerRollback(t *testing.T) {
 // (chain.check_interval) and repaired — while running and when it happened
 // while the daemon was stopped.
 func TestPointerStaleRepaired(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
 	seedBrain(t, w.brain("alpha"))
 	const interval = 300 * time.Millisecond
@@ -506,6 +508,7 @@ func getMetrics(t *testing.T, d *Daemon) string {
 // others keep publishing; the hold survives a restart; the API resolves
 // it by adopting the other writer's snapshot or by overriding it.
 func TestPointerForeignWriter(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
 	seedBrain(t, w.brain("alpha"))
 	seedBrain(t, w.brain("beta"))
@@ -647,6 +650,7 @@ func grepLines(s, sub string) string {
 // daemon recognises the record as its own newest snapshot and converges
 // without uploading or publishing anything again.
 func TestPointerStateSaveFails(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
 	seedBrain(t, w.brain("alpha"))
 	proxy := newRPCProxy(t, w.dn.Chain.URL())

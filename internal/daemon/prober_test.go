@@ -12,6 +12,7 @@ import (
 // The prober wakes waiting agents when Walrus answers again after failing
 // to, and stays quiet while nothing fails.
 func TestProberBroadcastsRecovery(t *testing.T) {
+	t.Parallel()
 	var down, failing atomic.Bool
 	var pings atomic.Int64
 	p := newProber(func(context.Context) error {

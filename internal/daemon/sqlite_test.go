@@ -42,6 +42,7 @@ func python3(t *testing.T) string {
 // a bounded slack, and every snapshot restores to a database that passes
 // integrity_check with no torn transaction.
 func TestLiveSQLiteBrain(t *testing.T) {
+	t.Parallel()
 	py := python3(t)
 	for _, mode := range []string{"wal", "delete"} {
 		t.Run(mode, func(t *testing.T) {

@@ -127,6 +127,7 @@ func gnuTar(t *testing.T) string {
 }
 
 func TestSealInteropReferenceRuntime(t *testing.T) {
+	t.Parallel()
 	tarBin := gnuTar(t)
 	f := newFixture(t)
 	allowlist := seal.MustParseAddress("0x" + strings.Repeat("a7", 32))
@@ -243,6 +244,7 @@ func TestSealInteropReferenceRuntime(t *testing.T) {
 // reference runtime builds with the SDK: the key servers dry-run it, so it
 // must be byte for byte what their full node would accept from the SDK.
 func TestSealInteropAllowlistPTB(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node not found (%v): the Seal SDK interop tests need Node.js 20+ on PATH", err)

@@ -109,6 +109,7 @@ func (f *fixture) blob(id string) []byte {
 }
 
 func TestSealTakeAndRestore(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	w := newSealWorld(t, nil)
 	want := f.hash()
@@ -157,6 +158,7 @@ func TestSealTakeAndRestore(t *testing.T) {
 // Any two of the three servers restore; one alone cannot, and the target
 // stays as it was.
 func TestSealRestoreThreshold(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	w := newSealWorld(t, nil)
 	want := f.hash()
@@ -192,6 +194,7 @@ func TestSealRestoreThreshold(t *testing.T) {
 // A second restore in the same process uses the cached session and keys:
 // it needs no key server at all.
 func TestSealKeysAreCached(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	w := newSealWorld(t, nil)
 	s := w.sealing(w.user, snapshot.SealPolicy{})
@@ -209,6 +212,7 @@ func TestSealKeysAreCached(t *testing.T) {
 }
 
 func TestSealRequesterOutsidePolicy(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	outsider, _ := seal.GenerateSuiKey(nil)
 
@@ -250,6 +254,7 @@ func TestSealRequesterOutsidePolicy(t *testing.T) {
 }
 
 func TestSealWriteCap(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	w := newSealWorld(t, nil)
 	s := w.sealing(w.user, snapshot.SealPolicy{})
@@ -264,6 +269,7 @@ func TestSealWriteCap(t *testing.T) {
 }
 
 func TestSealConfigurationMismatches(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	w := newSealWorld(t, nil)
 	want := f.hash()
@@ -334,6 +340,7 @@ func restoreBytes(t *testing.T, f *fixture, s *snapshot.Sealing, blob []byte) er
 }
 
 func TestSealHostileBlobs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	w := newSealWorld(t, nil)
 	res, err := f.sealPipeline("alpha.eth", w.sealing(w.user, snapshot.SealPolicy{})).Take(t.Context(), snapshot.Input{Want: f.hash()})
@@ -415,6 +422,7 @@ func TestSealHostileBlobs(t *testing.T) {
 // the two honest ones still restore; with one honest one the restore fails
 // naming the bad key.
 func TestSealKeyServerWithWrongKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	w := newSealWorld(t, nil)
 	res, err := f.sealPipeline("alpha.eth", w.sealing(w.user, snapshot.SealPolicy{})).Take(t.Context(), snapshot.Input{Want: f.hash()})
@@ -447,6 +455,7 @@ func TestSealKeyServerWithWrongKey(t *testing.T) {
 }
 
 func TestSealEscrow(t *testing.T) {
+	t.Parallel()
 	w := newSealWorld(t, nil)
 	var key [snapshot.AgentKeySize]byte
 	copy(key[:], "an agent key of thirty-two bytes")

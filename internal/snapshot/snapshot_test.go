@@ -140,6 +140,7 @@ func same(t *testing.T, a, b string) {
 }
 
 func TestTakeAndRestore(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	want := f.hash()
 	res, err := f.take("alpha.eth", want)
@@ -200,6 +201,7 @@ func TestTakeAndRestore(t *testing.T) {
 }
 
 func TestTakeRefusesAHashItDoesNotContain(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	// The brain "changed" between hashing and packing.
 	_, err := f.take("alpha.eth", hash.Null)
@@ -234,6 +236,7 @@ func packed(t *testing.T, dir string, key cipher.Key, identity string) string {
 }
 
 func TestRestoreFailuresLeaveTargetUntouched(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	good := f.hash()
 	withLock := func(h string) string {
@@ -334,6 +337,7 @@ func listing(t *testing.T, dir string) string {
 // TestRestoredRootMode: the brain root gets RootMode (the reference
 // runtime's), not the temporary directory's 0700.
 func TestRestoredRootMode(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	res, err := f.take("alpha.eth", f.hash())
 	if err != nil {
@@ -352,6 +356,7 @@ func TestRestoredRootMode(t *testing.T) {
 // is refused by default, and installed with RestoreOptions.Unverified,
 // which reports what it could not check and the hash of the files.
 func TestUnverifiedRestore(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	want := f.hash()
 	noLock := packed(t, f.brain, f.key, "alpha.eth")
@@ -382,6 +387,7 @@ func TestUnverifiedRestore(t *testing.T) {
 // reading cap, written under a configured v1_max_size, restores under the
 // same setting (it used to fail with the 256 MiB default).
 func TestV1MaxSizeAppliesToRestore(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	p := f.pipeline("alpha.eth")
 	p.Format, p.V1MaxSize = snapshot.FormatV1, 1<<20
@@ -415,6 +421,7 @@ func TestV1MaxSizeAppliesToRestore(t *testing.T) {
 // TestOverTheBlobLimit: a snapshot over the store's limit fails before any
 // upload, with both sizes exact (they used to round to the same "1.0 GiB").
 func TestOverTheBlobLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	p := f.pipeline("alpha.eth")
 	p.MaxBlobSize = 100_000
@@ -431,6 +438,7 @@ func TestOverTheBlobLimit(t *testing.T) {
 // refuses (here: an entry with a backslash, which the hasher would refuse
 // too) is ErrHostile, which the CLI maps to exit 3.
 func TestHostileArchiveIsAVerificationFailure(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var tb bytes.Buffer
 	tw := tar.NewWriter(&tb)

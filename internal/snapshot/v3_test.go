@@ -229,6 +229,7 @@ func randomBytes(seed uint64, n int) []byte {
 // about 70 s on a loaded 2-core machine, most of it creating and removing
 // the 100,000 files of the brain and its restore).
 func TestV3RoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		fill  func(f *v3fix)
@@ -306,6 +307,7 @@ func TestV3RoundTrip(t *testing.T) {
 // or trees again, only the head pack with the lock, which names the last
 // snapshot (runtime: about 1 s).
 func TestV3Dedup(t *testing.T) {
+	t.Parallel()
 	f := newV3Fix(t, 0)
 	f.write("memory.db", randomBytes(3, 4<<20), 0o600)
 	for i := range 50 {
@@ -348,6 +350,7 @@ func TestV3Dedup(t *testing.T) {
 // only the head pack's objects, whose end epoch nobody recorded, are
 // stored again (runtime: about 2 s).
 func TestV3LostIndex(t *testing.T) {
+	t.Parallel()
 	f := newV3Fix(t, 2<<20)
 	f.write("memory.db", randomBytes(4, 12<<20), 0o600)
 	f.write("system.md", []byte("agent\n"), 0o644)
@@ -394,6 +397,7 @@ func sqliteMemory(t *testing.T, py string, args ...string) string {
 // integrity_check and equals the live one byte for byte (runtime: about
 // 20 s on 2 cores).
 func TestV3SQLitePageEdit(t *testing.T) {
+	t.Parallel()
 	py := python3(t)
 	mib := 200
 	if raceEnabled || testing.Short() {
@@ -429,6 +433,7 @@ func TestV3SQLitePageEdit(t *testing.T) {
 // epoch, and fails as soon as a head needs a pack past its end epoch
 // (runtime: about 4 s).
 func TestV3Expiry(t *testing.T) {
+	t.Parallel()
 	f := newV3Fix(t, 2<<20)
 	f.write("memory.db", randomBytes(5, 3<<20), 0o600)
 	f.write("system.md", []byte("agent\n"), 0o644)
@@ -495,6 +500,7 @@ func TestV3Expiry(t *testing.T) {
 // full v3 snapshot whose parent is that blob; both stay restorable and the
 // history reaches back through the v2 lineage (runtime: under 1 s).
 func TestV3Migration(t *testing.T) {
+	t.Parallel()
 	f := newV3Fix(t, 0)
 	f.write("system.md", []byte("v1\n"), 0o644)
 	f.p.Format = snapshot.FormatV2
@@ -541,6 +547,7 @@ func TestV3Migration(t *testing.T) {
 // and a single path of an older commit restores verified (runtime: under
 // 1 s).
 func TestV3HistoryAndPath(t *testing.T) {
+	t.Parallel()
 	f := newV3Fix(t, 0)
 	f.write("system.md", []byte("v1\n"), 0o644)
 	f.write("skills/a.md", []byte("a\n"), 0o600)
@@ -581,6 +588,7 @@ func TestV3HistoryAndPath(t *testing.T) {
 // TestV3WrongAgent: another agent's head pack is refused before anything
 // is written, and named when it is a configured agent's.
 func TestV3WrongAgent(t *testing.T) {
+	t.Parallel()
 	f := newV3Fix(t, 0)
 	f.write("system.md", []byte("beta's brain\n"), 0o644)
 	f.p.Identity, f.p.Others = "beta.hermes.eth", []string{"alpha.hermes.eth"}

@@ -15,6 +15,7 @@ import (
 // pipeline holding no key at all, only the Sui requester, through two of
 // three key servers; one is not enough, and a head without escrow says so.
 func TestV3Escrow(t *testing.T) {
+	t.Parallel()
 	w := newSealWorld(t, nil)
 	f := newFixture(t)
 	p := f.pipeline("alpha.eth")

@@ -262,6 +262,7 @@ func sameListing(t *testing.T, what string, want, got map[string]string) {
 // snapshot's packs) restore byte for byte and mode for mode with the node
 // reader, which agrees on the bundle hash; tampered packs make it fail.
 func TestV3IndependentReader(t *testing.T) {
+	t.Parallel()
 	a := newInteropAgent(t)
 	rng := rand.New(rand.NewPCG(14, 7))
 	big := make([]byte, 5<<20+12345) // several chunks, several 2 MiB packs
@@ -437,6 +438,7 @@ func flipByte(t *testing.T, file string, off int64) {
 // docs/format-v3.md §12, stored on a local Walrus server, restores with the
 // reader to the document's tiny brain.
 func TestV3IndependentReaderDocVector(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/format-v3.md")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // key does not read it, history reaches through both keys, and the
 // snapshot after it is incremental again (runtime: under 2 s).
 func TestV3Rekey(t *testing.T) {
+	t.Parallel()
 	f := newV3Fix(t, 0)
 	f.write("system.md", []byte("the seller's agent\n"), 0o644)
 	f.write("skills/a.md", randomBytes(1, 200<<10), 0o600)
@@ -108,6 +109,7 @@ func TestV3Rekey(t *testing.T) {
 // agent only: another agent of the seller (derived from the same master
 // key) stays unreadable to it.
 func TestV3HandoverKeyIsOneAgents(t *testing.T) {
+	t.Parallel()
 	f := newV3Fix(t, 0)
 	f.p.Identity = "beta.hermes.eth"
 	f.write("system.md", []byte("beta, never handed over\n"), 0o644)
