@@ -49,9 +49,9 @@ func restoreEscrow(ctx context.Context, env *cmdEnv, cfgPath, id, blob, dir, pat
 		return err
 	}
 	defer sd.Close()
+	// NoKey: only the escrow's key, never one derived from an absent
+	// key file.
 	pipe := svc.Pipeline(ac, sd.SpoolDir(), nil)
-	// Only the escrow's key: never one derived from an absent key file.
-	pipe.Key, pipe.AgentKey, pipe.ReadKeys = cipher.Key{}, nil, nil
 	rec, err := pipe.RecoverAgentKey(ctx, blob)
 	if err != nil {
 		return err

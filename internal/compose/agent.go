@@ -27,10 +27,15 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 	}
 	// Each agent's v3 repository has its own key: handing it to the
 	// agent's new owner reveals nothing of the other agents'.
-	ak := repo.DeriveAgentKey([repo.KeySize]byte(s.Key), ac.Identity())
 	keys := s.AgentKeys[ac.ID]
-	if keys.Own != nil {
-		ak = *keys.Own
+	var ak *repo.AgentKey
+	switch {
+	case s.noKey:
+	case keys.Own != nil:
+		ak = keys.Own
+	default:
+		k := repo.DeriveAgentKey([repo.KeySize]byte(s.Key), ac.Identity())
+		ak = &k
 	}
 	return &snapshot.Pipeline{
 		AgentID:       ac.ID,
@@ -40,7 +45,7 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		BrainDir:      ac.BrainDir,
 		SpoolDir:      spoolDir,
 		Key:           s.Key,
-		AgentKey:      &ak,
+		AgentKey:      ak,
 		ReadKeys:      keys.Read,
 		Format:        snapshot.Format(c.Encryption.Format),
 		Seal:          s.Seal,

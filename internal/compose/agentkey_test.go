@@ -1,6 +1,7 @@
 package compose
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,38 @@ func TestAgentKeys(t *testing.T) {
 	c.Agents[2].Key.Identity = other
 	if _, err := agentKeys(c); err == nil || !strings.Contains(err.Error(), "agents[2].key.handover") || !strings.Contains(err.Error(), handover.ErrWrongIdentity.Error()) {
 		t.Errorf("a handover opened with another identity: %v", err)
+	}
+}
+
+// A pipeline's agent key: derived from the snapshot key, or agents[].key's
+// own key; none at all from services without keys (restore --escrow, the
+// drill's escrow path), which must not touch the services they copy.
+func TestPipelineKeys(t *testing.T) {
+	master, _ := cipher.GenerateKey()
+	own := repo.NewAgentKey([32]byte{9})
+	read := []repo.AgentKey{repo.DeriveAgentKey([32]byte{7}, "beta.hermes.eth")}
+	c := &config.Config{Agents: []config.Agent{
+		{ID: "alpha", ENSName: "alpha.hermes.eth"},
+		{ID: "beta", ENSName: "beta.hermes.eth"},
+	}}
+	s := &Services{Config: c, Log: slog.New(slog.DiscardHandler), Key: master,
+		AgentKeys: map[string]AgentKeys{"beta": {Own: &own, Read: read}}}
+
+	derived := repo.DeriveAgentKey([32]byte(master), "alpha.hermes.eth")
+	if p := s.Pipeline(&c.Agents[0], "", nil); p.AgentKey == nil || p.AgentKey.ID() != derived.ID() || p.Key != master || p.ReadKeys != nil {
+		t.Errorf("alpha: want the key derived from the snapshot key")
+	}
+	if p := s.Pipeline(&c.Agents[1], "", nil); p.AgentKey == nil || p.AgentKey.ID() != own.ID() || len(p.ReadKeys) != 1 {
+		t.Errorf("beta: want its own key and its read key")
+	}
+	bare := s.WithoutKeys()
+	for i := range c.Agents {
+		if p := bare.Pipeline(&c.Agents[i], "", nil); p.AgentKey != nil || p.Key != (cipher.Key{}) || p.ReadKeys != nil {
+			t.Errorf("%s without keys: agent key %v, read keys %d, snapshot key set %v",
+				c.Agents[i].ID, p.AgentKey != nil, len(p.ReadKeys), p.Key != (cipher.Key{}))
+		}
+	}
+	if p := s.Pipeline(&c.Agents[1], "", nil); p.AgentKey == nil || p.Key != master {
+		t.Error("WithoutKeys changed the services it copied")
 	}
 }

@@ -43,6 +43,9 @@ type Services struct {
 	Trusted []common.Address
 
 	onAttempt *atomic.Pointer[func(walrus.Attempt)]
+	// noKey: pipelines get no snapshot key, agent key or read keys (see
+	// Options.NoKey).
+	noKey bool
 }
 
 // Options adjust Build.
@@ -51,9 +54,10 @@ type Options struct {
 	// (restores and listings only read pointers; an init container need
 	// not hold the chain key), no publisher token, no receipt signer.
 	ReadOnly bool
-	// NoKey skips the snapshot key: the agent key comes from the key
-	// escrow of the agent's head pack (restore --escrow), with only the
-	// Seal requester's Sui key.
+	// NoKey skips every key (the snapshot key and agents[].key): the
+	// agent key comes from the key escrow of the agent's head pack
+	// (restore --escrow), with only the Seal requester's Sui key; the
+	// pipelines hold no key until RecoverAgentKey sets one.
 	NoKey bool
 }
 
@@ -63,7 +67,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)])}
+	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)]), noKey: opts.NoKey}
 	// Format seal needs no snapshot key; one that is configured still
 	// opens the agent's older v1/v2 snapshots.
 	if !opts.NoKey && (!c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal)) {
@@ -74,8 +78,10 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		s.Key = key
 	}
 	var err error
-	if s.AgentKeys, err = agentKeys(c); err != nil {
-		return nil, err
+	if !opts.NoKey {
+		if s.AgentKeys, err = agentKeys(c); err != nil {
+			return nil, err
+		}
 	}
 	if s.Seal, err = Sealing(c, log); err != nil {
 		return nil, err
@@ -132,6 +138,14 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		return nil, err
 	}
 	return s, nil
+}
+
+// WithoutKeys is a copy of s that holds no key, as if built with
+// Options.NoKey: the drill's cold path through the key escrow.
+func (s *Services) WithoutKeys() *Services {
+	c := *s
+	c.Key, c.AgentKeys, c.noKey = cipher.Key{}, nil, true
+	return &c
 }
 
 // Close releases the chain connection.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/bundlelock"
-	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
@@ -389,19 +388,17 @@ func (d *drill) newColdPath(ctx context.Context, scratch string) (*coldPath, err
 		return nil, fmt.Errorf("%w: walrus: %w", ErrSetup, err)
 	}
 	cold := *d.svc
-	cold.Walrus, cold.Chain = wc, nil
 	if d.o.Escrow {
-		// A fresh key-server client, with no key cached by the snapshot
-		// side, and no key of the key file: the cold path holds only the
+		// No key of the key file and a fresh key-server client, with no
+		// key cached by the snapshot side: the cold path holds only the
 		// Sui identity.
+		cold = *d.svc.WithoutKeys()
 		if cold.Seal, err = compose.Sealing(d.cfg, d.log); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSetup, err)
 		}
 	}
+	cold.Walrus, cold.Chain = wc, nil
 	cp := &coldPath{pipe: cold.Pipeline(d.ac, spool, nil)}
-	if d.o.Escrow {
-		cp.pipe.Key, cp.pipe.AgentKey, cp.pipe.ReadKeys = cipher.Key{}, nil, nil
-	}
 	if d.o.Mode == ModeB {
 		if cp.pointer, err = compose.NewChain(ctx, d.cfg, d.log); err != nil {
 			return nil, fmt.Errorf("chain: %w", err)
