@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,11 @@ import (
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/watch"
 )
+
+// notifyCounter is a Notifier (the daemon's publisher) that counts.
+type notifyCounter struct{ n atomic.Int32 }
+
+func (c *notifyCounter) Notify() { c.n.Add(1) }
 
 // fakePipeline is a Pipeline of func fields, as Litestream's mock/. Take
 // and Restore default to a tiny in-memory store that writes a real lock,

@@ -69,6 +69,12 @@ func (a *Agent) Prepare(ctx context.Context) error {
 		// again before it writes.
 		a.log.Warn("ENS pointer not reconciled yet", "error", err)
 	}
+	if _, ok := a.Pending(); ok && a.deps.Publisher != nil {
+		// The publisher's first round may have run before the catch-up
+		// above made a snapshot pending: without a word it would wait
+		// for its next read-back (chain.check_interval).
+		a.deps.Publisher.Notify()
+	}
 	a.setPhase(PhaseReady, "")
 	return nil
 }

@@ -117,11 +117,18 @@ func TestLostSaveBeforePublish(t *testing.T) {
 	if got := r.chain.get(r.name); got != first {
 		t.Fatalf("record %s before the restart, want %s", got, first)
 	}
+	var pub notifyCounter
+	a.SetPublisher(&pub)
 	if err := a.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if p, ok := a.Pending(); !ok || p.Value != second || p.Expected != first {
 		t.Fatalf("after the restart pending = %+v %v, want %s over %s", p, ok, second, first)
+	}
+	// A publisher already running learns of it now, not at its next
+	// read-back of the record.
+	if pub.n.Load() == 0 {
+		t.Fatal("the publisher was not notified of the snapshot made pending at start")
 	}
 	takes := r.pipe.Takes()
 	if res, err := a.SyncOnce(t.Context()); err != nil || res.Outcome != Unchanged || r.pipe.Takes() != takes {
