@@ -85,17 +85,15 @@ func (m TreeMap) Tree(_ context.Context, id ID) (*Tree, error) {
 type Builder struct {
 	Keys        *Keys
 	Sink        PackSink
-	SpoolDir    string // where packs over 16 MiB are spooled before upload
+	SpoolDir    string // where packs are spooled before upload ("": os.TempDir)
 	MaxPackSize int64  // walrus.max_blob_size; at least MinPackSize
 	// Workers is the number of file readers and of sealers; 0 means
 	// runtime.GOMAXPROCS(0).
 	Workers int
 	// Uploads is the number of concurrent StorePack calls; 0 means 2.
-	// Packs in memory (caps up to 16 MiB) number max(Uploads, 2): one is
-	// filled while the other uploads, or both upload while the next one
-	// waits. Two uploads overlap one pack's upload with the other's
-	// read-back and the store's fsync; more pay off when each upload
-	// waits on a far publisher, at the cost of a pack of memory each.
+	// Two uploads overlap one pack's upload with the other's read-back
+	// and the store's fsync; more pay off when each upload waits on a far
+	// publisher, at the cost of a pack in the spool directory each.
 	Uploads int
 
 	// The pipeline's buffers, kept from one snapshot to the next: a
@@ -111,7 +109,6 @@ type buffers struct {
 	packSize         int64
 	small, big       *bufPool // file and chunk contents
 	sealed, sealedSm *bufPool // sealed chunks, large and small
-	packs            *bufPool // packs being filled or uploaded
 }
 
 // buffers returns the pools for this configuration, made on first use.
@@ -127,7 +124,6 @@ func (b *Builder) buffers(w, u int) *buffers {
 		big:      newBufPool(MaxChunk, w+2),
 		sealed:   newBufPool(MaxChunk+Overhead, w+2),
 		sealedSm: newBufPool(MinChunk+1+Overhead, 4*w),
-		packs:    newBufPool(int(min(b.MaxPackSize, memoryPackLimit)), max(u, 2)),
 	}
 	return b.bufs
 }
@@ -315,12 +311,11 @@ type build struct {
 	small, big       *bufPool
 	sealed, sealedSm *bufPool
 
-	jobs     chan fileJob
-	chunks   chan chunkMsg
-	objects  chan sealedObj
-	full     chan *PackWriter // packs to write out
-	ready    chan *Pack       // packs to upload
-	packBufs *bufPool         // memory of the packs being filled or written
+	jobs    chan fileJob
+	chunks  chan chunkMsg
+	objects chan sealedObj
+	full    chan *PackWriter // packs to write out
+	ready   chan *Pack       // packs to upload
 
 	upMu     sync.Mutex
 	uploaded []uploadedPack
@@ -388,7 +383,6 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 		objects:  make(chan sealedObj, 2*w),
 		full:     make(chan *PackWriter),
 		ready:    make(chan *Pack, 1),
-		packBufs: bufs.packs,
 		trees:    TreeMap{},
 	}
 	// The largest object an empty pack can hold.
@@ -912,7 +906,7 @@ func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
 // becomes the head.
 func (bd *build) spool(ctx context.Context) (err error) {
 	defer close(bd.full)
-	pw, err := newPackWriter(ctx, bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize, bd.packBufs)
+	pw, err := NewPackWriter(bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize)
 	if err != nil {
 		for o := range bd.objects {
 			o.pool.put(o.buf)
@@ -943,7 +937,7 @@ func (bd *build) add(ctx context.Context, pw **PackWriter, o sealedObj) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if *pw, err = newPackWriter(ctx, bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize, bd.packBufs); err != nil {
+		if *pw, err = NewPackWriter(bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize); err != nil {
 			return err
 		}
 		err = (*pw).Add(o.h.Type, o.h.ID, o.data)

@@ -3,8 +3,10 @@ package repo
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -416,5 +418,88 @@ func TestSpooledPacks(t *testing.T) {
 	mustEqualTree(t, brain, dir)
 	if left, _ := os.ReadDir(f.b.SpoolDir); len(left) != 0 {
 		t.Errorf("%d spool files left", len(left))
+	}
+}
+
+// A pack's objects live in its spool file, which becomes the pack's: Open
+// reads header, index and objects (any number of times, for the upload's
+// retries and the read-back), they hash to Pack.SHA256 and parse back;
+// Discard and Abort leave nothing in the spool directory.
+func TestPackSpool(t *testing.T) {
+	keys := testKeys(t, testIdentity)
+	dir := t.TempDir()
+	pw, err := NewPackWriter(keys, dir, MinPackSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs [][]byte
+	for i := range 40 { // small objects, through the spool's write buffer, and a large one
+		n := 100 + i
+		if i == 39 {
+			n = MaxChunk
+		}
+		id, obj, err := keys.Seal(TypeChunk, randomBytes(uint64(i), n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pw.Add(TypeChunk, id, obj); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, obj)
+	}
+	p, err := pw.Finish(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []byte
+	for range 2 {
+		rc, err := p.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(rc)
+		if err != nil || rc.Close() != nil {
+			t.Fatalf("read pack: %v", err)
+		}
+		if int64(len(b)) != p.Size || sha256.Sum256(b) != p.SHA256 {
+			t.Fatalf("pack reads %d bytes (want %d) hashing to %x (want %x)", len(b), p.Size, sha256.Sum256(b), p.SHA256)
+		}
+		if first != nil && !bytes.Equal(b, first) {
+			t.Fatal("a second Open reads other bytes")
+		}
+		first = b
+	}
+	h, err := DecodeHeader(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ix, err := keys.OpenIndex(first[:HeaderSize], first[HeaderSize:HeaderSize+h.IndexLength])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := first[HeaderSize+h.IndexLength:]
+	if len(ix.Entries) != len(objs) {
+		t.Fatalf("index lists %d objects, want %d", len(ix.Entries), len(objs))
+	}
+	for i, e := range ix.Entries {
+		if !bytes.Equal(data[e.Offset:e.Offset+e.Length], objs[i]) {
+			t.Fatalf("object %d differs", i)
+		}
+	}
+	p.Discard()
+	if _, err := p.Open(); err == nil {
+		t.Error("a discarded pack opens")
+	}
+	// An aborted writer leaves nothing either.
+	pw, err = NewPackWriter(keys, dir, MinPackSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Add(TypeChunk, ID{1}, objs[0]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Abort()
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("spool directory holds %d files after Discard and Abort", len(left))
 	}
 }

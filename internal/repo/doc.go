@@ -23,7 +23,8 @@
 //   - Builder.Snapshot: walks the brain, reads only files that are new or
 //     changed (Known from the hash cache), dedups against the Index,
 //     uploads full packs through a PackSink (Pack.Open gives a pack's
-//     bytes, in memory for caps up to 16 MiB) and the head pack last;
+//     bytes: header and index from memory, objects from the spool
+//     directory) and the head pack last;
 //   - Open / ReadCommit: a Reader over a RangeReader, with Restore,
 //     Check, Walk, Summarize (bundle hash from trees alone), Diff.
 //

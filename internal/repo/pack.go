@@ -1,8 +1,8 @@
 package repo
 
 import (
+	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -269,46 +269,52 @@ func (k *Keys) OpenIndex(hdr, stored []byte) (Header, *PackIndex, error) {
 	return h, ix, err
 }
 
-// Pack is a finished pack, ready to upload: held in memory when the cap
-// is at most 16 MiB (Walrus's public publishers take 10 MiB), else in a
-// file in the spool directory. Read it with Open; Discard frees it.
+// Pack is a finished pack, ready to upload: its header and sealed index
+// in memory, its objects in a file in the spool directory. Objects are
+// never held in memory: with two packs uploading and one filling, 10 MiB
+// packs (the public publishers' cap) would otherwise be most of the
+// builder's memory, for about 2% of its speed. Read it with Open; Discard
+// frees it.
 type Pack struct {
-	Path        string   // the pack file when spooled to disk, else ""
+	Path        string   // the file of its objects
 	Size        int64    // bytes
 	SHA256      [32]byte // of the whole pack, for the read-back check and the commit
 	IndexLength int64    // stored index length (for the commit's pack list)
 	Head        bool     // carries a commit
 	Objects     []IndexEntry
 
-	// A pack in memory: header and sealed index, then the objects, in a
-	// buffer that release returns to its pool.
-	prefix, data []byte
-	release      func()
+	prefix []byte // header and sealed index
 }
 
 // Open returns a reader of the whole pack from its first byte. Each call
 // starts anew (an upload's retries, then the read-back check).
 func (p *Pack) Open() (io.ReadCloser, error) {
-	if p.Path != "" {
-		return os.Open(p.Path)
-	}
-	if p.data == nil && p.prefix == nil {
+	if p.prefix == nil {
 		return nil, errors.New("repo: pack already discarded")
 	}
-	return io.NopCloser(io.MultiReader(bytes.NewReader(p.prefix), bytes.NewReader(p.data))), nil
+	f, err := os.Open(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	return spooledPack{io.MultiReader(bytes.NewReader(p.prefix), io.LimitReader(f, p.Size-int64(len(p.prefix)))), f}, nil
 }
 
-// Discard frees the pack's memory or removes its file; the pack cannot be
-// read afterwards. The builder discards its packs once StorePack returned.
+// spooledPack reads a pack's prefix from memory, then its objects from
+// their file.
+type spooledPack struct {
+	io.Reader
+	f *os.File
+}
+
+func (s spooledPack) Close() error { return s.f.Close() }
+
+// Discard removes the pack's file; the pack cannot be read afterwards.
+// The builder discards its packs once StorePack returned.
 func (p *Pack) Discard() {
 	if p.Path != "" {
 		os.Remove(p.Path)
 	}
-	if p.release != nil {
-		p.release()
-		p.release = nil
-	}
-	p.prefix, p.data = nil, nil
+	p.prefix = nil
 }
 
 // MinPackSize is the smallest pack cap a writer accepts: a chunk of
@@ -318,61 +324,33 @@ const MinPackSize = 2 << 20
 // ErrPackFull is returned by PackWriter.Add when the object does not fit.
 var ErrPackFull = errors.New("repo: pack full")
 
-// memoryPackLimit: packs up to this cap are assembled and uploaded from
-// memory; larger ones are spooled to a file.
-const memoryPackLimit = 16 << 20
-
 // PackWriter collects sealed objects of one pack under a size cap and, on
-// Finish, seals the index and computes the pack's SHA-256. Objects are
-// held in memory when the cap is at most 16 MiB (Walrus's public
-// publishers take 10 MiB), and the Pack stays there; larger packs are
-// spooled to a temporary file and written out as a pack file in one pass.
-// Not safe for concurrent use.
+// Finish, seals the index and computes the pack's SHA-256. The objects go
+// to a spool file that becomes the Pack's (see Pack). Not safe for
+// concurrent use.
 type PackWriter struct {
 	keys    *Keys
-	dir     string
 	max     int64
-	mem     *[]byte // objects, when held in memory
-	pool    *bufPool
 	spool   *os.File
+	buf     *bufio.Writer // in front of spool: small objects cost no write(2) each
 	entries []IndexEntry
 	data    int64
 	err     error // sticky
 }
 
-// NewPackWriter starts a pack of at most maxSize bytes; a pack too large
-// to hold in memory is spooled in dir.
-func NewPackWriter(keys *Keys, dir string, maxSize int64) (*PackWriter, error) {
-	return newPackWriter(context.Background(), keys, dir, maxSize, nil)
-}
+// spoolBuf is the write buffer of a pack's spool.
+const spoolBuf = 128 << 10
 
-// newPackWriter takes its memory buffer from pool (when not nil), waiting
-// for one: that bounds the packs in memory.
-func newPackWriter(ctx context.Context, keys *Keys, dir string, maxSize int64, pool *bufPool) (*PackWriter, error) {
+// NewPackWriter starts a pack of at most maxSize bytes, spooled in dir.
+func NewPackWriter(keys *Keys, dir string, maxSize int64) (*PackWriter, error) {
 	if maxSize < MinPackSize {
 		return nil, fmt.Errorf("%w: pack cap %d is below the minimum %d", ErrTooLarge, maxSize, MinPackSize)
 	}
-	w := &PackWriter{keys: keys, dir: dir, max: min(maxSize, MaxPackLen)}
-	if w.max > memoryPackLimit {
-		f, err := os.CreateTemp(dir, "hermesd-objects-*.tmp")
-		if err != nil {
-			return nil, fmt.Errorf("repo: create pack spool: %w", err)
-		}
-		w.spool = f
-		return w, nil
+	f, err := os.CreateTemp(dir, "hermesd-objects-*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("repo: create pack spool: %w", err)
 	}
-	if pool != nil {
-		b, err := pool.get(ctx)
-		if err != nil {
-			return nil, err
-		}
-		w.mem, w.pool = b, pool
-		*w.mem = (*w.mem)[:0]
-	} else {
-		b := make([]byte, 0, 1<<20)
-		w.mem = &b
-	}
-	return w, nil
+	return &PackWriter{keys: keys, max: min(maxSize, MaxPackLen), spool: f, buf: bufio.NewWriterSize(f, spoolBuf)}, nil
 }
 
 // Len returns the number of objects added.
@@ -414,9 +392,7 @@ func (w *PackWriter) Add(t Type, id ID, stored []byte) error {
 	if !w.Fits(int64(len(stored)), 0) {
 		return ErrPackFull
 	}
-	if w.mem != nil {
-		*w.mem = append(*w.mem, stored...)
-	} else if _, err := w.spool.Write(stored); err != nil {
+	if _, err := w.buf.Write(stored); err != nil {
 		w.err = fmt.Errorf("repo: write pack spool: %w", err)
 		return w.err
 	}
@@ -496,50 +472,35 @@ func (w *PackWriter) Finish(commit []byte) (p *Pack, err error) {
 	p = &Pack{Size: h.Size(), IndexLength: h.IndexLength, Head: h.Head, Objects: w.entries}
 	sum := sha256.New()
 	sum.Write(prefix)
-	if w.mem != nil {
-		sum.Write(*w.mem)
-		p.prefix, p.data = prefix, *w.mem
-		if pool, buf := w.pool, w.mem; pool != nil {
-			p.release = func() { pool.put(buf) }
-		}
-		w.mem = nil // the pack's now
-	} else if err := w.writeFile(p, prefix, sum); err != nil {
+	if err := w.keepSpool(p, prefix, sum); err != nil {
 		return nil, err
 	}
 	sum.Sum(p.SHA256[:0])
 	return p, nil
 }
 
-// writeFile writes a spooled pack's file: prefix, then the spool.
-func (w *PackWriter) writeFile(p *Pack, prefix []byte, sum gohash.Hash) (err error) {
-	out, err := os.CreateTemp(w.dir, "hermesd-pack-*.hrms")
-	if err != nil {
-		return fmt.Errorf("repo: create pack: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			out.Close()
-			os.Remove(out.Name())
-		}
-	}()
-	mw := io.MultiWriter(out, sum)
-	if _, err := out.Write(prefix); err != nil {
-		return fmt.Errorf("repo: write pack: %w", err)
+// keepSpool makes the spool the file of p's objects: the pack is its
+// prefix (in memory) and the spool, hashed here in that order, never
+// copied into a pack file of its own.
+func (w *PackWriter) keepSpool(p *Pack, prefix []byte, sum gohash.Hash) error {
+	if err := w.buf.Flush(); err != nil {
+		return fmt.Errorf("repo: write pack spool: %w", err)
 	}
 	if _, err := w.spool.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("repo: rewind pack spool: %w", err)
 	}
-	n, err := io.CopyBuffer(mw, io.LimitReader(w.spool, w.data+1), make([]byte, 1<<20))
+	n, err := io.CopyBuffer(sum, io.LimitReader(w.spool, w.data+1), make([]byte, 64<<10))
 	if err != nil {
-		return fmt.Errorf("repo: write pack: %w", err)
+		return fmt.Errorf("repo: read pack spool: %w", err)
 	}
 	if n != w.data {
 		return fmt.Errorf("repo: pack spool holds %d bytes, want %d", n, w.data)
 	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("repo: write pack: %w", err)
+	if err := w.spool.Close(); err != nil {
+		return fmt.Errorf("repo: pack spool: %w", err)
 	}
-	p.Path = out.Name()
+	p.prefix, p.Path = prefix, w.spool.Name()
+	w.spool = nil // the pack's now
 	return nil
 }
 
@@ -550,12 +511,6 @@ func (w *PackWriter) Abort() {
 		w.spool.Close()
 		os.Remove(w.spool.Name())
 		w.spool = nil
-	}
-	if w.mem != nil {
-		if w.pool != nil {
-			w.pool.put(w.mem)
-		}
-		w.mem = nil
 	}
 	if w.err == nil {
 		w.err = errors.New("repo: pack writer closed")
