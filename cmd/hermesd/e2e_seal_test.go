@@ -225,20 +225,7 @@ func TestE2ESeal(t *testing.T) {
 			return
 		}
 		t.Logf("exit %d: %s", got, line)
-		if !strings.HasPrefix(line, "hermesd: ") {
-			t.Errorf("last stderr line is not hermesd's reason: %q", line)
-		}
-		for _, r := range reason {
-			if !strings.Contains(line, r) {
-				t.Errorf("reason does not mention %q", r)
-			}
-		}
-		if _, err := os.Stat(brain); err == nil {
-			t.Errorf("failed restore created %s", brain)
-		}
-		if after := listDir(t, brains); !slices.Equal(before, after) {
-			t.Errorf("beside the brain: %v, was %v", after, before)
-		}
+		failedRestoreLeftNothing(t, line, reason, brain, before)
 		if ents := listDir(t, spool); len(ents) > 0 {
 			t.Errorf("spool holds %v", ents)
 		}
@@ -281,16 +268,9 @@ func TestE2ESeal(t *testing.T) {
 	})
 
 	t.Run("requester outside the policy", func(t *testing.T) {
-		outsider, err := seal.GenerateSuiKey(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(t.TempDir(), "outsider.key")
-		if err := os.WriteFile(p, []byte(outsider.Export()+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		p, outsider := outsiderKey(t)
 		restore(t, rewriteConfig(t, w, w.dn.SuiKeyPath, p), exitAuth,
-			"not sealed for this agent", "not the requester "+outsider.Address().String())
+			"not sealed for this agent", "not the requester "+outsider)
 	})
 	t.Run("policy refuses the requester", func(t *testing.T) {
 		// The same servers (keys, object IDs, addresses) now allow
@@ -504,17 +484,7 @@ func TestE2ESealEscrow(t *testing.T) {
 			return
 		}
 		t.Logf("exit %d: %s", got, line)
-		for _, r := range reason {
-			if !strings.Contains(line, r) {
-				t.Errorf("reason does not mention %q", r)
-			}
-		}
-		if _, err := os.Stat(brain); err == nil {
-			t.Errorf("failed restore created %s", brain)
-		}
-		if after := listDir(t, brains); !slices.Equal(before, after) {
-			t.Errorf("beside the brain: %v, was %v", after, before)
-		}
+		failedRestoreLeftNothing(t, line, reason, brain, before)
 	}
 
 	t.Run("without key file or escrow flag", func(t *testing.T) {
@@ -536,16 +506,9 @@ func TestE2ESealEscrow(t *testing.T) {
 		restore(t, cfg, exitFailure, "not enough key servers", "1 of 2 shares answered")
 	})
 	t.Run("requester outside the policy", func(t *testing.T) {
-		outsider, err := seal.GenerateSuiKey(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(t.TempDir(), "outsider.key")
-		if err := os.WriteFile(p, []byte(outsider.Export()+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		p, outsider := outsiderKey(t)
 		restore(t, rewriteConfigFile(t, cfg, w.dn.SuiKeyPath, p), exitAuth,
-			"not sealed for this agent", "not the requester "+outsider.Address().String())
+			"not sealed for this agent", "not the requester "+outsider)
 	})
 	t.Run("restore after the faults are gone", func(t *testing.T) {
 		restore(t, cfg, 0)
@@ -590,23 +553,38 @@ func TestE2ESealEscrow(t *testing.T) {
 	})
 }
 
-// rewriteConfigFile is rewriteConfig on another configuration file.
-func rewriteConfigFile(t *testing.T, path string, pairs ...string) string {
+// outsiderKey writes a fresh Sui key that no policy admits; it returns
+// the file and the key's address.
+func outsiderKey(t *testing.T) (path, address string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	k, err := seal.GenerateSuiKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(b)
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if !strings.Contains(s, pairs[i]) {
-			t.Fatalf("configuration has no %q", pairs[i])
-		}
-		s = strings.ReplaceAll(s, pairs[i], pairs[i+1])
-	}
-	p := filepath.Join(t.TempDir(), "hermesd.yml")
-	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+	path = filepath.Join(t.TempDir(), "outsider.key")
+	if err := os.WriteFile(path, []byte(k.Export()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return path, k.Address().String()
+}
+
+// failedRestoreLeftNothing checks a failed restore: hermesd's one-line
+// reason names every part of reason, and beside the brain's directory
+// (which must not exist) the entries are those of before.
+func failedRestoreLeftNothing(t *testing.T, line string, reason []string, brain string, before []string) {
+	t.Helper()
+	if !strings.HasPrefix(line, "hermesd: ") {
+		t.Errorf("last stderr line is not hermesd's reason: %q", line)
+	}
+	for _, r := range reason {
+		if !strings.Contains(line, r) {
+			t.Errorf("reason does not mention %q", r)
+		}
+	}
+	if _, err := os.Stat(brain); err == nil {
+		t.Errorf("failed restore created %s", brain)
+	}
+	if after := listDir(t, filepath.Dir(brain)); !slices.Equal(before, after) {
+		t.Errorf("beside the brain: %v, was %v", after, before)
+	}
 }

@@ -950,14 +950,20 @@ func (p *chainProxy) set(delay time.Duration, hang bool) {
 // occurrence of each old string (given in old, new pairs) replaced.
 func rewriteConfig(t *testing.T, w *e2eWorld, pairs ...string) string {
 	t.Helper()
-	b, err := os.ReadFile(w.dn.ConfigPath)
+	return rewriteConfigFile(t, w.dn.ConfigPath, pairs...)
+}
+
+// rewriteConfigFile is rewriteConfig on any configuration file.
+func rewriteConfigFile(t *testing.T, path string, pairs ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if !strings.Contains(s, pairs[i]) {
-			t.Fatalf("devnet configuration has no %q", pairs[i])
+			t.Fatalf("configuration %s has no %q", path, pairs[i])
 		}
 		s = strings.ReplaceAll(s, pairs[i], pairs[i+1])
 	}

@@ -6,13 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"github.com/hermesd/hermesd/internal/localwalrus"
 )
 
 // escrowFx is a repository whose head packs carry a key escrow.
@@ -136,16 +133,11 @@ func FuzzParseEscrow(f *testing.F) {
 // escrow, the listed earlier head included: they skip the escrow and
 // authenticate it with the index.
 func TestEscrowIndependentReaders(t *testing.T) {
-	node := nodeOrSkip(t)
-	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	node := nodeBin(t)
 	brain := richBrain(t)
 	f := escrowFx(t, bytes.Repeat([]byte{0xe5}, 476))
-	f.b.Sink = &walrusStore{url: ts.URL, client: ts.Client()}
+	ws := localWalrus(t)
+	f.b.Sink = ws
 	first := f.snap(brain, nil)
 	editBrain(t, brain)
 	second := f.snap(brain, nil)
@@ -155,7 +147,7 @@ func TestEscrowIndependentReaders(t *testing.T) {
 	master := base64.RawURLEncoding.EncodeToString(testMaster[:])
 
 	out := filepath.Join(t.TempDir(), "v3read")
-	runNode(t, node, "--url", ts.URL, "--head", f.head, "--master", master, "--identity", testIdentity, "--out", out)
+	runNode(t, node, "--url", ws.url, "--head", f.head, "--master", master, "--identity", testIdentity, "--out", out)
 	mustEqualTree(t, brain, out)
 
 	keyFile := filepath.Join(t.TempDir(), "master.key")
@@ -163,7 +155,7 @@ func TestEscrowIndependentReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = filepath.Join(t.TempDir(), "v3reader")
-	cmd := exec.Command(node, "../../tools/v3reader/restore.mjs", "--aggregator", ts.URL, "--blob", f.head,
+	cmd := exec.Command(node, "../../tools/v3reader/restore.mjs", "--aggregator", ws.url, "--blob", f.head,
 		"--identity", testIdentity, "--key-file", keyFile, "--out", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tools/v3reader: %v\n%s", err, b)

@@ -70,12 +70,26 @@ func editBrain(t testing.TB, dir string) {
 	}
 }
 
-func nodeOrSkip(t *testing.T) string {
+func nodeBin(t *testing.T) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed")
+		t.Fatalf("the independent reader needs Node.js (make deps installs it with the Seal SDK; Debian: apt-get install nodejs): %v", err)
 	}
 	return node
+}
+
+// localWalrus is a store over a local Walrus server on 127.0.0.1, closed
+// with the test.
+func localWalrus(t *testing.T) *walrusStore {
+	t.Helper()
+	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return &walrusStore{url: ts.URL, client: ts.Client()}
 }
 
 func runNode(t *testing.T, node string, args ...string) string {
@@ -93,7 +107,7 @@ func runNode(t *testing.T, node string, args ...string) string {
 // from docs/format-v3.md alone, and compares the result byte for byte and
 // mode for mode.
 func TestNodeReader(t *testing.T) {
-	node := nodeOrSkip(t)
+	node := nodeBin(t)
 	brain := richBrain(t)
 	f := newFx(t, MinPackSize) // 2 MiB packs: several of them
 	first := f.snap(brain, nil)
@@ -128,14 +142,8 @@ func TestNodeReader(t *testing.T) {
 // local Walrus server, then restored with closed range reads by the Go
 // reader and by the independent reader.
 func TestNodeReaderWalrus(t *testing.T) {
-	node := nodeOrSkip(t)
-	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
-	ws := &walrusStore{url: ts.URL, client: ts.Client()}
+	node := nodeBin(t)
+	ws := localWalrus(t)
 
 	brain := richBrain(t)
 	f := newFx(t, MinPackSize)
@@ -155,7 +163,7 @@ func TestNodeReaderWalrus(t *testing.T) {
 	mustEqualTree(t, brain, dir)
 
 	out := filepath.Join(t.TempDir(), "node")
-	runNode(t, node, "--url", ts.URL, "--head", f.head, "--master", base64.RawURLEncoding.EncodeToString(testMaster[:]), "--identity", testIdentity, "--out", out)
+	runNode(t, node, "--url", ws.url, "--head", f.head, "--master", base64.RawURLEncoding.EncodeToString(testMaster[:]), "--identity", testIdentity, "--out", out)
 	mustEqualTree(t, brain, out)
 }
 
