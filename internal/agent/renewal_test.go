@@ -63,16 +63,15 @@ func TestSnapshotInputKnownFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string][32]byte{}
-	for _, f := range in.Known {
-		got[f.Path] = f.SHA256
+	if in.Known == nil {
+		t.Fatal("no Known files")
 	}
 	for _, f := range want.Files {
 		if hash.Excluded(f.Path) {
 			continue
 		}
-		if got[f.Path] != f.SHA256 {
-			t.Errorf("Known lacks %s with its digest (have %d files)", f.Path, len(in.Known))
+		if got, ok := in.Known.Lookup(f.Path); !ok || got.SHA256 != f.SHA256 {
+			t.Errorf("Known lacks %s with its digest", f.Path)
 		}
 	}
 	if in.Want != want.Digest {

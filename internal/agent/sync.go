@@ -154,7 +154,7 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 			snapshot.ErrTooLarge, h)
 	}
 
-	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h, Overlay: ov, Known: a.cache.Files()})
+	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h, Overlay: ov, Known: a.cache})
 	if err != nil {
 		stage := "snapshot"
 		switch {

@@ -80,6 +80,18 @@ func (c *Cache) Files() []File {
 	return files
 }
 
+// Lookup returns the cached file at path ('/'-separated, relative to the
+// root) without copying the others.
+func (c *Cache) Lookup(path string) (File, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[path]
+	if !ok {
+		return File{}, false
+	}
+	return e.file(), true
+}
+
 // Rescan walks the whole tree, stats every file (in parallel), reads the
 // files that are new, changed or racy, drops the ones that are gone and
 // returns the bundle hash. On error the cache is unchanged.

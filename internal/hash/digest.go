@@ -83,6 +83,18 @@ type File struct {
 	SHA256 [32]byte
 }
 
+// Files is a list of files in key order, as Dir returns them.
+type Files []File
+
+// Lookup returns the file at path.
+func (l Files) Lookup(path string) (File, bool) {
+	i, ok := slices.BinarySearchFunc(l, path, func(f File, p string) int { return Compare(f.Path, p) })
+	if !ok {
+		return File{}, false
+	}
+	return l[i], true
+}
+
 // Leaf returns the per-file hash keccak256(utf8(path) ‖ 0x00 ‖ contentSHA256).
 func Leaf(path string, contentSHA256 [32]byte) Digest {
 	k := keccakPool.Get().(*keccak)

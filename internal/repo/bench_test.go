@@ -118,7 +118,7 @@ func benchFirst(b *testing.B, brain string) {
 	for range b.N {
 		bl := &Builder{Keys: keys, Sink: &nullSink{}, SpoolDir: b.TempDir(), MaxPackSize: 10 << 20}
 		ct.begin()
-		if _, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: NewIndex(), Known: files, Want: want}); err != nil {
+		if _, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: NewIndex(), Known: hash.Files(files), Want: want}); err != nil {
 			b.Fatal(err)
 		}
 		ct.end()
@@ -140,7 +140,7 @@ func BenchmarkSnapshotSmallEdit(b *testing.B) {
 	bl := &Builder{Keys: keys, Sink: &nullSink{}, SpoolDir: b.TempDir(), MaxPackSize: 10 << 20}
 	files, want, size := known(b, brain)
 	ix := NewIndex()
-	first, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: files, Want: want})
+	first, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: hash.Files(files), Want: want})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func BenchmarkSnapshotSmallEdit(b *testing.B) {
 		ix.replace(before.Head(), packsOf(before))
 		b.StartTimer()
 		ct.begin()
-		if _, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: files, Want: want, Prev: first.Commit, Trees: first.Trees}); err != nil {
+		if _, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: hash.Files(files), Want: want, Prev: first.Commit, Trees: first.Trees}); err != nil {
 			b.Fatal(err)
 		}
 		ct.end()
@@ -265,7 +265,7 @@ func BenchmarkSnapshotSmallEditMany(b *testing.B) {
 	bl := &Builder{Keys: keys, Sink: &nullSink{}, SpoolDir: b.TempDir(), MaxPackSize: 10 << 20}
 	files, want, size := known(b, brain)
 	ix := NewIndex()
-	prev, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: files, Want: want})
+	prev, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: hash.Files(files), Want: want})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func BenchmarkSnapshotSmallEditMany(b *testing.B) {
 		files, want, _ := known(b, brain)
 		b.StartTimer()
 		ct.begin()
-		res, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: files, Want: want, Prev: prev.Commit, Trees: prev.Trees})
+		res, err := bl.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: ix, Known: hash.Files(files), Want: want, Prev: prev.Commit, Trees: prev.Trees})
 		ct.end()
 		if err != nil {
 			b.Fatal(err)

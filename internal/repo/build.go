@@ -152,9 +152,9 @@ type SnapshotInput struct {
 	// its chunks without being read. Nil means every file is read.
 	Prev  *Commit
 	Trees TreeSource
-	// Known lists the brain's files with their digests, as
-	// hash.Cache.Files returns them after the hash the lock records.
-	Known []hash.File
+	// Known gives the brain's files with their digests as the hash the
+	// lock records computed them (a *hash.Cache, or hash.Files).
+	Known KnownFiles
 	// Want, when not zero, is the bundle hash the caller computed (and
 	// wrote into the lock): a tree that hashes otherwise is ErrChanged.
 	Want hash.Digest
@@ -176,6 +176,11 @@ type SnapshotInput struct {
 	// references none of them.
 	Repack       []string
 	RepackBefore uint64
+}
+
+// KnownFiles looks up a file of the brain by its '/'-separated path.
+type KnownFiles interface {
+	Lookup(path string) (hash.File, bool)
 }
 
 // Result describes a snapshot whose packs are all uploaded and verified.
@@ -218,38 +223,30 @@ type PackUse struct {
 	EndEpoch uint64
 }
 
-// node is one file or directory of the brain being snapshotted.
-type node struct {
-	name     string
-	dir      bool
-	mode     fs.FileMode
-	size     int64
-	sum      [32]byte
-	chunks   []ID  // reused or final
-	slots    []*ID // filled by sealers while the file is chunked
-	children []*node
-	tree     ID
-	gone     bool // vanished before it could be read
-	reused   bool
-	whole    bool // read as one chunk: its id is sum
+// dirNode is one directory of the brain being snapshotted. The walker
+// makes its tree's entries in tree order with room for every listed name,
+// so a pointer to a file's entry stays valid while the walker appends: a
+// reader fills the entry in place. finishTrees fills the directories'
+// subtrees and drops what vanished. Nothing else is kept per file.
+type dirNode struct {
+	tree *Tree
+	subs []*dirNode // one per EntryDir entry, in order
+	id   ID
 }
 
-func (n *node) chunkIDs() []ID {
-	if n.whole {
-		return []ID{n.sum}
-	}
-	if n.reused || n.slots == nil {
-		return n.chunks
-	}
-	ids := make([]ID, len(n.slots))
-	for i, s := range n.slots {
-		ids[i] = *s
-	}
-	return ids
+// entryGone marks an entry whose file or directory vanished (or became
+// something else) before it could be read: it is left out of the tree.
+const entryGone EntryType = 0
+
+// chunkedFile is a file of several chunks: its chunk ids are filled by the
+// sealers while it is read.
+type chunkedFile struct {
+	e     *Entry
+	slots []*ID
 }
 
 type fileJob struct {
-	n    *node
+	e    *Entry
 	f    fsys.File
 	path string
 }
@@ -296,7 +293,6 @@ type build struct {
 	in      *SnapshotInput
 	keys    *Keys
 	tables  *rabin
-	known   map[string]*hash.File
 	repack  map[string]bool
 	maxTree int
 
@@ -322,10 +318,16 @@ type build struct {
 	last     *PackWriter
 
 	fsroot   fsys.Root // the brain, through in.Overlay
-	root     *node
-	lock     *node
-	receipts *node
+	root     *dirNode
+	lock     *Entry
+	receipts *Entry
 	trees    TreeMap
+
+	chunkedMu sync.Mutex
+	chunked   []chunkedFile
+
+	files, dirs int   // in the commit's root tree (finishTrees)
+	bytes       int64 // their total size
 
 	stats struct {
 		filesRead, filesReused, chunksNew, chunksReused, treesNew, treesReused atomic.Int64
@@ -400,12 +402,6 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 	if len(bd.repack) > 0 {
 		bd.alt = in.Index.alternatives(bd.repack)
 	}
-	if len(in.Known) > 0 && in.Prev != nil { // only files of Prev are reused
-		bd.known = make(map[string]*hash.File, len(in.Known))
-		for i := range in.Known {
-			bd.known[in.Known[i].Path] = &in.Known[i]
-		}
-	}
 	res, err := bd.run(ctx)
 	if err != nil {
 		b.dropBuffers(bufs)
@@ -452,7 +448,6 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 	}
 	defer root.Close()
 	bd.fsroot = root
-	bd.root = &node{dir: true}
 
 	g, gctx := errgroup.WithContext(ctx)
 	var filesDone sync.WaitGroup // walker, readers, sealers
@@ -470,7 +465,9 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 			}
 			prev = t
 		}
-		return bd.walkDir(gctx, "", bd.root, prev, 0)
+		var err error
+		bd.root, _, err = bd.walkDir(gctx, "", prev, 0)
+		return err
 	})
 	var readers sync.WaitGroup
 	for range w {
@@ -530,31 +527,32 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 	return bd.commit(ctx, bundle, usage)
 }
 
-// walkDir lists the directory rel into n, through the same walker (and
-// overlay) as the hasher: a file it can reuse costs no system call beyond
-// the listing (its mode comes from Known, like its contents), the others
-// go to the readers, which stat them once open. A directory that vanished
-// before it could be listed is left out, like a vanished file.
-func (bd *build) walkDir(ctx context.Context, rel string, n *node, prev *Tree, depth int) error {
+// walkDir lists the directory rel, through the same walker (and overlay)
+// as the hasher: a file it can reuse costs no system call beyond the
+// listing (its mode comes from Known, like its contents), the others go to
+// the readers, which stat them once open. It returns the directory's node
+// and permission bits, or a nil node when the directory vanished before it
+// could be listed: it is left out, like a vanished file.
+func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, depth int) (*dirNode, fs.FileMode, error) {
 	if depth >= MaxDepth {
-		return fmt.Errorf("%w: %s: directories nested deeper than %d", ErrTooLarge, displayPath(rel), MaxDepth)
+		return nil, 0, fmt.Errorf("%w: %s: directories nested deeper than %d", ErrTooLarge, displayPath(rel), MaxDepth)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, 0, err
 	}
 	ents, info, err := bd.fsroot.ReadDir(rel)
 	if err != nil {
 		if rel != "" && fsys.IsGone(err) {
-			n.gone = true
-			return nil
+			return nil, 0, nil
 		}
-		return fmt.Errorf("repo: read directory %s: %w", displayPath(rel), err)
+		return nil, 0, fmt.Errorf("repo: read directory %s: %w", displayPath(rel), err)
 	}
 	if len(ents) > maxDirEntries {
-		return fmt.Errorf("%w: %s: more than %d entries", ErrTooLarge, displayPath(rel), maxDirEntries)
+		return nil, 0, fmt.Errorf("%w: %s: more than %d entries", ErrTooLarge, displayPath(rel), maxDirEntries)
 	}
-	n.mode = info.Mode.Perm()
 	slices.SortFunc(ents, func(a, b fsys.Entry) int { return strings.Compare(a.Name, b.Name) }) // bytewise: the tree order
+	// Never grown: readers hold pointers to its elements.
+	d := &dirNode{tree: &Tree{Entries: make([]Entry, 0, len(ents))}}
 	for _, ent := range ents {
 		name := ent.Name
 		p := name
@@ -566,20 +564,20 @@ func (bd *build) walkDir(ctx context.Context, rel string, n *node, prev *Tree, d
 			continue // symlink, socket, fifo, device: skipped like the hasher
 		}
 		if err := CheckName(name); err != nil {
-			return fmt.Errorf("%w (at %q)", err, p)
+			return nil, 0, fmt.Errorf("%w (at %q)", err, p)
 		}
 		if rel == "" && (name == LockFile || name == ReceiptsFile) {
 			if isDir {
-				return fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
+				return nil, 0, fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
 			}
-			c := &node{name: name}
+			e := &Entry{Name: name, Type: EntryFile}
 			if name == LockFile {
-				bd.lock = c
+				bd.lock = e
 			} else {
-				bd.receipts = c
+				bd.receipts = e
 			}
-			if err := bd.submit(ctx, p, c); err != nil {
-				return err
+			if err := bd.submit(ctx, p, e); err != nil {
+				return nil, 0, err
 			}
 			continue
 		}
@@ -588,54 +586,55 @@ func (bd *build) walkDir(ctx context.Context, rel string, n *node, prev *Tree, d
 			pe = prev.Find(name)
 		}
 		if isDir {
-			c := &node{name: name, dir: true}
 			var sub *Tree
 			if pe != nil && pe.Type == EntryDir {
 				if sub, err = bd.in.Trees.Tree(ctx, pe.Subtree); err != nil {
-					return fmt.Errorf("load previous tree of %s: %w", p, err)
+					return nil, 0, fmt.Errorf("load previous tree of %s: %w", p, err)
 				}
 			}
-			if err := bd.walkDir(ctx, p, c, sub, depth+1); err != nil {
-				return err
+			c, mode, err := bd.walkDir(ctx, p, sub, depth+1)
+			if err != nil {
+				return nil, 0, err
 			}
-			if !c.gone {
-				n.children = append(n.children, c)
+			if c != nil {
+				d.tree.Entries = append(d.tree.Entries, Entry{Name: name, Type: EntryDir, Mode: mode})
+				d.subs = append(d.subs, c)
 			}
 			continue
 		}
-		c := &node{name: name}
-		n.children = append(n.children, c)
-		if k := bd.reusable(p, pe); k != nil {
-			c.mode, c.size, c.sum, c.chunks, c.reused = k.Mode.Perm(), pe.Size, pe.SHA256, pe.Chunks, true
+		d.tree.Entries = append(d.tree.Entries, Entry{Name: name, Type: EntryFile})
+		e := &d.tree.Entries[len(d.tree.Entries)-1]
+		if k, ok := bd.reusable(p, pe); ok {
+			e.Mode, e.Size, e.SHA256, e.Chunks = k.Mode.Perm(), pe.Size, pe.SHA256, pe.Chunks
 			bd.stats.filesReused.Add(1)
 			bd.stats.chunksReused.Add(int64(len(pe.Chunks)))
 			continue
 		}
-		if err := bd.submit(ctx, p, c); err != nil {
-			return err
+		if err := bd.submit(ctx, p, e); err != nil {
+			return nil, 0, err
 		}
 	}
-	return nil
+	return d, info.Mode.Perm(), nil
 }
 
 // reusable returns the hash cache's entry for the file at path when the
 // file may keep the previous commit's entry pe without being read: the
 // cache vouches for the same size and SHA-256, and every chunk is in a
 // live pack that is not being repacked (or was sealed in this snapshot).
-func (bd *build) reusable(path string, pe *Entry) *hash.File {
-	if pe == nil || pe.Type != EntryFile {
-		return nil
+func (bd *build) reusable(path string, pe *Entry) (hash.File, bool) {
+	if pe == nil || pe.Type != EntryFile || bd.in.Known == nil {
+		return hash.File{}, false
 	}
-	k := bd.known[path]
-	if k == nil || k.Size != pe.Size || k.SHA256 != pe.SHA256 {
-		return nil
+	k, ok := bd.in.Known.Lookup(path)
+	if !ok || k.Size != pe.Size || k.SHA256 != pe.SHA256 {
+		return hash.File{}, false
 	}
 	for _, id := range pe.Chunks {
 		if !bd.available(Handle{TypeChunk, id}) {
-			return nil
+			return hash.File{}, false
 		}
 	}
-	return k
+	return k, true
 }
 
 func (bd *build) available(h Handle) bool {
@@ -673,17 +672,17 @@ func (bd *build) claim(h Handle) bool {
 	return true
 }
 
-func (bd *build) submit(ctx context.Context, path string, n *node) error {
+func (bd *build) submit(ctx context.Context, path string, e *Entry) error {
 	f, err := bd.fsroot.Open(path)
 	if err != nil {
 		if fsys.IsGone(err) {
-			n.gone = true
+			e.Type = entryGone
 			return nil
 		}
 		return fmt.Errorf("repo: open %s: %w", path, err)
 	}
 	select {
-	case bd.jobs <- fileJob{n: n, f: f, path: path}:
+	case bd.jobs <- fileJob{e: e, f: f, path: path}:
 		return nil
 	case <-ctx.Done():
 		f.Close()
@@ -713,16 +712,16 @@ func (bd *build) readFiles(ctx context.Context) error {
 // readFile reads one file; *cut is the reader's cutter, made on its first
 // file larger than MinChunk.
 func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum gohash.Hash) error {
-	n := j.n
+	e := j.e
 	st, err := j.f.Stat()
 	if err != nil {
 		return fmt.Errorf("repo: stat %s: %w", j.path, err)
 	}
 	if st.Mode.Type() != 0 {
-		n.gone = true // replaced by something else since the listing
+		e.Type = entryGone // replaced by something else since the listing
 		return nil
 	}
-	n.mode = st.Mode.Perm()
+	e.Mode = st.Mode.Perm()
 	var r io.Reader = j.f
 	var prefix *[]byte
 	if st.Size <= MinChunk {
@@ -734,16 +733,16 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum goha
 		switch {
 		case err == io.EOF:
 			// The whole file: one chunk whose id is the file's SHA-256.
-			n.size = int64(m)
-			n.sum = sha256.Sum256((*buf)[:m])
+			e.Size = int64(m)
+			e.SHA256 = sha256.Sum256((*buf)[:m])
 			bd.stats.filesRead.Add(1)
 			bd.stats.bytesRead.Add(int64(m))
 			if m == 0 {
 				bd.small.put(buf)
 				return nil
 			}
-			n.whole = true
-			return bd.sendChunk(ctx, chunkMsg{data: (*buf)[:m], id: n.sum, known: true, ref: newBufRef(buf, bd.small, 1)})
+			e.Chunks = []ID{e.SHA256}
+			return bd.sendChunk(ctx, chunkMsg{data: (*buf)[:m], id: e.SHA256, known: true, ref: newBufRef(buf, bd.small, 1)})
 		case err != nil:
 			bd.small.put(buf)
 			return fmt.Errorf("repo: read %s: %w", j.path, err)
@@ -772,14 +771,17 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum goha
 		}
 		hashed <- sum.Sum(nil)
 	}()
-	err = bd.chunkFile(ctx, j, n, r, *cut, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
+	slots, err := bd.chunkFile(ctx, j, r, *cut, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
 	close(toHash)
-	copy(n.sum[:], <-hashed)
+	copy(e.SHA256[:], <-hashed)
 	if err != nil {
 		return err
 	}
+	bd.chunkedMu.Lock()
+	bd.chunked = append(bd.chunked, chunkedFile{e: e, slots: slots})
+	bd.chunkedMu.Unlock()
 	bd.stats.filesRead.Add(1)
-	bd.stats.bytesRead.Add(n.size)
+	bd.stats.bytesRead.Add(e.Size)
 	return nil
 }
 
@@ -805,30 +807,31 @@ func readSmall(r io.Reader, buf []byte, size int) (int, error) {
 }
 
 // chunkFile cuts r into chunks, hands each to hash (in order) and to the
-// sealers.
-func (bd *build) chunkFile(ctx context.Context, j fileJob, n *node, r io.Reader, cut *cutter, hash func([]byte, *bufRef)) error {
+// sealers, and returns where the sealers put the chunks' ids.
+func (bd *build) chunkFile(ctx context.Context, j fileJob, r io.Reader, cut *cutter, hash func([]byte, *bufRef)) ([]*ID, error) {
 	cut.reset(r)
+	var slots []*ID
 	for {
 		buf, err := bd.big.get(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		data, err := cut.next((*buf)[:0])
 		if err == io.EOF {
 			bd.big.put(buf)
-			return nil
+			return slots, nil
 		}
 		if err != nil {
 			bd.big.put(buf)
-			return fmt.Errorf("repo: read %s: %w", j.path, err)
+			return nil, fmt.Errorf("repo: read %s: %w", j.path, err)
 		}
-		n.size += int64(len(data))
+		j.e.Size += int64(len(data))
 		slot := new(ID)
-		n.slots = append(n.slots, slot)
+		slots = append(slots, slot)
 		ref := newBufRef(buf, bd.big, 2)
 		hash(data, ref)
 		if err := bd.sendChunk(ctx, chunkMsg{data: data, slot: slot, ref: ref}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 }
@@ -1039,36 +1042,49 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]i
 			usage[l.pack] += l.n
 		}
 	}
-	var leaves []keyedLeaf
+	// The chunk ids of files read in several chunks: every sealer is done.
+	for _, c := range bd.chunked {
+		ids := make([]ID, len(c.slots))
+		for i, s := range c.slots {
+			ids[i] = *s
+		}
+		c.e.Chunks = ids
+	}
+	bd.chunked = nil
 	var enc []byte
-	var walk func(n *node, path string) error
-	walk = func(n *node, path string) error {
+	var walk func(d *dirNode, path string) error
+	walk = func(d *dirNode, path string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		t := &Tree{Entries: make([]Entry, 0, len(n.children))}
-		for _, c := range n.children {
-			p := c.name
-			if path != "" {
-				p = path + "/" + c.name
-			}
-			if c.dir {
-				if err := walk(c, p); err != nil {
+		t := d.tree
+		kept, subs := t.Entries[:0], d.subs
+		for _, e := range t.Entries {
+			switch e.Type {
+			case EntryDir:
+				sub := subs[0]
+				subs = subs[1:]
+				p := e.Name
+				if path != "" {
+					p = path + "/" + e.Name
+				}
+				if err := walk(sub, p); err != nil {
 					return err
 				}
-				t.Entries = append(t.Entries, Entry{Name: c.name, Type: EntryDir, Mode: c.mode, Subtree: c.tree})
-				continue
+				e.Subtree = sub.id
+				bd.dirs++
+			case EntryFile:
+				for _, id := range e.Chunks {
+					ref(Handle{TypeChunk, id})
+				}
+				bd.files++
+				bd.bytes += e.Size
+			default:
+				continue // vanished
 			}
-			if c.gone {
-				continue
-			}
-			c.chunks = c.chunkIDs()
-			for _, id := range c.chunks {
-				ref(Handle{TypeChunk, id})
-			}
-			t.Entries = append(t.Entries, Entry{Name: c.name, Type: EntryFile, Mode: c.mode, Size: c.size, SHA256: c.sum, Chunks: c.chunks})
-			leaves = append(leaves, keyedLeaf{path: p, sum: c.sum})
+			kept = append(kept, e)
 		}
+		t.Entries, d.subs = kept, nil
 		var err error
 		if enc, err = t.appendEncoding(enc[:0]); err != nil {
 			return fmt.Errorf("tree of %s: %w", displayPath(path), err)
@@ -1077,9 +1093,9 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]i
 			return fmt.Errorf("%w: the tree of %s is %d bytes, more than a pack of %d bytes can hold (too many entries)",
 				ErrTooLarge, displayPath(path), len(enc), bd.b.MaxPackSize)
 		}
-		n.tree = sha256.Sum256(enc)
-		bd.trees[n.tree] = t
-		h := Handle{TypeTree, n.tree}
+		d.id = sha256.Sum256(enc)
+		bd.trees[d.id] = t
+		h := Handle{TypeTree, d.id}
 		if bd.claim(h) {
 			if err := bd.sealObject(ctx, h, enc); err != nil {
 				return err
@@ -1094,31 +1110,23 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]i
 	if err := walk(bd.root, ""); err != nil {
 		return hash.Digest{}, nil, err
 	}
-	for _, f := range []*node{bd.lock, bd.receipts} {
-		if f != nil && !f.gone {
-			f.chunks = f.chunkIDs()
-			for _, id := range f.chunks {
+	for _, e := range []*Entry{bd.lock, bd.receipts} {
+		if e != nil && e.Type != entryGone {
+			for _, id := range e.Chunks {
 				ref(Handle{TypeChunk, id})
 			}
 		}
 	}
-	return bundleOf(leaves), usage, nil
-}
-
-type keyedLeaf struct {
-	path string
-	sum  [32]byte
-}
-
-// bundleOf returns the bundle hash of files (DESIGN.md §2): leaves in
-// UTF-16 order of their paths.
-func bundleOf(files []keyedLeaf) hash.Digest {
-	slices.SortFunc(files, func(a, b keyedLeaf) int { return hash.Compare(a.path, b.path) })
-	leaves := make([]hash.Digest, len(files))
-	for i, f := range files {
-		leaves[i] = hash.Leaf(f.path, f.sum)
+	// Nothing claims objects any more: the set of a large brain's new
+	// objects need not live on while the index is updated.
+	bd.mu.Lock()
+	bd.pending = nil
+	bd.mu.Unlock()
+	sum, err := Summarize(ctx, bd.trees, bd.root.id)
+	if err != nil {
+		return hash.Digest{}, nil, err
 	}
-	return hash.Bundle(leaves)
+	return sum.BundleHash, usage, nil
 }
 
 // commit writes the head pack: the commit lists every live pack (the
@@ -1134,25 +1142,11 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 	}
 	c := &Commit{
 		Format: Format, Identity: bd.keys.identity, KeyID: bd.keys.KeyID(),
-		Root: bd.root.tree, Parent: bd.in.Parent, ParentFormat: bd.in.ParentFormat,
+		Root: bd.root.id, Parent: bd.in.Parent, ParentFormat: bd.in.ParentFormat,
 		Time: max(t.UnixMilli(), 0), BundleHash: bundle, LockVersion: bd.in.LockVersion,
 		Added: bd.stats.bytesStored.Load(),
 	}
-	var st Stats
-	var count func(n *node)
-	count = func(n *node) {
-		for _, ch := range n.children {
-			switch {
-			case ch.dir:
-				st.Dirs++
-				count(ch)
-			case !ch.gone:
-				st.Files++
-				st.Bytes += ch.size
-			}
-		}
-	}
-	count(bd.root)
+	st := Stats{Files: bd.files, Dirs: bd.dirs, Bytes: bd.bytes}
 	c.Files, c.Bytes = int64(st.Files), st.Bytes
 	c.Lock, c.Receipts = fileRef(bd.lock), fileRef(bd.receipts)
 
@@ -1242,11 +1236,11 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 	return &Result{Commit: c, CommitID: sha256.Sum256(enc), Head: head, Trees: bd.trees, Stats: st}, nil
 }
 
-func fileRef(n *node) *FileRef {
-	if n == nil || n.gone {
+func fileRef(e *Entry) *FileRef {
+	if e == nil || e.Type == entryGone {
 		return nil
 	}
-	return &FileRef{Mode: n.mode, Size: n.size, SHA256: n.sum, Chunks: n.chunks}
+	return &FileRef{Mode: e.Mode, Size: e.Size, SHA256: e.SHA256, Chunks: e.Chunks}
 }
 
 func displayPath(rel string) string {

@@ -269,7 +269,7 @@ func TestChangedDuringSnapshot(t *testing.T) {
 	}
 	// A file appears after the hash was taken.
 	writeFiles(t, brain, map[string]string{"late.md": "late"})
-	_, err = f.b.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: f.index, Known: hr.Files, Want: hr.Digest})
+	_, err = f.b.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: f.index, Known: hash.Files(hr.Files), Want: hr.Digest})
 	if !errors.Is(err, ErrChanged) {
 		t.Fatalf("got %v, want ErrChanged", err)
 	}
@@ -360,7 +360,8 @@ func TestIndexPersistence(t *testing.T) {
 		if ix.Head() != f.head || ix.Len() != f.index.Len() || !slices.Equal(ix.Packs(), f.index.Packs()) {
 			t.Errorf("%s index: head %s, %d objects, packs %v; want %s, %d, %v", name, ix.Head(), ix.Len(), ix.Packs(), f.head, f.index.Len(), f.index.Packs())
 		}
-		for h := range f.index.objects {
+		for _, sl := range f.index.objects {
+			h := sl.handle()
 			b1, o1, n1, _ := f.index.Lookup(h)
 			b2, o2, n2, ok := ix.Lookup(h)
 			if !ok || b1 != b2 || o1 != o2 || n1 != n2 {
@@ -502,4 +503,45 @@ func TestPackSpool(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("spool directory holds %d files after Discard and Abort", len(left))
 	}
+}
+
+// The bundle hash orders full paths in UTF-16 (DESIGN.md §2), the trees
+// order names bytewise: a directory "a" comes after the file "a.txt" in the
+// bundle ("a/" > "a."), a BMP private-use name after a non-BMP one. The
+// builder and Summarize walk in the bundle's order without sorting paths;
+// the snapshot must hash exactly as the hasher did.
+func TestBundleOrder(t *testing.T) {
+	brain := t.TempDir()
+	writeFiles(t, brain, map[string]string{
+		"a/x":       "in a",
+		"a.txt":     "beside a",
+		"a-b":       "dash",
+		"a b/c/d":   "space",
+		"a!":        "bang",
+		"a/b/c":     "deep",
+		"a/b.md":    "file beside dir b",
+		"\uE000/x":  "private use dir",
+		"\uE000.md": "private use file",
+		"𝔘":         "non-BMP file",
+		"𝔘x/y":      "non-BMP dir",
+		"z/\uFFFD":  "",
+	})
+	f := newFx(t, 10<<20)
+	res := f.snap(brain, nil) // fails with ErrChanged when the orders disagree
+	if leafOrder(res.Trees[res.Commit.Root]) == nil {
+		t.Fatal("the root's bundle order is its name order: the test proves nothing")
+	}
+	hr, err := hash.Dir(context.Background(), brain, hash.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Summarize(context.Background(), res.Trees, res.Commit.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.BundleHash != hr.Digest || res.Commit.BundleHash != hr.Digest || s.Files != int64(len(hr.Files)) {
+		t.Fatalf("summary %s (%d files), commit %s; the hasher says %s (%d files)", s.BundleHash, s.Files, res.Commit.BundleHash, hr.Digest, len(hr.Files))
+	}
+	dir, _ := f.restore()
+	mustEqualTree(t, brain, dir)
 }

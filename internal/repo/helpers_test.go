@@ -176,7 +176,7 @@ func (f *fx) trySnap(brain string, mod func(*SnapshotInput)) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := SnapshotInput{Brain: brain, Index: f.index, Known: hr.Files, Want: hr.Digest, LockVersion: 1}
+	in := SnapshotInput{Brain: brain, Index: f.index, Known: hash.Files(hr.Files), Want: hr.Digest, LockVersion: 1}
 	if f.last != nil {
 		in.Prev, in.Trees, in.Parent, in.ParentFormat = f.last.Commit, f.last.Trees, f.head, ParentV3
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 
 	"github.com/hermesd/hermesd/internal/hash"
@@ -20,6 +21,16 @@ type WalkFunc func(path string, e *Entry) error
 // subtree that contains itself is ErrCorrupt. A TreeSource that can
 // prefetch (Reader) loads all trees first in batched requests.
 func Walk(ctx context.Context, src TreeSource, root ID, fn WalkFunc) error {
+	return walkTrees(ctx, src, root, false, fn)
+}
+
+// walkTrees is Walk, in name order or, with bundleOrder, in the order of
+// the bundle hash's leaves: UTF-16 order of the full paths. That is the
+// order of a walk that takes each directory's entries in UTF-16 order of
+// their names, a directory's name followed by '/' (two paths first differ
+// in their first differing component, or one ends where the other goes on
+// with '/'), so no walk needs more than the path it is at.
+func walkTrees(ctx context.Context, src TreeSource, root ID, bundleOrder bool, fn WalkFunc) error {
 	if p, ok := src.(prefetcher); ok {
 		if err := p.Prefetch(ctx, root); err != nil {
 			return err
@@ -43,7 +54,15 @@ func Walk(ctx context.Context, src TreeSource, root ID, fn WalkFunc) error {
 		}
 		onPath[id] = true
 		defer delete(onPath, id)
-		for i := range t.Entries {
+		var order []int
+		if bundleOrder {
+			order = leafOrder(t)
+		}
+		for j := range t.Entries {
+			i := j
+			if order != nil {
+				i = order[j]
+			}
 			e := &t.Entries[i]
 			p := e.Name
 			if prefix != "" {
@@ -67,6 +86,34 @@ func Walk(ctx context.Context, src TreeSource, root ID, fn WalkFunc) error {
 	return walk(root, "", 0)
 }
 
+// leafOrder returns the indexes of t's entries in UTF-16 order of their
+// names, a directory's name followed by '/'; nil when that is the name
+// order.
+func leafOrder(t *Tree) []int {
+	key := func(e *Entry) string {
+		if e.Type == EntryDir {
+			return e.Name + "/"
+		}
+		return e.Name
+	}
+	var order []int
+	for i := 1; i < len(t.Entries); i++ {
+		if hash.Compare(key(&t.Entries[i-1]), key(&t.Entries[i])) > 0 {
+			order = make([]int, len(t.Entries))
+			break
+		}
+	}
+	if order == nil {
+		return nil
+	}
+	keys := make([]string, len(t.Entries))
+	for i := range t.Entries {
+		order[i], keys[i] = i, key(&t.Entries[i])
+	}
+	slices.SortFunc(order, func(a, b int) int { return hash.Compare(keys[a], keys[b]) })
+	return order
+}
+
 // Summary is what a commit's trees say about its files.
 type Summary struct {
 	BundleHash hash.Digest
@@ -82,8 +129,8 @@ type Summary struct {
 // bundle.lock.json or receipts.ndjson is ErrCorrupt (they live beside it).
 func Summarize(ctx context.Context, src TreeSource, root ID) (Summary, error) {
 	var s Summary
-	var leaves []keyedLeaf
-	err := Walk(ctx, src, root, func(p string, e *Entry) error {
+	var leaves []hash.Digest
+	err := walkTrees(ctx, src, root, true, func(p string, e *Entry) error {
 		if p == LockFile || p == ReceiptsFile {
 			return corruptf("the root tree holds %s, which belongs beside it", p)
 		}
@@ -96,13 +143,13 @@ func Summarize(ctx context.Context, src TreeSource, root ID) (Summary, error) {
 			return corruptf("files total more than %d bytes", int64(maxJSONInt))
 		}
 		s.Bytes += e.Size
-		leaves = append(leaves, keyedLeaf{path: p, sum: e.SHA256})
+		leaves = append(leaves, hash.Leaf(p, e.SHA256))
 		return nil
 	})
 	if err != nil {
 		return Summary{}, err
 	}
-	s.BundleHash = bundleOf(leaves)
+	s.BundleHash = hash.Bundle(leaves)
 	return s, nil
 }
 

@@ -3,6 +3,7 @@ package repo
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -21,10 +22,40 @@ import (
 //
 // An Index is safe for concurrent use.
 type Index struct {
-	mu      sync.RWMutex
-	head    string
-	packs   map[string]*indexPack
-	objects map[Handle]objLoc
+	mu    sync.RWMutex
+	head  string
+	packs map[string]*indexPack
+	// objects locates each indexed object once (its first location),
+	// sorted by key and handle: 24 bytes an object where a map by Handle
+	// took about 90 (the handles stay in the packs' entries only).
+	objects []objSlot
+}
+
+// objSlot is one object of an indexed pack.
+type objSlot struct {
+	key  uint64 // the first 8 bytes of the object's id
+	pack *indexPack
+	i    uint32 // its entry in pack.entries
+}
+
+func (s objSlot) handle() Handle { return s.pack.entries[s.i].Handle() }
+
+func (s objSlot) loc() objLoc {
+	e := &s.pack.entries[s.i]
+	return objLoc{pack: s.pack, off: HeaderSize + s.pack.ref.IndexLength + e.Offset, n: e.Length}
+}
+
+func slotKey(h Handle) uint64 { return binary.BigEndian.Uint64(h.ID[:8]) }
+
+func compareSlots(a, b objSlot) int {
+	if c := cmp.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	ha, hb := a.handle(), b.handle()
+	if c := cmp.Compare(ha.Type, hb.Type); c != 0 {
+		return c
+	}
+	return bytes.Compare(ha.ID[:], hb.ID[:])
 }
 
 type indexPack struct {
@@ -41,7 +72,7 @@ type objLoc struct {
 
 // NewIndex returns an empty index (a repository without packs).
 func NewIndex() *Index {
-	return &Index{packs: map[string]*indexPack{}, objects: map[Handle]objLoc{}}
+	return &Index{packs: map[string]*indexPack{}}
 }
 
 // Head returns the head pack blob id the index describes ("" if none).
@@ -75,10 +106,11 @@ func (ix *Index) Len() int {
 func (ix *Index) Lookup(h Handle) (blobID string, off, length int64, ok bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	l, ok := ix.objects[h]
+	sl, ok := ix.find(h)
 	if !ok {
 		return "", 0, 0, false
 	}
+	l := sl.loc()
 	return l.pack.ref.BlobID, l.off, l.n, true
 }
 
@@ -86,8 +118,23 @@ func (ix *Index) Lookup(h Handle) (blobID string, off, length int64, ok bool) {
 func (ix *Index) lookup(h Handle) (objLoc, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	l, ok := ix.objects[h]
-	return l, ok
+	sl, ok := ix.find(h)
+	if !ok {
+		return objLoc{}, false
+	}
+	return sl.loc(), true
+}
+
+// find returns h's slot. Callers hold a lock.
+func (ix *Index) find(h Handle) (objSlot, bool) {
+	k := slotKey(h)
+	i, _ := slices.BinarySearchFunc(ix.objects, k, func(s objSlot, k uint64) int { return cmp.Compare(s.key, k) })
+	for ; i < len(ix.objects) && ix.objects[i].key == k; i++ {
+		if ix.objects[i].handle() == h {
+			return ix.objects[i], true
+		}
+	}
+	return objSlot{}, false
 }
 
 // alternatives returns, for every object whose indexed location is in one
@@ -103,7 +150,7 @@ func (ix *Index) alternatives(exclude map[string]bool) map[Handle]objLoc {
 		base := HeaderSize + p.ref.IndexLength
 		for _, e := range p.entries {
 			h := e.Handle()
-			if l, ok := ix.objects[h]; ok && exclude[l.pack.ref.BlobID] {
+			if sl, ok := ix.find(h); ok && exclude[sl.pack.ref.BlobID] {
 				if _, done := alt[h]; !done {
 					alt[h] = objLoc{pack: p, off: base + e.Offset, n: e.Length}
 				}
@@ -113,26 +160,49 @@ func (ix *Index) alternatives(exclude map[string]bool) map[Handle]objLoc {
 	return alt
 }
 
-// add indexes a pack and its objects; an object already indexed keeps its
-// first location. Callers hold the write lock.
-func (ix *Index) add(ref PackRef, head bool, entries []IndexEntry) {
-	if _, ok := ix.packs[ref.BlobID]; ok {
+// add indexes packs and their objects; an object already indexed keeps
+// its first location (the index's, else the earliest of packs). Callers
+// hold the write lock.
+func (ix *Index) add(packs []*indexPack) {
+	var add []objSlot
+	for _, p := range packs {
+		if _, ok := ix.packs[p.ref.BlobID]; ok {
+			continue
+		}
+		ix.packs[p.ref.BlobID] = p
+		for i, e := range p.entries {
+			h := e.Handle()
+			if _, ok := ix.find(h); !ok {
+				add = append(add, objSlot{key: slotKey(h), pack: p, i: uint32(i)})
+			}
+		}
+	}
+	if len(add) == 0 {
 		return
 	}
-	p := &indexPack{ref: ref, head: head, entries: entries}
-	ix.packs[ref.BlobID] = p
-	base := HeaderSize + ref.IndexLength
-	for _, e := range entries {
-		if _, ok := ix.objects[e.Handle()]; !ok {
-			ix.objects[e.Handle()] = objLoc{pack: p, off: base + e.Offset, n: e.Length}
+	// Stable: of two locations of one object, the first stays first and
+	// is the one kept.
+	slices.SortStableFunc(add, compareSlots)
+	add = slices.CompactFunc(add, func(a, b objSlot) bool { return a.handle() == b.handle() })
+	// Merge from the back, in place.
+	old := len(ix.objects)
+	ix.objects = slices.Grow(ix.objects, len(add))[:old+len(add)]
+	i, j := old-1, len(add)-1
+	for k := len(ix.objects) - 1; j >= 0; k-- {
+		if i >= 0 && compareSlots(ix.objects[i], add[j]) > 0 {
+			ix.objects[k] = ix.objects[i]
+			i--
+		} else {
+			ix.objects[k] = add[j]
+			j--
 		}
 	}
 }
 
 // replace swaps the index's content for the given head's packs. When
 // they include every indexed pack (a snapshot that dropped none), only the
-// new packs' objects are added: rebuilding the object map of a large brain
-// was most of a small snapshot's work.
+// new packs' objects are added: rebuilding the object index of a large
+// brain was most of a small snapshot's work.
 func (ix *Index) replace(head string, packs []*indexPack) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -143,17 +213,11 @@ func (ix *Index) replace(head string, packs []*indexPack) {
 			kept++
 		}
 	}
-	if kept == len(ix.packs) {
-		for _, p := range packs {
-			ix.add(p.ref, p.head, p.entries)
-		}
-		return
+	if kept != len(ix.packs) {
+		ix.packs = make(map[string]*indexPack, len(packs))
+		ix.objects = nil
 	}
-	ix.packs = make(map[string]*indexPack, len(packs))
-	ix.objects = map[Handle]objLoc{}
-	for _, p := range packs {
-		ix.add(p.ref, p.head, p.entries)
-	}
+	ix.add(packs)
 }
 
 // snapshotPacks returns the current packs (for rebuilding).

@@ -39,7 +39,7 @@ func TestSnapshotOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFx(t, MinPackSize)
-	res, err := f.b.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: f.index, Known: hr.Files, Want: hr.Digest, Overlay: ov})
+	res, err := f.b.Snapshot(context.Background(), SnapshotInput{Brain: brain, Index: f.index, Known: hash.Files(hr.Files), Want: hr.Digest, Overlay: ov})
 	if err != nil {
 		t.Fatalf("snapshot through the overlay: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/tarball"
 )
 
@@ -38,10 +39,11 @@ type Input struct {
 	// through (frozen copies of live SQLite databases); the snapshot reads
 	// the same view.
 	Overlay *fsys.Overlay
-	// Known lists the brain's files with their digests as the hash that
-	// gave Want saw them (hash.Cache.Files): a v3 snapshot does not read
-	// a file whose path, size and SHA-256 match the previous commit.
-	Known []hash.File
+	// Known gives the brain's files with their digests as the hash that
+	// gave Want saw them (the hash.Cache, or hash.Files): a v3 snapshot
+	// does not read a file whose path, size and SHA-256 match the previous
+	// commit (the bundle check against Want vouches for the result).
+	Known repo.KnownFiles
 }
 
 // Result describes an uploaded, verified snapshot.

@@ -129,7 +129,7 @@ func (f *v3fix) tryTake() (snapshot.Result, error) {
 	if err != nil {
 		return snapshot.Result{}, err
 	}
-	return f.p.Take(f.t.Context(), snapshot.Input{Want: hr.Digest, Known: hr.Files})
+	return f.p.Take(f.t.Context(), snapshot.Input{Want: hr.Digest, Known: hash.Files(hr.Files)})
 }
 
 func (f *v3fix) restore(blob string) (string, snapshot.Restored) {

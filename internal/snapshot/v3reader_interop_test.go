@@ -182,7 +182,7 @@ func (a *interopAgent) take(t *testing.T) snapshot.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := a.p.Take(t.Context(), snapshot.Input{Want: hr.Digest, Known: hr.Files})
+	r, err := a.p.Take(t.Context(), snapshot.Input{Want: hr.Digest, Known: hash.Files(hr.Files)})
 	if err != nil {
 		t.Fatalf("take: %v", err)
 	}

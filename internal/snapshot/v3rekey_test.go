@@ -61,7 +61,7 @@ func TestV3Rekey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := buyer.Take(t.Context(), snapshot.Input{Want: hr.Digest, Known: hr.Files})
+		res, err := buyer.Take(t.Context(), snapshot.Input{Want: hr.Digest, Known: hash.Files(hr.Files)})
 		if err != nil {
 			t.Fatalf("buyer take: %v", err)
 		}

@@ -129,7 +129,7 @@ func writeLock(dir string, d hash.Digest, version int) error {
 }
 
 // runV3Snap is a v3 snapshot as the daemon takes it: a full hash with
-// hash.Cache, then repo.Builder.Snapshot with the cache's files as Known,
+// hash.Cache, then repo.Builder.Snapshot with the cache as Known,
 // uploading every pack to the Walrus server (a separate process) through
 // the walrus client and reading it back before the builder references it.
 // With -second it then edits one file -second-n times, each followed by an
@@ -197,7 +197,7 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 	}
 	ix := repo.NewIndex()
 	t = time.Now()
-	res, err := b.Snapshot(ctx, repo.SnapshotInput{Brain: *dir, Index: ix, Known: cache.Files(), Want: h.Digest, LockVersion: 1})
+	res, err := b.Snapshot(ctx, repo.SnapshotInput{Brain: *dir, Index: ix, Known: cache, Want: h.Digest, LockVersion: 1})
 	if err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func secondSnapshots(ctx context.Context, b *repo.Builder, cache *hash.Cache, di
 		}
 		t = time.Now()
 		res, err := b.Snapshot(ctx, repo.SnapshotInput{
-			Brain: dir, Index: ix, Known: cache.Files(), Want: h.Digest, LockVersion: int64(2 + i),
+			Brain: dir, Index: ix, Known: cache, Want: h.Digest, LockVersion: int64(2 + i),
 			Prev: prev.Commit, Trees: prev.Trees, Parent: prev.Head.BlobID, ParentFormat: repo.ParentV3,
 		})
 		if err != nil {
@@ -361,7 +361,7 @@ func runV3SQLite(ctx context.Context, args []string) error {
 		return err
 	}
 	ix := repo.NewIndex()
-	first, err := b.Snapshot(ctx, repo.SnapshotInput{Brain: *dir, Index: ix, Known: cache.Files(), Want: h.Digest})
+	first, err := b.Snapshot(ctx, repo.SnapshotInput{Brain: *dir, Index: ix, Known: cache, Want: h.Digest})
 	if err != nil {
 		return err
 	}
@@ -388,7 +388,7 @@ func runV3SQLite(ctx context.Context, args []string) error {
 	}
 	t := time.Now()
 	res, err := b.Snapshot(ctx, repo.SnapshotInput{
-		Brain: *dir, Index: ix, Known: cache.Files(), Want: h.Digest,
+		Brain: *dir, Index: ix, Known: cache, Want: h.Digest,
 		Prev: first.Commit, Trees: first.Trees, Parent: first.Head.BlobID, ParentFormat: repo.ParentV3,
 	})
 	if err != nil {
