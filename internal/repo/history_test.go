@@ -196,10 +196,14 @@ func TestCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := r.loc[Handle{TypeChunk, e.Chunks[2]}]
-	b := f.store.blob(t, o.pack.ref.BlobID)
-	b[o.off+NonceSize+5] ^= 1
-	f.store.put(t, o.pack.ref.BlobID, b)
+	ref, err := r.locate(Handle{TypeChunk, e.Chunks[2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.packs[ref.pack]
+	b := f.store.blob(t, p.ref.BlobID)
+	b[p.hdr.DataOffset()+r.entry(ref).Offset+NonceSize+5] ^= 1
+	f.store.put(t, p.ref.BlobID, b)
 	if _, err := f.open().Check(context.Background(), false); err != nil {
 		t.Errorf("structural check: %v", err)
 	}

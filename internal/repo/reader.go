@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -75,7 +76,10 @@ type Reader struct {
 	head   *packState
 	// headPrefix is the head pack's header and index as first read.
 	headPrefix []byte
-	loc        map[Handle]objRef
+	// byID lists every object once (from the first pack holding it),
+	// sorted by id, then type: a lookup is a binary search that mostly
+	// compares keys, at 16 bytes an object where a map took about 140.
+	byID []idKey
 
 	treeMu sync.Mutex
 	trees  map[ID]*Tree
@@ -117,6 +121,14 @@ func (r *Reader) keepBufs(span, plain []byte) {
 	}
 }
 
+// dropBufs lets the spare buffers go, for a caller about to hold a lot
+// of memory between two fetches.
+func (r *Reader) dropBufs() {
+	r.spareMu.Lock()
+	r.spareSpans, r.sparePlain = nil, nil
+	r.spareMu.Unlock()
+}
+
 type packState struct {
 	ref     PackRef
 	hdr     Header
@@ -124,12 +136,21 @@ type packState struct {
 	head    bool
 }
 
-// objRef is where one object is: absolute offset and stored length.
-type objRef struct {
-	h    Handle
-	pack *packState
-	off  int64
-	n    int64
+// entryRef names one index entry: r.packs[pack].entries[i]. Entries of
+// a pack tile its data in order, so sorting by pack and i sorts by place.
+type entryRef struct{ pack, i uint32 }
+
+// idKey is an entry of the lookup table, with its id's first 8 bytes.
+type idKey struct {
+	key uint64
+	entryRef
+}
+
+func compareRefs(a, b entryRef) int {
+	if c := cmp.Compare(a.pack, b.pack); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.i, b.i)
 }
 
 // Head is what the head pack alone tells: its commit and size.
@@ -182,20 +203,40 @@ func Open(ctx context.Context, src RangeReader, keys *Keys, blobID string, opts 
 		return nil, err
 	}
 	r.packs = append(r.packs, head)
+	// entryRef's uint32s hold every place: a commit of at most
+	// MaxCommitLen bytes lists fewer packs, an index counts its entries
+	// in a u32.
 	n := 0
 	for _, p := range r.packs {
 		n += len(p.entries)
 	}
-	r.loc = make(map[Handle]objRef, n)
-	for _, p := range r.packs {
-		base := p.hdr.DataOffset()
-		for _, e := range p.entries {
-			if _, ok := r.loc[e.Handle()]; !ok {
-				r.loc[e.Handle()] = objRef{h: e.Handle(), pack: p, off: base + e.Offset, n: e.Length}
-			}
+	r.byID = make([]idKey, 0, n)
+	for pi, p := range r.packs {
+		for i := range p.entries {
+			r.byID = append(r.byID, idKey{binary.BigEndian.Uint64(p.entries[i].ID[:8]), entryRef{uint32(pi), uint32(i)}})
 		}
 	}
+	slices.SortFunc(r.byID, func(a, b idKey) int {
+		if c := r.compareIDs(a, b); c != 0 {
+			return c
+		}
+		return compareRefs(a.entryRef, b.entryRef)
+	})
+	// An object in several packs: the first pack listing it is read.
+	r.byID = slices.CompactFunc(r.byID, func(a, b idKey) bool { return r.compareIDs(a, b) == 0 })
 	return r, nil
+}
+
+// compareIDs orders lookup entries by id, then type.
+func (r *Reader) compareIDs(a, b idKey) int {
+	if c := cmp.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	ea, eb := r.entry(a.entryRef), r.entry(b.entryRef)
+	if c := bytes.Compare(ea.ID[:], eb.ID[:]); c != 0 {
+		return c
+	}
+	return cmp.Compare(ea.Type, eb.Type)
 }
 
 // readHead reads and verifies a head pack's header, index and commit.
@@ -361,13 +402,26 @@ func (r *Reader) Index(ctx context.Context, headEndEpoch uint64) (*Index, error)
 	return ix, nil
 }
 
-func (r *Reader) locate(h Handle) (objRef, error) {
-	o, ok := r.loc[h]
+// locate finds the index entry of h.
+func (r *Reader) locate(h Handle) (entryRef, error) {
+	key := binary.BigEndian.Uint64(h.ID[:8])
+	i, ok := slices.BinarySearchFunc(r.byID, h, func(k idKey, h Handle) int {
+		if c := cmp.Compare(k.key, key); c != 0 {
+			return c
+		}
+		e := r.entry(k.entryRef)
+		if c := bytes.Compare(e.ID[:], h.ID[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(e.Type, h.Type)
+	})
 	if !ok {
-		return objRef{}, corruptf("%s is not in any live pack of the commit", h)
+		return entryRef{}, corruptf("%s is not in any live pack of the commit", h)
 	}
-	return o, nil
+	return r.byID[i].entryRef, nil
 }
+
+func (r *Reader) entry(e entryRef) *IndexEntry { return &r.packs[e.pack].entries[e.i] }
 
 // Tree loads, verifies and caches one tree of the snapshot.
 func (r *Reader) Tree(ctx context.Context, id ID) (*Tree, error) {
@@ -377,12 +431,11 @@ func (r *Reader) Tree(ctx context.Context, id ID) (*Tree, error) {
 	if t != nil {
 		return t, nil
 	}
-	if err := r.loadTrees(ctx, []ID{id}); err != nil {
+	ts, err := r.loadTrees(ctx, []ID{id})
+	if err != nil {
 		return nil, err
 	}
-	r.treeMu.Lock()
-	defer r.treeMu.Unlock()
-	return r.trees[id], nil
+	return ts[0], nil
 }
 
 // Prefetch loads every tree reachable from root, level by level: each
@@ -395,78 +448,86 @@ func (r *Reader) Prefetch(ctx context.Context, root ID) error {
 		if depth > MaxDepth {
 			return corruptf("trees nested deeper than %d", MaxDepth)
 		}
-		if err := r.loadTrees(ctx, level); err != nil {
+		trees, err := r.loadTrees(ctx, level)
+		if err != nil {
 			return err
 		}
 		var next []ID
-		r.treeMu.Lock()
-		for _, id := range level {
-			for _, e := range r.trees[id].Entries {
+		for _, t := range trees {
+			for _, e := range t.Entries {
 				if e.Type == EntryDir && !seen[e.Subtree] {
 					seen[e.Subtree] = true
 					next = append(next, e.Subtree)
 				}
 			}
 		}
-		r.treeMu.Unlock()
 		level = next
 	}
 	return nil
 }
 
-// loadTrees fetches the trees of ids that are not cached yet.
-func (r *Reader) loadTrees(ctx context.Context, ids []ID) error {
-	var objs []objRef
+// loadTrees returns the trees of ids, fetching those not cached. It does
+// not rely on the cache keeping them: Restore empties it.
+func (r *Reader) loadTrees(ctx context.Context, ids []ID) ([]*Tree, error) {
+	trees := make([]*Tree, len(ids))
+	type miss struct {
+		entryRef
+		k int // its place in ids
+	}
+	var missing []miss
 	r.treeMu.Lock()
-	for _, id := range ids {
-		if r.trees[id] == nil {
-			o, err := r.locate(Handle{TypeTree, id})
-			if err != nil {
-				r.treeMu.Unlock()
-				return err
-			}
-			objs = append(objs, o)
-		}
+	for k, id := range ids {
+		trees[k] = r.trees[id]
 	}
 	r.treeMu.Unlock()
-	return r.fetch(ctx, r.plan(objs, true), false, func(o objRef, plain []byte) error {
+	for k, id := range ids {
+		if trees[k] == nil {
+			e, err := r.locate(Handle{TypeTree, id})
+			if err != nil {
+				return nil, err
+			}
+			missing = append(missing, miss{e, k})
+		}
+	}
+	slices.SortFunc(missing, func(a, b miss) int { return compareRefs(a.entryRef, b.entryRef) })
+	at := func(j int) entryRef { return missing[j].entryRef }
+	err := r.fetch(ctx, r.plan(len(missing), at, true), false, at, func(j int, plain []byte) error {
+		k := missing[j].k
 		t, err := DecodeTree(plain)
 		if err != nil {
-			return fmt.Errorf("tree %s: %w", o.h.ID.Short(), err)
+			return fmt.Errorf("tree %s: %w", ids[k].Short(), err)
 		}
+		trees[k] = t
 		r.treeMu.Lock()
-		r.trees[o.h.ID] = t
+		r.trees[ids[k]] = t
 		r.treeMu.Unlock()
 		return nil
 	})
-}
-
-// span is one coalesced range read.
-type span struct {
-	pack *packState
-	off  int64
-	n    int64
-	objs []objRef
-}
-
-// plan groups objects into range reads. sorted: by pack (in the commit's
-// order) and offset, each object once, which minimizes requests;
-// otherwise in the given order, merging only neighbours.
-func (r *Reader) plan(objs []objRef, sorted bool) []span {
-	if sorted {
-		rank := make(map[*packState]int, len(r.packs))
-		for i, p := range r.packs {
-			rank[p] = i
-		}
-		objs = slices.Clone(objs)
-		slices.SortFunc(objs, func(a, b objRef) int {
-			if c := rank[a.pack] - rank[b.pack]; c != 0 {
-				return c
-			}
-			return cmp.Compare(a.off, b.off)
-		})
-		objs = slices.CompactFunc(objs, func(a, b objRef) bool { return a.pack == b.pack && a.off == b.off })
+	if err != nil {
+		return nil, err
 	}
+	return trees, nil
+}
+
+// dropTrees empties the tree cache.
+func (r *Reader) dropTrees() {
+	r.treeMu.Lock()
+	r.trees = map[ID]*Tree{}
+	r.treeMu.Unlock()
+}
+
+// span is one coalesced range read: objects lo to hi-1 of a fetch's list.
+type span struct {
+	pack   *packState
+	off, n int64
+	lo, hi int
+}
+
+// plan groups a list of n objects, at(0) to at(n-1), into range reads,
+// each span a run of the list. sorted: the list is in entryRef order (by
+// pack, in the commit's order, and offset), which minimizes requests;
+// otherwise only neighbours in the list are merged.
+func (r *Reader) plan(n int, at func(k int) entryRef, sorted bool) []span {
 	// Unsorted objects (one file's chunks in file order) lie in their pack
 	// slightly out of order (two sealers race to the pack): the next one is
 	// often one chunk past the span, the one after fills the hole. Such a
@@ -478,26 +539,31 @@ func (r *Reader) plan(objs []objRef, sorted bool) []span {
 		gap = max(gap, r.opts.MaxRange/4)
 	}
 	var spans []span
-	for _, o := range objs {
-		if k := len(spans) - 1; k >= 0 {
-			s := &spans[k]
-			lo, hi := min(s.off, o.off), max(s.off+s.n, o.off+o.n)
-			if s.pack == o.pack && o.off <= s.off+s.n+gap && o.off+o.n >= s.off-gap && hi-lo <= r.opts.MaxRange {
-				s.off, s.n = lo, hi-lo
-				s.objs = append(s.objs, o)
+	for k := range n {
+		ref := at(k)
+		p, e := r.packs[ref.pack], r.entry(ref)
+		off := p.hdr.DataOffset() + e.Offset
+		if j := len(spans) - 1; j >= 0 {
+			s := &spans[j]
+			lo, hi := min(s.off, off), max(s.off+s.n, off+e.Length)
+			// An object within the span (listed again) always joins it.
+			if s.pack == p && off <= s.off+s.n+gap && off+e.Length >= s.off-gap && (hi-lo <= r.opts.MaxRange || hi-lo == s.n) {
+				s.off, s.n, s.hi = lo, hi-lo, k+1
 				continue
 			}
 		}
-		spans = append(spans, span{pack: o.pack, off: o.off, n: o.n, objs: []objRef{o}})
+		spans = append(spans, span{pack: p, off: off, n: e.Length, lo: k, hi: k + 1})
 	}
 	return spans
 }
 
 // fetch downloads the spans (Concurrency at a time), decrypts and verifies
-// every object, and calls deliver with its plaintext (valid only during
-// the call). ordered: deliveries happen in span order, one at a time;
-// otherwise concurrently, in any order.
-func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, deliver func(o objRef, plain []byte) error) error {
+// every object of the list they were planned from, and calls deliver with
+// its place in the list and its plaintext, which is valid only during the
+// call and not to be modified: an object listed twice in a row is opened
+// once and delivered twice. ordered: deliveries happen in list order, one
+// at a time; otherwise concurrently, in any order.
+func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, at func(k int) entryRef, deliver func(k int, plain []byte) error) error {
 	if len(spans) == 0 {
 		return nil
 	}
@@ -541,13 +607,18 @@ func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, deliver 
 						return gctx.Err()
 					}
 				}
-				for _, o := range s.objs {
-					stored := buf[o.off-s.off : o.off-s.off+o.n]
-					plain = grow(plain, o.n-Overhead, MaxChunk)
-					if plain, err = r.keys.openTo(plain[:0], o.h.Type, o.h.ID, stored); err != nil {
-						return fmt.Errorf("pack %s: %w", s.pack.ref.BlobID, err)
+				var last entryRef
+				for k := s.lo; k < s.hi; k++ {
+					if ref := at(k); k == s.lo || ref != last {
+						e := r.entry(ref)
+						o := s.pack.hdr.DataOffset() + e.Offset - s.off
+						plain = grow(plain, e.Length-Overhead, MaxChunk)
+						if plain, err = r.keys.openTo(plain[:0], e.Type, e.ID, buf[o:o+e.Length]); err != nil {
+							return fmt.Errorf("pack %s: %w", s.pack.ref.BlobID, err)
+						}
+						last = ref
 					}
-					if err := deliver(o, plain); err != nil {
+					if err := deliver(k, plain); err != nil {
 						return err
 					}
 				}

@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"github.com/hermesd/hermesd/internal/hash"
 )
@@ -36,20 +37,30 @@ type Restored struct {
 	Ranges      int64       // range requests made by this Reader so far
 }
 
-// rfile is one file to restore or check.
+// rfile is a file to restore: a name in a directory of the plan
+// (dirs[dir], or the restore's root when dir is -1). Its path is joined
+// when it is written: one string a directory rather than one a file.
 type rfile struct {
-	path   string
-	mode   fs.FileMode
+	name string
+	dir  int32
+	mode fs.FileMode
+}
+
+// oneFile is a file of one chunk. The chunk's id is the file's SHA-256
+// and its length the file's size (planFiles checks both), so opening the
+// object verifies the whole file.
+type oneFile struct {
+	rfile
+	chunk entryRef
+}
+
+// multiFile is a file of several chunks: the next chunks entries of the
+// plan's chunks, after the previous multiFile's.
+type multiFile struct {
+	rfile
 	size   int64
 	sum    [32]byte
-	chunks []objRef
-	offs   []int64
-	one    [1]objRef // chunks of a file of one chunk (most files): no allocation
-	zero   [1]int64
-
-	mu        sync.Mutex
-	created   bool
-	remaining int
+	chunks int
 }
 
 type rdir struct {
@@ -57,20 +68,25 @@ type rdir struct {
 	mode fs.FileMode
 }
 
-// target is one place a chunk goes.
-type target struct {
-	f *rfile
-	i int
+// restorePlan is what a restore or check needs: directories, files and
+// where their chunks are, each file's size checked against its chunks'
+// and a one-chunk file's SHA-256 against its chunk's id.
+type restorePlan struct {
+	dirs   []rdir
+	empty  []rfile
+	one    []oneFile   // sorted by chunk: pack and offset order
+	multi  []multiFile // in walk order
+	chunks []entryRef  // the multiFiles' chunks, file after file
+	files  int64
+	bytes  int64
+	open   []int32 // planFiles: the directories being walked, innermost last
 }
 
-// restorePlan is what a restore or check needs: files, directories and
-// where each object goes.
-type restorePlan struct {
-	files   []*rfile
-	dirs    []rdir
-	targets map[Handle][]target
-	objs    []objRef // each needed object once
-	bytes   int64
+func (pl *restorePlan) path(f *rfile) string {
+	if f.dir < 0 {
+		return f.name
+	}
+	return pl.dirs[f.dir].path + "/" + f.name
 }
 
 // Restore writes the commit (or the file or directory opts.Path) into dir,
@@ -82,12 +98,19 @@ type restorePlan struct {
 // Nothing is written outside dir (os.Root), nothing is fsynced, and on
 // error dir may hold a partial tree: the caller restores into a temporary
 // directory, removes it on error, and syncs and renames it on success.
+//
+// Once its plan is made, Restore lets go of the trees it read (they weigh
+// about as much as the plan): a later Tree or Walk reads them again.
 func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (Restored, error) {
 	c := r.commit
 	if err := r.Prefetch(ctx, c.Root); err != nil {
 		return Restored{}, err
 	}
+	// The trees' buffers would idle through the summary and the plan, the
+	// restore's largest state; the files' fetch makes its own.
+	r.dropBufs()
 	var res Restored
+	var files int64
 	if opts.Path == "" {
 		s, err := Summarize(ctx, r, c.Root)
 		if err != nil {
@@ -96,12 +119,13 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 		if err := verifySummary(c, s); err != nil {
 			return Restored{}, err
 		}
-		res.BundleHash = s.BundleHash
+		res.BundleHash, files = s.BundleHash, s.Files
 	}
-	pl, err := r.planFiles(ctx, opts.Path)
+	pl, err := r.planFiles(ctx, opts.Path, files)
 	if err != nil {
 		return Restored{}, err
 	}
+	r.dropTrees()
 	if opts.MaxBytes > 0 && pl.bytes > opts.MaxBytes {
 		return Restored{}, fmt.Errorf("%w: the restore would write %d bytes, more than %d", ErrTooLarge, pl.bytes, opts.MaxBytes)
 	}
@@ -124,49 +148,33 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 			return Restored{}, fmt.Errorf("repo: restore: %w", err)
 		}
 	}
-	for _, f := range pl.files {
-		if f.size == 0 {
-			if err := f.createEmpty(rd); err != nil {
-				return Restored{}, err
-			}
+	for i := range pl.empty {
+		f := &pl.empty[i]
+		if err := rd.writeAt(pl.path(f), true, nil, 0, &f.mode); err != nil {
+			return Restored{}, fmt.Errorf("repo: restore: %w", err)
 		}
 	}
-	// Files of one chunk: the chunk's id is the file's SHA-256, so the
-	// object check verifies the file. Their chunks are fetched in pack
-	// order, coalesced, concurrently, and written wherever they go.
-	var bulk []objRef
-	for _, o := range pl.objs {
-		for _, t := range pl.targets[o.h] {
-			if len(t.f.chunks) == 1 {
-				bulk = append(bulk, o)
-				break
-			}
+	// Files of one chunk: their chunks are fetched in pack order,
+	// coalesced, concurrently, and each written whole with its mode.
+	var written atomic.Int64
+	at := func(k int) entryRef { return pl.one[k].chunk }
+	err = r.fetch(ctx, r.plan(len(pl.one), at, true), false, at, func(k int, plain []byte) error {
+		f := &pl.one[k].rfile
+		if err := rd.writeAt(pl.path(f), true, plain, 0, &f.mode); err != nil {
+			return fmt.Errorf("repo: restore: %w", err)
 		}
-	}
-	err = r.fetch(ctx, r.plan(bulk, true), false, func(o objRef, plain []byte) error {
-		for _, t := range pl.targets[o.h] {
-			if len(t.f.chunks) == 1 {
-				if err := t.f.write(rd, t.i, plain); err != nil {
-					return err
-				}
-			}
-		}
+		written.Add(1)
 		return nil
 	})
+	if err == nil && written.Load() != int64(len(pl.one)) {
+		err = fmt.Errorf("repo: restore: %d of %d files written", written.Load(), len(pl.one))
+	}
 	if err != nil {
 		return Restored{}, err
 	}
 	// Files of several chunks: fetched in file order (the downloads still
 	// run concurrently), each written and hashed as its chunks arrive.
-	var multi []*rfile
-	for _, f := range pl.files {
-		if len(f.chunks) > 1 {
-			multi = append(multi, f)
-		} else if f.remaining != 0 {
-			return Restored{}, fmt.Errorf("repo: restore: %s: %d chunks not written", f.path, f.remaining)
-		}
-	}
-	if err := r.restoreInOrder(ctx, rd, multi); err != nil {
+	if err := r.restoreInOrder(ctx, rd, pl); err != nil {
 		return Restored{}, err
 	}
 	dirs := slices.Clone(pl.dirs)
@@ -176,25 +184,29 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 			return Restored{}, fmt.Errorf("repo: restore: %w", err)
 		}
 	}
-	res.Files, res.Dirs, res.Bytes = len(pl.files), len(pl.dirs), pl.bytes
+	res.Files, res.Dirs, res.Bytes = int(pl.files), len(pl.dirs), pl.bytes
 	res.Downloaded, res.Ranges = r.Downloaded()
 	return res, nil
 }
 
 // planFiles lists what to restore below path ("" for everything, the lock
 // and receipts included) and locates every chunk, checking each file's
-// chunk sizes against its size.
-func (r *Reader) planFiles(ctx context.Context, path string) (*restorePlan, error) {
+// chunk sizes against its size. files, when known, is how many files the
+// trees hold.
+func (r *Reader) planFiles(ctx context.Context, path string, files int64) (*restorePlan, error) {
 	c := r.commit
-	pl := &restorePlan{targets: map[Handle][]target{}}
+	pl := &restorePlan{one: make([]oneFile, 0, files+2)}
 	// The bound every plan must respect: the commit's own totals.
 	limitFiles, limitBytes := c.Files, c.Bytes
 	add := func(p string, e *Entry) error {
-		if e.Type == EntryDir {
-			pl.dirs = append(pl.dirs, rdir{path: p, mode: e.Mode})
-			return nil
+		d, err := pl.enter(p, e.Name)
+		if err != nil {
+			return err
 		}
-		return pl.addFile(r, p, e.Mode, e.Size, e.SHA256, e.Chunks)
+		if e.Type == EntryDir {
+			return pl.addDir(p, e.Mode)
+		}
+		return pl.addFile(r, p, rfile{name: e.Name, dir: d, mode: e.Mode}, e.Size, e.SHA256, e.Chunks)
 	}
 	if path == "" {
 		if err := Walk(ctx, r, c.Root, add); err != nil {
@@ -207,7 +219,7 @@ func (r *Reader) planFiles(ctx context.Context, path string) (*restorePlan, erro
 			if x.ref != nil {
 				limitFiles++
 				limitBytes += x.ref.Size
-				if err := pl.addFile(r, x.name, x.ref.Mode, x.ref.Size, x.ref.SHA256, x.ref.Chunks); err != nil {
+				if err := pl.addFile(r, x.name, rfile{name: x.name, dir: -1, mode: x.ref.Mode}, x.ref.Size, x.ref.SHA256, x.ref.Chunks); err != nil {
 					return nil, err
 				}
 			}
@@ -226,7 +238,12 @@ func (r *Reader) planFiles(ctx context.Context, path string) (*restorePlan, erro
 			if err != nil {
 				return nil, err
 			}
-			pl.dirs = append(pl.dirs, rdir{path: a, mode: ae.Mode})
+			if _, err := pl.enter(a, ae.Name); err != nil {
+				return nil, err
+			}
+			if err := pl.addDir(a, ae.Mode); err != nil {
+				return nil, err
+			}
 		}
 		if err := add(path, e); err != nil {
 			return nil, err
@@ -238,76 +255,81 @@ func (r *Reader) planFiles(ctx context.Context, path string) (*restorePlan, erro
 			}
 		}
 	}
-	if int64(len(pl.files)) > limitFiles || pl.bytes > limitBytes {
-		return nil, corruptf("the trees hold %d files of %d bytes, the commit only %d of %d", len(pl.files), pl.bytes, limitFiles, limitBytes)
+	if pl.files > limitFiles || pl.bytes > limitBytes {
+		return nil, corruptf("the trees hold %d files of %d bytes, the commit only %d of %d", pl.files, pl.bytes, limitFiles, limitBytes)
 	}
+	slices.SortFunc(pl.one, func(a, b oneFile) int { return compareRefs(a.chunk, b.chunk) })
+	pl.open = nil
 	return pl, nil
 }
 
-func (pl *restorePlan) addFile(r *Reader, p string, mode fs.FileMode, size int64, sum [32]byte, chunks []ID) error {
-	if int64(len(pl.files)) >= maxJSONInt || size > maxJSONInt-pl.bytes {
+// enter returns the directory of the entry called name at path p, which
+// a depth-first walk in name order has just added: the innermost of the
+// directories being walked whose path is p's parent; those it has left
+// are dropped.
+func (pl *restorePlan) enter(p, name string) (int32, error) {
+	parent := ""
+	if len(p) > len(name) {
+		parent = p[:len(p)-len(name)-1]
+	}
+	for len(pl.open) > 0 && pl.dirs[pl.open[len(pl.open)-1]].path != parent {
+		pl.open = pl.open[:len(pl.open)-1]
+	}
+	switch {
+	case len(pl.open) > 0:
+		return pl.open[len(pl.open)-1], nil
+	case parent == "":
+		return -1, nil
+	}
+	return 0, fmt.Errorf("repo: restore: %s: its directory is not planned", p)
+}
+
+func (pl *restorePlan) addDir(p string, mode fs.FileMode) error {
+	if len(pl.dirs) >= math.MaxInt32 {
+		return corruptf("too many directories")
+	}
+	pl.dirs = append(pl.dirs, rdir{path: p, mode: mode})
+	pl.open = append(pl.open, int32(len(pl.dirs)-1))
+	return nil
+}
+
+func (pl *restorePlan) addFile(r *Reader, p string, f rfile, size int64, sum [32]byte, chunks []ID) error {
+	if pl.files >= maxJSONInt || size > maxJSONInt-pl.bytes {
 		return corruptf("too many files or bytes")
 	}
-	f := &rfile{path: p, mode: mode, size: size, sum: sum, remaining: len(chunks)}
-	if len(chunks) == 1 {
-		f.chunks, f.offs = f.one[:], f.zero[:]
-	} else {
-		f.chunks, f.offs = make([]objRef, len(chunks)), make([]int64, len(chunks))
-	}
-	var off int64
+	var first entryRef
+	var got int64
 	for i, id := range chunks {
-		h := Handle{TypeChunk, id}
-		o, err := r.locate(h)
+		ref, err := r.locate(Handle{TypeChunk, id})
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		f.chunks[i], f.offs[i] = o, off
-		off += o.n - Overhead
-		if off > size {
+		if i == 0 {
+			first = ref
+		}
+		if len(chunks) > 1 {
+			pl.chunks = append(pl.chunks, ref)
+		}
+		if got += r.entry(ref).Length - Overhead; got > size {
 			break
 		}
-		if _, seen := pl.targets[h]; !seen {
-			pl.objs = append(pl.objs, o)
-		}
-		pl.targets[h] = append(pl.targets[h], target{f: f, i: i})
 	}
 	switch {
-	case off != size:
-		return corruptf("%s: its chunks hold %d bytes, its size is %d", p, off, size)
+	case got != size:
+		return corruptf("%s: its chunks hold %d bytes, its size is %d", p, got, size)
 	case len(chunks) == 1 && chunks[0] != ID(sum):
 		return corruptf("%s: its only chunk %s is not its content's SHA-256", p, chunks[0].Short())
 	}
-	pl.files = append(pl.files, f)
+	switch len(chunks) {
+	case 0:
+		pl.empty = append(pl.empty, f)
+	case 1:
+		pl.one = append(pl.one, oneFile{f, first})
+	default:
+		pl.multi = append(pl.multi, multiFile{f, size, sum, len(chunks)})
+	}
+	pl.files++
 	pl.bytes += size
-	return nil
-}
-
-func (f *rfile) createEmpty(d *restoreDir) error {
-	f.created = true
-	if err := d.writeAt(f.path, true, nil, 0, &f.mode); err != nil {
-		return fmt.Errorf("repo: restore: %w", err)
-	}
-	return nil
-}
-
-// write puts chunk i's plaintext at its offset; the last chunk written
-// sets the file's mode (exactly the recorded bits, whatever the umask).
-func (f *rfile) write(d *restoreDir, i int, plain []byte) error {
-	if int64(len(plain)) != f.chunks[i].n-Overhead {
-		return corruptf("%s: chunk %d has %d bytes, want %d", f.path, i, len(plain), f.chunks[i].n-Overhead)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.remaining--
-	var mode *fs.FileMode
-	if f.remaining == 0 {
-		mode = &f.mode
-	}
-	create := !f.created
-	f.created = true
-	if err := d.writeAt(f.path, create, plain, f.offs[i], mode); err != nil {
-		return fmt.Errorf("repo: restore: %w", err)
-	}
 	return nil
 }
 
@@ -336,14 +358,10 @@ func (d *restoreDir) writeAtRoot(path string, create bool, data []byte, off int6
 	return err
 }
 
-// restoreInOrder writes files of several chunks: one ordered fetch of all
-// their chunks, file after file, each file written sequentially through
-// one descriptor and hashed on the way.
-func (r *Reader) restoreInOrder(ctx context.Context, rd *restoreDir, files []*rfile) error {
-	var chunks []objRef
-	for _, f := range files {
-		chunks = append(chunks, f.chunks...)
-	}
+// restoreInOrder writes the files of several chunks: one ordered fetch of
+// all their chunks, file after file, each file written sequentially
+// through one descriptor and hashed on the way.
+func (r *Reader) restoreInOrder(ctx context.Context, rd *restoreDir, pl *restorePlan) error {
 	var (
 		fi, ci int // the file and chunk the next delivery belongs to
 		fh     *os.File
@@ -355,14 +373,12 @@ func (r *Reader) restoreInOrder(ctx context.Context, rd *restoreDir, files []*rf
 			fh.Close()
 		}
 	}()
-	err := r.fetch(ctx, r.plan(chunks, false), true, func(o objRef, plain []byte) error {
-		f := files[fi]
-		if int64(len(plain)) != f.chunks[ci].n-Overhead {
-			return corruptf("%s: chunk %d has %d bytes, want %d", f.path, ci, len(plain), f.chunks[ci].n-Overhead)
-		}
+	at := func(k int) entryRef { return pl.chunks[k] }
+	err := r.fetch(ctx, r.plan(len(pl.chunks), at, false), true, at, func(_ int, plain []byte) error {
+		f := &pl.multi[fi]
 		if fh == nil {
 			var err error
-			if fh, err = rd.create(f.path); err != nil {
+			if fh, err = rd.create(pl.path(&f.rfile)); err != nil {
 				return fmt.Errorf("repo: restore: %w", err)
 			}
 			off = 0
@@ -373,11 +389,11 @@ func (r *Reader) restoreInOrder(ctx context.Context, rd *restoreDir, files []*rf
 		}
 		sum.Write(plain)
 		off += int64(len(plain))
-		if ci++; ci < len(f.chunks) {
+		if ci++; ci < f.chunks {
 			return nil
 		}
 		if off != f.size || !bytes.Equal(sum.Sum(nil), f.sum[:]) {
-			return corruptf("%s does not hash to its recorded SHA-256", f.path)
+			return corruptf("%s does not hash to its recorded SHA-256", pl.path(&f.rfile))
 		}
 		err := fh.Chmod(f.mode)
 		if cerr := fh.Close(); err == nil {
@@ -387,12 +403,11 @@ func (r *Reader) restoreInOrder(ctx context.Context, rd *restoreDir, files []*rf
 		if err != nil {
 			return fmt.Errorf("repo: restore: %w", err)
 		}
-		f.remaining, f.created = 0, true
 		fi, ci = fi+1, 0
 		return nil
 	})
-	if err == nil && fi != len(files) {
-		err = fmt.Errorf("repo: restore: %s: chunks not written", files[fi].path)
+	if err == nil && fi != len(pl.multi) {
+		err = fmt.Errorf("repo: restore: %s: chunks not written", pl.path(&pl.multi[fi].rfile))
 	}
 	return err
 }
@@ -457,40 +472,42 @@ func (r *Reader) Check(ctx context.Context, readData bool) (CheckReport, error) 
 	if err := verifySummary(c, s); err != nil {
 		return CheckReport{}, err
 	}
-	pl, err := r.planFiles(ctx, "")
+	pl, err := r.planFiles(ctx, "", s.Files)
 	if err != nil {
 		return CheckReport{}, err
 	}
+	refs := make([]entryRef, 0, len(pl.one)+len(pl.chunks))
+	for _, f := range pl.one {
+		refs = append(refs, f.chunk)
+	}
+	refs = append(refs, pl.chunks...)
+	slices.SortFunc(refs, compareRefs)
 	r.treeMu.Lock()
-	rep := CheckReport{Packs: len(r.packs), Trees: len(r.trees), Files: len(pl.files), Bytes: pl.bytes, Chunks: len(pl.objs), ReadData: readData}
+	rep := CheckReport{Packs: len(r.packs), Trees: len(r.trees), Files: int(pl.files), Bytes: pl.bytes, Chunks: len(slices.Compact(refs)), ReadData: readData}
 	r.treeMu.Unlock()
 	if readData {
 		// Chunks of one-chunk files are checked in pack order (their id is
 		// the file's SHA-256); files of several chunks are hashed in order,
 		// each chunk verified on the way.
-		var bulk []objRef
-		var multi []*rfile
-		for _, f := range pl.files {
-			if len(f.chunks) > 1 {
-				multi = append(multi, f)
-			} else {
-				bulk = append(bulk, f.chunks...)
-			}
-		}
-		if err := r.fetch(ctx, r.plan(bulk, true), false, func(objRef, []byte) error { return nil }); err != nil {
+		at := func(k int) entryRef { return pl.one[k].chunk }
+		if err := r.fetch(ctx, r.plan(len(pl.one), at, true), false, at, func(int, []byte) error { return nil }); err != nil {
 			return CheckReport{}, err
 		}
-		for _, f := range multi {
+		chunks := pl.chunks
+		for i := range pl.multi {
+			f := &pl.multi[i]
 			h := sha256.New()
-			if err := r.fetch(ctx, r.plan(f.chunks, false), true, func(_ objRef, plain []byte) error {
+			at := func(k int) entryRef { return chunks[k] }
+			if err := r.fetch(ctx, r.plan(f.chunks, at, false), true, at, func(_ int, plain []byte) error {
 				h.Write(plain)
 				return nil
 			}); err != nil {
 				return CheckReport{}, err
 			}
 			if !bytes.Equal(h.Sum(nil), f.sum[:]) {
-				return CheckReport{}, corruptf("%s does not hash to its recorded SHA-256", f.path)
+				return CheckReport{}, corruptf("%s does not hash to its recorded SHA-256", pl.path(&f.rfile))
 			}
+			chunks = chunks[f.chunks:]
 		}
 	}
 	rep.Downloaded, rep.Ranges = r.Downloaded()
