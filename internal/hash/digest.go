@@ -127,6 +127,41 @@ func Bundle(leaves []Digest) Digest {
 	return d
 }
 
+// Bundler computes a bundle hash one file at a time, without holding the
+// leaves: Add each file in key order, then Sum once. Make it with
+// NewBundler.
+type Bundler struct {
+	leaf, all *keccak
+	n         int
+}
+
+// NewBundler returns an empty Bundler.
+func NewBundler() *Bundler {
+	b := &Bundler{leaf: keccakPool.Get().(*keccak), all: keccakPool.Get().(*keccak)}
+	b.all.h.Reset()
+	return b
+}
+
+// Add absorbs the leaf of the file at path with content digest sum.
+func (b *Bundler) Add(path string, sum [32]byte) {
+	d := b.leaf.leaf(path, &sum)
+	b.all.h.Write(d[:])
+	b.n++
+}
+
+// Sum returns the bundle hash of the files added (Null for none). The
+// Bundler is done: it must not be used again.
+func (b *Bundler) Sum() Digest {
+	d := Null
+	if b.n > 0 {
+		d = b.all.sum()
+	}
+	keccakPool.Put(b.leaf)
+	keccakPool.Put(b.all)
+	b.leaf, b.all = nil, nil
+	return d
+}
+
 // FromFiles returns the bundle hash of files: the excluded top-level names
 // are dropped, the rest sorted by Compare (files is not modified). Paths
 // are taken as given; they must be distinct.

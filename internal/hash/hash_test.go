@@ -91,6 +91,17 @@ func TestVectors(t *testing.T) {
 	if got := Bundle([]Digest{Leaf("system.md", sha256.Sum256([]byte(systemMD)))}).String(); got != bundleOne {
 		t.Errorf("Bundle = %s, want %s", got, bundleOne)
 	}
+
+	// The Bundler, leaf by leaf, gives the same vectors.
+	b := NewBundler()
+	b.Add("skills/reentrancy.md", sha256.Sum256([]byte(reentrancy)))
+	b.Add("system.md", sha256.Sum256([]byte(systemMD)))
+	if got := b.Sum().String(); got != bundleTwo {
+		t.Errorf("Bundler(two files) = %s, want %s", got, bundleTwo)
+	}
+	if got := NewBundler().Sum(); got != Null {
+		t.Errorf("Bundler(nothing) = %s, want Null", got)
+	}
 }
 
 func paths(files []File) []string {

@@ -588,7 +588,7 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, depth int)
 		if isDir {
 			var sub *Tree
 			if pe != nil && pe.Type == EntryDir {
-				if sub, err = bd.in.Trees.Tree(ctx, pe.Subtree); err != nil {
+				if sub, err = bd.in.Trees.Tree(ctx, pe.Subtree()); err != nil {
 					return nil, 0, fmt.Errorf("load previous tree of %s: %w", p, err)
 				}
 			}
@@ -1071,7 +1071,7 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]i
 				if err := walk(sub, p); err != nil {
 					return err
 				}
-				e.Subtree = sub.id
+				e.SHA256 = sub.id
 				bd.dirs++
 			case EntryFile:
 				for _, id := range e.Chunks {

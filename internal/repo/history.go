@@ -74,7 +74,7 @@ func walkTrees(ctx context.Context, src TreeSource, root ID, bundleOrder bool, f
 					continue
 				}
 				if err == nil {
-					err = walk(e.Subtree, p, depth+1)
+					err = walk(e.Subtree(), p, depth+1)
 				}
 			}
 			if err != nil {
@@ -129,7 +129,7 @@ type Summary struct {
 // bundle.lock.json or receipts.ndjson is ErrCorrupt (they live beside it).
 func Summarize(ctx context.Context, src TreeSource, root ID) (Summary, error) {
 	var s Summary
-	var leaves []hash.Digest
+	bundle := hash.NewBundler()
 	err := walkTrees(ctx, src, root, true, func(p string, e *Entry) error {
 		if p == LockFile || p == ReceiptsFile {
 			return corruptf("the root tree holds %s, which belongs beside it", p)
@@ -143,13 +143,13 @@ func Summarize(ctx context.Context, src TreeSource, root ID) (Summary, error) {
 			return corruptf("files total more than %d bytes", int64(maxJSONInt))
 		}
 		s.Bytes += e.Size
-		leaves = append(leaves, hash.Leaf(p, e.SHA256))
+		bundle.Add(p, e.SHA256)
 		return nil
 	})
+	s.BundleHash = bundle.Sum()
 	if err != nil {
 		return Summary{}, err
 	}
-	s.BundleHash = hash.Bundle(leaves)
 	return s, nil
 }
 
@@ -222,7 +222,7 @@ func Diff(ctx context.Context, a TreeSource, rootA ID, b TreeSource, rootB ID, f
 		if err := report(p, e); err != nil || e.Type != EntryDir {
 			return err
 		}
-		return Walk(ctx, src, e.Subtree, func(sub string, e *Entry) error { return report(p+"/"+sub, e) })
+		return Walk(ctx, src, e.Subtree(), func(sub string, e *Entry) error { return report(p+"/"+sub, e) })
 	}
 	var diff func(ta, tb ID, prefix string, depth int) error
 	diff = func(ta, tb ID, prefix string, depth int) error {
@@ -282,7 +282,7 @@ func Diff(ctx context.Context, a TreeSource, rootA ID, b TreeSource, rootB ID, f
 					err = fn(Change{Path: p, Kind: Modified, Old: ea, New: eb})
 				}
 				if err == nil {
-					err = diff(ea.Subtree, eb.Subtree, p, depth+1)
+					err = diff(ea.Subtree(), eb.Subtree(), p, depth+1)
 				}
 			case ea.Size != eb.Size || ea.SHA256 != eb.SHA256 || ea.Mode != eb.Mode:
 				err = fn(Change{Path: p, Kind: Modified, Old: ea, New: eb})
@@ -316,7 +316,7 @@ func Lookup(ctx context.Context, src TreeSource, root ID, path string) (*Entry, 
 		if i == len(parts)-1 {
 			return e, nil
 		}
-		id = e.Subtree
+		id = e.Subtree()
 	}
 	return nil, fmt.Errorf("%w: %s", ErrNotFound, path)
 }

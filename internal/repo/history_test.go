@@ -102,7 +102,7 @@ func TestDiff(t *testing.T) {
 	t1 := &Tree{Entries: []Entry{{Name: "p", Type: EntryFile, Mode: 0o644}}}
 	sub := &Tree{}
 	subID, _ := sub.ID()
-	t2 := &Tree{Entries: []Entry{{Name: "p", Type: EntryDir, Mode: 0o755, Subtree: subID}}}
+	t2 := &Tree{Entries: []Entry{DirEntry("p", 0o755, subID)}}
 	id1, _ := t1.ID()
 	id2, _ := t2.ID()
 	x[id1], x[id2], x[subID] = t1, t2, sub

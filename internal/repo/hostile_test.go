@@ -171,6 +171,13 @@ func TestHostile(t *testing.T) {
 		{"file size lies", func(t *testing.T, f *fx) {
 			rewriteTree(t, f, func(tr *Tree) { tr.Entries[len(tr.Entries)-1].Size++ })
 		}, ErrCorrupt, ErrAuth, ""},
+		{"empty file's SHA-256 lies", func(t *testing.T, f *fx) {
+			// The commit's bundle hash and totals agree with the lying
+			// tree: only the plan's own check can refuse it.
+			rewriteTreeAndSums(t, f, func(tr *Tree) {
+				tr.Entries = append(tr.Entries, Entry{Name: "zz-empty", Type: EntryFile, Mode: 0o644, SHA256: ID{1}})
+			})
+		}, ErrCorrupt, ErrAuth, "an empty file whose SHA-256"},
 		{"bundle hash lies", func(t *testing.T, f *fx) {
 			rewriteTree(t, f, func(tr *Tree) { tr.Entries[len(tr.Entries)-1].SHA256[0] ^= 1 })
 		}, ErrCorrupt, ErrAuth, "the trees hash to"},
@@ -200,6 +207,11 @@ func TestHostile(t *testing.T) {
 // the key, so it authenticates) and points a new commit at it.
 func rewriteTree(t *testing.T, f *fx, mod func(*Tree)) {
 	t.Helper()
+	rewriteTreeCommit(t, f, mod, false)
+}
+
+func rewriteTreeCommit(t *testing.T, f *fx, mod func(*Tree), sums bool) {
+	t.Helper()
 	rewriteHead(t, f, func(h *Header, ix *PackIndex, data *[]byte) {
 		c, err := DecodeCommit(ix.Commit)
 		if err != nil {
@@ -220,10 +232,28 @@ func rewriteTree(t *testing.T, f *fx, mod func(*Tree)) {
 		ix.Entries = append(ix.Entries, IndexEntry{Type: TypeTree, ID: id, Offset: int64(len(*data)), Length: int64(len(sealed))})
 		*data = append(*data, sealed...)
 		c.Root = id
+		if sums {
+			trees := TreeMap{id: &root}
+			for tid, tr := range f.last.Trees {
+				trees[tid] = tr
+			}
+			s, err := Summarize(context.Background(), trees, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.BundleHash, c.Files, c.Bytes = s.BundleHash, s.Files, s.Bytes
+		}
 		if ix.Commit, err = c.Encode(); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// rewriteTreeAndSums is rewriteTree with the commit's bundle hash and
+// totals recomputed from the modified trees.
+func rewriteTreeAndSums(t *testing.T, f *fx, mod func(*Tree)) {
+	t.Helper()
+	rewriteTreeCommit(t, f, mod, true)
 }
 
 // TestHostileListedPack damages a pack the commit lists (not the head).
@@ -257,7 +287,7 @@ func TestHostileListedPack(t *testing.T) {
 type cycleSource struct{ id ID }
 
 func (c cycleSource) Tree(_ context.Context, id ID) (*Tree, error) {
-	return &Tree{Entries: []Entry{{Name: "loop", Type: EntryDir, Mode: 0o755, Subtree: c.id}}}, nil
+	return &Tree{Entries: []Entry{DirEntry("loop", 0o755, c.id)}}, nil
 }
 
 func TestTreeCycleAndDepth(t *testing.T) {
@@ -272,7 +302,7 @@ func TestTreeCycleAndDepth(t *testing.T) {
 	for i := range MaxDepth + 2 {
 		tr := &Tree{}
 		if i > 0 {
-			tr.Entries = []Entry{{Name: "d", Type: EntryDir, Subtree: next}}
+			tr.Entries = []Entry{DirEntry("d", 0, next)}
 		}
 		tid, err := tr.ID()
 		if err != nil {
@@ -290,7 +320,7 @@ func TestDecodeTreeRejects(t *testing.T) {
 	good := func() *Tree {
 		return &Tree{Entries: []Entry{
 			{Name: "a", Type: EntryFile, Mode: 0o644, Size: 1, SHA256: [32]byte{1}, Chunks: []ID{{1}}},
-			{Name: "b", Type: EntryDir, Mode: 0o755, Subtree: ID{2}},
+			DirEntry("b", 0o755, ID{2}),
 		}}
 	}
 	enc := func(tr *Tree) []byte {

@@ -164,7 +164,13 @@ func (ix *Index) alternatives(exclude map[string]bool) map[Handle]objLoc {
 // its first location (the index's, else the earliest of packs). Callers
 // hold the write lock.
 func (ix *Index) add(packs []*indexPack) {
-	var add []objSlot
+	n := 0
+	for _, p := range packs {
+		if _, ok := ix.packs[p.ref.BlobID]; !ok {
+			n += len(p.entries)
+		}
+	}
+	add := make([]objSlot, 0, n)
 	for _, p := range packs {
 		if _, ok := ix.packs[p.ref.BlobID]; ok {
 			continue

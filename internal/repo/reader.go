@@ -455,9 +455,9 @@ func (r *Reader) Prefetch(ctx context.Context, root ID) error {
 		var next []ID
 		for _, t := range trees {
 			for _, e := range t.Entries {
-				if e.Type == EntryDir && !seen[e.Subtree] {
-					seen[e.Subtree] = true
-					next = append(next, e.Subtree)
+				if e.Type == EntryDir && !seen[e.Subtree()] {
+					seen[e.Subtree()] = true
+					next = append(next, e.Subtree())
 				}
 			}
 		}

@@ -249,7 +249,7 @@ func (r *Reader) planFiles(ctx context.Context, path string, files int64) (*rest
 			return nil, err
 		}
 		if e.Type == EntryDir {
-			err := Walk(ctx, r, e.Subtree, func(p string, e *Entry) error { return add(path+"/"+p, e) })
+			err := Walk(ctx, r, e.Subtree(), func(p string, e *Entry) error { return add(path+"/"+p, e) })
 			if err != nil {
 				return nil, err
 			}
@@ -293,6 +293,9 @@ func (pl *restorePlan) addDir(p string, mode fs.FileMode) error {
 	return nil
 }
 
+// emptySHA256 is the SHA-256 of no bytes: an empty file's.
+var emptySHA256 = sha256.Sum256(nil)
+
 func (pl *restorePlan) addFile(r *Reader, p string, f rfile, size int64, sum [32]byte, chunks []ID) error {
 	if pl.files >= maxJSONInt || size > maxJSONInt-pl.bytes {
 		return corruptf("too many files or bytes")
@@ -319,6 +322,8 @@ func (pl *restorePlan) addFile(r *Reader, p string, f rfile, size int64, sum [32
 		return corruptf("%s: its chunks hold %d bytes, its size is %d", p, got, size)
 	case len(chunks) == 1 && chunks[0] != ID(sum):
 		return corruptf("%s: its only chunk %s is not its content's SHA-256", p, chunks[0].Short())
+	case len(chunks) == 0 && sum != emptySHA256:
+		return corruptf("%s: an empty file whose SHA-256 is not that of nothing", p)
 	}
 	switch len(chunks) {
 	case 0:

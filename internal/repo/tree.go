@@ -36,14 +36,24 @@ func (t EntryType) String() string {
 // SHA-256 of its whole content and its chunk ids in order, or a directory
 // with its subtree id. Mode holds only permission bits (mode & 0o777).
 type Entry struct {
-	Name    string
-	Type    EntryType
-	Mode    fs.FileMode
-	Size    int64    // file only
-	SHA256  [32]byte // file only
-	Chunks  []ID     // file only; empty iff Size == 0
-	Subtree ID       // dir only
+	Name string
+	Type EntryType
+	Mode fs.FileMode
+	Size int64 // file only
+	// SHA256 is a file's content SHA-256, a directory's subtree id
+	// (Subtree): one field for both keeps a brain's trees 32 bytes a file
+	// smaller in memory.
+	SHA256 [32]byte
+	Chunks []ID // file only; empty iff Size == 0
 }
+
+// DirEntry returns the entry of a directory whose tree is subtree.
+func DirEntry(name string, mode fs.FileMode, subtree ID) Entry {
+	return Entry{Name: name, Type: EntryDir, Mode: mode, SHA256: subtree}
+}
+
+// Subtree returns a directory entry's tree id.
+func (e *Entry) Subtree() ID { return e.SHA256 }
 
 // Tree is one directory: its entries sorted by name bytes, names unique.
 type Tree struct {
@@ -157,7 +167,7 @@ func (t *Tree) appendEncoding(b []byte) ([]byte, error) {
 				b = append(b, c[:]...)
 			}
 		case EntryDir:
-			b = append(b, e.Subtree[:]...)
+			b = append(b, e.SHA256[:]...)
 		default:
 			return nil, fmt.Errorf("repo: %s: unknown entry type %d", e.Name, e.Type)
 		}
@@ -240,7 +250,7 @@ func DecodeTree(b []byte) (*Tree, error) {
 			if len(rest) < dirFixedLen {
 				return nil, corruptf("tree: %q truncated", e.Name)
 			}
-			copy(e.Subtree[:], rest)
+			copy(e.SHA256[:], rest)
 			rest = rest[dirFixedLen:]
 		default:
 			return nil, corruptf("tree: %q: unknown entry type %d", e.Name, e.Type)
