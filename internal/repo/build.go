@@ -228,10 +228,16 @@ type PackUse struct {
 // so a pointer to a file's entry stays valid while the walker appends: a
 // reader fills the entry in place. finishTrees fills the directories'
 // subtrees and drops what vanished. Nothing else is kept per file.
+//
+// A directory that is exactly as in the previous commit (same names,
+// modes and file contents, its subdirectories too) keeps the previous
+// commit's tree itself (same): a snapshot of a large, mostly unchanged
+// brain then holds one set of trees, not two.
 type dirNode struct {
 	tree *Tree
 	subs []*dirNode // one per EntryDir entry, in order
 	id   ID
+	same bool // tree is the previous commit's tree id
 }
 
 // entryGone marks an entry whose file or directory vanished (or became
@@ -458,15 +464,16 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 		defer filesDone.Done()
 		defer close(bd.jobs)
 		var prev *Tree
+		var prevID ID
 		if bd.in.Prev != nil {
 			t, err := bd.in.Trees.Tree(gctx, bd.in.Prev.Root)
 			if err != nil {
 				return fmt.Errorf("load previous root tree: %w", err)
 			}
-			prev = t
+			prev, prevID = t, bd.in.Prev.Root
 		}
 		var err error
-		bd.root, _, err = bd.walkDir(gctx, "", prev, 0)
+		bd.root, _, err = bd.walkDir(gctx, "", prev, prevID, 0)
 		return err
 	})
 	var readers sync.WaitGroup
@@ -532,8 +539,9 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 // listing (its mode comes from Known, like its contents), the others go to
 // the readers, which stat them once open. It returns the directory's node
 // and permission bits, or a nil node when the directory vanished before it
-// could be listed: it is left out, like a vanished file.
-func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, depth int) (*dirNode, fs.FileMode, error) {
+// could be listed: it is left out, like a vanished file. prev is the
+// directory's tree in the previous commit (nil if none), prevID its id.
+func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID, depth int) (*dirNode, fs.FileMode, error) {
 	if depth >= MaxDepth {
 		return nil, 0, fmt.Errorf("%w: %s: directories nested deeper than %d", ErrTooLarge, displayPath(rel), MaxDepth)
 	}
@@ -553,6 +561,16 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, depth int)
 	slices.SortFunc(ents, func(a, b fsys.Entry) int { return strings.Compare(a.Name, b.Name) }) // bytewise: the tree order
 	// Never grown: readers hold pointers to its elements.
 	d := &dirNode{tree: &Tree{Entries: make([]Entry, 0, len(ents))}}
+	// same: every entry so far is the one at its place in prev.
+	same := prev != nil
+	sameAs := func(e *Entry) bool {
+		i := len(d.tree.Entries) - 1
+		if i >= len(prev.Entries) {
+			return false
+		}
+		pe := &prev.Entries[i]
+		return pe.Name == e.Name && pe.Type == e.Type && pe.Mode == e.Mode
+	}
 	for _, ent := range ents {
 		name := ent.Name
 		p := name
@@ -587,18 +605,23 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, depth int)
 		}
 		if isDir {
 			var sub *Tree
+			var subID ID
 			if pe != nil && pe.Type == EntryDir {
-				if sub, err = bd.in.Trees.Tree(ctx, pe.Subtree()); err != nil {
+				subID = pe.Subtree()
+				if sub, err = bd.in.Trees.Tree(ctx, subID); err != nil {
 					return nil, 0, fmt.Errorf("load previous tree of %s: %w", p, err)
 				}
 			}
-			c, mode, err := bd.walkDir(ctx, p, sub, depth+1)
+			c, mode, err := bd.walkDir(ctx, p, sub, subID, depth+1)
 			if err != nil {
 				return nil, 0, err
 			}
 			if c != nil {
 				d.tree.Entries = append(d.tree.Entries, Entry{Name: name, Type: EntryDir, Mode: mode})
 				d.subs = append(d.subs, c)
+				same = same && c.same && sameAs(&d.tree.Entries[len(d.tree.Entries)-1])
+			} else {
+				same = false
 			}
 			continue
 		}
@@ -608,11 +631,17 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, depth int)
 			e.Mode, e.Size, e.SHA256, e.Chunks = k.Mode.Perm(), pe.Size, pe.SHA256, pe.Chunks
 			bd.stats.filesReused.Add(1)
 			bd.stats.chunksReused.Add(int64(len(pe.Chunks)))
+			same = same && sameAs(e)
 			continue
 		}
+		same = false
 		if err := bd.submit(ctx, p, e); err != nil {
 			return nil, 0, err
 		}
+	}
+	if same && len(d.tree.Entries) == len(prev.Entries) {
+		// Nothing differs: keep prev (the fresh entries go now).
+		d = &dirNode{tree: prev, subs: d.subs, id: prevID, same: true}
 	}
 	return d, info.Mode.Perm(), nil
 }
@@ -1071,7 +1100,9 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]i
 				if err := walk(sub, p); err != nil {
 					return err
 				}
-				e.SHA256 = sub.id
+				if !d.same {
+					e.SHA256 = sub.id
+				}
 				bd.dirs++
 			case EntryFile:
 				for _, id := range e.Chunks {
@@ -1080,23 +1111,41 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]i
 				bd.files++
 				bd.bytes += e.Size
 			default:
-				continue // vanished
+				continue // vanished (never in a previous commit's tree)
 			}
-			kept = append(kept, e)
+			if !d.same {
+				kept = append(kept, e)
+			}
 		}
-		t.Entries, d.subs = kept, nil
-		var err error
-		if enc, err = t.appendEncoding(enc[:0]); err != nil {
-			return fmt.Errorf("tree of %s: %w", displayPath(path), err)
+		d.subs = nil
+		encode := func() error {
+			var err error
+			if enc, err = t.appendEncoding(enc[:0]); err != nil {
+				return fmt.Errorf("tree of %s: %w", displayPath(path), err)
+			}
+			if len(enc) > bd.maxTree {
+				return fmt.Errorf("%w: the tree of %s is %d bytes, more than a pack of %d bytes can hold (too many entries)",
+					ErrTooLarge, displayPath(path), len(enc), bd.b.MaxPackSize)
+			}
+			return nil
 		}
-		if len(enc) > bd.maxTree {
-			return fmt.Errorf("%w: the tree of %s is %d bytes, more than a pack of %d bytes can hold (too many entries)",
-				ErrTooLarge, displayPath(path), len(enc), bd.b.MaxPackSize)
+		if !d.same {
+			t.Entries = kept
+			if err := encode(); err != nil {
+				return err
+			}
+			d.id = sha256.Sum256(enc)
 		}
-		d.id = sha256.Sum256(enc)
 		bd.trees[d.id] = t
 		h := Handle{TypeTree, d.id}
 		if bd.claim(h) {
+			// A kept tree is encoded only when it must be written again
+			// (its pack is being repacked).
+			if d.same {
+				if err := encode(); err != nil {
+					return err
+				}
+			}
 			if err := bd.sealObject(ctx, h, enc); err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,6 +169,54 @@ func TestIncrementalReadsOnlyChanges(t *testing.T) {
 	third := f.snap(brain, func(in *SnapshotInput) { in.Known = nil })
 	if third.Stats.FilesRead != int(third.Commit.Files)+2 || third.Stats.ChunksNew != 0 || third.Stats.TreesNew != 0 {
 		t.Errorf("without Known: read %d of %d files, %d new chunks, %d new trees", third.Stats.FilesRead, third.Commit.Files, third.Stats.ChunksNew, third.Stats.TreesNew)
+	}
+}
+
+// A directory exactly as in the previous commit keeps that commit's tree
+// (the same *Tree, not a copy); one whose file only changed mode does not.
+func TestUnchangedTreesShared(t *testing.T) {
+	brain := richBrain(t)
+	f := newFx(t, 4<<20)
+	first := f.snap(brain, nil)
+	if err := os.Chmod(filepath.Join(brain, "skills/a/b/c/deep.md"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := f.snap(brain, nil)
+	r := f.open()
+	subtree := func(res *Result, path string) ID {
+		t.Helper()
+		e, err := Lookup(context.Background(), res.Trees, res.Commit.Root, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Subtree()
+	}
+	for _, d := range []string{"patterns", "emoji", "empty/nested", "skills/a/b/c", "skills/a", "skills"} {
+		id1, id2 := subtree(first, d), subtree(second, d)
+		unchanged := !strings.HasPrefix(d, "skills")
+		if (id1 == id2) != unchanged {
+			t.Errorf("%s: tree %s then %s; want unchanged %v", d, id1.Short(), id2.Short(), unchanged)
+		}
+		if unchanged && second.Trees[id2] != first.Trees[id1] {
+			t.Errorf("%s: unchanged, but its tree is a copy", d)
+		}
+	}
+	if second.Stats.FilesRead != 2 || second.Stats.TreesNew != 5 { // lock, receipts; root, skills, a, b, c
+		t.Errorf("read %d files, %d new trees", second.Stats.FilesRead, second.Stats.TreesNew)
+	}
+	dir, _ := f.restore()
+	mustEqualTree(t, brain, dir)
+	if e, err := Lookup(context.Background(), r, second.Commit.Root, "skills/a/b/c/deep.md"); err != nil || e.Mode != 0o600 {
+		t.Fatalf("deep.md: %v, %v; want mode 0600", e, err)
+	}
+
+	// Nothing changed: the whole tree is the previous one.
+	third := f.snap(brain, nil)
+	if third.Commit.Root != second.Commit.Root || third.Trees[third.Commit.Root] != second.Trees[second.Commit.Root] || third.Stats.TreesNew != 0 {
+		t.Errorf("unchanged brain: root %s (was %s), %d new trees", third.Commit.Root.Short(), second.Commit.Root.Short(), third.Stats.TreesNew)
+	}
+	if len(third.Trees) != len(second.Trees) || third.Commit.Files != second.Commit.Files || third.Commit.Bytes != second.Commit.Bytes {
+		t.Errorf("unchanged brain: %d trees, %d files, %d bytes; was %d, %d, %d", len(third.Trees), third.Commit.Files, third.Commit.Bytes, len(second.Trees), second.Commit.Files, second.Commit.Bytes)
 	}
 }
 
