@@ -102,7 +102,14 @@ func stop(t *testing.T, d *Daemon) {
 // failure on a loaded machine, not a timing bound).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	eventuallyWithin(t, 60*time.Second, what, cond)
+}
+
+// eventuallyWithin is eventually with a deadline of its own, for a
+// condition that waits on the publisher's retry backoff.
+func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -325,13 +325,17 @@ func TestPointerRollback(t *testing.T) {
 		})
 		setPointer(t, owner, name, first, second) // back to the first snapshot
 		// The next attempt reads the record first: a rollback, found
-		// before anything is sent.
-		eventually(t, "the rollback to be seen", func() bool { return writes(d, "alpha", "rollback") >= 1 })
+		// before anything is sent. It comes after the publisher's backoff,
+		// which doubles from 2 s with each refused write: on a loaded
+		// machine several may come before this point, and the wait for
+		// the next attempt outgrow a minute.
+		const retry = 5 * time.Minute
+		eventuallyWithin(t, retry, "the rollback to be seen", func() bool { return writes(d, "alpha", "rollback") >= 1 })
 		if a.Hold() != nil {
 			t.Fatalf("a rollback held publishing: %+v", a.Hold())
 		}
 		proxy.refuse.Store(false)
-		eventually(t, "the newest snapshot published over the rollback", func() bool {
+		eventuallyWithin(t, retry, "the newest snapshot published over the rollback", func() bool {
 			s := a.Status()
 			return readPointer(t, w, name) == third && s.Pending == nil && s.Published == third
 		})

@@ -231,7 +231,7 @@ Method
   - latency: devnet (chain + ENS + local walrus) and daemon in one process; a brain file is written
     and the ENS text record is polled every 5 ms until it names a new blob.
   - v3: the benchtool v3snap process = hash.Cache full hash + repo.Builder.Snapshot (walk, read,
-    content-defined chunking, SHA-256 ids, AES-256-GCM, 10 MiB packs in memory) with every pack
+    content-defined chunking, SHA-256 ids, AES-256-GCM, 10 MiB packs spooled to files) with every pack
     uploaded by the walrus client to "hermesd walrus serve" (separate process, durable: fsync per
     blob) and read back, compared byte for byte with the pack, before the next commit references it;
     the head pack last. Second snapshots: in the same process (trees and dedup index kept, as the
