@@ -96,9 +96,10 @@ type Builder struct {
 	// publisher, at the cost of a pack in the spool directory each.
 	Uploads int
 
-	// The pipeline's buffers, kept from one snapshot to the next: a
+	// The pipeline's buffer pools, kept from one snapshot to the next: a
 	// daemon snapshotting every few seconds would otherwise fault in tens
-	// of MiB of fresh pages each time. Dropped after a failed snapshot.
+	// of MiB of fresh pages each time (the pools' free buffers go to the
+	// GC when idle). Dropped after a failed snapshot.
 	bufMu sync.Mutex
 	bufs  *buffers
 }
@@ -411,8 +412,12 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 	res, err := bd.run(ctx)
 	if err != nil {
 		b.dropBuffers(bufs)
+		return nil, err
 	}
-	return res, err
+	for _, p := range []*bufPool{bufs.small, bufs.big, bufs.sealed, bufs.sealedSm} {
+		p.park()
+	}
+	return res, nil
 }
 
 func (b *Builder) check(in *SnapshotInput) error {

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"sync"
 )
 
 // Chunking parameters (docs/format-v3.md §4). Boundaries are exactly
@@ -19,16 +20,24 @@ const (
 	AvgBits  = 18
 )
 
-// bufPool is a fixed set of equal buffers: Get blocks while all are in
-// use, which bounds the pipeline's memory whatever the brain's size.
+// bufPool is a bounded set of equal buffers: get blocks while count are
+// in use, which bounds the pipeline's memory whatever the brain's size.
+// Between snapshots (park) the free buffers wait in a sync.Pool: reused
+// when snapshots come often, given back to the GC while the agent is
+// idle, so that a daemon of many agents keeps no set of buffers for each.
 type bufPool struct {
 	size int
-	ch   chan *[]byte
-	made chan struct{} // tokens for buffers not allocated yet
+	ch   chan *[]byte  // free buffers of the running snapshot
+	made chan struct{} // tokens for buffers not taken out yet
+	idle sync.Pool     // free buffers between snapshots
 }
 
 func newBufPool(size, count int) *bufPool {
 	p := &bufPool{size: size, ch: make(chan *[]byte, count), made: make(chan struct{}, count)}
+	p.idle.New = func() any {
+		b := make([]byte, size)
+		return &b
+	}
 	for range count {
 		p.made <- struct{}{}
 	}
@@ -45,8 +54,7 @@ func (p *bufPool) get(ctx context.Context) (*[]byte, error) {
 	case b := <-p.ch:
 		return b, nil
 	case <-p.made:
-		b := make([]byte, p.size)
-		return &b, nil
+		return p.idle.Get().(*[]byte), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -59,5 +67,19 @@ func (p *bufPool) put(b *[]byte) {
 	select {
 	case p.ch <- b:
 	default: // not ours (cannot happen); let the GC have it
+	}
+}
+
+// park moves the free buffers to the idle pool; every buffer must have
+// been put back.
+func (p *bufPool) park() {
+	for {
+		select {
+		case b := <-p.ch:
+			p.idle.Put(b)
+			p.made <- struct{}{}
+		default:
+			return
+		}
 	}
 }
