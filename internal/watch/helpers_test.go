@@ -108,6 +108,20 @@ func nextRescan(t *testing.T, w *Watcher) Batch {
 	}
 }
 
+// settled takes every released batch of w and reports whether no worker
+// runs and no change waits for its debounce: what happens next starts a
+// batch of its own (a pending Rescan would absorb its paths).
+func settled(w *Watcher) bool {
+	for {
+		if _, ok := w.Take(); !ok {
+			break
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.running && w.first.IsZero() // first: the worker's, which cannot start meanwhile
+}
+
 // idle reports whether no worker runs for w.
 func idle(w *Watcher) bool {
 	w.mu.Lock()
