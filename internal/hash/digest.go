@@ -176,17 +176,12 @@ func FromFiles(files []File) Digest {
 			keys = append(keys, keyed{files[i].Path, &files[i].SHA256})
 		}
 	}
-	if len(keys) == 0 {
-		return Null
-	}
 	slices.SortFunc(keys, func(a, b keyed) int { return Compare(a.path, b.path) })
-	k := keccakPool.Get().(*keccak)
-	defer keccakPool.Put(k)
-	leaves := make([]Digest, len(keys))
-	for i, f := range keys {
-		leaves[i] = k.leaf(f.path, f.sum)
+	b := NewBundler()
+	for _, f := range keys {
+		b.Add(f.path, *f.sum)
 	}
-	return Bundle(leaves)
+	return b.Sum()
 }
 
 // keccak is a reusable legacy Keccak-256 state plus scratch space. The
