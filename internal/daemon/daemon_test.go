@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,11 +55,43 @@ func (w *world) brain(id string) string {
 	return a.BrainDir
 }
 
+// testLogger logs at debug level: to stderr with -v, otherwise into a
+// bounded buffer whose tail is printed if the test fails, so that a
+// failure seen once under load explains itself.
 func testLogger(t *testing.T) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return slog.New(slog.DiscardHandler)
+	tl := &tailLog{max: 64 << 10}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log (last %d KiB):\n%s", tl.max>>10, tl.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(tl, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// tailLog keeps the last max bytes written to it.
+type tailLog struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (l *tailLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	if over := len(l.b) - l.max; over > 0 {
+		l.b = append(l.b[:0], l.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (l *tailLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
 }
 
 // start runs a daemon on the devnet's configuration.

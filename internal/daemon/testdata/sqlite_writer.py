@@ -1,16 +1,19 @@
 """A SQLite writer for the daemon's tests: an agent that keeps learning.
 
-Usage: sqlite_writer.py DB MODE SECONDS
-MODE is wal or delete (rollback journal). Commits transactions of 1-8 rows
-of 100-8000 random bytes in bursts, with a busy timeout of 5 s as agent
-runtimes use, for SECONDS seconds, then prints one JSON line with the
-number of commits and the commit latencies (the writer's stalls).
+Usage: sqlite_writer.py DB MODE MAX_SECONDS
+MODE is wal or delete (rollback journal). Prints {"ready": true}, then
+commits transactions of 1-8 rows of 100-8000 random bytes in bursts, with
+a busy timeout of 5 s as agent runtimes use, until its standard input
+closes (the test decides when it has seen enough) or MAX_SECONDS pass,
+then prints one JSON line with the number of commits and the commit
+latencies (the writer's stalls).
 """
 import json
 import os
 import random
 import sqlite3
 import sys
+import threading
 import time
 
 db, mode, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -22,10 +25,16 @@ if con.execute("SELECT COUNT(*) FROM counter").fetchone()[0] == 0:
     con.execute("INSERT INTO counter VALUES (0)")
 print(json.dumps({"ready": True}), flush=True)
 
+stop = threading.Event()
+def wait_stdin():
+    sys.stdin.read()
+    stop.set()
+threading.Thread(target=wait_stdin, daemon=True).start()
+
 rng = random.Random(7)
 lat = []
 end = time.monotonic() + seconds
-while time.monotonic() < end:
+while not stop.is_set() and time.monotonic() < end:
     t = time.monotonic()
     con.execute("BEGIN IMMEDIATE")
     rows = rng.randint(1, 8)
