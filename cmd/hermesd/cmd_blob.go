@@ -34,20 +34,10 @@ Endpoints come from the configuration's walrus section (-config), or from
 Run 'hermesd blob put -h' or 'hermesd blob get -h' for their flags.`
 
 func runBlob(ctx context.Context, env *cmdEnv, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "Usage: hermesd blob <put|get> [flags]\n\n%s\n", blobHelp)
-		return errUsageShown
-	}
-	switch args[0] {
-	case "put":
-		return runBlobPut(ctx, env, args[1:])
-	case "get":
-		return runBlobGet(ctx, env, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(env.stdout, "Usage: hermesd blob <put|get> [flags]\n\n%s\n", blobHelp)
-		return nil
-	}
-	return usageErrorf("blob: unknown subcommand %q (want put or get)", args[0])
+	return group{name: "blob", tail: "[flags]", help: blobHelp, verbs: []command{
+		{name: "put", run: runBlobPut},
+		{name: "get", run: runBlobGet},
+	}}.run(ctx, env, args)
 }
 
 // endpointFlags are the flags that say where Walrus is.

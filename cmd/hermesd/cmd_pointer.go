@@ -41,27 +41,18 @@ need no config file; flags override the file. adopt and override act on a
 configured agent. Run 'hermesd pointer SUBCOMMAND -h' for its flags.`
 
 func runPointer(ctx context.Context, env *cmdEnv, args []string) error {
-	const usage = "Usage: hermesd pointer <get|set|adopt|override|transfer> [flags]\n\n%s\n"
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, usage, pointerHelp)
-		return errUsageShown
+	resolve := func(how string) func(context.Context, *cmdEnv, []string) error {
+		return func(ctx context.Context, env *cmdEnv, args []string) error {
+			return runPointerResolve(ctx, env, how, args)
+		}
 	}
-	switch args[0] {
-	case "get":
-		return runPointerGet(ctx, env, args[1:])
-	case "set":
-		return runPointerSet(ctx, env, args[1:])
-	case "adopt":
-		return runPointerResolve(ctx, env, "adopt", args[1:])
-	case "override":
-		return runPointerResolve(ctx, env, "override", args[1:])
-	case "transfer":
-		return runPointerTransfer(ctx, env, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(env.stdout, usage, pointerHelp)
-		return nil
-	}
-	return usageErrorf("pointer: unknown subcommand %q (want get, set, adopt, override or transfer)", args[0])
+	return group{name: "pointer", tail: "[flags]", help: pointerHelp, verbs: []command{
+		{name: "get", run: runPointerGet},
+		{name: "set", run: runPointerSet},
+		{name: "adopt", run: resolve("adopt")},
+		{name: "override", run: resolve("override")},
+		{name: "transfer", run: runPointerTransfer},
+	}}.run(ctx, env, args)
 }
 
 // newPointerClient connects; a wrong chain id or registry address is a

@@ -41,24 +41,12 @@ receipts.signer, and every --trust ADDRESS. Run 'hermesd receipts add -h'
 (list, verify, quarantine list, quarantine purge) for their flags.`
 
 func runReceipts(ctx context.Context, env *cmdEnv, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "Usage: hermesd receipts <add|list|verify|quarantine> [flags]\n\n%s\n", receiptsHelp)
-		return errUsageShown
-	}
-	switch args[0] {
-	case "add":
-		return runReceiptsAdd(ctx, env, args[1:])
-	case "list":
-		return runReceiptsList(ctx, env, args[1:])
-	case "verify":
-		return runReceiptsVerify(ctx, env, args[1:])
-	case "quarantine":
-		return runReceiptsQuarantine(ctx, env, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(env.stdout, "Usage: hermesd receipts <add|list|verify|quarantine> [flags]\n\n%s\n", receiptsHelp)
-		return nil
-	}
-	return usageErrorf("receipts: unknown subcommand %q (want add, list, verify or quarantine)", args[0])
+	return group{name: "receipts", tail: "[flags]", help: receiptsHelp, verbs: []command{
+		{name: "add", run: runReceiptsAdd},
+		{name: "list", run: runReceiptsList},
+		{name: "verify", run: runReceiptsVerify},
+		{name: "quarantine", run: runReceiptsQuarantine},
+	}}.run(ctx, env, args)
 }
 
 // receiptsFlags are the flags the receipts subcommands share.
@@ -611,20 +599,10 @@ into a snapshot.
                           changes the state directory itself.`
 
 func runReceiptsQuarantine(ctx context.Context, env *cmdEnv, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "Usage: hermesd receipts quarantine <list|purge> [flags] AGENT\n\n%s\n", receiptsQuarantineHelp)
-		return errUsageShown
-	}
-	switch args[0] {
-	case "list":
-		return runQuarantineList(ctx, env, args[1:])
-	case "purge":
-		return runQuarantinePurge(ctx, env, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(env.stdout, "Usage: hermesd receipts quarantine <list|purge> [flags] AGENT\n\n%s\n", receiptsQuarantineHelp)
-		return nil
-	}
-	return usageErrorf("receipts quarantine: unknown subcommand %q (want list or purge)", args[0])
+	return group{name: "receipts quarantine", tail: "[flags] AGENT", help: receiptsQuarantineHelp, verbs: []command{
+		{name: "list", run: runQuarantineList},
+		{name: "purge", run: runQuarantinePurge},
+	}}.run(ctx, env, args)
 }
 
 // quarantineItem is one quarantined line as `quarantine list` shows it.

@@ -30,24 +30,12 @@ const sealHelp = `Subcommands:
 Run 'hermesd seal <subcommand> -h' for its flags.`
 
 func runSeal(ctx context.Context, env *cmdEnv, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "Usage: hermesd seal <subcommand> [flags]\n\n%s\n", sealHelp)
-		return errUsageShown
-	}
-	switch args[0] {
-	case "serve":
-		return runSealServe(ctx, env, args[1:])
-	case "keygen":
-		return runSealKeygen(ctx, env, args[1:])
-	case "pubkey":
-		return runSealPubkey(ctx, env, args[1:])
-	case "check":
-		return runSealCheck(ctx, env, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(env.stdout, "Usage: hermesd seal <subcommand> [flags]\n\n%s\n", sealHelp)
-		return nil
-	}
-	return usageErrorf("seal: unknown subcommand %q (want serve, keygen, pubkey or check)", args[0])
+	return group{name: "seal", tail: "[flags]", help: sealHelp, verbs: []command{
+		{name: "serve", run: runSealServe},
+		{name: "keygen", run: runSealKeygen},
+		{name: "pubkey", run: runSealPubkey},
+		{name: "check", run: runSealCheck},
+	}}.run(ctx, env, args)
 }
 
 const sealServeHelp = `Run a Seal key server on this machine: one master key behind the real key

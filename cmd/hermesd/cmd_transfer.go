@@ -27,23 +27,11 @@ reads it too, with 'age -d -i IDENTITY HANDOVER'. Run 'hermesd transfer
 SUBCOMMAND -h' for its flags.`
 
 func runTransfer(ctx context.Context, env *cmdEnv, args []string) error {
-	const usage = "Usage: hermesd transfer <request|show|export> [flags]\n\n%s\n"
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, usage, transferHelp)
-		return errUsageShown
-	}
-	switch args[0] {
-	case "request":
-		return runTransferRequest(ctx, env, args[1:])
-	case "show":
-		return runTransferShow(ctx, env, args[1:])
-	case "export":
-		return runTransferExport(ctx, env, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(env.stdout, usage, transferHelp)
-		return nil
-	}
-	return usageErrorf("transfer: unknown subcommand %q (want request, show or export)", args[0])
+	return group{name: "transfer", tail: "[flags]", help: transferHelp, verbs: []command{
+		{name: "request", run: runTransferRequest},
+		{name: "show", run: runTransferShow},
+		{name: "export", run: runTransferExport},
+	}}.run(ctx, env, args)
 }
 
 var transferAgentRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)

@@ -25,18 +25,9 @@ It listens on loopback only unless --allow-remote is given, and runs until
 interrupted (SIGINT or SIGTERM).`
 
 func runWalrus(ctx context.Context, env *cmdEnv, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprintf(env.stderr, "Usage: hermesd walrus <subcommand> [flags]\n\n%s\n", walrusHelp)
-		return errUsageShown
-	}
-	switch args[0] {
-	case "serve":
-		return runWalrusServe(ctx, env, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(env.stdout, "Usage: hermesd walrus <subcommand> [flags]\n\n%s\n", walrusHelp)
-		return nil
-	}
-	return usageErrorf("walrus: unknown subcommand %q (want serve)", args[0])
+	return group{name: "walrus", tail: "[flags]", help: walrusHelp, verbs: []command{
+		{name: "serve", run: runWalrusServe},
+	}}.run(ctx, env, args)
 }
 
 func runWalrusServe(ctx context.Context, env *cmdEnv, args []string) error {
