@@ -55,23 +55,32 @@ func runPointer(ctx context.Context, env *cmdEnv, args []string) error {
 	}}.run(ctx, env, args)
 }
 
-// newPointerClient connects; a wrong chain id or registry address is a
-// configuration mistake (exit 2).
-func newPointerClient(ctx context.Context, ec ens.Config) (*ens.Client, error) {
+// connect normalises name (ENSIP-15) and connects to the chain the flags
+// name, with their key when signer is set. A bad name, a wrong chain id or
+// registry address is a usage mistake (exit 2).
+func (f *chainFlags) connect(ctx context.Context, name string, signer bool) (string, *ens.Client, error) {
+	norm, err := ens.Normalize(name)
+	if err != nil {
+		return "", nil, withCode(exitUsage, err)
+	}
+	ec, err := f.clientConfig(signer)
+	if err != nil {
+		return "", nil, err
+	}
 	c, err := ens.New(ctx, ec)
 	if err != nil {
-		return nil, withCode(exitUsage, err)
+		return "", nil, withCode(exitUsage, err)
 	}
 	// New does not touch the network; a one-shot command checks the chain
 	// at once, so a wrong chain id or registry is reported as what it is.
 	if err := c.Ping(ctx); err != nil {
 		c.Close()
 		if errors.Is(err, ens.ErrWrongChain) || errors.Is(err, ens.ErrNoRegistry) {
-			return nil, withCode(exitUsage, err)
+			return "", nil, withCode(exitUsage, err)
 		}
-		return nil, err
+		return "", nil, err
 	}
-	return c, nil
+	return norm, c, nil
 }
 
 // chainFlags say which chain, registry and key to use.
@@ -179,15 +188,7 @@ func runPointerGet(ctx context.Context, env *cmdEnv, args []string) error {
 	if len(pos) != 1 {
 		return usageErrorf("pointer get: want exactly one NAME, got %d arguments", len(pos))
 	}
-	name, err := ens.Normalize(pos[0])
-	if err != nil {
-		return withCode(exitUsage, err)
-	}
-	ec, err := cf.clientConfig(false)
-	if err != nil {
-		return err
-	}
-	client, err := newPointerClient(ctx, ec)
+	name, client, err := cf.connect(ctx, pos[0], false)
 	if err != nil {
 		return err
 	}
@@ -246,15 +247,7 @@ func runPointerSet(ctx context.Context, env *cmdEnv, args []string) error {
 	case !expect.set && !*force:
 		return usageErrorf("pointer set: say what the record holds now with --expect PREV (--expect= when it has none), or pass --force")
 	}
-	norm, err := ens.Normalize(name)
-	if err != nil {
-		return withCode(exitUsage, err)
-	}
-	ec, err := cf.clientConfig(true)
-	if err != nil {
-		return err
-	}
-	client, err := newPointerClient(ctx, ec)
+	norm, client, err := cf.connect(ctx, name, true)
 	if err != nil {
 		return err
 	}

@@ -54,15 +54,7 @@ func runPointerTransfer(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return usageErrorf("pointer transfer: %v", err)
 	}
-	name, err := ens.Normalize(pos[0])
-	if err != nil {
-		return withCode(exitUsage, err)
-	}
-	ec, err := cf.clientConfig(true)
-	if err != nil {
-		return err
-	}
-	client, err := newPointerClient(ctx, ec)
+	name, client, err := cf.connect(ctx, pos[0], true)
 	if err != nil {
 		return err
 	}
