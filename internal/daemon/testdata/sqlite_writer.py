@@ -7,6 +7,13 @@ a busy timeout of 5 s as agent runtimes use, until its standard input
 closes (the test decides when it has seen enough) or MAX_SECONDS pass,
 then prints one JSON line with the number of commits and the commit
 latencies (the writer's stalls).
+
+Like an agent that learns and forgets, it keeps at most MAX_ROWS rows:
+past that, each transaction also deletes its oldest rows, so the database
+stays near 10 MiB however long it runs or however fast the machine lets
+it write. (It grew without bound before: the cost of every snapshot grew
+with the run, and on a loaded machine the test measured the growth.)
+The counter table holds the row count, changed in the same transaction.
 """
 import json
 import os
@@ -31,6 +38,8 @@ def wait_stdin():
     stop.set()
 threading.Thread(target=wait_stdin, daemon=True).start()
 
+MAX_ROWS = 2000
+rows_now = con.execute("SELECT COUNT(*) FROM memory").fetchone()[0]
 rng = random.Random(7)
 lat = []
 end = time.monotonic() + seconds
@@ -40,8 +49,12 @@ while not stop.is_set() and time.monotonic() < end:
     rows = rng.randint(1, 8)
     for _ in range(rows):
         con.execute("INSERT INTO memory (body) VALUES (?)", (os.urandom(rng.randint(100, 8000)),))
-    con.execute("UPDATE counter SET n = n + ?", (rows,))
+    forget = max(0, rows_now + rows - MAX_ROWS)
+    if forget:
+        con.execute("DELETE FROM memory WHERE id IN (SELECT id FROM memory ORDER BY id LIMIT ?)", (forget,))
+    con.execute("UPDATE counter SET n = n + ?", (rows - forget,))
     con.execute("COMMIT")
+    rows_now += rows - forget
     lat.append(time.monotonic() - t)
     # Bursts: mostly back to back, sometimes a short pause.
     if rng.random() < 0.05:
