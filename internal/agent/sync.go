@@ -171,7 +171,7 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 	a.log.Info("snapshot uploaded and verified", "blob", r.BlobID, "format", r.Format, "bundle_hash", r.BundleHash,
 		"version", r.Version, "files", r.Files, "bytes", r.Bytes, "blob_bytes", r.Size, "uploaded", r.Uploaded,
 		"packs", r.Packs, "live_packs", r.LivePacks, "repacked", r.Repacked, "files_read", r.FilesRead,
-		"end_epoch", r.EndEpoch, "pack", r.Pack.Round(time.Millisecond),
+		"end_epoch", r.EndEpoch, "pack", r.Pack.Round(time.Millisecond), "prepare", r.Prepare.Round(time.Millisecond),
 		"upload", r.Upload.Round(time.Millisecond), "verify", r.Verify.Round(time.Millisecond))
 
 	a.mu.Lock()

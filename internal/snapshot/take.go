@@ -68,8 +68,11 @@ type Result struct {
 	CreatedAt                             time.Time
 	// Pack is the time to build the snapshot (v3: everything, uploads
 	// included, as they overlap); Upload and Verify the time spent in
-	// uploads and read-backs (v3: summed over packs).
+	// uploads and read-backs (v3: summed over packs). Prepare (v3) is the
+	// part of Pack before the builder starts: the brain lock, the parent
+	// and the re-pack plan.
 	Pack     time.Duration
+	Prepare  time.Duration
 	Upload   time.Duration
 	Verify   time.Duration
 	Attempts int // HTTP attempts for the upload

@@ -395,6 +395,7 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 	}
 	sink := &packSink{p: p}
 	st.builder.Sink = sink
+	prepare := p.now().Sub(start)
 	res, err := st.builder.Snapshot(ctx, repo.SnapshotInput{
 		Brain: p.BrainDir, Index: st.index, Prev: par.prev, Trees: par.trees,
 		Known: in.Known, Want: in.Want, Overlay: in.Overlay,
@@ -439,6 +440,7 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 		FilesRead:        s.FilesRead,
 		CreatedAt:        start,
 		Pack:             p.now().Sub(start),
+		Prepare:          prepare,
 		Upload:           time.Duration(sink.upload.Load()),
 		Verify:           time.Duration(sink.verify.Load()),
 		Attempts:         int(sink.attempts.Load()),
