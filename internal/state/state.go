@@ -126,7 +126,7 @@ func (d *Dir) Close() error {
 	if d.lock == nil {
 		return nil
 	}
-	err := d.lock.Close() // closing the descriptor drops the flock
+	err := errors.Join(unlockFile(d.lock), d.lock.Close())
 	d.lock = nil
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -143,4 +144,32 @@ func TestPlantedSymlinkNotFollowed(t *testing.T) {
 	if b, _ := os.ReadFile(victim); string(b) != `{"published":"attacker"}` {
 		t.Fatalf("victim changed: %q", b)
 	}
+}
+
+// TestCloseReleasesLockHeldByChild: a process forked while the state was
+// open (the moment between fork and exec, made long here by handing the
+// descriptor to a running child) must not keep the lock after Close.
+func TestCloseReleasesLockHeldByChild(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state")
+	d, err := Open(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("sleep", "600")
+	child.ExtraFiles = []*os.File{d.lock}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		child.Process.Kill()
+		child.Wait()
+	})
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := Open(p, Options{})
+	if err != nil {
+		t.Fatalf("Open after Close, with a child holding a copy of the old descriptor: %v", err)
+	}
+	d2.Close()
 }

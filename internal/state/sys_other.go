@@ -13,6 +13,8 @@ var errUnsupported = errors.New("hermesd runs on Linux and macOS only")
 
 func lockFile(*os.File) error { return errUnsupported }
 
+func unlockFile(*os.File) error { return nil }
+
 func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return os.OpenFile(path, flag, perm)
 }

@@ -21,6 +21,15 @@ func lockFile(f *os.File) error {
 	return err
 }
 
+// unlockFile drops the flock. Closing our descriptor alone is not enough:
+// the lock belongs to the open file description, which a child forked at
+// that moment (between fork and exec, where close-on-exec has not acted
+// yet) still references, so the lock would outlive Close by as long as
+// the child takes to exec.
+func unlockFile(f *os.File) error {
+	return unix.Flock(int(f.Fd()), unix.LOCK_UN)
+}
+
 // openNoFollow opens a file of the state directory without following a
 // symbolic link planted at its name.
 func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
