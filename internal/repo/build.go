@@ -38,13 +38,14 @@ const (
 
 // PackSink stores finished packs. StorePack uploads the pack (p.Open, once
 // per attempt; p.Size bytes), reads the blob back and checks that it is
-// the pack (the same bytes, or equivalently SHA-256 p.SHA256), and only
-// then returns the blob id and end epoch: the builder references a pack's
-// objects only after StorePack succeeded. The pack belongs to the
-// builder, which discards it when StorePack returns.
+// the pack (the same bytes as p.Open's), and only then returns the blob id
+// and end epoch: the builder references a pack's objects only after
+// StorePack succeeded. The pack belongs to the builder, which discards it
+// when StorePack returns.
 //
-// Comparing the read-back with p.Open's bytes costs a memory compare;
-// hashing it costs a SHA-256 pass over every uploaded byte.
+// Comparing the read-back with p.Open's bytes costs a memory compare; a
+// digest would cost a SHA-256 pass over every uploaded byte (which is why
+// a full pack has none).
 type PackSink interface {
 	StorePack(ctx context.Context, p *Pack) (Stored, error)
 }
@@ -189,6 +190,9 @@ type Result struct {
 	Commit   *Commit
 	CommitID ID      // SHA-256 of the commit's encoding
 	Head     PackRef // the head pack: its blob id is the new ENS value
+	// HeadSHA256 is the head pack's SHA-256 (the daemon records it, so
+	// that a drill can check the blob reads back intact).
+	HeadSHA256 [32]byte
 	// Trees holds every tree of the commit: pass it as the next
 	// snapshot's Trees to avoid downloading them.
 	Trees TreeMap
@@ -1052,7 +1056,7 @@ func (bd *build) store(ctx context.Context, p *Pack) (PackRef, error) {
 	}
 	bd.stats.packs.Add(1)
 	bd.stats.bytesUploaded.Add(p.Size)
-	return PackRef{BlobID: st.BlobID, Size: p.Size, EndEpoch: st.EndEpoch, IndexLength: p.IndexLength, SHA256: p.SHA256}, nil
+	return PackRef{BlobID: st.BlobID, Size: p.Size, EndEpoch: st.EndEpoch, IndexLength: p.IndexLength}, nil
 }
 
 // finishTrees encodes every directory bottom-up, seals the trees no live
@@ -1287,7 +1291,7 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 	st.TreesNew, st.TreesReused = int(s.treesNew.Load()), int(s.treesReused.Load())
 	st.BytesNew, st.BytesStored = s.bytesNew.Load(), s.bytesStored.Load()
 	st.Packs, st.BytesUploaded = int(s.packs.Load()), s.bytesUploaded.Load()
-	return &Result{Commit: c, CommitID: sha256.Sum256(enc), Head: head, Trees: bd.trees, Stats: st}, nil
+	return &Result{Commit: c, CommitID: sha256.Sum256(enc), Head: head, HeadSHA256: hp.SHA256, Trees: bd.trees, Stats: st}, nil
 }
 
 func fileRef(e *Entry) *FileRef {

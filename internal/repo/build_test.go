@@ -474,7 +474,7 @@ func TestSpooledPacks(t *testing.T) {
 
 // A pack's objects live in its spool file, which becomes the pack's: Open
 // reads header, index and objects (any number of times, for the upload's
-// retries and the read-back), they hash to Pack.SHA256 and parse back;
+// retries and the read-back) and parse back; only a head pack is hashed;
 // Discard and Abort leave nothing in the spool directory.
 func TestPackSpool(t *testing.T) {
 	keys := testKeys(t, testIdentity)
@@ -512,8 +512,8 @@ func TestPackSpool(t *testing.T) {
 		if err != nil || rc.Close() != nil {
 			t.Fatalf("read pack: %v", err)
 		}
-		if int64(len(b)) != p.Size || sha256.Sum256(b) != p.SHA256 {
-			t.Fatalf("pack reads %d bytes (want %d) hashing to %x (want %x)", len(b), p.Size, sha256.Sum256(b), p.SHA256)
+		if int64(len(b)) != p.Size || p.SHA256 != [32]byte{} {
+			t.Fatalf("pack reads %d bytes (want %d); digest %x (a full pack has none)", len(b), p.Size, p.SHA256)
 		}
 		if first != nil && !bytes.Equal(b, first) {
 			t.Fatal("a second Open reads other bytes")
@@ -541,6 +541,31 @@ func TestPackSpool(t *testing.T) {
 	if _, err := p.Open(); err == nil {
 		t.Error("a discarded pack opens")
 	}
+	// A head pack (it carries a commit) is hashed: the daemon records its
+	// digest.
+	pw, err = NewPackWriter(keys, dir, MinPackSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Add(TypeChunk, ID{2}, objs[39]); err != nil {
+		t.Fatal(err)
+	}
+	hp, err := pw.Finish([]byte(`{"a commit":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := hp.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(rc)
+	if err != nil || rc.Close() != nil {
+		t.Fatalf("read head pack: %v", err)
+	}
+	if !hp.Head || int64(len(b)) != hp.Size || sha256.Sum256(b) != hp.SHA256 {
+		t.Fatalf("head pack of %d bytes (want %d) hashes to %x, its digest is %x", len(b), hp.Size, sha256.Sum256(b), hp.SHA256)
+	}
+	hp.Discard()
 	// An aborted writer leaves nothing either.
 	pw, err = NewPackWriter(keys, dir, MinPackSize)
 	if err != nil {

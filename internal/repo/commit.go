@@ -65,15 +65,34 @@ type FileRef struct {
 	Chunks []ID        `json:"chunks"`
 }
 
-// PackRef is a live pack: its blob, size, end epoch (exclusive), the
-// length of its encrypted index (so one range read gets header and index),
-// and the SHA-256 of the whole blob.
+// PackRef is a live pack: its blob, size, end epoch (exclusive) and the
+// length of its encrypted index (so one range read gets header and index).
 type PackRef struct {
 	BlobID      string `json:"blobId"`
 	Size        int64  `json:"size"`
 	EndEpoch    uint64 `json:"endEpoch"`
 	IndexLength int64  `json:"indexLength"`
-	SHA256      ID     `json:"sha256"`
+}
+
+// UnmarshalJSON reads a pack entry strictly. Commits written before
+// 2026-11-26 also carry "sha256", the SHA-256 of the whole blob, which no
+// reader can use (docs/format-v3.md §7); it is accepted when well-formed
+// and dropped.
+func (p *PackRef) UnmarshalJSON(b []byte) error {
+	var v struct {
+		BlobID      string `json:"blobId"`
+		Size        int64  `json:"size"`
+		EndEpoch    uint64 `json:"endEpoch"`
+		IndexLength int64  `json:"indexLength"`
+		SHA256      *ID    `json:"sha256"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	*p = PackRef{BlobID: v.BlobID, Size: v.Size, EndEpoch: v.EndEpoch, IndexLength: v.IndexLength}
+	return nil
 }
 
 // Encode returns the commit's JSON encoding after validating it.

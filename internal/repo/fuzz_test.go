@@ -105,12 +105,10 @@ func FuzzReadIndex(f *testing.F) {
 
 var writeCorpus = flag.Bool("writecorpus", false, "write the fuzz seed corpora into testdata/fuzz")
 
-// TestWriteCorpus writes the seed corpora from the document's vectors and
-// a few damaged variants (run with -writecorpus; the files are checked in).
-func TestWriteCorpus(t *testing.T) {
-	if !*writeCorpus {
-		t.Skip("run with -writecorpus to rewrite testdata/fuzz")
-	}
+// TestCorpus checks that the checked-in seed corpora are those made from
+// the document's vectors and a few damaged variants; -writecorpus
+// rewrites them.
+func TestCorpus(t *testing.T) {
 	dec := func(s string) []byte {
 		b, err := hex.DecodeString(s)
 		if err != nil {
@@ -137,8 +135,15 @@ func TestWriteCorpus(t *testing.T) {
 				fmt.Fprintf(&buf, "int64(%d)\n", v)
 			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
+		p := filepath.Join(dir, name)
+		if *writeCorpus {
+			if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, buf.Bytes()) {
+			t.Errorf("seed %s is missing or out of date (%v): go test ./internal/repo -run TestCorpus -writecorpus", p, err)
 		}
 	}
 	write("FuzzDecodeHeader", "vector", cut(pack, HeaderSize))
@@ -168,7 +173,8 @@ func TestWriteCorpus(t *testing.T) {
 	write("FuzzDecodeTree", "truncated", cut(dec(vecTrees[vecRootID]), 50))
 	write("FuzzDecodeTree", "flipped", flip(dec(vecTrees[vecRootID]), 9))
 	write("FuzzDecodeCommit", "vector", []byte(vecCommit))
-	write("FuzzDecodeCommit", "with-refs", []byte(`{"format":"hermesd/v3","identity":"a.eth","keyId":"0011223344556677","root":"`+vecRootID+`","parent":"abc_DEF-1","parentFormat":"v2","time":1,"bundleHash":"`+vecBundle+`","lockVersion":2,"files":1,"bytes":5,"added":9,"lock":{"mode":420,"size":2,"sha256":"`+vecNotesID+`","chunks":["`+vecNotesID+`"]},"receipts":null,"packs":[{"blobId":"A","size":100,"endEpoch":7,"indexLength":36,"sha256":"`+vecNotesID+`"}]}`))
+	write("FuzzDecodeCommit", "with-refs", []byte(`{"format":"hermesd/v3","identity":"a.eth","keyId":"0011223344556677","root":"`+vecRootID+`","parent":"abc_DEF-1","parentFormat":"v2","time":1,"bundleHash":"`+vecBundle+`","lockVersion":2,"files":1,"bytes":5,"added":9,"lock":{"mode":420,"size":2,"sha256":"`+vecNotesID+`","chunks":["`+vecNotesID+`"]},"receipts":null,"packs":[{"blobId":"A","size":100,"endEpoch":7,"indexLength":36}]}`))
+	write("FuzzDecodeCommit", "legacy-pack-sha256", []byte(`{"format":"hermesd/v3","identity":"a.eth","keyId":"0011223344556677","root":"`+vecRootID+`","parent":"abc_DEF-1","parentFormat":"v2","time":1,"bundleHash":"`+vecBundle+`","lockVersion":2,"files":1,"bytes":5,"added":9,"lock":null,"receipts":null,"packs":[{"blobId":"A","size":100,"endEpoch":7,"indexLength":36,"sha256":"`+vecNotesID+`"}]}`))
 	write("FuzzDecodeCommit", "unknown-field", []byte(`{"format":"hermesd/v3","extra":1}`))
 	write("FuzzDecodeCommit", "trailing", []byte(vecCommit+` {}`))
 	ix := NewIndex()

@@ -62,8 +62,13 @@ func (s *dirStore) StorePack(ctx context.Context, p *Pack) (Stored, error) {
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])
-	if n != p.Size || sum != p.SHA256 {
-		return Stored{}, errors.New("pack file does not match its size and digest")
+	switch {
+	case n != p.Size:
+		return Stored{}, errors.New("pack file does not match its size")
+	case p.Head && sum != p.SHA256:
+		return Stored{}, errors.New("head pack does not match its digest")
+	case !p.Head && p.SHA256 != [32]byte{}:
+		return Stored{}, errors.New("a full pack was hashed (only heads are)")
 	}
 	id := base64.RawURLEncoding.EncodeToString(sum[:])
 	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, id)); err != nil {

@@ -237,7 +237,9 @@ func (ix *Index) snapshotPacks() map[string]*indexPack {
 	return m
 }
 
-const indexMagic = "hermesd-repo-index/v1\n"
+// indexMagic names the layout; v1 (before 2026-11-26) also held each
+// pack's SHA-256. A file of another layout is rebuilt like a damaged one.
+const indexMagic = "hermesd-repo-index/v2\n"
 
 // maxIndexFile bounds what ReadIndex reads.
 const maxIndexFile = 1 << 30
@@ -247,10 +249,10 @@ var ErrIndexFile = errors.New("repo: invalid dedup index file")
 
 // WriteTo writes the index for ReadIndex:
 //
-//	magic "hermesd-repo-index/v1\n"
+//	magic "hermesd-repo-index/v2\n"
 //	uvarint len ‖ head blob id
 //	uvarint pack count, then per pack (by blob id): uvarint len ‖ blob id,
-//	  uvarint size, uvarint end epoch, uvarint index length, sha256[32],
+//	  uvarint size, uvarint end epoch, uvarint index length,
 //	  head flag byte, uvarint len ‖ index plaintext (without commit)
 //	sha256 of everything before it
 func (ix *Index) WriteTo(w io.Writer) (int64, error) {
@@ -276,7 +278,6 @@ func (ix *Index) WriteTo(w io.Writer) (int64, error) {
 		uv(uint64(p.ref.Size))
 		uv(p.ref.EndEpoch)
 		uv(uint64(p.ref.IndexLength))
-		bw.Write(p.ref.SHA256[:])
 		if p.head {
 			bw.WriteByte(1)
 		} else {
@@ -325,7 +326,6 @@ func ReadIndex(r io.Reader) (*Index, error) {
 		ref.Size = int64(d.uv())
 		ref.EndEpoch = d.uv()
 		ref.IndexLength = int64(d.uv())
-		copy(ref.SHA256[:], d.bytes(32))
 		head := d.byte() == 1
 		plain := d.bytes(int(min(d.uv(), uint64(len(d.b)+1))))
 		if d.err != nil {

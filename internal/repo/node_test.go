@@ -3,7 +3,6 @@ package repo
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -222,12 +221,21 @@ func (s *walrusStore) StorePack(ctx context.Context, p *Pack) (Stored, error) {
 		return Stored{}, fmt.Errorf("PUT: unexpected answer")
 	}
 	// Read back and compare, as the daemon does before referencing a blob.
-	h := sha256.New()
-	if _, err := s.ReadRange(ctx, st.BlobID, 0, p.Size, h); err != nil {
+	var back bytes.Buffer
+	if _, err := s.ReadRange(ctx, st.BlobID, 0, p.Size, &back); err != nil {
 		return Stored{}, fmt.Errorf("read back: %w", err)
 	}
-	if !bytes.Equal(h.Sum(nil), p.SHA256[:]) {
-		return Stored{}, fmt.Errorf("read back: digest mismatch")
+	rc, err := p.Open()
+	if err != nil {
+		return Stored{}, err
+	}
+	defer rc.Close()
+	want, err := io.ReadAll(rc)
+	if err != nil {
+		return Stored{}, err
+	}
+	if !bytes.Equal(back.Bytes(), want) {
+		return Stored{}, fmt.Errorf("read back: the blob differs from the pack")
 	}
 	return st, nil
 }

@@ -276,12 +276,17 @@ func (k *Keys) OpenIndex(hdr, stored []byte) (Header, *PackIndex, error) {
 // builder's memory, for about 2% of its speed. Read it with Open; Discard
 // frees it.
 type Pack struct {
-	Path        string   // the file of its objects
-	Size        int64    // bytes
-	SHA256      [32]byte // of the whole pack, for the read-back check and the commit
-	IndexLength int64    // stored index length (for the commit's pack list)
-	Head        bool     // carries a commit
+	Path        string // the file of its objects
+	Size        int64  // bytes
+	IndexLength int64  // stored index length (for the commit's pack list)
+	Head        bool   // carries a commit
 	Objects     []IndexEntry
+
+	// SHA256 is the whole pack's digest, computed for a head pack only
+	// (the daemon records its head's). A full pack is checked by comparing
+	// its read-back with Open's bytes, and no reader needs its digest:
+	// hashing it would cost a SHA-256 pass over every uploaded byte.
+	SHA256 [32]byte
 
 	prefix []byte // header and sealed index
 }
@@ -325,7 +330,7 @@ const MinPackSize = 2 << 20
 var ErrPackFull = errors.New("repo: pack full")
 
 // PackWriter collects sealed objects of one pack under a size cap and, on
-// Finish, seals the index and computes the pack's SHA-256. The objects go
+// Finish, seals the index (and computes a head pack's SHA-256). The objects go
 // to a spool file that becomes the Pack's (see Pack). Not safe for
 // concurrent use.
 type PackWriter struct {
@@ -470,28 +475,42 @@ func (w *PackWriter) Finish(commit []byte) (p *Pack, err error) {
 		return nil, err
 	}
 	p = &Pack{Size: h.Size(), IndexLength: h.IndexLength, Head: h.Head, Objects: w.entries}
-	sum := sha256.New()
-	sum.Write(prefix)
+	var sum gohash.Hash
+	if h.Head {
+		sum = sha256.New()
+		sum.Write(prefix)
+	}
 	if err := w.keepSpool(p, prefix, sum); err != nil {
 		return nil, err
 	}
-	sum.Sum(p.SHA256[:0])
+	if sum != nil {
+		sum.Sum(p.SHA256[:0])
+	}
 	return p, nil
 }
 
 // keepSpool makes the spool the file of p's objects: the pack is its
-// prefix (in memory) and the spool, hashed here in that order, never
-// copied into a pack file of its own.
+// prefix (in memory) and the spool (hashed here after the prefix when sum
+// is not nil), never copied into a pack file of its own.
 func (w *PackWriter) keepSpool(p *Pack, prefix []byte, sum gohash.Hash) error {
 	if err := w.buf.Flush(); err != nil {
 		return fmt.Errorf("repo: write pack spool: %w", err)
 	}
-	if _, err := w.spool.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("repo: rewind pack spool: %w", err)
-	}
-	n, err := io.CopyBuffer(sum, io.LimitReader(w.spool, w.data+1), make([]byte, 64<<10))
-	if err != nil {
-		return fmt.Errorf("repo: read pack spool: %w", err)
+	var n int64
+	if sum != nil {
+		if _, err := w.spool.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("repo: rewind pack spool: %w", err)
+		}
+		var err error
+		if n, err = io.CopyBuffer(sum, io.LimitReader(w.spool, w.data+1), make([]byte, 64<<10)); err != nil {
+			return fmt.Errorf("repo: read pack spool: %w", err)
+		}
+	} else {
+		st, err := w.spool.Stat()
+		if err != nil {
+			return fmt.Errorf("repo: pack spool: %w", err)
+		}
+		n = st.Size()
 	}
 	if n != w.data {
 		return fmt.Errorf("repo: pack spool holds %d bytes, want %d", n, w.data)

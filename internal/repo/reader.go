@@ -393,7 +393,6 @@ func (r *Reader) Index(ctx context.Context, headEndEpoch uint64) (*Index, error)
 		ref := p.ref
 		if p == r.head {
 			ref.EndEpoch = headEndEpoch
-			ref.SHA256 = sha256.Sum256(b)
 		}
 		packs = append(packs, &indexPack{ref: ref, head: p.head, entries: p.entries})
 	}

@@ -59,10 +59,9 @@ func vectorSnapshot(t testing.TB) (*Keys, *dirStore, *Result) {
 	return keys, st, res
 }
 
-func TestPrintVectors(t *testing.T) {
-	if !*printVectors {
-		t.Skip("run with -printvectors to print the document's vectors")
-	}
+// printDocVectors prints the document's vectors (-printvectors, with
+// TestVectors), to write them into docs/format-v3.md after a change.
+func printDocVectors(t *testing.T) {
 	agent := DeriveAgentKey(testMaster, testIdentity)
 	ab := agent.Bytes()
 	fmt.Printf("agent key   %x\n", ab)
@@ -176,6 +175,9 @@ const vecPack = "48524d5303010000561b1e386fb6b3e10000027e00000000000001ef3c3d3e3
 	"8aab1dce2d5bfd94e3"
 
 func TestVectors(t *testing.T) {
+	if *printVectors {
+		printDocVectors(t)
+	}
 	agent := DeriveAgentKey(testMaster, testIdentity)
 	ab := agent.Bytes()
 	eq := func(what, got, want string) {

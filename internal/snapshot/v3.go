@@ -428,7 +428,7 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 		BundleHash:       res.Commit.BundleHash,
 		Version:          lock.Version(),
 		Size:             res.Head.Size,
-		SHA256:           res.Head.SHA256,
+		SHA256:           res.HeadSHA256,
 		EndEpoch:         endEpoch,
 		AlreadyCertified: sink.alreadyCertified.Load(),
 		Files:            s.Files,

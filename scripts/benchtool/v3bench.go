@@ -26,14 +26,10 @@ import (
 )
 
 // walrusSink is a repo.PackSink over the walrus client, as the daemon
-// wires it: upload the pack, read the blob back, and only then hand the
-// blob id to the builder. The read-back is compared byte for byte with the
-// pack (which the builder hashed), which proves the same as comparing
-// SHA-256 sums at a fraction of the CPU; -verify sha uses
-// walrus.Client.Verify instead.
+// wires it: upload the pack, read the blob back, compare it byte for byte
+// with the pack, and only then hand the blob id to the builder.
 type walrusSink struct {
-	c      *walrus.Client
-	hashed bool // verify with Client.Verify (SHA-256 of the read-back)
+	c *walrus.Client
 
 	upload, verify atomic.Int64 // nanoseconds, summed over packs
 	uploaded       atomic.Int64 // bytes
@@ -48,11 +44,7 @@ func (s *walrusSink) StorePack(ctx context.Context, p *repo.Pack) (repo.Stored, 
 	s.upload.Add(int64(time.Since(t)))
 	s.uploaded.Add(p.Size)
 	t = time.Now()
-	if s.hashed {
-		if _, err := s.c.Verify(ctx, res.BlobID, p.SHA256, p.Size); err != nil {
-			return repo.Stored{}, err
-		}
-	} else if err := s.compare(ctx, res.BlobID, p); err != nil {
+	if err := s.compare(ctx, res.BlobID, p); err != nil {
 		return repo.Stored{}, err
 	}
 	s.verify.Add(int64(time.Since(t)))
@@ -145,7 +137,6 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 	maxPack := fs.Int64("maxpack", 10<<20, "pack cap (walrus.max_blob_size)")
 	workers := fs.Int("workers", 0, "Builder.Workers (0: GOMAXPROCS)")
 	uploads := fs.Int("uploads", 0, "Builder.Uploads (0: the builder's default)")
-	verify := fs.String("verify", "compare", "read-back check: compare (bytes against the pack file) or sha (walrus.Client.Verify)")
 	memProf := fs.String("memprofile", "", "write a heap profile (all allocations) after the first snapshot to `FILE`")
 	second := fs.String("second", "", "file (relative to -dir) to edit for the second snapshots")
 	secondN := fs.Int("second-n", 3, "second snapshots")
@@ -155,9 +146,6 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 	}
 	if *dir == "" || *url == "" || *spool == "" || *keyFile == "" {
 		return errors.New("-dir, -url, -spool and -keyfile are required")
-	}
-	if *verify != "compare" && *verify != "sha" {
-		return errors.New("-verify must be compare or sha")
 	}
 	keys, err := v3Keys(*keyFile)
 	if err != nil {
@@ -182,7 +170,7 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 	}
 	defer stopProf()
 
-	sink := &walrusSink{c: client, hashed: *verify == "sha"}
+	sink := &walrusSink{c: client}
 	b := &repo.Builder{Keys: keys, Sink: sink, SpoolDir: *spool, MaxPackSize: *maxPack, Workers: *workers, Uploads: *uploads}
 	cache := hash.NewCache(*dir, hash.Options{})
 	t := time.Now()

@@ -327,10 +327,10 @@ async function openPack(ctx, blob, want) {
 const HEX64 = /^[0-9a-f]{64}$/;
 const isNum = (v) => Number.isSafeInteger(v) && v >= 0;
 
-function exactMembers(o, names, what) {
+function exactMembers(o, names, what, optional = []) {
   if (o === null || typeof o !== 'object' || Array.isArray(o)) verify(`${what}: not a JSON object`);
   const keys = Object.keys(o);
-  for (const k of keys) if (!names.includes(k)) verify(`${what}: unknown member ${JSON.stringify(k)}`);
+  for (const k of keys) if (!names.includes(k) && !optional.includes(k)) verify(`${what}: unknown member ${JSON.stringify(k)}`);
   for (const k of names) if (!(k in o)) verify(`${what}: no member ${JSON.stringify(k)}`);
 }
 
@@ -366,10 +366,12 @@ function parseCommit(ctx, bytes) {
   if (c.packs.length > MAX_PACKS) verify(`commit: ${c.packs.length} packs, over ${MAX_PACKS}`);
   const packs = c.packs.map((p, i) => {
     const what = `commit pack ${i}`;
-    exactMembers(p, ['blobId', 'size', 'endEpoch', 'indexLength', 'sha256'], what);
+    // "sha256" (the whole blob's digest) is in commits written before
+    // 2026-11-26 only: accepted when well-formed, not used (§7).
+    exactMembers(p, ['blobId', 'size', 'endEpoch', 'indexLength'], what, ['sha256']);
     if (typeof p.blobId !== 'string' || !BLOB_ID.test(p.blobId)) verify(`${what}: bad blobId`);
     for (const k of ['size', 'endEpoch', 'indexLength']) if (!isNum(p[k])) verify(`${what}: bad ${k}`);
-    if (typeof p.sha256 !== 'string' || !HEX64.test(p.sha256)) verify(`${what}: bad sha256`);
+    if ('sha256' in p && (typeof p.sha256 !== 'string' || !HEX64.test(p.sha256))) verify(`${what}: bad sha256`);
     if (p.indexLength < 36 || p.indexLength > MAX_INDEX || p.size > MAX_PACK || p.size < HEADER + p.indexLength) verify(`${what}: bad lengths`);
     if (i > 0 && !(c.packs[i - 1].blobId < p.blobId)) verify(`${what}: packs not sorted by blob id, or duplicate`);
     return p;
