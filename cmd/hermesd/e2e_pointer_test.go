@@ -868,8 +868,11 @@ func TestE2EDevnetKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d kills (%d before the devnet was ready) in %v", killed, beforeReady, time.Since(begin).Round(time.Millisecond))
-	if beforeReady < 2 {
-		t.Errorf("only %d kills before the devnet was ready", beforeReady)
+	// The first start's first kill lands anywhere in its first 2.5 s, so
+	// before or after it is ready depending on the machine; the second
+	// lands within 100 ms, before (the restarts of case 0 add more).
+	if beforeReady < 1 {
+		t.Errorf("no kill before the devnet was ready")
 	}
 
 	// Convergence: every agent's newest snapshot is its brain as the
