@@ -87,37 +87,31 @@ type Reader struct {
 	downloaded atomic.Int64
 	ranges     atomic.Int64
 
-	// spare holds span and plaintext buffers between fetches, at most
-	// Concurrency of each: a restore runs several fetches (trees level by
-	// level, then files), which would otherwise each grow their own.
+	// spare holds span buffers between fetches, at most Concurrency: a
+	// restore runs several fetches (trees level by level, then files),
+	// which would otherwise each grow their own.
 	spareMu    sync.Mutex
 	spareSpans [][]byte
-	sparePlain [][]byte
 }
 
-// takeBufs returns a span and a plaintext buffer, kept or new.
-func (r *Reader) takeBufs() (span, plain []byte) {
+// takeBuf returns a span buffer, kept or new.
+func (r *Reader) takeBuf() []byte {
 	r.spareMu.Lock()
 	defer r.spareMu.Unlock()
+	var b []byte
 	if n := len(r.spareSpans); n > 0 {
-		span, r.spareSpans = r.spareSpans[n-1], r.spareSpans[:n-1]
+		b, r.spareSpans = r.spareSpans[n-1], r.spareSpans[:n-1]
 	}
-	if n := len(r.sparePlain); n > 0 {
-		plain, r.sparePlain = r.sparePlain[n-1], r.sparePlain[:n-1]
-	}
-	return span, plain
+	return b
 }
 
-// keepBufs keeps buffers for later fetches, up to Concurrency of each and
-// only those of the usual sizes (a span of MaxRange, a chunk).
-func (r *Reader) keepBufs(span, plain []byte) {
+// keepBuf keeps a span buffer for later fetches, up to Concurrency and
+// only of the usual size (MaxRange).
+func (r *Reader) keepBuf(b []byte) {
 	r.spareMu.Lock()
 	defer r.spareMu.Unlock()
-	if span != nil && int64(cap(span)) <= r.opts.MaxRange && len(r.spareSpans) < r.opts.Concurrency {
-		r.spareSpans = append(r.spareSpans, span)
-	}
-	if plain != nil && cap(plain) <= MaxChunk && len(r.sparePlain) < r.opts.Concurrency {
-		r.sparePlain = append(r.sparePlain, plain)
+	if b != nil && int64(cap(b)) <= r.opts.MaxRange && len(r.spareSpans) < r.opts.Concurrency {
+		r.spareSpans = append(r.spareSpans, b)
 	}
 }
 
@@ -125,7 +119,7 @@ func (r *Reader) keepBufs(span, plain []byte) {
 // of memory between two fetches.
 func (r *Reader) dropBufs() {
 	r.spareMu.Lock()
-	r.spareSpans, r.sparePlain = nil, nil
+	r.spareSpans = nil
 	r.spareMu.Unlock()
 }
 
@@ -559,9 +553,9 @@ func (r *Reader) plan(n int, at func(k int) entryRef, sorted bool) []span {
 // fetch downloads the spans (Concurrency at a time), decrypts and verifies
 // every object of the list they were planned from, and calls deliver with
 // its place in the list and its plaintext, which is valid only during the
-// call and not to be modified: an object listed twice in a row is opened
-// once and delivered twice. ordered: deliveries happen in list order, one
-// at a time; otherwise concurrently, in any order.
+// call and not to be modified: an object listed more than once in a span
+// is opened once and delivered each time. ordered: deliveries happen in
+// list order, one at a time; otherwise concurrently, in any order.
 func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, at func(k int) entryRef, deliver func(k int, plain []byte) error) error {
 	if len(spans) == 0 {
 		return nil
@@ -589,8 +583,10 @@ func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, at func(
 	})
 	for range min(r.opts.Concurrency, len(spans)) {
 		g.Go(func() error {
-			buf, plain := r.takeBufs()
-			defer func() { r.keepBufs(buf, plain) }()
+			buf := r.takeBuf()
+			defer func() { r.keepBuf(buf) }()
+			var plains [][]byte
+			opened := map[int64][]byte{}
 			for i := range next {
 				s := &spans[i]
 				var err error
@@ -599,6 +595,24 @@ func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, at func(
 				if err != nil {
 					return fmt.Errorf("read pack %s: %w", s.pack.ref.BlobID, err)
 				}
+				// Every object of the span is opened in place (its plaintext
+				// over its ciphertext) before the turn: decryption and the id
+				// checks run on all workers at once, only deliveries wait.
+				plains = plains[:0]
+				clear(opened)
+				for k := s.lo; k < s.hi; k++ {
+					e := r.entry(at(k))
+					o := s.pack.hdr.DataOffset() + e.Offset - s.off
+					plain, ok := opened[o] // an object listed again is opened once
+					if !ok {
+						stored := buf[o : o+e.Length]
+						if plain, err = r.keys.openTo(stored[NonceSize:NonceSize], e.Type, e.ID, stored); err != nil {
+							return fmt.Errorf("pack %s: %w", s.pack.ref.BlobID, err)
+						}
+						opened[o] = plain
+					}
+					plains = append(plains, plain)
+				}
 				if ordered {
 					select {
 					case <-turns[i]:
@@ -606,18 +620,8 @@ func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, at func(
 						return gctx.Err()
 					}
 				}
-				var last entryRef
-				for k := s.lo; k < s.hi; k++ {
-					if ref := at(k); k == s.lo || ref != last {
-						e := r.entry(ref)
-						o := s.pack.hdr.DataOffset() + e.Offset - s.off
-						plain = grow(plain, e.Length-Overhead, MaxChunk)
-						if plain, err = r.keys.openTo(plain[:0], e.Type, e.ID, buf[o:o+e.Length]); err != nil {
-							return fmt.Errorf("pack %s: %w", s.pack.ref.BlobID, err)
-						}
-						last = ref
-					}
-					if err := deliver(k, plain); err != nil {
+				for j, plain := range plains {
+					if err := deliver(s.lo+j, plain); err != nil {
 						return err
 					}
 				}
