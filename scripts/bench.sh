@@ -14,7 +14,8 @@
 #            vs `restic backup` / `restic restore`, second snapshot after one
 #            edit, change-to-pointer latency on the devnet
 #   v3       repository format v3 (internal/repo) as the daemon drives it:
-#            hash.Cache, then repo.Builder uploading packs through the walrus
+#            repo.Builder hashing as it reads (the daemon's first snapshot),
+#            uploading packs through the walrus
 #            client to `hermesd walrus serve` (separate process) with
 #            read-back; restore through range reads. Against restic: first
 #            backup, second backup after one edit, restore (each sample

@@ -39,6 +39,9 @@ type Pipeline interface {
 	// brain did not change (v3: its packs near their end epoch), and when
 	// that will next be the case. It reads local files only.
 	Renewal(now time.Time) snapshot.Renewal
+	// HashesWhileTaking reports whether Take accepts a zero Input.Want
+	// (snapshot.Pipeline.HashesWhileTaking).
+	HashesWhileTaking() bool
 }
 
 // Pointer reads an agent's ENS agent-snapshot record; ok is false when

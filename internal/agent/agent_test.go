@@ -533,3 +533,97 @@ func TestSymlinkedBrainRefused(t *testing.T) {
 		t.Fatalf("allowed: %v", err)
 	}
 }
+
+// The first snapshot of a brain is the hash when the format hashes while
+// it reads (v3): Prepare does not hash, the first sync's Take has no Want
+// and teaches the cache every file, and the next sync finds the brain
+// unchanged without reading it. A brain that did not hold still falls back
+// to hashing first; an empty one is not snapshotted; once a snapshot
+// exists, Prepare hashes again.
+func TestFirstSnapshotIsTheHash(t *testing.T) {
+	brain := func(r *rig) {
+		r.write("system.md", "You are a test agent.\n")
+		r.write("skills/a.md", "skill\n")
+	}
+	t.Run("taken as the hash", func(t *testing.T) {
+		r := newRig(t)
+		r.pipe.hashes = true
+		brain(r)
+		a := r.open()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if a.cache.Validated() {
+			t.Fatal("Prepare hashed the brain")
+		}
+		res, err := a.SyncOnce(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := hash.Dir(t.Context(), r.brain, hash.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := r.pipe.lastInput()
+		if res.Outcome != Snapshotted || res.Hash != want.Digest || in.Want != (hash.Digest{}) || in.Learn == nil {
+			t.Fatalf("first sync %+v, Take's input %+v", res, in)
+		}
+		if !a.cache.Validated() || a.cache.Digest() != want.Digest {
+			t.Fatalf("cache validated %v, digest %s, want %s", a.cache.Validated(), a.cache.Digest(), want.Digest)
+		}
+		if s := a.Status(); s.BundleHash != want.Digest.String() {
+			t.Errorf("status bundle hash %q", s.BundleHash)
+		}
+		res, err = a.SyncOnce(t.Context())
+		if err != nil || res.Outcome != Unchanged || r.pipe.Takes() != 1 {
+			t.Fatalf("second sync %+v, %v, %d takes", res, err, r.pipe.Takes())
+		}
+		// A restart with a snapshot on record hashes in Prepare again.
+		a = r.reopen(a)
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if !a.cache.Validated() {
+			t.Error("Prepare did not hash a brain that has a snapshot")
+		}
+	})
+	t.Run("did not hold still", func(t *testing.T) {
+		r := newRig(t)
+		r.pipe.hashes = true
+		brain(r)
+		var wants []hash.Digest
+		r.pipe.take = func(ctx context.Context, in snapshot.Input) (snapshot.Result, error) {
+			wants = append(wants, in.Want)
+			if in.Want == (hash.Digest{}) {
+				return snapshot.Result{}, fmt.Errorf("v3 snapshot: %w: skills/a.md changed while it was read", snapshot.ErrChanged)
+			}
+			return r.pipe.store(in.Want)
+		}
+		a := r.open()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.SyncOnce(t.Context())
+		if err != nil || res.Outcome != Snapshotted {
+			t.Fatalf("sync %+v, %v", res, err)
+		}
+		if len(wants) != 2 || wants[0] != (hash.Digest{}) || wants[1] != res.Hash || res.Hash == (hash.Digest{}) {
+			t.Fatalf("Take's wants %v, result %s", wants, res.Hash)
+		}
+	})
+	t.Run("empty", func(t *testing.T) {
+		r := newRig(t)
+		r.pipe.hashes = true
+		a := r.open()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.SyncOnce(t.Context())
+		if err != nil || res.Outcome != Empty || !a.cache.Validated() {
+			t.Fatalf("sync %+v, %v (cache validated %v)", res, err, a.cache.Validated())
+		}
+		if _, err := os.Stat(filepath.Join(r.brain, bundlelock.FileName)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("an empty brain got a lock: %v", err)
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -37,7 +38,10 @@ type fakePipeline struct {
 	last    snapshot.Input // the last Take's input
 	brain   string
 	nextID  int
+	hashes  bool // HashesWhileTaking
 }
+
+func (p *fakePipeline) HashesWhileTaking() bool { return p.hashes }
 
 func (p *fakePipeline) Renewal(now time.Time) snapshot.Renewal {
 	p.mu.Lock()
@@ -70,7 +74,40 @@ func (p *fakePipeline) Take(ctx context.Context, in snapshot.Input) (snapshot.Re
 	if f != nil {
 		return f(ctx, in)
 	}
+	if in.Want == (hash.Digest{}) {
+		return p.takeAsHash(ctx, in)
+	}
 	return p.store(in.Want)
+}
+
+// takeAsHash is Take without a Want, as v3 does it: the brain is read
+// (here: hashed), every file reported to in.Learn, and an empty brain
+// refused.
+func (p *fakePipeline) takeAsHash(ctx context.Context, in snapshot.Input) (snapshot.Result, error) {
+	if !p.hashes {
+		return snapshot.Result{}, snapshot.ErrNeedsHash
+	}
+	hr, err := hash.Dir(ctx, p.brain, hash.Options{Overlay: in.Overlay})
+	if err != nil {
+		return snapshot.Result{}, err
+	}
+	if hr.Digest == hash.Null {
+		return snapshot.Result{}, snapshot.ErrEmpty
+	}
+	root, err := fsys.OpenRoot(p.brain)
+	if err != nil {
+		return snapshot.Result{}, err
+	}
+	defer root.Close()
+	for _, fl := range hr.Files {
+		st, err := root.Lstat(fl.Path)
+		if err != nil {
+			return snapshot.Result{}, err
+		}
+		// Read long after its last change: nothing racy.
+		in.Learn(fl.Path, st, time.Now().Add(time.Hour), fl.Size, fl.SHA256)
+	}
+	return p.store(hr.Digest)
 }
 
 // store records a snapshot of the brain under a new blob id and writes

@@ -51,12 +51,6 @@ func (a *Agent) Prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	res, err := a.cache.Rescan(ctx)
-	if err != nil {
-		a.setPhase(PhaseFailed, err.Error())
-		return fmt.Errorf("hash brain: %w", err)
-	}
-	a.noteHash(res)
 	a.mu.Lock()
 	if a.catchUpLocked() {
 		// A snapshot whose state save was lost (a crash right after a
@@ -64,6 +58,15 @@ func (a *Agent) Prepare(ctx context.Context) error {
 		a.saveStateLocked()
 	}
 	a.mu.Unlock()
+	if !a.snapshotIsHash() {
+		// (Else the first snapshot hashes the brain as it reads it.)
+		res, err := a.cache.Rescan(ctx)
+		if err != nil {
+			a.setPhase(PhaseFailed, err.Error())
+			return fmt.Errorf("hash brain: %w", err)
+		}
+		a.noteHash(res)
+	}
 	if err := a.reconcile(ctx); err != nil {
 		// Not fatal: snapshots continue; the publisher checks the record
 		// again before it writes.

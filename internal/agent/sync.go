@@ -68,14 +68,24 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResu
 	for attempt := 0; ; attempt++ {
 		t := a.deps.Now()
 		full := rescan || attempt > 0
+		single := attempt == 0 && a.snapshotIsHash()
 		// Live SQLite databases are read through consistent copies.
-		pass, err := a.freeze.freeze(ctx, paths, full)
+		pass, err := a.freeze.freeze(ctx, paths, full || single)
 		if err != nil {
 			return SyncResult{}, fmt.Errorf("freeze SQLite databases: %w", err)
 		}
 		var ov *fsys.Overlay
 		if pass != nil {
 			ov = pass.ov
+		}
+		if single {
+			out, err := a.takeAsHash(ctx, ov, t)
+			pass.release()
+			if errors.Is(err, snapshot.ErrChanged) {
+				a.log.Debug("brain changed while the first snapshot read it; hashing it first", "error", err)
+				continue
+			}
+			return out, err
 		}
 		var res hash.Result
 		if full {
@@ -156,18 +166,78 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 
 	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h, Overlay: ov, Known: a.cache})
 	if err != nil {
-		stage := "snapshot"
-		switch {
-		case errors.Is(err, snapshot.ErrChanged):
-			stage = "pack"
-		case errors.Is(err, snapshot.ErrTooLarge):
+		if errors.Is(err, snapshot.ErrTooLarge) {
 			a.mu.Lock()
 			a.tooLarge = h
 			a.mu.Unlock()
 		}
-		a.deps.Observer.Failed(a.cfg.ID, stage, err)
+		a.takeFailed(err)
 		return SyncResult{}, err
 	}
+	return a.recordSnapshot(r)
+}
+
+// takeFailed reports a failed Take to the observer.
+func (a *Agent) takeFailed(err error) {
+	stage := "snapshot"
+	if errors.Is(err, snapshot.ErrChanged) {
+		stage = "pack"
+	}
+	a.deps.Observer.Failed(a.cfg.ID, stage, err)
+}
+
+// snapshotIsHash reports whether the next snapshot is best taken as the
+// hash itself (takeAsHash): the agent has never snapshotted this brain, so
+// a snapshot follows whatever the hash says, and reading every file twice
+// (once to hash it, once to store it) would double the cost of the first
+// snapshot of a large brain. Only formats that hash while they read do.
+func (a *Agent) snapshotIsHash() bool {
+	if !a.deps.Pipeline.HashesWhileTaking() || a.cache.Validated() {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.st.Last == nil
+}
+
+// takeAsHash takes the first snapshot without hashing the brain first:
+// the snapshot reads every file once, with the checks that it held still
+// (a file that did not is ErrChanged, and the caller hashes first after
+// all), and the hash cache takes over what it read.
+func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time) (SyncResult, error) {
+	a.mu.Lock()
+	if a.unsavedSince.IsZero() {
+		a.unsavedSince = a.deps.Now()
+	}
+	a.mu.Unlock()
+	learn := a.cache.Learner(ov)
+	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Overlay: ov, Learn: learn.Add})
+	if errors.Is(err, snapshot.ErrEmpty) {
+		res, err := learn.Adopt(hash.Null)
+		if err != nil {
+			return SyncResult{}, err
+		}
+		a.noteHash(res)
+		a.markSaved()
+		return SyncResult{Outcome: Empty, Hash: hash.Null}, nil
+	}
+	if err != nil {
+		a.takeFailed(err)
+		return SyncResult{}, err
+	}
+	if res, err := learn.Adopt(r.BundleHash); err != nil {
+		// The snapshot stands; the next pass reads the brain again.
+		a.log.Warn("the hash cache did not take over the first snapshot's reads", "error", err)
+	} else {
+		a.noteHash(res)
+		a.deps.Observer.Hashed(a.cfg.ID, res.Count, res.Bytes, a.deps.Now().Sub(t))
+	}
+	return a.recordSnapshot(r)
+}
+
+// recordSnapshot makes a verified snapshot the agent's last, and pending
+// publication when the agent has a name.
+func (a *Agent) recordSnapshot(r snapshot.Result) (SyncResult, error) {
 	a.log.Info("snapshot uploaded and verified", "blob", r.BlobID, "format", r.Format, "bundle_hash", r.BundleHash,
 		"version", r.Version, "files", r.Files, "bytes", r.Bytes, "blob_bytes", r.Size, "uploaded", r.Uploaded,
 		"packs", r.Packs, "live_packs", r.LivePacks, "repacked", r.Repacked, "files_read", r.FilesRead,
@@ -194,7 +264,7 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 		a.st.Pending.Value = r.BlobID
 		a.st.Pending.TxHash, a.st.Pending.LastErr = "", ""
 	}
-	err = a.saveStateLocked()
+	err := a.saveStateLocked()
 	a.mu.Unlock()
 	a.deps.Observer.Snapshot(a.cfg.ID, r)
 	a.saveCache()
@@ -206,7 +276,7 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 	if err != nil {
 		return SyncResult{}, err
 	}
-	return SyncResult{Outcome: Snapshotted, Hash: h, Snapshot: &r}, nil
+	return SyncResult{Outcome: Snapshotted, Hash: r.BundleHash, Snapshot: &r}, nil
 }
 
 func (a *Agent) markSaved() {

@@ -59,6 +59,15 @@ func NewCache(root string, opts Options) *Cache {
 	return &Cache{root: root, absRoot: abs, opts: opts, entries: map[string]*entry{}, digest: Null}
 }
 
+// Validated reports whether a full pass (or Learner.Adopt) has checked
+// every entry since NewCache or Load: until then the next pass reads
+// everything it cannot stat-validate.
+func (c *Cache) Validated() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.validated
+}
+
 // Root returns the tree the cache describes.
 func (c *Cache) Root() string { return c.root }
 

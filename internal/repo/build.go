@@ -103,6 +103,8 @@ type Builder struct {
 	// GC when idle). Dropped after a failed snapshot.
 	bufMu sync.Mutex
 	bufs  *buffers
+
+	now func() time.Time // the clock of racy checks (tests); nil: time.Now
 }
 
 // buffers are the bounded pools of a Builder's pipeline.
@@ -157,9 +159,24 @@ type SnapshotInput struct {
 	// Known gives the brain's files with their digests as the hash the
 	// lock records computed them (a *hash.Cache, or hash.Files).
 	Known KnownFiles
-	// Want, when not zero, is the bundle hash the caller computed (and
-	// wrote into the lock): a tree that hashes otherwise is ErrChanged.
+	// Want, when not zero, is the bundle hash the caller computed: a tree
+	// that hashes otherwise is ErrChanged. When zero, the snapshot is the
+	// hash: each file is read once, and a file whose stat changed while it
+	// was read is ErrChanged, as is one written within the timestamp
+	// granularity of its read (hash.Racy) that a second read at the end
+	// finds different.
 	Want hash.Digest
+	// Seal, when set, is called once the trees are final and their bundle
+	// hash is known (and equal to Want, when set), before the top-level
+	// lock and receipts files are read: the caller records the new state
+	// in them. It returns the lock's version, which LockVersion then need
+	// not give.
+	Seal func(ctx context.Context, bundle hash.Digest) (lockVersion int64, err error)
+	// Learn, when set, is told of every file of the root tree the snapshot
+	// read, from several goroutines: its '/'-separated path, its stat
+	// after it was opened, the moment before it was opened, the bytes read
+	// and their SHA-256 (see hash.Learner).
+	Learn func(path string, st fsys.Info, start time.Time, size int64, sum [32]byte)
 	// Overlay, when set, is the view of the brain Want was computed
 	// through (consistent copies of live SQLite databases): the snapshot
 	// reads the same view, with the same walker as the hasher.
@@ -257,9 +274,18 @@ type chunkedFile struct {
 }
 
 type fileJob struct {
-	e    *Entry
-	f    fsys.File
+	e     *Entry
+	f     fsys.File
+	path  string
+	start time.Time // just before the open
+}
+
+// racyFile is a file read within the timestamp granularity of its last
+// change, to read again before the commit (single-read snapshots).
+type racyFile struct {
 	path string
+	st   fsys.Info
+	sum  [32]byte
 }
 
 type chunkMsg struct {
@@ -334,6 +360,17 @@ type build struct {
 	receipts *Entry
 	trees    TreeMap
 
+	// single: no Want, the snapshot is the hash (see SnapshotInput.Want).
+	single  bool
+	racyMu  sync.Mutex
+	racy    []racyFile
+	lockVer int64
+
+	// usage is how much of each indexed pack the commit references; seen
+	// the objects counted (finishTrees, sideFile).
+	usage map[*indexPack]int64
+	seen  map[Handle]struct{}
+
 	chunkedMu sync.Mutex
 	chunked   []chunkedFile
 
@@ -385,6 +422,7 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 	bd := &build{
 		b: b, in: &in, keys: b.Keys, tables: b.Keys.tables,
 		repack:   map[string]bool{},
+		single:   in.Want == (hash.Digest{}),
 		pending:  map[Handle]struct{}{},
 		bufs:     bufs,
 		small:    bufs.small,
@@ -508,7 +546,6 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 		})
 	}
 	var bundle hash.Digest
-	var usage map[*indexPack]int64
 	g.Go(func() error {
 		defer close(bd.objects)
 		filesDone.Wait()
@@ -516,8 +553,10 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 			return err
 		}
 		var err error
-		bundle, usage, err = bd.finishTrees(gctx)
-		return err
+		if bundle, err = bd.finishTrees(gctx); err != nil {
+			return err
+		}
+		return bd.sealTrees(gctx, bundle)
 	})
 	g.Go(func() error { return bd.spool(gctx) })
 	g.Go(func() error { return bd.finish(gctx) })
@@ -536,11 +575,7 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 		}
 		return nil, err
 	}
-	if want := bd.in.Want; want != (hash.Digest{}) && bundle != want {
-		bd.last.Abort()
-		return nil, fmt.Errorf("%w: the snapshot's files hash to %s, expected %s", ErrChanged, bundle, want)
-	}
-	return bd.commit(ctx, bundle, usage)
+	return bd.commit(ctx, bundle, bd.usage)
 }
 
 // walkDir lists the directory rel, through the same walker (and overlay)
@@ -597,16 +632,7 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 			if isDir {
 				return nil, 0, fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
 			}
-			e := &Entry{Name: name, Type: EntryFile}
-			if name == LockFile {
-				bd.lock = e
-			} else {
-				bd.receipts = e
-			}
-			if err := bd.submit(ctx, p, e); err != nil {
-				return nil, 0, err
-			}
-			continue
+			continue // read after the trees (sideFile)
 		}
 		var pe *Entry
 		if prev != nil {
@@ -711,6 +737,10 @@ func (bd *build) claim(h Handle) bool {
 }
 
 func (bd *build) submit(ctx context.Context, path string, e *Entry) error {
+	start := time.Now()
+	if bd.b.now != nil {
+		start = bd.b.now()
+	}
 	f, err := bd.fsroot.Open(path)
 	if err != nil {
 		if fsys.IsGone(err) {
@@ -720,7 +750,7 @@ func (bd *build) submit(ctx context.Context, path string, e *Entry) error {
 		return fmt.Errorf("repo: open %s: %w", path, err)
 	}
 	select {
-	case bd.jobs <- fileJob{e: e, f: f, path: path}:
+	case bd.jobs <- fileJob{e: e, f: f, path: path, start: start}:
 		return nil
 	case <-ctx.Done():
 		f.Close()
@@ -775,6 +805,10 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum goha
 			e.SHA256 = sha256.Sum256((*buf)[:m])
 			bd.stats.filesRead.Add(1)
 			bd.stats.bytesRead.Add(int64(m))
+			if err := bd.readDone(j, st); err != nil {
+				bd.small.put(buf)
+				return err
+			}
 			if m == 0 {
 				bd.small.put(buf)
 				return nil
@@ -820,6 +854,74 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum goha
 	bd.chunkedMu.Unlock()
 	bd.stats.filesRead.Add(1)
 	bd.stats.bytesRead.Add(e.Size)
+	return bd.readDone(j, st)
+}
+
+// readDone is the end of a file's read (e holds its size and SHA-256; st
+// is its stat from before). A single-read snapshot checks that the file
+// held still: its stat must not have changed meanwhile, and a file
+// changed within the timestamp granularity of its read is read again
+// before the commit (checkRacy). Learn hears of it.
+func (bd *build) readDone(j fileJob, st fsys.Info) error {
+	e := j.e
+	if bd.single {
+		now, err := j.f.Stat()
+		if err != nil {
+			return fmt.Errorf("repo: stat %s: %w", j.path, err)
+		}
+		if now != st || e.Size != st.Size {
+			return fmt.Errorf("%w: %s changed while it was read", ErrChanged, j.path)
+		}
+		if hash.Racy(st, j.start) && !st.Overlay {
+			bd.racyMu.Lock()
+			bd.racy = append(bd.racy, racyFile{path: j.path, st: st, sum: e.SHA256})
+			bd.racyMu.Unlock()
+		}
+	}
+	if bd.in.Learn != nil {
+		bd.in.Learn(j.path, st, j.start, e.Size, e.SHA256)
+	}
+	return nil
+}
+
+// checkRacy reads the racy files of a single-read snapshot again: each
+// must have kept its stat and contents (an overlay's substitutes are
+// private copies and never racy here).
+func (bd *build) checkRacy(ctx context.Context) error {
+	if len(bd.racy) == 0 {
+		return nil
+	}
+	buf, err := bd.big.get(ctx)
+	if err != nil {
+		return err
+	}
+	defer bd.big.put(buf)
+	sum := sha256.New()
+	for _, r := range bd.racy {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := bd.fsroot.Open(r.path)
+		if err != nil {
+			if fsys.IsGone(err) {
+				return fmt.Errorf("%w: %s vanished after it was read", ErrChanged, r.path)
+			}
+			return fmt.Errorf("repo: open %s: %w", r.path, err)
+		}
+		st, err := f.Stat()
+		if err == nil && st == r.st {
+			sum.Reset()
+			_, err = io.CopyBuffer(sum, io.LimitReader(f, r.st.Size+1), *buf)
+		}
+		f.Close()
+		switch {
+		case err != nil:
+			return fmt.Errorf("repo: read %s again: %w", r.path, err)
+		case st != r.st || !bytes.Equal(sum.Sum(nil), r.sum[:]):
+			return fmt.Errorf("%w: %s changed after it was read", ErrChanged, r.path)
+		}
+	}
+	bd.racy = nil
 	return nil
 }
 
@@ -1062,24 +1164,9 @@ func (bd *build) store(ctx context.Context, p *Pack) (PackRef, error) {
 // finishTrees encodes every directory bottom-up, seals the trees no live
 // pack holds, computes the bundle hash and how much of each indexed pack
 // the commit references.
-func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]int64, error) {
-	usage := map[*indexPack]int64{}
-	seen := map[Handle]struct{}{}
-	ref := func(h Handle) {
-		bd.mu.Lock()
-		_, isNew := bd.pending[h]
-		bd.mu.Unlock()
-		if isNew {
-			return // in a new pack: nothing to count
-		}
-		if _, ok := seen[h]; ok {
-			return
-		}
-		seen[h] = struct{}{}
-		if l, ok := bd.locate(h); ok {
-			usage[l.pack] += l.n
-		}
-	}
+func (bd *build) finishTrees(ctx context.Context) (hash.Digest, error) {
+	bd.usage, bd.seen = map[*indexPack]int64{}, map[Handle]struct{}{}
+	ref := bd.ref
 	// The chunk ids of files read in several chunks: every sealer is done.
 	for _, c := range bd.chunked {
 		ids := make([]ID, len(c.slots))
@@ -1166,25 +1253,164 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, map[*indexPack]i
 		return nil
 	}
 	if err := walk(bd.root, ""); err != nil {
-		return hash.Digest{}, nil, err
+		return hash.Digest{}, err
 	}
-	for _, e := range []*Entry{bd.lock, bd.receipts} {
-		if e != nil && e.Type != entryGone {
-			for _, id := range e.Chunks {
-				ref(Handle{TypeChunk, id})
-			}
+	sum, err := Summarize(ctx, bd.trees, bd.root.id)
+	if err != nil {
+		return hash.Digest{}, err
+	}
+	return sum.BundleHash, nil
+}
+
+// ref counts h toward the usage of the indexed pack holding it, unless it
+// was claimed for a new pack or counted already.
+func (bd *build) ref(h Handle) {
+	bd.mu.Lock()
+	_, isNew := bd.pending[h]
+	bd.mu.Unlock()
+	if isNew {
+		return // in a new pack: nothing to count
+	}
+	if _, ok := bd.seen[h]; ok {
+		return
+	}
+	bd.seen[h] = struct{}{}
+	if l, ok := bd.locate(h); ok {
+		bd.usage[l.pack] += l.n
+	}
+}
+
+// sealTrees ends the trees' part of the snapshot: their bundle hash is checked
+// (against Want, or by reading racy files again), the caller records it
+// (Seal), and the top-level lock and receipts are read and sealed.
+func (bd *build) sealTrees(ctx context.Context, bundle hash.Digest) error {
+	if want := bd.in.Want; want != (hash.Digest{}) && bundle != want {
+		return fmt.Errorf("%w: the snapshot's files hash to %s, expected %s", ErrChanged, bundle, want)
+	}
+	if err := bd.checkRacy(ctx); err != nil {
+		return err
+	}
+	bd.lockVer = bd.in.LockVersion
+	if bd.in.Seal != nil {
+		v, err := bd.in.Seal(ctx, bundle)
+		if err != nil {
+			return err
 		}
+		if v < 0 {
+			return errors.New("repo: negative lock version")
+		}
+		bd.lockVer = v
+	}
+	var err error
+	if bd.lock, err = bd.sideFile(ctx, LockFile); err != nil {
+		return err
+	}
+	if bd.receipts, err = bd.sideFile(ctx, ReceiptsFile); err != nil {
+		return err
 	}
 	// Nothing claims objects any more: the set of a large brain's new
 	// objects need not live on while the index is updated.
 	bd.mu.Lock()
 	bd.pending = nil
 	bd.mu.Unlock()
-	sum, err := Summarize(ctx, bd.trees, bd.root.id)
-	if err != nil {
-		return hash.Digest{}, nil, err
+	return nil
+}
+
+// sideFile reads the top-level file name (the lock or the receipts) and
+// seals its chunks; nil when there is none (a symlink, a fifo... count as
+// none, as in the tree).
+func (bd *build) sideFile(ctx context.Context, name string) (*Entry, error) {
+	lst, err := bd.fsroot.Lstat(name)
+	switch {
+	case err != nil && fsys.IsGone(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("repo: stat %s: %w", name, err)
+	case lst.Mode.IsDir():
+		return nil, fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
+	case !lst.Mode.IsRegular():
+		return nil, nil
 	}
-	return sum.BundleHash, usage, nil
+	f, err := bd.fsroot.Open(name)
+	if err != nil {
+		if fsys.IsGone(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("repo: open %s: %w", name, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("repo: stat %s: %w", name, err)
+	}
+	if !st.Mode.IsRegular() {
+		return nil, nil
+	}
+	e := &Entry{Name: name, Type: EntryFile, Mode: st.Mode.Perm()}
+	sum := sha256.New()
+	add := func(data []byte) error {
+		id := ID(sha256.Sum256(data))
+		sum.Write(data)
+		e.Size += int64(len(data))
+		e.Chunks = append(e.Chunks, id)
+		h := Handle{TypeChunk, id}
+		if bd.claim(h) {
+			if err := bd.sealObject(ctx, h, data); err != nil {
+				return err
+			}
+			bd.stats.chunksNew.Add(1)
+		} else {
+			bd.stats.chunksReused.Add(1)
+		}
+		bd.ref(h)
+		return nil
+	}
+	done := func() (*Entry, error) {
+		sum.Sum(e.SHA256[:0])
+		bd.stats.filesRead.Add(1)
+		bd.stats.bytesRead.Add(e.Size)
+		return e, nil
+	}
+	var r io.Reader = f
+	if st.Size <= MinChunk { // the usual case: one chunk, no cutter
+		sb, err := bd.small.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer bd.small.put(sb)
+		m, err := readSmall(f, *sb, int(st.Size))
+		switch {
+		case err == io.EOF:
+			if m > 0 {
+				if err := add((*sb)[:m]); err != nil {
+					return nil, err
+				}
+			}
+			return done()
+		case err != nil:
+			return nil, fmt.Errorf("repo: read %s: %w", name, err)
+		}
+		r = io.MultiReader(bytes.NewReader((*sb)[:m]), f) // it grew: chunk it
+	}
+	cut := newCutter(bd.tables, MinChunk, MaxChunk, AvgBits)
+	cut.reset(r)
+	buf, err := bd.big.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer bd.big.put(buf)
+	for {
+		data, err := cut.next((*buf)[:0])
+		if err == io.EOF {
+			return done()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("repo: read %s: %w", name, err)
+		}
+		if err := add(data); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // commit writes the head pack: the commit lists every live pack (the
@@ -1201,7 +1427,7 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 	c := &Commit{
 		Format: Format, Identity: bd.keys.identity, KeyID: bd.keys.KeyID(),
 		Root: bd.root.id, Parent: bd.in.Parent, ParentFormat: bd.in.ParentFormat,
-		Time: max(t.UnixMilli(), 0), BundleHash: bundle, LockVersion: bd.in.LockVersion,
+		Time: max(t.UnixMilli(), 0), BundleHash: bundle, LockVersion: bd.lockVer,
 		Added: bd.stats.bytesStored.Load(),
 	}
 	st := Stats{Files: bd.files, Dirs: bd.dirs, Bytes: bd.bytes}

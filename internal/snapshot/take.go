@@ -33,7 +33,10 @@ const ReceiptsFile = "receipts.ndjson"
 // Input is what the caller knows when it asks for a snapshot.
 type Input struct {
 	// Want is the bundle hash the caller has just computed; the snapshot
-	// must contain exactly that state (else ErrChanged).
+	// must contain exactly that state (else ErrChanged). Zero (v3 only,
+	// see HashesWhileTaking) means the snapshot is the hash: it reads each
+	// file it needs once and its result says what it found, Learn hearing
+	// of every file read (ErrChanged if a file did not hold still).
 	Want hash.Digest
 	// Overlay, when set, is the view of the brain Want was computed
 	// through (frozen copies of live SQLite databases); the snapshot reads
@@ -44,7 +47,22 @@ type Input struct {
 	// does not read a file whose path, size and SHA-256 match the previous
 	// commit (the bundle check against Want vouches for the result).
 	Known repo.KnownFiles
+	// Learn, with a zero Want, is told of every file the snapshot read
+	// (hash.Learner.Add).
+	Learn func(path string, st fsys.Info, start time.Time, size int64, sum [32]byte)
 }
+
+// ErrEmpty: a snapshot taken as the hash (zero Input.Want) found no file
+// to protect; nothing was stored.
+var ErrEmpty = errors.New("snapshot: the brain holds no file")
+
+// ErrNeedsHash: a v1 or v2 snapshot needs the bundle hash (Input.Want)
+// before it starts.
+var ErrNeedsHash = errors.New("snapshot: this format needs the bundle hash before the snapshot")
+
+// HashesWhileTaking reports whether Take accepts a zero Input.Want: v3
+// hashes while it reads, v1 and v2 must know the hash first.
+func (s *Pipeline) HashesWhileTaking() bool { return s.Format == FormatV3 }
 
 // Result describes an uploaded, verified snapshot.
 type Result struct {
@@ -89,14 +107,29 @@ func (s *Pipeline) Take(ctx context.Context, in Input) (Result, error) {
 	if err := s.check(); err != nil {
 		return Result{}, err
 	}
-	switch s.Format {
-	case FormatV3:
+	switch {
+	case s.Format == FormatV3:
 		return s.takeV3(ctx, in)
+	case in.Want == (hash.Digest{}):
+		return Result{}, ErrNeedsHash
 	}
 	return s.takeWhole(ctx, in)
 }
 
-// recordLock moves bundle.lock.json to in.Want (version+1 and a signed
+// lockParent returns the blob the lock at lockPath names ("" when there
+// is no lock yet): the next snapshot's parent.
+func lockParent(lockPath string) (string, error) {
+	lock, err := bundlelock.Read(lockPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read lock: %w", err)
+	}
+	return lock.BlobID(), nil
+}
+
+// recordLock moves bundle.lock.json to want (version+1 and a signed
 // transition receipt when the hash changed) and exports receipts.ndjson,
 // as every format does before packing. It returns the lock, its path and
 // the blob it named: the new snapshot's parent.

@@ -16,6 +16,7 @@ import (
 	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/repo"
 )
 
@@ -369,10 +370,10 @@ func (s *packSink) StorePack(ctx context.Context, pk *repo.Pack) (repo.Stored, e
 	return repo.Stored{BlobID: st.BlobID, EndEpoch: st.EndEpoch}, nil
 }
 
-// takeV3 is Take for format v3: the lock and receipts are recorded as for
-// every format, then the builder stores what no live pack holds yet (and
-// what a repack moves), the head pack last, and only then does the lock
-// name the new head.
+// takeV3 is Take for format v3: the builder stores what no live pack holds
+// yet (and what a repack moves); once its trees are final it has the lock
+// and receipts recorded as for every format (Seal), stores them, and the
+// head pack last; only then does the lock name the new head.
 func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 	p.v3mu.Lock()
 	defer p.v3mu.Unlock()
@@ -381,7 +382,9 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 		return Result{}, err
 	}
 	start := p.now()
-	lock, lockPath, parentBlob, err := p.recordLock(ctx, in.Want, start)
+	// The lock names the parent; it is recorded once the trees are final.
+	lockFile := filepath.Join(p.BrainDir, bundlelock.FileName)
+	parentBlob, err := lockParent(lockFile)
 	if err != nil {
 		return Result{}, err
 	}
@@ -396,10 +399,28 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 	sink := &packSink{p: p}
 	st.builder.Sink = sink
 	prepare := p.now().Sub(start)
+	var lock *bundlelock.Lock
+	var lockPath string
+	seal := func(ctx context.Context, bundle hash.Digest) (int64, error) {
+		if in.Want == (hash.Digest{}) && bundle == hash.Null {
+			return 0, ErrEmpty // an empty brain is never snapshotted
+		}
+		if parent, err := lockParent(lockFile); err != nil {
+			return 0, err
+		} else if parent != parentBlob {
+			return 0, fmt.Errorf("%w: the lock changed during the snapshot (it names %q, not %q)", repo.ErrChanged, parent, parentBlob)
+		}
+		l, lp, _, err := p.recordLock(ctx, bundle, start)
+		if err != nil {
+			return 0, err
+		}
+		lock, lockPath = l, lp
+		return l.Version(), nil
+	}
 	res, err := st.builder.Snapshot(ctx, repo.SnapshotInput{
 		Brain: p.BrainDir, Index: st.index, Prev: par.prev, Trees: par.trees,
-		Known: in.Known, Want: in.Want, Overlay: in.Overlay,
-		Parent: par.blob, ParentFormat: par.format, Time: start, LockVersion: lock.Version(),
+		Known: in.Known, Want: in.Want, Overlay: in.Overlay, Seal: seal, Learn: in.Learn,
+		Parent: par.blob, ParentFormat: par.format, Time: start,
 		Repack: plan.list, RepackBefore: plan.before,
 	})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/receipts"
@@ -601,5 +602,55 @@ func TestV3WrongAgent(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
 		t.Errorf("the refused restore left %v", ents)
+	}
+}
+
+// TestV3TakeAsHash: a v3 snapshot without a Want hashes the brain as it
+// reads it: its bundle hash is the brain's, the lock records it, the
+// snapshot restores to the brain, and every file read is learned. An empty
+// brain is refused without anything stored; v2 needs the hash first.
+func TestV3TakeAsHash(t *testing.T) {
+	t.Parallel()
+	f := newV3Fix(t, 0)
+	if _, err := f.p.Take(t.Context(), snapshot.Input{}); !errors.Is(err, snapshot.ErrEmpty) {
+		t.Fatalf("empty brain: %v, want ErrEmpty", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.brain, bundlelock.FileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an empty brain got a lock: %v", err)
+	}
+	f.write("memory.db", randomBytes(5, 3<<20), 0o600)
+	f.write("skills/a.md", []byte("skill\n"), 0o644)
+	f.write("system.md", []byte("You are a test agent.\n"), 0o644)
+	var mu sync.Mutex
+	learned := map[string]bool{}
+	r, err := f.p.Take(t.Context(), snapshot.Input{Learn: func(p string, _ fsys.Info, _ time.Time, _ int64, _ [32]byte) {
+		mu.Lock()
+		learned[p] = true
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, err := hash.Dir(t.Context(), f.brain, hash.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.BundleHash != hr.Digest || len(learned) != len(hr.Files) {
+		t.Fatalf("snapshot hashes to %s having learned %d files; the brain to %s, %d files", r.BundleHash, len(learned), hr.Digest, len(hr.Files))
+	}
+	lock, err := bundlelock.Read(filepath.Join(f.brain, bundlelock.FileName))
+	if err != nil || lock.BundleHash() != hr.Digest.String() || lock.BlobID() != r.BlobID {
+		t.Fatalf("lock %+v, %v", lock, err)
+	}
+	dir, _ := f.restore(r.BlobID)
+	sameTree(t, f.brain, dir)
+
+	v2 := f.pipeline()
+	v2.Format = snapshot.FormatV2
+	if v2.HashesWhileTaking() {
+		t.Error("v2 hashes while taking")
+	}
+	if _, err := v2.Take(t.Context(), snapshot.Input{}); !errors.Is(err, snapshot.ErrNeedsHash) {
+		t.Fatalf("v2 without a Want: %v", err)
 	}
 }

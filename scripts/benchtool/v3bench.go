@@ -172,24 +172,25 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 
 	sink := &walrusSink{c: client}
 	b := &repo.Builder{Keys: keys, Sink: sink, SpoolDir: *spool, MaxPackSize: *maxPack, Workers: *workers, Uploads: *uploads}
+	// The first snapshot as the daemon takes it: no hash first, the
+	// snapshot hashes as it reads (with its checks that every file held
+	// still), writes the lock once its trees are final, and the hash cache
+	// takes over what it read.
 	cache := hash.NewCache(*dir, hash.Options{})
-	t := time.Now()
-	h, err := cache.Rescan(ctx)
-	if err != nil {
-		return err
-	}
-	hashS := time.Since(t).Seconds()
-	hashHWM := vmHWM() // the peak before the snapshot: the hash's share
-	if err := writeLock(*dir, h.Digest, 1); err != nil {
-		return err
-	}
+	learner := cache.Learner(nil)
 	ix := repo.NewIndex()
-	t = time.Now()
-	res, err := b.Snapshot(ctx, repo.SnapshotInput{Brain: *dir, Index: ix, Known: cache, Want: h.Digest, LockVersion: 1})
+	t := time.Now()
+	res, err := b.Snapshot(ctx, repo.SnapshotInput{Brain: *dir, Index: ix, Learn: learner.Add,
+		Seal: func(_ context.Context, bundle hash.Digest) (int64, error) { return 1, writeLock(*dir, bundle, 1) }})
 	if err != nil {
 		return err
 	}
 	snapS := time.Since(t).Seconds()
+	t = time.Now()
+	if _, err := learner.Adopt(res.Commit.BundleHash); err != nil {
+		return err
+	}
+	hashS := time.Since(t).Seconds() // the cache's share: taking over the reads
 	if *memProf != "" {
 		if err := writeHeapProfile(*memProf); err != nil {
 			return err
@@ -213,7 +214,6 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 		"packs":        float64(st.Packs),
 		"uploaded_MiB": float64(st.BytesUploaded) / (1 << 20),
 		"hwm_MiB":      vmHWM(),
-		"hash_hwm_MiB": hashHWM,
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
