@@ -26,7 +26,8 @@ var ErrRestoreFailed = errors.New("restore failed")
 // starts fresh from the seed. A pointer that exists but cannot be restored
 // fails the agent and leaves the directory untouched — the seed never
 // silently replaces a brain that exists somewhere. Then the brain is hashed
-// and the publication state reconciled with the chain.
+// (unless its first snapshot will hash it as it reads it) and the
+// publication state reconciled with the chain.
 func (a *Agent) Prepare(ctx context.Context) error {
 	if err := a.checkPaths(); err != nil {
 		a.setPhase(PhaseFailed, err.Error())
