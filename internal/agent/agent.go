@@ -176,6 +176,10 @@ type Agent struct {
 	lastHashAt time.Time
 	lastErr    string
 	tooLarge   hash.Digest // a state known not to fit the store's limit
+	// hashFirst: a first snapshot taken as the hash failed once; the next
+	// ones hash first, so that a brain too large for the store fails fast
+	// (tooLarge) instead of being read whole on every retry.
+	hashFirst bool
 	// unsavedSince is when the brain was first seen to differ from its
 	// last verified snapshot (zero when in sync): the staleness to alert on.
 	unsavedSince time.Time

@@ -538,8 +538,9 @@ func TestSymlinkedBrainRefused(t *testing.T) {
 // it reads (v3): Prepare does not hash, the first sync's Take has no Want
 // and teaches the cache every file, and the next sync finds the brain
 // unchanged without reading it. A brain that did not hold still falls back
-// to hashing first; an empty one is not snapshotted; once a snapshot
-// exists, Prepare hashes again.
+// to hashing first, as does every sync after a failed first snapshot; an
+// empty brain is not snapshotted; once a snapshot exists, Prepare hashes
+// again.
 func TestFirstSnapshotIsTheHash(t *testing.T) {
 	brain := func(r *rig) {
 		r.write("system.md", "You are a test agent.\n")
@@ -609,6 +610,33 @@ func TestFirstSnapshotIsTheHash(t *testing.T) {
 		}
 		if len(wants) != 2 || wants[0] != (hash.Digest{}) || wants[1] != res.Hash || res.Hash == (hash.Digest{}) {
 			t.Fatalf("Take's wants %v, result %s", wants, res.Hash)
+		}
+	})
+	t.Run("failed: retried hashing first", func(t *testing.T) {
+		r := newRig(t)
+		r.pipe.hashes = true
+		brain(r)
+		var wants []hash.Digest
+		r.pipe.take = func(ctx context.Context, in snapshot.Input) (snapshot.Result, error) {
+			wants = append(wants, in.Want)
+			switch {
+			case len(wants) == 1:
+				return snapshot.Result{}, fmt.Errorf("v3 snapshot: %w: a pack of 12 MiB is over the 10 MiB limit", snapshot.ErrTooLarge)
+			case in.Want == (hash.Digest{}):
+				return r.pipe.takeAsHash(ctx, in)
+			}
+			return r.pipe.store(in.Want)
+		}
+		a := r.open()
+		if err := a.Prepare(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.SyncOnce(t.Context()); !errors.Is(err, snapshot.ErrTooLarge) {
+			t.Fatalf("first sync: %v", err)
+		}
+		res, err := a.SyncOnce(t.Context())
+		if err != nil || res.Outcome != Snapshotted || len(wants) != 2 || wants[0] != (hash.Digest{}) || wants[1] != res.Hash || res.Hash == (hash.Digest{}) {
+			t.Fatalf("second sync %+v, %v; Take's wants %v", res, err, wants)
 		}
 	})
 	t.Run("empty", func(t *testing.T) {

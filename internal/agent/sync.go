@@ -197,7 +197,7 @@ func (a *Agent) snapshotIsHash() bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.st.Last == nil
+	return a.st.Last == nil && !a.hashFirst
 }
 
 // takeAsHash takes the first snapshot without hashing the brain first:
@@ -222,6 +222,9 @@ func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time) (
 		return SyncResult{Outcome: Empty, Hash: hash.Null}, nil
 	}
 	if err != nil {
+		a.mu.Lock()
+		a.hashFirst = true
+		a.mu.Unlock()
 		a.takeFailed(err)
 		return SyncResult{}, err
 	}
