@@ -213,7 +213,11 @@ func (d *Daemon) superviseAgent(ctx context.Context, a *agent.Agent) {
 		}
 	}
 	st := a.Status()
-	log.Info("agent ready", "origin", st.Origin, "bundle_hash", st.BundleHash, "dir", st.BrainDir)
+	hashed := st.BundleHash
+	if hashed == "" {
+		hashed = "none yet: the first snapshot hashes the brain as it reads it"
+	}
+	log.Info("agent ready", "origin", st.Origin, "bundle_hash", hashed, "dir", st.BrainDir)
 	a.Run(ctx, d.subscribe)
 }
 
