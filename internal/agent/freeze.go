@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/fsys"
+	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/sqlite"
 )
 
@@ -62,7 +63,7 @@ func (f *freezer) freeze(ctx context.Context, paths []string, all bool) (*frozen
 		if !f.a.cache.Validated() {
 			// Nothing hashed yet (a first snapshot that hashes as it
 			// reads): the names come from the directory itself.
-			names, err := listFiles(f.a.cfg.BrainDir)
+			names, err := hash.Paths(ctx, f.a.cfg.BrainDir)
 			if err != nil {
 				return nil, err
 			}
@@ -155,50 +156,3 @@ func isSideFile(name string) bool {
 // liveDatabases reports whether some database of the brain is read live
 // (cannot be frozen): only then does a write in progress hold batches.
 func (f *freezer) liveDatabases() bool { return len(f.live) > 0 || !sqlite.Supported() }
-
-// listFiles returns the paths ('/'-separated, relative) of the regular
-// files below dir, from directory listings alone, as the hasher walks it
-// (no symlink followed, at most maxListDepth levels).
-func listFiles(dir string) ([]string, error) {
-	root, err := fsys.OpenRoot(dir)
-	if err != nil {
-		if fsys.IsGone(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	defer root.Close()
-	var out []string
-	var walk func(rel string, depth int) error
-	walk = func(rel string, depth int) error {
-		if depth > maxListDepth {
-			return nil
-		}
-		ents, _, err := root.ReadDir(rel)
-		if err != nil {
-			if rel != "" && fsys.IsGone(err) {
-				return nil
-			}
-			return err
-		}
-		for _, e := range ents {
-			p, err := fsys.Join(rel, e.Name)
-			if err != nil {
-				continue // the hash refuses it, with a clear error
-			}
-			switch {
-			case e.Type.IsDir():
-				if err := walk(p, depth+1); err != nil {
-					return err
-				}
-			case e.Type.IsRegular():
-				out = append(out, p)
-			}
-		}
-		return nil
-	}
-	return out, walk("", 0)
-}
-
-// maxListDepth bounds listFiles (the snapshot refuses deeper brains).
-const maxListDepth = 256

@@ -105,3 +105,43 @@ func TestLearnerAdopt(t *testing.T) {
 		})
 	}
 }
+
+// Paths lists, without reading them, exactly the files Dir hashes, in
+// the same order: not the lock, the receipts, symlinks or directories.
+func TestPaths(t *testing.T) {
+	dir := t.TempDir()
+	for _, k := range []string{"b.md", "a/x.md", "a.md", "z/y/w.md", "bundle.lock.json", "receipts.ndjson", "empty/"} {
+		p := filepath.Join(dir, filepath.FromSlash(k))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if k == "empty/" {
+			continue
+		}
+		if err := os.WriteFile(p, []byte(k), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("b.md", filepath.Join(dir, "link.md")); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Dir(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Paths(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want.Files) || len(got) != 4 {
+		t.Fatalf("Paths %q, Dir hashed %d files", got, len(want.Files))
+	}
+	for i, f := range want.Files {
+		if got[i] != f.Path {
+			t.Fatalf("Paths %q, Dir %v", got, want.Files)
+		}
+	}
+	if none, err := Paths(context.Background(), filepath.Join(dir, "missing")); err != nil || none != nil {
+		t.Fatalf("missing root: %q, %v", none, err)
+	}
+}

@@ -277,43 +277,65 @@ func (s *scanner) run(ctx context.Context, produce func(emit func(string) error)
 // walk hashes every regular file below the directory sub ("" for the root)
 // and returns the entries in key order.
 func (s *scanner) walk(ctx context.Context, sub string) ([]*entry, scanStats, error) {
-	return s.run(ctx, func(emit func(string) error) error {
-		var dir func(rel string) error
-		dir = func(rel string) error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			ents, _, err := s.root.ReadDir(rel)
-			if err != nil {
-				if rel != "" && fsys.IsGone(err) {
-					return nil // removed while we walked
-				}
-				return fmt.Errorf("hash: read directory %s: %w", displayPath(rel), err)
-			}
-			// Symlinks, sockets, fifos and devices contribute nothing.
-			ents = slices.DeleteFunc(ents, func(e fsys.Entry) bool { return !e.Type.IsRegular() && !e.Type.IsDir() })
-			slices.SortFunc(ents, func(a, b fsys.Entry) int {
-				return compareEntry(a.Name, a.Type.IsDir(), b.Name, b.Type.IsDir())
-			})
-			for _, e := range ents {
-				p, err := fsys.Join(rel, e.Name)
-				if err != nil {
-					return fmt.Errorf("hash: %w", err)
-				}
-				if e.Type.IsDir() {
-					if err := dir(p); err != nil {
-						return err
-					}
-				} else if !Excluded(p) {
-					if err := emit(p); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
+	return s.run(ctx, func(emit func(string) error) error { return walkTree(ctx, s.root, sub, emit) })
+}
+
+// walkTree emits, in key order, the key of every regular file below the
+// directory sub ("" for the root) that counts toward the bundle hash, from
+// directory listings alone: the one walk of the hasher and of Paths.
+func walkTree(ctx context.Context, root fsys.Root, sub string, emit func(string) error) error {
+	var dir func(rel string) error
+	dir = func(rel string) error {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		return dir(sub)
+		ents, _, err := root.ReadDir(rel)
+		if err != nil {
+			if rel != "" && fsys.IsGone(err) {
+				return nil // removed while we walked
+			}
+			return fmt.Errorf("hash: read directory %s: %w", displayPath(rel), err)
+		}
+		// Symlinks, sockets, fifos and devices contribute nothing.
+		ents = slices.DeleteFunc(ents, func(e fsys.Entry) bool { return !e.Type.IsRegular() && !e.Type.IsDir() })
+		slices.SortFunc(ents, func(a, b fsys.Entry) int {
+			return compareEntry(a.Name, a.Type.IsDir(), b.Name, b.Type.IsDir())
+		})
+		for _, e := range ents {
+			p, err := fsys.Join(rel, e.Name)
+			if err != nil {
+				return fmt.Errorf("hash: %w", err)
+			}
+			if e.Type.IsDir() {
+				if err := dir(p); err != nil {
+					return err
+				}
+			} else if !Excluded(p) {
+				if err := emit(p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return dir(sub)
+}
+
+// Paths returns the keys of the files of the tree at root that a Rescan
+// would hash, in key order, reading no file (for finding files by name
+// before anything is hashed). A missing root has none.
+func Paths(ctx context.Context, root string) ([]string, error) {
+	h, ok, err := openTree(root, nil)
+	if err != nil || !ok {
+		return nil, err
+	}
+	defer h.Close()
+	var out []string
+	err = walkTree(ctx, h, "", func(p string) error {
+		out = append(out, p)
+		return nil
 	})
+	return out, err
 }
 
 // list hashes the named regular files (which need not be sorted).
