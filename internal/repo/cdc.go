@@ -19,10 +19,11 @@ import (
 // 64 chunk bytes through it before its first check), so where the
 // "candidates" lie is a property of the data, independent of earlier cuts:
 // a cut is the first candidate at least MinSize past the previous cut, or
-// the MaxSize'th byte. The cutter finds candidates in four independent
-// lanes of one loop, which the CPU runs side by side instead of waiting on
-// one fingerprint's table lookups byte after byte, and keeps those found
-// past a cut for the next chunk.
+// the MaxSize'th byte. The cutter finds candidates in independent lanes
+// (sixteen in AVX-512 registers where the CPU has them, rabin16.go; else
+// four in one loop), which the CPU runs side by side instead of waiting
+// on one fingerprint's table lookups byte after byte, and keeps those
+// found past a cut for the next chunk.
 
 // window is the Rabin fingerprint's window.
 const window = 64
@@ -37,6 +38,10 @@ type rabin struct {
 	// residue.
 	mod   [256]uint64
 	shift uint // degree - 8
+	// vec holds out and mod split by nibble, for the vector scan:
+	// out[b] = out[b&15] ^ out[b&0xf0] (both are linear in b over GF(2)),
+	// as out[0:16], out[0x00,0x10,…,0xf0], then mod likewise.
+	vec [64]uint64
 }
 
 func newRabin(pol chunker.Pol) (*rabin, error) {
@@ -54,6 +59,10 @@ func newRabin(pol chunker.Pol) (*rabin, error) {
 		top := chunker.Pol(b) << uint(deg)
 		r.mod[b] = uint64(top.Mod(pol) | top)
 	}
+	for n := range 16 {
+		r.vec[n], r.vec[16+n] = r.out[n], r.out[n<<4]
+		r.vec[32+n], r.vec[48+n] = r.mod[n], r.mod[n<<4]
+	}
 	return r, nil
 }
 
@@ -66,7 +75,8 @@ func (r *rabin) fingerprint(w []byte) uint64 {
 	return d
 }
 
-// Lane sizes: a scan of fewer positions than 4×minLane runs in one lane;
+// Lane sizes: a scan of fewer positions than 4×minLane runs in one lane
+// (16×minLane16 in the portable four);
 // a scan round covers at most 4×laneLen positions, which bounds the
 // candidates kept (all of them, for degenerate data such as zeros). A cut
 // makes the rest of its round useless (the next chunk starts MinChunk
@@ -79,8 +89,12 @@ const (
 
 // scan appends to found (as base+p) every position p in [from, to) whose
 // window buf[p-window:p] has a fingerprint with no bit of mask set, in
-// increasing order. It needs window <= from and to <= len(buf)+1.
-func (r *rabin) scan(buf []byte, from, to int, mask uint64, base int64, found []int64, hits *[4][]int64) []int64 {
+// increasing order. It needs window <= from and to <= len(buf)+1. hits is
+// the lanes' scratch.
+func (r *rabin) scan(buf []byte, from, to int, mask uint64, base int64, found []int64, hits *[16][]int64) []int64 {
+	if haveRabin16 && r.shift == 53-8 && (to-from)/16 >= minLane16 {
+		return r.scan16(buf, from, to, mask, base, found, hits)
+	}
 	L := (to - from) / 4
 	if L < minLane || r.shift != 53-8 {
 		return r.scanLane(buf, from, to, mask, base, found)
@@ -110,7 +124,7 @@ func (r *rabin) scan(buf []byte, from, to int, mask uint64, base int64, found []
 			}
 		}
 	}
-	for _, h := range hits {
+	for _, h := range hits[:4] {
 		found = append(found, h...)
 	}
 	return r.scanLane(buf, from+4*L, to, mask, base, found)
@@ -183,11 +197,11 @@ type cutter struct {
 	eof   bool
 	empty int // reads in a row that returned nothing
 
-	start   int64      // stream offset where the next chunk begins
-	scanned int64      // candidates p < scanned (p >= start+min) are all in cands
-	cands   []int64    // ascending
-	head    int        // cands[:head] are behind start+min
-	hits    [4][]int64 // scan's scratch
+	start   int64       // stream offset where the next chunk begins
+	scanned int64       // candidates p < scanned (p >= start+min) are all in cands
+	cands   []int64     // ascending
+	head    int         // cands[:head] are behind start+min
+	hits    [16][]int64 // scan's scratch
 }
 
 func newCutter(r *rabin, minSize, maxSize int64, avgBits int) *cutter {

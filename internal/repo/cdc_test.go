@@ -228,7 +228,7 @@ func BenchmarkRabinScan(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var hits [4][]int64
+	var hits [16][]int64
 	var found []int64
 	b.SetBytes(int64(len(data) - window))
 	for b.Loop() {
