@@ -13,6 +13,7 @@ require (
 	github.com/restic/chunker v0.4.0
 	github.com/tink-crypto/tink-go/v2 v2.9.0
 	github.com/wealdtech/go-ens/v3 v3.6.0
+	github.com/zeebo/blake3 v0.2.4
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sync v0.24.0

@@ -17,12 +17,13 @@
 // What is simulated:
 //   - The blob id is NOT the real RedStuff id, which needs the RS2 erasure
 //     encoding over 1000 shards. It is
-//     Blake2b-256("localwalrus/blob-id/v2\x00" || 0x01 || u64le(size) ||
-//     SHA-256(content)) in URL-safe base64 without padding: the same
+//     Blake2b-256("localwalrus/blob-id/v3\x00" || 0x01 || u64le(size) ||
+//     BLAKE3-256(content)) in URL-safe base64 without padding: the same
 //     shape and the same content-addressing property, different values.
-//     (The content digest is SHA-256 because this server shares its host
-//     with the client it stands in for; v1 ids, of blobs stored before,
-//     used Blake2b-256 and stay readable under their ids.)
+//     (The content digest is BLAKE3, the cheapest sound hash on one core,
+//     because this server shares its host with the client it stands in
+//     for. Blobs stored before keep their ids and stay readable: v1 ids
+//     digested content with Blake2b-256, v2 with SHA-256.)
 //   - Sui object ids and transaction digests are random; storage sizes and
 //     costs follow a rough formula, not the chain's.
 //   - Every registration of a blob is kept in one metadata file beside the
