@@ -86,14 +86,21 @@ func (s walrusStore) Check(ctx context.Context, blobID string, size int64, sum [
 
 // Compare reads the blob back and compares it with what open returns, byte
 // for byte: for a pack still in memory, this proves what comparing
-// SHA-256 sums proves, without a hash pass over every uploaded byte.
+// SHA-256 sums proves, without a hash pass over every uploaded byte. When
+// what open returns maps its bytes in windows (a spooled pack on Linux),
+// they are compared in place instead of read through a buffer.
 func (s walrusStore) Compare(ctx context.Context, blobID string, open func() (io.ReadCloser, error), size int64) error {
 	rc, err := open()
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	w := &compareWriter{r: rc, buf: make([]byte, 64<<10)}
+	w := &compareWriter{r: rc, size: size}
+	if m, ok := rc.(windower); ok {
+		w.win = m
+	} else {
+		w.buf = make([]byte, 64<<10)
+	}
 	res, err := s.c.Read(ctx, blobID, w, walrus.WithExpectedSize(size), walrus.WithNotFoundRetries(verifyNotFoundRetries))
 	if err != nil {
 		return notFound(err)
@@ -104,24 +111,56 @@ func (s walrusStore) Compare(ctx context.Context, blobID string, open func() (io
 	return nil
 }
 
-// compareWriter fails at the first byte that differs from r's.
+// windower maps bytes [off, off+n) of what it reads, valid until the
+// next call (repo.PackFile on Linux).
+type windower interface {
+	Window(off, n int64) ([]byte, error)
+}
+
+// compareWindow is how much of a pack a compare maps at a time.
+const compareWindow = 2 << 20
+
+// compareWriter fails at the first byte that differs from r's (or from
+// win's windows) or goes past size.
 type compareWriter struct {
-	r   io.Reader
-	off int64
-	buf []byte
+	r    io.Reader
+	size int64
+	off  int64
+	buf  []byte
+
+	win    windower
+	cur    []byte // win's bytes [curOff, curOff+len(cur))
+	curOff int64
 }
 
 func (w *compareWriter) Write(p []byte) (int, error) {
 	for done := 0; done < len(p); {
-		n := min(len(p)-done, len(w.buf))
-		if _, err := io.ReadFull(w.r, w.buf[:n]); err != nil {
-			return done, fmt.Errorf("%w: the blob is longer than what was stored (%d bytes read): %w", walrus.ErrMismatch, w.off, err)
+		if w.off >= w.size {
+			return done, fmt.Errorf("%w: the blob is longer than the %d bytes stored", walrus.ErrMismatch, w.size)
 		}
-		if !bytes.Equal(w.buf[:n], p[done:done+n]) {
+		var want []byte
+		if w.win != nil {
+			if w.off < w.curOff || w.off >= w.curOff+int64(len(w.cur)) {
+				b, err := w.win.Window(w.off, min(compareWindow, w.size-w.off))
+				if err != nil {
+					return done, err
+				}
+				w.cur, w.curOff = b, w.off
+			}
+			want = w.cur[w.off-w.curOff:]
+			want = want[:min(len(want), len(p)-done)]
+		} else {
+			n := min(len(p)-done, len(w.buf), int(min(w.size-w.off, int64(len(w.buf)))))
+			if _, err := io.ReadFull(w.r, w.buf[:n]); err != nil {
+				return done, fmt.Errorf("%w: the blob is longer than what was stored (%d bytes read): %w", walrus.ErrMismatch, w.off, err)
+			}
+			want = w.buf[:n]
+		}
+		if !bytes.Equal(want, p[done:done+len(want)]) {
 			return done, fmt.Errorf("%w: the blob differs from what was stored near byte %d", walrus.ErrMismatch, w.off)
 		}
-		done += n
-		w.off += int64(n)
+		done += len(want)
+		w.off += int64(len(want))
 	}
 	return len(p), nil
 }

@@ -7,9 +7,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	gohash "hash"
 	"io"
 	"os"
+	"syscall"
 )
 
 // Pack layout (docs/format-v3.md §6):
@@ -269,14 +269,14 @@ func (k *Keys) OpenIndex(hdr, stored []byte) (Header, *PackIndex, error) {
 	return h, ix, err
 }
 
-// Pack is a finished pack, ready to upload: its header and sealed index
-// in memory, its objects in a file in the spool directory. Objects are
-// never held in memory: with two packs uploading and one filling, 10 MiB
-// packs (the public publishers' cap) would otherwise be most of the
-// builder's memory, for about 2% of its speed. Read it with Open; Discard
-// frees it.
+// Pack is a finished pack, ready to upload: a spool file holding the
+// pack at Start, after a hole (see PackWriter). Objects are never held in
+// memory: with two packs uploading and one filling, 10 MiB packs (the
+// public publishers' cap) would otherwise be most of the builder's memory.
+// Read it with Open; Discard frees it.
 type Pack struct {
-	Path        string // the file of its objects
+	Path        string // the spool file
+	Start       int64  // where the pack begins in it
 	Size        int64  // bytes
 	IndexLength int64  // stored index length (for the commit's pack list)
 	Head        bool   // carries a commit
@@ -288,38 +288,77 @@ type Pack struct {
 	// hashing it would cost a SHA-256 pass over every uploaded byte.
 	SHA256 [32]byte
 
-	prefix []byte // header and sealed index
+	discarded bool
 }
 
 // Open returns a reader of the whole pack from its first byte. Each call
-// starts anew (an upload's retries, then the read-back check).
+// starts anew (an upload's retries, then the read-back check). The reader
+// is also a syscall.Conn of its file, positioned at the pack: an upload
+// over plain TCP then moves the pack with sendfile(2) (net.TCPConn's
+// ReadFrom under the transport's limit of Size bytes), never through
+// user memory; and on Linux Map gives the read-back check the pack's
+// bytes without a copy.
 func (p *Pack) Open() (io.ReadCloser, error) {
-	if p.prefix == nil {
+	if p.discarded {
 		return nil, errors.New("repo: pack already discarded")
 	}
 	f, err := os.Open(p.Path)
 	if err != nil {
 		return nil, err
 	}
-	return spooledPack{io.MultiReader(bytes.NewReader(p.prefix), io.LimitReader(f, p.Size-int64(len(p.prefix)))), f}, nil
+	if _, err := f.Seek(p.Start, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("repo: pack spool: %w", err)
+	}
+	return &PackFile{f: f, start: p.Start, end: p.Start + p.Size}, nil
 }
 
-// spooledPack reads a pack's prefix from memory, then its objects from
-// their file.
-type spooledPack struct {
-	io.Reader
-	f *os.File
+// PackFile reads a pack from its spool file (Pack.Open).
+type PackFile struct {
+	f          *os.File
+	start, end int64
+	unmap      func() error
 }
 
-func (s spooledPack) Close() error { return s.f.Close() }
+// Read reads from the file's offset, which sendfile(2) advances too, up
+// to the pack's end.
+func (r *PackFile) Read(b []byte) (int, error) {
+	off, err := r.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, err
+	}
+	if off >= r.end {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > r.end-off {
+		b = b[:r.end-off]
+	}
+	return r.f.Read(b)
+}
+
+// SyscallConn returns the file's, for sendfile(2).
+func (r *PackFile) SyscallConn() (syscall.RawConn, error) { return r.f.SyscallConn() }
+
+// Close closes the file (and unmaps what Map mapped).
+func (r *PackFile) Close() error {
+	var err error
+	if r.unmap != nil {
+		err = r.unmap()
+		r.unmap = nil
+	}
+	if cerr := r.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // Discard removes the pack's file; the pack cannot be read afterwards.
 // The builder discards its packs once StorePack returned.
 func (p *Pack) Discard() {
-	if p.Path != "" {
+	if p.Path != "" && !p.discarded {
 		os.Remove(p.Path)
 	}
-	p.prefix = nil
+	p.discarded = true
 }
 
 // MinPackSize is the smallest pack cap a writer accepts: a chunk of
@@ -331,13 +370,18 @@ var ErrPackFull = errors.New("repo: pack full")
 
 // PackWriter collects sealed objects of one pack under a size cap and, on
 // Finish, seals the index (and computes a head pack's SHA-256). The objects go
-// to a spool file that becomes the Pack's (see Pack). Not safe for
-// concurrent use.
+// to a spool file that becomes the Pack's (see Pack): they are written
+// after a hole as large as the largest prefix (header, escrow and index)
+// the pack could need, and Finish writes the prefix just before them, so
+// the file holds the pack in one piece to send with sendfile(2). A hole
+// costs no space on the filesystems Linux spools on (ext4, xfs, btrfs,
+// tmpfs). Not safe for concurrent use.
 type PackWriter struct {
 	keys    *Keys
 	max     int64
 	spool   *os.File
 	buf     *bufio.Writer // in front of spool: small objects cost no write(2) each
+	hole    int64         // where the objects begin in the spool
 	entries []IndexEntry
 	data    int64
 	err     error // sticky
@@ -355,7 +399,16 @@ func NewPackWriter(keys *Keys, dir string, maxSize int64) (*PackWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("repo: create pack spool: %w", err)
 	}
-	return &PackWriter{keys: keys, max: min(maxSize, MaxPackLen), spool: f, buf: bufio.NewWriterSize(f, spoolBuf)}, nil
+	max := min(maxSize, MaxPackLen)
+	// The prefix is at most the pack, and its index region at most
+	// MaxIndexLen (Fits).
+	hole := min(max, HeaderSize+MaxIndexLen)
+	if _, err := f.Seek(hole, io.SeekStart); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("repo: pack spool: %w", err)
+	}
+	return &PackWriter{keys: keys, max: max, spool: f, buf: bufio.NewWriterSize(f, spoolBuf), hole: hole}, nil
 }
 
 // Len returns the number of objects added.
@@ -475,50 +528,43 @@ func (w *PackWriter) Finish(commit []byte) (p *Pack, err error) {
 		return nil, err
 	}
 	p = &Pack{Size: h.Size(), IndexLength: h.IndexLength, Head: h.Head, Objects: w.entries}
-	var sum gohash.Hash
-	if h.Head {
-		sum = sha256.New()
-		sum.Write(prefix)
-	}
-	if err := w.keepSpool(p, prefix, sum); err != nil {
+	if err := w.keepSpool(p, prefix); err != nil {
 		return nil, err
-	}
-	if sum != nil {
-		sum.Sum(p.SHA256[:0])
 	}
 	return p, nil
 }
 
-// keepSpool makes the spool the file of p's objects: the pack is its
-// prefix (in memory) and the spool (hashed here after the prefix when sum
-// is not nil), never copied into a pack file of its own.
-func (w *PackWriter) keepSpool(p *Pack, prefix []byte, sum gohash.Hash) error {
+// keepSpool makes the spool p's file: it writes the prefix before the
+// objects, checks the file's length and hashes a head pack.
+func (w *PackWriter) keepSpool(p *Pack, prefix []byte) error {
 	if err := w.buf.Flush(); err != nil {
 		return fmt.Errorf("repo: write pack spool: %w", err)
 	}
-	var n int64
-	if sum != nil {
-		if _, err := w.spool.Seek(0, io.SeekStart); err != nil {
-			return fmt.Errorf("repo: rewind pack spool: %w", err)
-		}
-		var err error
-		if n, err = io.CopyBuffer(sum, io.LimitReader(w.spool, w.data+1), make([]byte, 64<<10)); err != nil {
+	p.Start = w.hole - int64(len(prefix))
+	if p.Start < 0 {
+		return fmt.Errorf("repo: a pack prefix of %d bytes is over its room of %d", len(prefix), w.hole)
+	}
+	if _, err := w.spool.WriteAt(prefix, p.Start); err != nil {
+		return fmt.Errorf("repo: write pack spool: %w", err)
+	}
+	st, err := w.spool.Stat()
+	if err != nil {
+		return fmt.Errorf("repo: pack spool: %w", err)
+	}
+	if st.Size() != w.hole+w.data {
+		return fmt.Errorf("repo: pack spool holds %d bytes, want %d", st.Size()-w.hole, w.data)
+	}
+	if p.Head {
+		sum := sha256.New()
+		if _, err := io.CopyBuffer(sum, io.NewSectionReader(w.spool, p.Start, p.Size), make([]byte, 64<<10)); err != nil {
 			return fmt.Errorf("repo: read pack spool: %w", err)
 		}
-	} else {
-		st, err := w.spool.Stat()
-		if err != nil {
-			return fmt.Errorf("repo: pack spool: %w", err)
-		}
-		n = st.Size()
-	}
-	if n != w.data {
-		return fmt.Errorf("repo: pack spool holds %d bytes, want %d", n, w.data)
+		sum.Sum(p.SHA256[:0])
 	}
 	if err := w.spool.Close(); err != nil {
 		return fmt.Errorf("repo: pack spool: %w", err)
 	}
-	p.prefix, p.Path = prefix, w.spool.Name()
+	p.Path = w.spool.Name()
 	w.spool = nil // the pack's now
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -40,7 +41,11 @@ func (t *watchdogTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if req.Body != nil && req.Body != http.NoBody {
 		wd.arm(t.idle)
 		wrap := func(rc io.ReadCloser) io.ReadCloser {
-			return &watchedBody{rc: rc, wd: wd, ctx: ctx, onEOF: func() { wd.arm(t.wait) }}
+			b := &watchedBody{rc: rc, wd: wd, ctx: ctx, onEOF: func() { wd.arm(t.wait) }}
+			if f, ok := rc.(syscall.Conn); ok && canCountFile {
+				return &watchedFile{b, f}
+			}
+			return b
 		}
 		r.Body = wrap(req.Body)
 		if req.GetBody != nil {
@@ -85,6 +90,16 @@ type watchdog struct {
 	timer   *time.Timer
 	limit   time.Duration
 	stopped bool
+	// probe, while set, tells fire whether a transfer that reports no
+	// progress itself (sendfile) moved since the last probe.
+	probe func() bool
+}
+
+// setProbe sets (or with nil clears) the watchdog's probe.
+func (w *watchdog) setProbe(p func() bool) {
+	w.mu.Lock()
+	w.probe = p
+	w.mu.Unlock()
 }
 
 func newWatchdog(cancel context.CancelCauseFunc) *watchdog {
@@ -121,6 +136,10 @@ func (w *watchdog) fire() {
 		return
 	}
 	idle := time.Since(w.base) - time.Duration(w.last.Load())
+	if idle >= w.limit && w.probe != nil && w.probe() {
+		w.progress()
+		idle = 0
+	}
 	if idle < w.limit {
 		w.timer.Reset(w.limit - idle)
 		return
@@ -176,6 +195,42 @@ func (b *watchedBody) Close() error {
 		}
 	})
 	return err
+}
+
+// watchedFile is a watched body that is a file: it stays a syscall.Conn,
+// so that the transport can send it with sendfile(2). No Read reports
+// that transfer's progress: while it runs, the watchdog probes the file's
+// offset, which each sendfile call advances, before it gives up.
+type watchedFile struct {
+	*watchedBody
+	f syscall.Conn
+}
+
+func (b *watchedFile) SyscallConn() (syscall.RawConn, error) {
+	rc, err := b.f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return watchedRawConn{rc, b.wd}, nil
+}
+
+type watchedRawConn struct {
+	syscall.RawConn
+	wd *watchdog
+}
+
+func (c watchedRawConn) Read(f func(fd uintptr) bool) error {
+	return c.RawConn.Read(func(fd uintptr) bool {
+		last, _ := fileOffset(fd)
+		c.wd.setProbe(func() bool {
+			off, err := fileOffset(fd)
+			moved := err == nil && off != last
+			last = off
+			return moved
+		})
+		defer c.wd.setProbe(nil)
+		return f(fd)
+	})
 }
 
 // isDialError reports whether err means the endpoint could not be reached

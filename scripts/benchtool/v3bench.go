@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -20,14 +19,16 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 // walrusSink is a repo.PackSink over the walrus client, as the daemon
-// wires it: upload the pack, read the blob back, compare it byte for byte
-// with the pack, and only then hand the blob id to the builder.
+// wires it (compose.Store, as snapshot's pack sink uses it): upload the
+// pack, read the blob back, compare it byte for byte with the pack, and
+// only then hand the blob id to the builder.
 type walrusSink struct {
 	c *walrus.Client
 
@@ -36,65 +37,20 @@ type walrusSink struct {
 }
 
 func (s *walrusSink) StorePack(ctx context.Context, p *repo.Pack) (repo.Stored, error) {
+	st := compose.Store(s.c)
 	t := time.Now()
-	res, err := s.c.Store(ctx, packBody{p})
+	res, err := st.PutReader(ctx, p.Open, p.Size, 1)
 	if err != nil {
 		return repo.Stored{}, err
 	}
 	s.upload.Add(int64(time.Since(t)))
 	s.uploaded.Add(p.Size)
 	t = time.Now()
-	if err := s.compare(ctx, res.BlobID, p); err != nil {
+	if err := st.Compare(ctx, res.BlobID, p.Open, p.Size); err != nil {
 		return repo.Stored{}, err
 	}
 	s.verify.Add(int64(time.Since(t)))
-	return repo.Stored{BlobID: res.BlobID, EndEpoch: uint64(res.EndEpoch)}, nil
-}
-
-// packBody is a pack as a walrus.Body.
-type packBody struct{ p *repo.Pack }
-
-func (b packBody) Open() (io.ReadCloser, error) { return b.p.Open() }
-func (b packBody) Size() int64                  { return b.p.Size }
-
-// compare reads the blob back and checks it against the pack.
-func (s *walrusSink) compare(ctx context.Context, blobID string, p *repo.Pack) error {
-	rc, err := p.Open()
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	w := &compareWriter{r: rc, buf: make([]byte, 64<<10)}
-	res, err := s.c.Read(ctx, blobID, w, walrus.WithExpectedSize(p.Size))
-	if err != nil {
-		return err
-	}
-	if res.Size != p.Size || w.off != p.Size {
-		return fmt.Errorf("%w: blob %s reads back as %d bytes, %d were stored", walrus.ErrMismatch, blobID, res.Size, p.Size)
-	}
-	return nil
-}
-
-// compareWriter fails at the first byte that differs from r's.
-type compareWriter struct {
-	r   io.Reader
-	off int64
-	buf []byte
-}
-
-func (w *compareWriter) Write(p []byte) (int, error) {
-	for done := 0; done < len(p); {
-		n := min(len(p)-done, len(w.buf))
-		if _, err := io.ReadFull(w.r, w.buf[:n]); err != nil {
-			return done, fmt.Errorf("read pack at %d: %w", w.off, err)
-		}
-		if !bytes.Equal(w.buf[:n], p[done:done+n]) {
-			return done, fmt.Errorf("%w: the blob differs from the pack near byte %d", walrus.ErrMismatch, w.off)
-		}
-		done += n
-		w.off += int64(n)
-	}
-	return len(p), nil
+	return repo.Stored{BlobID: res.BlobID, EndEpoch: res.EndEpoch}, nil
 }
 
 // walrusRanges is a repo.RangeReader over the walrus client.

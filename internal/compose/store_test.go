@@ -1,0 +1,102 @@
+package compose
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/walrus"
+)
+
+// windowBody is an upload body that maps its bytes in windows, as a
+// spooled pack does on Linux; it records the largest window asked for.
+type windowBody struct {
+	*bytes.Reader
+	b       []byte
+	largest int64
+}
+
+func (w *windowBody) Close() error { return nil }
+
+func (w *windowBody) Window(off, n int64) ([]byte, error) {
+	if off < 0 || n <= 0 || off+n > int64(len(w.b)) {
+		return nil, fmt.Errorf("window [%d, +%d) outside %d bytes", off, n, len(w.b))
+	}
+	w.largest = max(w.largest, n)
+	return w.b[off : off+n], nil
+}
+
+// TestCompare: the read-back check accepts the blob as stored and refuses
+// one that differs anywhere, is shorter or is longer, whether it compares
+// through a buffer or in mapped windows (several of them here).
+func TestCompare(t *testing.T) {
+	s, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()},
+		RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := Store(c)
+	ctx := context.Background()
+	stored := make([]byte, 2*compareWindow+12345)
+	for i := range stored {
+		stored[i] = byte(rand.N(256))
+	}
+	res, err := st.PutReader(ctx, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(stored)), nil }, int64(len(stored)), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func(i int) []byte {
+		b := bytes.Clone(stored)
+		b[i] ^= 1
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		have []byte // what the pack holds
+		ok   bool
+	}{
+		{"same", stored, true},
+		{"first byte differs", flip(0), false},
+		{"byte in the second window differs", flip(compareWindow + 7), false},
+		{"last byte differs", flip(len(stored) - 1), false},
+		{"blob longer", stored[:len(stored)-1], false},
+		{"blob shorter", append(bytes.Clone(stored), 0), false},
+	} {
+		for _, mapped := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/mapped=%v", tc.name, mapped), func(t *testing.T) {
+				wb := &windowBody{Reader: bytes.NewReader(tc.have), b: tc.have}
+				open := func() (io.ReadCloser, error) {
+					if mapped {
+						return wb, nil
+					}
+					return io.NopCloser(bytes.NewReader(tc.have)), nil
+				}
+				err := st.Compare(ctx, res.BlobID, open, int64(len(tc.have)))
+				switch {
+				case tc.ok && err != nil:
+					t.Fatalf("the stored blob is refused: %v", err)
+				case !tc.ok && !errors.Is(err, walrus.ErrMismatch):
+					t.Fatalf("got %v, want a mismatch", err)
+				}
+				// (A blob of another length is refused before any byte is compared.)
+				if mapped && len(tc.have) == len(stored) && (wb.largest == 0 || wb.largest > compareWindow) {
+					t.Fatalf("largest window %d bytes (want 1 to %d)", wb.largest, compareWindow)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,133 @@
+//go:build linux
+
+package walrus
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/localwalrus"
+)
+
+// pacedBody lets a handler read a request body only 32 KiB per tick.
+type pacedBody struct {
+	io.ReadCloser
+	tick <-chan time.Time
+}
+
+func (b pacedBody) Read(p []byte) (int, error) {
+	<-b.tick
+	return b.ReadCloser.Read(p[:min(len(p), 32<<10)])
+}
+
+// smallBufListener gives accepted connections a small receive buffer, so
+// that a sender waits on the reader.
+type smallBufListener struct{ net.Listener }
+
+func (l smallBufListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetReadBuffer(16 << 10)
+	}
+	return c, err
+}
+
+// TestStoreFileSendfile: a file body goes out with sendfile(2) over plain
+// TCP, its bytes counted from the file's offset; and an upload that makes
+// progress only inside sendfile, slower than the idle timeout allows
+// between reads, is not taken for a stall: the watchdog probes the file's
+// offset.
+func TestStoreFileSendfile(t *testing.T) {
+	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir(), MaxBodySize: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paced atomic.Bool
+	ticker := time.NewTicker(5 * time.Millisecond)
+	defer ticker.Stop()
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if paced.Load() && r.Method == http.MethodPut {
+			r.Body = pacedBody{r.Body, ticker.C}
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Listener = smallBufListener{ln}
+	hs.Start()
+	defer hs.Close()
+
+	var mu sync.Mutex
+	var attempts []Attempt
+	c, err := New(Config{Publishers: []string{hs.URL}, Aggregators: []string{hs.URL}, MaxBlobSize: 64 << 20,
+		IdleTimeout: 500 * time.Millisecond, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond, RetryMax: -1,
+		OnAttempt: func(a Attempt) { mu.Lock(); attempts = append(attempts, a); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var viaFile atomic.Int64
+	testHookFileSent = func(n int64) { viaFile.Add(n) }
+	defer func() { testHookFileSent = nil }()
+
+	for _, tc := range []struct {
+		name  string
+		size  int
+		paced bool
+	}{
+		{"fast", 8 << 20, false},
+		{"paced past the idle timeout", 20 << 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			content := make([]byte, tc.size)
+			for i := range content {
+				content[i] = byte(rand.N(256))
+			}
+			path := filepath.Join(t.TempDir(), "blob")
+			if err := os.WriteFile(path, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			body, err := FileBody(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			viaFile.Store(0)
+			mu.Lock()
+			attempts = nil
+			mu.Unlock()
+			paced.Store(tc.paced)
+			start := time.Now()
+			res, err := c.Store(t.Context(), body)
+			paced.Store(false)
+			if err != nil {
+				t.Fatalf("store: %v", err)
+			}
+			if tc.paced && time.Since(start) < 500*time.Millisecond {
+				t.Logf("the paced upload took only %v: the idle timeout was not exercised", time.Since(start))
+			}
+			var got bytes.Buffer
+			if _, err := c.Read(t.Context(), res.BlobID, &got); err != nil || !bytes.Equal(got.Bytes(), content) {
+				t.Fatalf("read back %d bytes, %v", got.Len(), err)
+			}
+			if v := viaFile.Load(); v < int64(tc.size)/2 {
+				t.Errorf("sendfile moved %d of %d bytes", v, tc.size)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(attempts) == 0 || attempts[0].Op != "store" || attempts[0].Bytes != int64(tc.size) || attempts[0].Err != nil {
+				t.Errorf("attempts %+v, want one store of %d bytes", attempts, tc.size)
+			}
+		})
+	}
+}
