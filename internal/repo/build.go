@@ -326,6 +326,7 @@ type sealedObj struct {
 
 // build is one Snapshot run.
 type build struct {
+	spools  *spools // the snapshot's spool files, reused across its packs
 	b       *Builder
 	in      *SnapshotInput
 	keys    *Keys
@@ -419,8 +420,13 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 	}
 	w := b.workers()
 	bufs := b.buffers(w, b.uploads())
+	// Kept for reuse: one per uploader, the one filling, and the ones
+	// waiting between the stages.
+	sp := &spools{dir: b.SpoolDir, max: b.uploads() + 3}
+	defer sp.drain()
 	bd := &build{
-		b: b, in: &in, keys: b.Keys, tables: b.Keys.tables,
+		spools: sp,
+		b:      b, in: &in, keys: b.Keys, tables: b.Keys.tables,
 		repack:   map[string]bool{},
 		single:   in.Want == (hash.Digest{}),
 		pending:  map[Handle]struct{}{},
@@ -1049,7 +1055,7 @@ func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
 // becomes the head.
 func (bd *build) spool(ctx context.Context) (err error) {
 	defer close(bd.full)
-	pw, err := NewPackWriter(bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize)
+	pw, err := newPackWriter(bd.keys, bd.spools, bd.b.SpoolDir, bd.b.MaxPackSize)
 	if err != nil {
 		for o := range bd.objects {
 			o.pool.put(o.buf)
@@ -1080,7 +1086,7 @@ func (bd *build) add(ctx context.Context, pw **PackWriter, o sealedObj) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if *pw, err = NewPackWriter(bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize); err != nil {
+		if *pw, err = newPackWriter(bd.keys, bd.spools, bd.b.SpoolDir, bd.b.MaxPackSize); err != nil {
 			return err
 		}
 		err = (*pw).Add(o.h.Type, o.h.ID, o.data)
@@ -1466,7 +1472,7 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 			return nil, err
 		}
 		bd.uploaded = append(bd.uploaded, uploadedPack{ref: ref, entries: p.Objects})
-		if last, err = NewPackWriter(bd.keys, bd.b.SpoolDir, bd.b.MaxPackSize); err != nil {
+		if last, err = newPackWriter(bd.keys, bd.spools, bd.b.SpoolDir, bd.b.MaxPackSize); err != nil {
 			return nil, err
 		}
 		c.Packs = packList()
