@@ -298,7 +298,7 @@ type Pack struct {
 // is also a syscall.Conn of its file, positioned at the pack: an upload
 // over plain TCP then moves the pack with sendfile(2) (net.TCPConn's
 // ReadFrom under the transport's limit of Size bytes), never through
-// user memory; and on Linux Map gives the read-back check the pack's
+// user memory; and on Linux Window gives the read-back check the pack's
 // bytes without a copy.
 func (p *Pack) Open() (io.ReadCloser, error) {
 	if p.discarded {
@@ -312,36 +312,46 @@ func (p *Pack) Open() (io.ReadCloser, error) {
 		f.Close()
 		return nil, fmt.Errorf("repo: pack spool: %w", err)
 	}
-	return &PackFile{f: f, start: p.Start, end: p.Start + p.Size}, nil
+	return &PackFile{f: f, start: p.Start, end: p.Start + p.Size, pos: p.Start}, nil
 }
 
 // PackFile reads a pack from its spool file (Pack.Open).
 type PackFile struct {
 	f          *os.File
 	start, end int64
+	pos        int64 // the file's offset while only Read moved it
+	handed     bool  // SyscallConn was called: sendfile may move the offset
 	unmap      func() error
 }
 
-// Read reads from the file's offset, which sendfile(2) advances too, up
-// to the pack's end.
+// Read reads up to the pack's end from the file's offset, which sendfile
+// (through SyscallConn) may have advanced.
 func (r *PackFile) Read(b []byte) (int, error) {
-	off, err := r.f.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return 0, err
+	if r.handed {
+		off, err := r.f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return 0, err
+		}
+		r.pos = off
 	}
-	if off >= r.end {
+	if r.pos >= r.end {
 		return 0, io.EOF
 	}
-	if int64(len(b)) > r.end-off {
-		b = b[:r.end-off]
+	if int64(len(b)) > r.end-r.pos {
+		b = b[:r.end-r.pos]
 	}
-	return r.f.Read(b)
+	n, err := r.f.Read(b)
+	r.pos += int64(n)
+	return n, err
 }
 
 // SyscallConn returns the file's, for sendfile(2).
-func (r *PackFile) SyscallConn() (syscall.RawConn, error) { return r.f.SyscallConn() }
+func (r *PackFile) SyscallConn() (syscall.RawConn, error) {
+	r.handed = true
+	return r.f.SyscallConn()
+}
 
-// Close closes the file (and unmaps what Map mapped).
+// Close closes the file (and unmaps what Window mapped).
 func (r *PackFile) Close() error {
 	var err error
 	if r.unmap != nil {
