@@ -20,6 +20,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/sha256x"
 )
 
 // The two top-level files kept beside the root tree, not in it.
@@ -835,23 +836,56 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum goha
 	}
 	// The file's SHA-256 runs on a goroutine of its own, fed the chunks in
 	// order: chunking (Rabin) and hashing a large file then use two cores.
+	// Where the CPU has SHA-NI that goroutine also computes each chunk's
+	// id, the same bytes in the same pass (sha256x.WriteBoth: two streams
+	// interleaved cost about 0.8 of two passes), and hands the chunk to
+	// the sealers itself; elsewhere the sealers hash the chunks.
+	paired := sha256x.Paired
 	type hashMsg struct {
 		data []byte
 		ref  *bufRef
+		slot *ID
 	}
 	toHash := make(chan hashMsg, 4)
-	hashed := make(chan []byte, 1)
+	hashed := make(chan error, 1)
 	go func() {
-		sum.Reset()
-		for m := range toHash {
-			sum.Write(m.data)
-			m.ref.release()
+		var err error
+		if paired {
+			file, chunk := sha256x.New(), sha256x.New()
+			for m := range toHash {
+				if err != nil { // the sealers stopped: drop what is left
+					m.ref.release()
+					m.ref.release()
+					continue
+				}
+				chunk.Reset()
+				sha256x.WriteBoth(file, chunk, m.data)
+				// On failure sendChunk releases the sealer's share.
+				err = bd.sendChunk(ctx, chunkMsg{data: m.data, id: chunk.Sum256(), known: true, slot: m.slot, ref: m.ref})
+				m.ref.release()
+			}
+			e.SHA256 = file.Sum256()
+		} else {
+			sum.Reset()
+			for m := range toHash {
+				sum.Write(m.data)
+				m.ref.release()
+			}
+			sum.Sum(e.SHA256[:0])
 		}
-		hashed <- sum.Sum(nil)
+		hashed <- err
 	}()
-	slots, err := bd.chunkFile(ctx, j, r, *cut, func(data []byte, ref *bufRef) { toHash <- hashMsg{data, ref} })
+	slots, err := bd.chunkFile(ctx, j, r, *cut, func(data []byte, ref *bufRef, slot *ID) error {
+		toHash <- hashMsg{data, ref, slot}
+		if paired {
+			return nil
+		}
+		return bd.sendChunk(ctx, chunkMsg{data: data, slot: slot, ref: ref})
+	})
 	close(toHash)
-	copy(e.SHA256[:], <-hashed)
+	if herr := <-hashed; err == nil {
+		err = herr
+	}
 	if err != nil {
 		return err
 	}
@@ -954,7 +988,7 @@ func readSmall(r io.Reader, buf []byte, size int) (int, error) {
 
 // chunkFile cuts r into chunks, hands each to hash (in order) and to the
 // sealers, and returns where the sealers put the chunks' ids.
-func (bd *build) chunkFile(ctx context.Context, j fileJob, r io.Reader, cut *cutter, hash func([]byte, *bufRef)) ([]*ID, error) {
+func (bd *build) chunkFile(ctx context.Context, j fileJob, r io.Reader, cut *cutter, emit func([]byte, *bufRef, *ID) error) ([]*ID, error) {
 	cut.reset(r)
 	var slots []*ID
 	for {
@@ -974,9 +1008,8 @@ func (bd *build) chunkFile(ctx context.Context, j fileJob, r io.Reader, cut *cut
 		j.e.Size += int64(len(data))
 		slot := new(ID)
 		slots = append(slots, slot)
-		ref := newBufRef(buf, bd.big, 2)
-		hash(data, ref)
-		if err := bd.sendChunk(ctx, chunkMsg{data: data, slot: slot, ref: ref}); err != nil {
+		// Two shares: the file's hash, and the sealer.
+		if err := emit(data, newBufRef(buf, bd.big, 2), slot); err != nil {
 			return nil, err
 		}
 	}
