@@ -4,6 +4,8 @@ package sha256x
 
 import "github.com/klauspost/cpuid/v2"
 
+//go:generate python3 gen.py
+
 // havePair: SHA-NI (with the SSSE3 and SSE4.1 its state shuffles use).
 var havePair = cpuid.CPU.Supports(cpuid.SHA, cpuid.SSSE3, cpuid.SSE4)
 
