@@ -836,11 +836,13 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum goha
 	}
 	// The file's SHA-256 runs on a goroutine of its own, fed the chunks in
 	// order: chunking (Rabin) and hashing a large file then use two cores.
-	// Where the CPU has SHA-NI that goroutine also computes each chunk's
-	// id, the same bytes in the same pass (sha256x.WriteBoth: two streams
-	// interleaved cost about 0.8 of two passes), and hands the chunk to
-	// the sealers itself; elsewhere the sealers hash the chunks.
-	paired := sha256x.Paired
+	// With two workers or fewer, where the CPU has SHA-NI, that goroutine
+	// also computes each chunk's id, the same bytes in the same pass
+	// (sha256x.WriteBoth: two streams interleaved cost about 0.8 of two
+	// passes), and hands the chunk to the sealers itself: on so few cores
+	// the total work decides. With more, the sealers hash the chunks in
+	// parallel, and the file's stream alone bounds the pace.
+	paired := sha256x.Paired && bd.b.workers() <= 2
 	type hashMsg struct {
 		data []byte
 		ref  *bufRef

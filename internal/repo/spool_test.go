@@ -40,3 +40,26 @@ func TestSpoolReuse(t *testing.T) {
 		t.Fatalf("%d spool files left", len(left))
 	}
 }
+
+// The two ways a large file's chunk ids are computed (paired with the
+// file's digest on the hashing goroutine, with two workers or fewer and
+// SHA-NI; else by the sealers) give the same trees, and each restores.
+func TestChunkIDPaths(t *testing.T) {
+	brain := t.TempDir()
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(brain, fmt.Sprintf("big%d", i)), randomBytes(uint64(40+i), 3<<20+i*777), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var roots []ID
+	for _, workers := range []int{1, 2, 4} {
+		f := newFx(t, 16<<20)
+		f.b.Workers = workers
+		res := f.snap(brain, nil)
+		mustEqualTree(t, brain, func() string { d, _ := f.restore(); return d }())
+		roots = append(roots, res.Commit.Root)
+	}
+	if roots[0] != roots[1] || roots[1] != roots[2] {
+		t.Fatalf("root trees %v differ with the workers", roots)
+	}
+}
