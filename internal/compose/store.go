@@ -139,20 +139,27 @@ func (w *compareWriter) Write(p []byte) (int, error) {
 			return done, fmt.Errorf("%w: the blob is longer than the %d bytes stored", walrus.ErrMismatch, w.size)
 		}
 		var want []byte
-		if w.win != nil {
-			if w.off < w.curOff || w.off >= w.curOff+int64(len(w.cur)) {
-				b, err := w.win.Window(w.off, min(compareWindow, w.size-w.off))
-				if err != nil {
-					return done, err
+		if w.win != nil && (w.off < w.curOff || w.off >= w.curOff+int64(len(w.cur))) {
+			b, err := w.win.Window(w.off, min(compareWindow, w.size-w.off))
+			if err != nil {
+				// A spool that cannot be mapped is read instead, from
+				// where the windows got to.
+				w.win, w.cur = nil, nil
+				w.buf = make([]byte, 64<<10)
+				if _, err := io.CopyN(io.Discard, w.r, w.off); err != nil {
+					return done, fmt.Errorf("read the stored pack: %w", err)
 				}
+			} else {
 				w.cur, w.curOff = b, w.off
 			}
+		}
+		if w.win != nil {
 			want = w.cur[w.off-w.curOff:]
 			want = want[:min(len(want), len(p)-done)]
 		} else {
 			n := min(len(p)-done, len(w.buf), int(min(w.size-w.off, int64(len(w.buf)))))
 			if _, err := io.ReadFull(w.r, w.buf[:n]); err != nil {
-				return done, fmt.Errorf("%w: the blob is longer than what was stored (%d bytes read): %w", walrus.ErrMismatch, w.off, err)
+				return done, fmt.Errorf("read the stored pack at byte %d: %w", w.off, err)
 			}
 			want = w.buf[:n]
 		}

@@ -20,6 +20,7 @@ type windowBody struct {
 	*bytes.Reader
 	b       []byte
 	largest int64
+	failAt  int64 // Window fails from this offset on (0: never)
 }
 
 func (w *windowBody) Close() error { return nil }
@@ -28,13 +29,17 @@ func (w *windowBody) Window(off, n int64) ([]byte, error) {
 	if off < 0 || n <= 0 || off+n > int64(len(w.b)) {
 		return nil, fmt.Errorf("window [%d, +%d) outside %d bytes", off, n, len(w.b))
 	}
+	if w.failAt > 0 && off >= w.failAt {
+		return nil, errors.New("cannot map")
+	}
 	w.largest = max(w.largest, n)
 	return w.b[off : off+n], nil
 }
 
 // TestCompare: the read-back check accepts the blob as stored and refuses
 // one that differs anywhere, is shorter or is longer, whether it compares
-// through a buffer or in mapped windows (several of them here).
+// through a buffer, in mapped windows (several of them here), or reads on
+// from where a window could not be mapped.
 func TestCompare(t *testing.T) {
 	s, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -76,9 +81,13 @@ func TestCompare(t *testing.T) {
 		{"blob longer", stored[:len(stored)-1], false},
 		{"blob shorter", append(bytes.Clone(stored), 0), false},
 	} {
-		for _, mapped := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/mapped=%v", tc.name, mapped), func(t *testing.T) {
+		for _, mode := range []string{"read", "mapped", "mapped, then read"} {
+			mapped := mode != "read"
+			t.Run(fmt.Sprintf("%s/%s", tc.name, mode), func(t *testing.T) {
 				wb := &windowBody{Reader: bytes.NewReader(tc.have), b: tc.have}
+				if mode == "mapped, then read" {
+					wb.failAt = compareWindow // the second window cannot be mapped
+				}
 				open := func() (io.ReadCloser, error) {
 					if mapped {
 						return wb, nil
