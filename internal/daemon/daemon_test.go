@@ -333,6 +333,7 @@ func TestSnapshotPublishRestore(t *testing.T) {
 		if err := os.RemoveAll(state.AgentPath(w.dn.Config.StateDir, "alpha")); err != nil {
 			t.Fatal(err)
 		}
+		puts := stores(t, w)
 		d := w.start()
 		eventually(t, "alpha ready", func() bool { a, _ := d.Agent("alpha"); return a.Ready() })
 		a, _ := d.Agent("alpha")
@@ -349,19 +350,31 @@ func TestSnapshotPublishRestore(t *testing.T) {
 			}
 		}
 		res, _ := hash.Dir(t.Context(), w.brain("alpha"), hash.Options{})
-		lock, err := bundlelock.Read(filepath.Join(w.brain("alpha"), bundlelock.FileName))
-		if err != nil || lock.BundleHash() != res.Digest.String() {
-			t.Fatalf("re-hash %s vs lock %v (%v)", res.Digest, lock, err)
+		// A machine that restored does not know when the head pack
+		// expires, so the agent may renew the head at once (a re-pack of
+		// the same bundle, which it publishes); it does nothing else.
+		// Wait until what the lock names is published and in the state.
+		var lock *bundlelock.Lock
+		eventually(t, "alpha settled", func() bool {
+			l, err := bundlelock.Read(filepath.Join(w.brain("alpha"), bundlelock.FileName))
+			s := a.Status()
+			if err != nil || s.Pending != nil || s.Last == nil || s.Published != l.BlobID() || s.Last.BlobID != l.BlobID() {
+				return false
+			}
+			lock = l
+			return true
+		})
+		if lock.BundleHash() != res.Digest.String() || a.Status().Last.BundleHash != res.Digest.String() {
+			t.Fatalf("re-hash %s vs lock %v and state %+v", res.Digest, lock, a.Status().Last)
 		}
 		if lock.BlobID() != first {
-			t.Errorf("lock names %s, want the restored blob %s", lock.BlobID(), first)
+			t.Logf("the restored head %s was renewed as %s (same bundle hash)", first, lock.BlobID())
+		}
+		if got := stores(t, w) - puts; got > 1 {
+			t.Errorf("%d blobs uploaded after the restore; at most the renewed head may be", got)
 		}
 		if got := a.Receipts().Len(); got != receiptsBefore {
 			t.Errorf("receipts re-imported: %d, want %d", got, receiptsBefore)
-		}
-		// Nothing changed, so nothing is uploaded or published again.
-		if s := a.Status(); s.Published != first {
-			t.Errorf("published = %q", s.Published)
 		}
 		stop(t, d)
 	})
