@@ -179,6 +179,9 @@ func (r *rabin) scanLane(buf []byte, from, to int, mask uint64, base int64, foun
 	return found
 }
 
+// readMax bounds one read of the cutter.
+const readMax = 512 << 10
+
 // cutterBuf is a cutter's read buffer: a chunk of up to MaxChunk bytes
 // and a scan round past it always fit.
 const cutterBuf = 2 << 20
@@ -265,7 +268,10 @@ func (c *cutter) fill() error {
 		c.n = copy(c.buf, c.buf[keep:c.n])
 		c.base = c.start
 	}
-	m, err := c.rd.Read(c.buf[c.n:])
+	// Reads of at most readMax keep what the scan, the copy and the hash
+	// touch next in the core's cache (1 MiB of L2 here), where reading
+	// as much as the buffer holds (8 MiB) left the scan on L3.
+	m, err := c.rd.Read(c.buf[c.n:min(len(c.buf), c.n+readMax)])
 	c.n += m
 	switch {
 	case err == io.EOF:
