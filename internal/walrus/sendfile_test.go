@@ -4,6 +4,7 @@ package walrus
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,12 +54,22 @@ func TestStoreFileSendfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var paced atomic.Bool
+	var paced, stall atomic.Bool
+	release := make(chan struct{}) // closed when the stalled upload has failed
 	ticker := time.NewTicker(5 * time.Millisecond)
 	defer ticker.Stop()
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if paced.Load() && r.Method == http.MethodPut {
 			r.Body = pacedBody{r.Body, ticker.C}
+		}
+		if stall.Load() && r.Method == http.MethodPut {
+			// Reads nothing until the client gave up (the server notices
+			// a closed connection only once the body is read).
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
 		}
 		srv.ServeHTTP(w, r)
 	}))
@@ -130,4 +142,24 @@ func TestStoreFileSendfile(t *testing.T) {
 			}
 		})
 	}
+
+	// A server that stops reading: the watchdog ends the attempt and says
+	// the upload stalled.
+	t.Run("stalled", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "blob")
+		if err := os.WriteFile(path, make([]byte, 20<<20), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		body, err := FileBody(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stall.Store(true)
+		defer stall.Store(false)
+		_, err = c.Store(t.Context(), body)
+		close(release)
+		if !errors.Is(err, ErrAttemptTimeout) || !strings.Contains(err.Error(), "upload stalled for 500ms") {
+			t.Fatalf("got %v, want the upload stalled", err)
+		}
+	})
 }

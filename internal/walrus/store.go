@@ -300,24 +300,9 @@ type countingFile struct {
 }
 
 func (c *countingFile) SyscallConn() (syscall.RawConn, error) {
-	rc, err := c.f.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	return countingRawConn{rc, c.n}, nil
-}
-
-// countingRawConn adds what a Read callback (sendfile) moved the file's
-// offset by to the count.
-type countingRawConn struct {
-	syscall.RawConn
-	n *atomic.Int64
-}
-
-func (c countingRawConn) Read(f func(fd uintptr) bool) error {
-	return c.RawConn.Read(func(fd uintptr) bool {
+	return aroundFile(c.f, func(fd uintptr, send func() bool) bool {
 		before, err1 := fileOffset(fd)
-		done := f(fd)
+		done := send()
 		if after, err2 := fileOffset(fd); err1 == nil && err2 == nil && after > before {
 			c.n.Add(after - before)
 			if testHookFileSent != nil {
@@ -326,6 +311,26 @@ func (c countingRawConn) Read(f func(fd uintptr) bool) error {
 		}
 		return done
 	})
+}
+
+// aroundFile returns f's RawConn with around wrapped about each Read
+// callback: sendfile(2) moves a file body inside one, with no Read of
+// ours to count or watch it.
+func aroundFile(f syscall.Conn, around func(fd uintptr, send func() bool) bool) (syscall.RawConn, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return fileRawConn{rc, around}, nil
+}
+
+type fileRawConn struct {
+	syscall.RawConn
+	around func(fd uintptr, send func() bool) bool
+}
+
+func (c fileRawConn) Read(f func(fd uintptr) bool) error {
+	return c.RawConn.Read(func(fd uintptr) bool { return c.around(fd, func() bool { return f(fd) }) })
 }
 
 // testHookFileSent, when set (tests), sees what the transport took from a

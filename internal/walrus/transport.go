@@ -66,7 +66,14 @@ func (t *watchdogTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if err != nil {
 		wd.stop()
 		if context.Cause(ctx) == ErrAttemptTimeout && req.Context().Err() == nil {
-			err = fmt.Errorf("%w: no answer within %s: %v", ErrAttemptTimeout, t.wait, err)
+			// Which limit fired: the request body stalled (it is sent
+			// with sendfile or read by the transport, so no Read of ours
+			// reports it), or the server did not answer once it was sent.
+			if lim := wd.current(); lim == t.wait {
+				err = fmt.Errorf("%w: no answer within %s: %v", ErrAttemptTimeout, lim, err)
+			} else {
+				err = fmt.Errorf("%w: the upload stalled for %s: %v", ErrAttemptTimeout, lim, err)
+			}
 		}
 		cancel(nil)
 		return nil, err
@@ -93,6 +100,13 @@ type watchdog struct {
 	// probe, while set, tells fire whether a transfer that reports no
 	// progress itself (sendfile) moved since the last probe.
 	probe func() bool
+}
+
+// current returns the limit armed last.
+func (w *watchdog) current() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.limit
 }
 
 // setProbe sets (or with nil clears) the watchdog's probe.
@@ -207,29 +221,16 @@ type watchedFile struct {
 }
 
 func (b *watchedFile) SyscallConn() (syscall.RawConn, error) {
-	rc, err := b.f.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	return watchedRawConn{rc, b.wd}, nil
-}
-
-type watchedRawConn struct {
-	syscall.RawConn
-	wd *watchdog
-}
-
-func (c watchedRawConn) Read(f func(fd uintptr) bool) error {
-	return c.RawConn.Read(func(fd uintptr) bool {
+	return aroundFile(b.f, func(fd uintptr, send func() bool) bool {
 		last, _ := fileOffset(fd)
-		c.wd.setProbe(func() bool {
+		b.wd.setProbe(func() bool {
 			off, err := fileOffset(fd)
 			moved := err == nil && off != last
 			last = off
 			return moved
 		})
-		defer c.wd.setProbe(nil)
-		return f(fd)
+		defer b.wd.setProbe(nil)
+		return send()
 	})
 }
 
