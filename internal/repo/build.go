@@ -988,8 +988,9 @@ func readSmall(r io.Reader, buf []byte, size int) (int, error) {
 	return m, nil
 }
 
-// chunkFile cuts r into chunks, hands each to hash (in order) and to the
-// sealers, and returns where the sealers put the chunks' ids.
+// chunkFile cuts r into chunks, hands each to emit in order (which passes
+// it on to the file's hash and the sealers), and returns where the
+// sealers put the chunks' ids.
 func (bd *build) chunkFile(ctx context.Context, j fileJob, r io.Reader, cut *cutter, emit func([]byte, *bufRef, *ID) error) ([]*ID, error) {
 	cut.reset(r)
 	var slots []*ID
@@ -1090,7 +1091,7 @@ func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
 // becomes the head.
 func (bd *build) spool(ctx context.Context) (err error) {
 	defer close(bd.full)
-	pw, err := newPackWriter(bd.keys, bd.spools, bd.b.SpoolDir, bd.b.MaxPackSize)
+	pw, err := newPackWriter(bd.keys, bd.spools, bd.b.MaxPackSize)
 	if err != nil {
 		for o := range bd.objects {
 			o.pool.put(o.buf)
@@ -1121,7 +1122,7 @@ func (bd *build) add(ctx context.Context, pw **PackWriter, o sealedObj) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if *pw, err = newPackWriter(bd.keys, bd.spools, bd.b.SpoolDir, bd.b.MaxPackSize); err != nil {
+		if *pw, err = newPackWriter(bd.keys, bd.spools, bd.b.MaxPackSize); err != nil {
 			return err
 		}
 		err = (*pw).Add(o.h.Type, o.h.ID, o.data)
@@ -1507,7 +1508,7 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 			return nil, err
 		}
 		bd.uploaded = append(bd.uploaded, uploadedPack{ref: ref, entries: p.Objects})
-		if last, err = newPackWriter(bd.keys, bd.spools, bd.b.SpoolDir, bd.b.MaxPackSize); err != nil {
+		if last, err = newPackWriter(bd.keys, bd.spools, bd.b.MaxPackSize); err != nil {
 			return nil, err
 		}
 		c.Packs = packList()

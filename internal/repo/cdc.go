@@ -75,11 +75,11 @@ func (r *rabin) fingerprint(w []byte) uint64 {
 	return d
 }
 
-// Lane sizes: a scan of fewer positions than 4×minLane runs in one lane
-// (16×minLane16 in the portable four);
-// a scan round covers at most 4×laneLen positions, which bounds the
-// candidates kept (all of them, for degenerate data such as zeros). A cut
-// makes the rest of its round useless (the next chunk starts MinChunk
+// Lane sizes: a scan of fewer positions than 16×minLane16 runs in the
+// portable four lanes, of fewer than 4×minLane in one lane; a scan round
+// covers at most 4×laneLen positions, which bounds the candidates kept
+// (all of them, for degenerate data such as zeros). A cut makes the rest
+// of its round useless (the next chunk starts MinChunk
 // later), about half a round per chunk: 16 KiB rounds waste ~3% of the
 // scan where 64 KiB ones wasted ~11%, and cost ~1.6% in lane set-up.
 const (

@@ -290,7 +290,7 @@ type Pack struct {
 	SHA256 [32]byte
 
 	discarded bool
-	spools    *spools // where its file goes back when discarded (nil: removed)
+	spools    *spools // where its file goes when discarded
 }
 
 // Open returns a reader of the whole pack from its first byte. Each call
@@ -364,10 +364,11 @@ func (r *PackFile) Close() error {
 	return err
 }
 
-// Discard removes the pack's file; the pack cannot be read afterwards.
-// The builder discards its packs once StorePack returned.
+// Discard gives the pack's file back to its snapshot for the next pack,
+// or removes it; the pack cannot be read afterwards. The builder discards
+// its packs once StorePack returned.
 func (p *Pack) Discard() {
-	if p.Path != "" && !p.discarded {
+	if p.Path != "" && !p.discarded && p.spools != nil {
 		p.spools.put(p.Path)
 	}
 	p.discarded = true
@@ -377,8 +378,8 @@ func (p *Pack) Discard() {
 // pack takes a later pack's objects, overwriting pages already in the
 // page cache, where a new file would allocate them anew and the removal
 // of the old one free them (together a third of the spool's system time
-// on a first snapshot of big). The snapshot drains it as it ends. A nil
-// *spools creates and removes a file per pack.
+// on a first snapshot of big). The snapshot drains it as it ends. With
+// max 0 (NewPackWriter) each pack gets a new file, removed on Discard.
 type spools struct {
 	dir  string
 	max  int // files kept for reuse
@@ -388,41 +389,35 @@ type spools struct {
 }
 
 // create returns a spool file to write from the start: a free one, or a
-// new one in dir.
-func (s *spools) create(dir string) (*os.File, error) {
-	if s != nil {
-		dir = s.dir
-		for {
-			s.mu.Lock()
-			n := len(s.free)
-			if n == 0 {
-				s.mu.Unlock()
-				break
-			}
-			path := s.free[n-1]
-			s.free = s.free[:n-1]
+// new one.
+func (s *spools) create() (*os.File, error) {
+	for {
+		s.mu.Lock()
+		n := len(s.free)
+		if n == 0 {
 			s.mu.Unlock()
-			if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
-				return f, nil
-			}
-			os.Remove(path)
+			return os.CreateTemp(s.dir, "hermesd-objects-*.tmp")
 		}
+		path := s.free[n-1]
+		s.free = s.free[:n-1]
+		s.mu.Unlock()
+		if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
+			return f, nil
+		}
+		os.Remove(path)
 	}
-	return os.CreateTemp(dir, "hermesd-objects-*.tmp")
 }
 
 // put takes back the file at path, or removes it when enough are kept or
 // the snapshot ended.
 func (s *spools) put(path string) {
-	if s != nil {
-		s.mu.Lock()
-		if !s.done && len(s.free) < s.max {
-			s.free = append(s.free, path)
-			s.mu.Unlock()
-			return
-		}
+	s.mu.Lock()
+	if !s.done && len(s.free) < s.max {
+		s.free = append(s.free, path)
 		s.mu.Unlock()
+		return
 	}
+	s.mu.Unlock()
 	os.Remove(path)
 }
 
@@ -458,7 +453,7 @@ type PackWriter struct {
 	spool   *os.File
 	buf     *bufio.Writer // in front of spool: small objects cost no write(2) each
 	hole    int64         // where the objects begin in the spool
-	spools  *spools       // where the spool came from (nil: a new file)
+	spools  *spools       // where the spool came from
 	entries []IndexEntry
 	data    int64
 	err     error // sticky
@@ -469,16 +464,16 @@ const spoolBuf = 128 << 10
 
 // NewPackWriter starts a pack of at most maxSize bytes, spooled in dir.
 func NewPackWriter(keys *Keys, dir string, maxSize int64) (*PackWriter, error) {
-	return newPackWriter(keys, nil, dir, maxSize)
+	return newPackWriter(keys, &spools{dir: dir}, maxSize)
 }
 
 // newPackWriter is NewPackWriter with the spool from sp (a reused file is
 // overwritten, and cut to the pack's length by Finish).
-func newPackWriter(keys *Keys, sp *spools, dir string, maxSize int64) (*PackWriter, error) {
+func newPackWriter(keys *Keys, sp *spools, maxSize int64) (*PackWriter, error) {
 	if maxSize < MinPackSize {
 		return nil, fmt.Errorf("%w: pack cap %d is below the minimum %d", ErrTooLarge, maxSize, MinPackSize)
 	}
-	f, err := sp.create(dir)
+	f, err := sp.create()
 	if err != nil {
 		return nil, fmt.Errorf("repo: create pack spool: %w", err)
 	}
@@ -630,11 +625,9 @@ func (w *PackWriter) keepSpool(p *Pack, prefix []byte) error {
 	if _, err := w.spool.WriteAt(prefix, p.Start); err != nil {
 		return fmt.Errorf("repo: write pack spool: %w", err)
 	}
-	if w.spools != nil {
-		// A reused file may be longer: the pack ends the file.
-		if err := w.spool.Truncate(w.hole + w.data); err != nil {
-			return fmt.Errorf("repo: pack spool: %w", err)
-		}
+	// A reused file may be longer: the pack ends the file.
+	if err := w.spool.Truncate(w.hole + w.data); err != nil {
+		return fmt.Errorf("repo: pack spool: %w", err)
 	}
 	st, err := w.spool.Stat()
 	if err != nil {

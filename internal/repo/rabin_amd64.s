@@ -224,17 +224,15 @@ loop:
 	JMP loop
 
 hit:
-	VMOVDQU64 Z0, 0(DI)
-	VMOVDQU64 Z1, 64(DI)
-	MOVQ DX, next+56(FP)
 	MOVB $1, hit+64(FP)
-	VZEROUPPER
-	RET
+	JMP  out
 
 done:
+	MOVB $0, hit+64(FP)
+
+out:
 	VMOVDQU64 Z0, 0(DI)
 	VMOVDQU64 Z1, 64(DI)
 	MOVQ DX, next+56(FP)
-	MOVB $0, hit+64(FP)
 	VZEROUPPER
 	RET
