@@ -54,7 +54,8 @@ func closure(t *testing.T, rel string) []string {
 // build on it.
 var leaves = map[string][]string{
 	"internal/fsys":       nil,
-	"internal/cipher":     nil,
+	"internal/cipher":     {"internal/secretfile"},
+	"internal/secretfile": nil,
 	"internal/backoff":    nil,
 	"internal/diskspace":  nil,
 	"internal/atomicfile": nil,
@@ -108,7 +109,7 @@ var (
 		"internal/ens", "internal/devchain", "internal/receipts", "internal/bundlelock", "internal/snapshot",
 		"internal/state", "internal/config", "internal/watch", "internal/backoff", "internal/diskspace",
 		"internal/atomicfile", "internal/agent", "internal/repo", "internal/seal", "internal/sealserver",
-		"internal/sqlite", "internal/redact", "internal/handover",
+		"internal/sqlite", "internal/redact", "internal/handover", "internal/secretfile",
 	}
 )
 

@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/hermesd/hermesd/internal/secretfile"
 )
 
 // KeySize is the size of a snapshot key: AES-256.
@@ -165,36 +164,20 @@ func isHex(s string) bool {
 }
 
 // maxKeyFileSize bounds how much of a key file is read: a key is 43 bytes
-// plus a newline, and the cap keeps a wrong path (a log, a device) harmless.
+// plus a newline.
 const maxKeyFileSize = 4096
 
 // ReadKeyFile reads a key written by [WriteKeyFile] (or any file holding a
-// key's text form). It refuses a file others can access or its group can
-// write; group read is allowed (systemd credentials, Kubernetes fsGroup).
+// key's text form). The file must pass package secretfile's rule: a
+// regular file that others cannot access and its group cannot write
+// (group read is allowed: systemd credentials, Kubernetes fsGroup).
 func ReadKeyFile(path string) (Key, error) {
-	f, err := os.Open(path)
+	b, err := secretfile.Read(path, maxKeyFileSize)
+	if errors.Is(err, secretfile.ErrTooLarge) {
+		return Key{}, fmt.Errorf("key file: %w: %w", ErrInvalidKey, err)
+	}
 	if err != nil {
 		return Key{}, fmt.Errorf("read key file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return Key{}, fmt.Errorf("read key file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return Key{}, fmt.Errorf("read key file %s: not a regular file", path)
-	}
-	// Group read is allowed: systemd credentials and Kubernetes secrets
-	// mounted with fsGroup arrive as 0440/0640. Anything more is refused.
-	if perm := fi.Mode().Perm(); perm&0o037 != 0 {
-		return Key{}, fmt.Errorf("key file %s is accessible by others or writable by its group (mode %04o); restrict it with 'chmod 600 %s'", path, perm, path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
-	if err != nil {
-		return Key{}, fmt.Errorf("read key file: %w", err)
-	}
-	if len(b) > maxKeyFileSize {
-		return Key{}, fmt.Errorf("key file %s: %w: larger than %d bytes", path, ErrInvalidKey, maxKeyFileSize)
 	}
 	k, err := ParseKey(string(b))
 	if err != nil {
@@ -207,48 +190,12 @@ func ReadKeyFile(path string) (Key, error) {
 // ([Key.Secret]) and a newline. It never overwrites: if path exists the error
 // wraps fs.ErrExist. A key that [ParseKey] would refuse is not written. The
 // file and its directory are synced before it returns.
-func WriteKeyFile(path string, k Key) (err error) {
+func WriteKeyFile(path string, k Key) error {
 	if err := k.check(); err != nil {
 		return fmt.Errorf("write key file: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("key file %s: %w; refusing to overwrite it", path, fs.ErrExist)
-		}
-		return fmt.Errorf("create key file: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(path)
-		}
-	}()
-	// O_CREATE's mode is filtered by the umask, which can only remove bits;
-	// Chmod makes the mode exact anyway, in case the file system disagrees.
-	if err := f.Chmod(0o600); err != nil {
-		return fmt.Errorf("write key file: %w", err)
-	}
-	if _, err := f.WriteString(k.Secret() + "\n"); err != nil {
-		return fmt.Errorf("write key file: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write key file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write key file: %w", err)
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := secretfile.Create(path, []byte(k.Secret()+"\n")); err != nil {
 		return fmt.Errorf("write key file: %w", err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -3,9 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
+
+	"github.com/hermesd/hermesd/internal/secretfile"
 )
 
 // maxSecretSize bounds a secret file; keys and tokens are short.
@@ -15,7 +16,7 @@ const maxSecretSize = 64 << 10
 var ErrNoSecret = errors.New("no secret configured")
 
 // ReadSecret returns the secret s refers to, trimmed of surrounding
-// whitespace. A file must not be accessible by others or writable by its group. Keystore
+// whitespace. A file must pass ReadSecretFile's checks. Keystore
 // references are not plain secrets; the caller decrypts those itself.
 func ReadSecret(s SecretRef) (string, error) {
 	switch {
@@ -33,33 +34,14 @@ func ReadSecret(s SecretRef) (string, error) {
 	return "", ErrNoSecret
 }
 
-// ReadSecretFile reads a secret file, refusing one that others can access or
-// its group can write. Group read is allowed: systemd credentials and
-// Kubernetes secrets mounted with fsGroup arrive as 0440 or 0640.
+// ReadSecretFile reads a secret file under package secretfile's rule (a
+// regular file others cannot access and its group cannot write; group
+// read is allowed for systemd credentials and Kubernetes fsGroup mounts)
+// and returns its contents trimmed of surrounding whitespace.
 func ReadSecretFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("open secret: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("stat secret: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("secret %s is not a regular file", path)
-	}
-	// Group read is allowed: systemd credentials and Kubernetes secrets
-	// mounted with fsGroup arrive as 0440/0640.
-	if st.Mode().Perm()&0o037 != 0 {
-		return "", fmt.Errorf("secret %s is accessible by others or writable by its group (mode %04o); run: chmod 600 %s", path, st.Mode().Perm(), path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretSize+1))
+	b, err := secretfile.Read(path, maxSecretSize)
 	if err != nil {
 		return "", fmt.Errorf("read secret: %w", err)
-	}
-	if len(b) > maxSecretSize {
-		return "", fmt.Errorf("secret %s is larger than %d bytes", path, maxSecretSize)
 	}
 	v := strings.TrimSpace(string(b))
 	if v == "" {

@@ -12,6 +12,8 @@ import (
 	"github.com/ethereum/go-ethereum/accounts/keystore"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/hermesd/hermesd/internal/secretfile"
 )
 
 // SignerSource says where the signing key comes from. Exactly one of
@@ -140,31 +142,12 @@ func parseHexKey(s, from string) (*Signer, error) {
 	return NewSigner(key), nil
 }
 
-// readSecretFile reads a small file that must not be readable by group or
-// others.
+// readSecretFile reads a small secret file under package secretfile's
+// rule.
 func readSecretFile(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+	b, err := secretfile.Read(path, max)
 	if err != nil {
-		return nil, fmt.Errorf("ens: open secret: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("ens: stat secret: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("ens: secret %s is not a regular file", path)
-	}
-	// Group read is allowed (systemd credentials, Kubernetes fsGroup).
-	if perm := st.Mode().Perm(); perm&0o037 != 0 {
-		return nil, fmt.Errorf("ens: secret %s is accessible by others or writable by its group (mode %04o); run: chmod 600 %s", path, perm, path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("ens: read secret %s: %w", path, err)
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("ens: secret %s is larger than %d bytes", path, max)
+		return nil, fmt.Errorf("ens: read secret: %w", err)
 	}
 	return b, nil
 }

@@ -5,17 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"filippo.io/age"
 	"filippo.io/age/armor"
 
-	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/secretfile"
 )
 
 // ageMagic starts every binary age file (age-encryption.org/v1).
@@ -130,37 +128,12 @@ func NewIdentityFile(path, comment string) (recipient string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("identity: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("identity %s: %w; refusing to overwrite it", path, fs.ErrExist)
-		}
-		return "", fmt.Errorf("identity: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(path)
-		}
-	}()
 	var b strings.Builder
 	for line := range strings.Lines(comment) {
 		b.WriteString("# " + strings.TrimRight(line, "\r\n") + "\n")
 	}
 	fmt.Fprintf(&b, "# created: %s\n# public key: %s\n%s\n", time.Now().UTC().Format(time.RFC3339), id.Recipient(), id)
-	if err := f.Chmod(0o600); err != nil {
-		return "", fmt.Errorf("identity: %w", err)
-	}
-	if _, err := f.WriteString(b.String()); err != nil {
-		return "", fmt.Errorf("identity: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return "", fmt.Errorf("identity: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("identity: %w", err)
-	}
-	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
+	if err := secretfile.Create(path, []byte(b.String())); err != nil {
 		return "", fmt.Errorf("identity: %w", err)
 	}
 	return id.Recipient().String(), nil

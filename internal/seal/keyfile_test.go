@@ -42,7 +42,7 @@ func TestSecretFiles(t *testing.T) {
 		t.Fatalf("world-readable key file: %v", err)
 	}
 	big := filepath.Join(dir, "big")
-	os.WriteFile(big, make([]byte, maxSecretFile+1), 0o600)
+	os.WriteFile(big, make([]byte, maxKeyFile+1), 0o600)
 	if _, err := ReadMasterKeyFile(big); err == nil {
 		t.Fatal("read an oversized key file")
 	}
