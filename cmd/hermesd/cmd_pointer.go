@@ -23,7 +23,6 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/ens"
-	"github.com/hermesd/hermesd/internal/state"
 )
 
 const pointerHelp = `Subcommands:
@@ -454,7 +453,7 @@ func notHeld(id, action string) error {
 
 // resolveOnState adopts or overrides on the state directory, with no
 // daemon running.
-func resolveOnState(ctx context.Context, cfg *config.Config, ac *config.Agent, log *slog.Logger, out *pointerResolution) error {
+func resolveOnState(ctx context.Context, cfg *config.Config, ac *config.Agent, log *slog.Logger, out *pointerResolution) (err error) {
 	// adopt only reads the chain and Walrus; override signs.
 	svc, err := compose.Build(ctx, cfg, log, compose.Options{ReadOnly: out.Action == "adopt"})
 	if err != nil {
@@ -470,19 +469,15 @@ func resolveOnState(ctx context.Context, cfg *config.Config, ac *config.Agent, l
 		}
 		svc.Trusted = trusted
 	}
-	sd, err := compose.OpenState(cfg)
+	a, err := openAgentState(svc, cfg, ac.ID, "to act through the running daemon, configure http.socket, or http.token with http.listen")
 	if err != nil {
-		if errors.Is(err, state.ErrLocked) {
-			return fmt.Errorf("%w; to act through the running daemon, configure http.socket, or http.token with http.listen", err)
+		return err
+	}
+	defer func() {
+		if cerr := a.Close(); err == nil && cerr != nil {
+			err = cerr
 		}
-		return err
-	}
-	defer sd.Close()
-	a, err := svc.OpenAgent(sd, ac.ID, nil)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
+	}()
 	h := a.Hold()
 	if h == nil {
 		return notHeld(ac.ID, out.Action)
@@ -509,7 +504,7 @@ func resolveOnState(ctx context.Context, cfg *config.Config, ac *config.Agent, l
 	// A rollback found while writing is published over at once, as the
 	// daemon does.
 	for round := 0; round < 2; round++ {
-		res := agent.PublishOnce(ctx, w, []*agent.Agent{a})
+		res := agent.PublishOnce(ctx, w, []*agent.Agent{a.Agent})
 		if len(res) != 1 {
 			break
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/handover"
 	"github.com/hermesd/hermesd/internal/snapshot"
-	"github.com/hermesd/hermesd/internal/state"
 )
 
 const transferExportHelp = `Hand AGENT to a buyer (the seller's side): take a final snapshot, verify it
@@ -42,7 +41,7 @@ type transferExport struct {
 	Snapshot   bool   `json:"snapshot"` // a new snapshot was taken
 }
 
-func runTransferExport(ctx context.Context, env *cmdEnv, args []string) error {
+func runTransferExport(ctx context.Context, env *cmdEnv, args []string) (err error) {
 	fset := newFlagSet(env, "transfer export", "transfer export AGENT --to age1… -o FILE [-config FILE] [--json]", transferExportHelp)
 	cfgPath := configFlag(fset)
 	to := fset.String("to", "", "the buyer's age `RECIPIENT` (age1…; required)")
@@ -79,19 +78,15 @@ func runTransferExport(ctx context.Context, env *cmdEnv, args []string) error {
 		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
 	}
 	defer svc.Close()
-	sd, err := compose.OpenState(cfg)
+	a, err := openAgentState(svc, cfg, ac.ID, "stop the daemon first (the final snapshot must be the last one)")
 	if err != nil {
-		if errors.Is(err, state.ErrLocked) {
-			return fmt.Errorf("transfer export: %w; stop the daemon first (the final snapshot must be the last one)", err)
+		return fmt.Errorf("transfer export: %w", err)
+	}
+	defer func() {
+		if cerr := a.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("transfer export: %w", cerr)
 		}
-		return err
-	}
-	defer sd.Close()
-	a, err := svc.OpenAgent(sd, ac.ID, nil)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
+	}()
 	if t := a.Transferred(); t != nil {
 		return usageErrorf("transfer export: agent %s was already transferred: %s", ac.ID, t.Reason)
 	}
@@ -103,7 +98,7 @@ func runTransferExport(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("transfer export: final snapshot: %w", err)
 	}
 	out := transferExport{Agent: ac.ID, ENSName: ac.ENSName, Snapshot: res.Outcome == agent.Snapshotted, Seller: svc.Self.Hex()}
-	if err := publishFinal(ctx, svc, a); err != nil {
+	if err := publishFinal(ctx, svc, a.Agent); err != nil {
 		return fmt.Errorf("transfer export: %w", err)
 	}
 	st := a.Status()
@@ -121,8 +116,8 @@ func runTransferExport(ctx context.Context, env *cmdEnv, args []string) error {
 
 	// The buyer restores the head through the same path: so does this
 	// check, into a scratch directory.
-	pipe := svc.Pipeline(ac, sd.SpoolDir(), nil)
-	scratch, err := os.MkdirTemp(sd.SpoolDir(), "export-verify-")
+	pipe := svc.Pipeline(ac, a.dir.SpoolDir(), nil)
+	scratch, err := os.MkdirTemp(a.dir.SpoolDir(), "export-verify-")
 	if err != nil {
 		return fmt.Errorf("transfer export: %w", err)
 	}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
+	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/state"
 )
 
 // agentCommand is what the one-shot agent commands (restore, log) share:
@@ -54,3 +57,33 @@ func loadAgentConfig(env *cmdEnv, cfgPath, id, level string) (*config.Config, *c
 }
 
 func (a *agentCommand) Close() { a.svc.Close() }
+
+// agentState is an agent opened on the locked state directory.
+type agentState struct {
+	*agent.Agent
+	dir *state.Dir
+}
+
+// openAgentState is how a command acts on an agent with no daemon
+// running: it takes the state directory's lock and opens agent id on it.
+// When a running hermesd holds the lock, lockedHint (what to do instead)
+// ends the error. Close it when done.
+func openAgentState(svc *compose.Services, cfg *config.Config, id, lockedHint string) (*agentState, error) {
+	sd, err := compose.OpenState(cfg)
+	if err != nil {
+		if errors.Is(err, state.ErrLocked) {
+			return nil, fmt.Errorf("%w; %s", err, lockedHint)
+		}
+		return nil, err
+	}
+	a, err := svc.OpenAgent(sd, id, nil)
+	if err != nil {
+		sd.Close()
+		return nil, err
+	}
+	return &agentState{Agent: a, dir: sd}, nil
+}
+
+// Close closes the agent, which saves its state, then releases the state
+// directory, and reports what failed.
+func (s *agentState) Close() error { return errors.Join(s.Agent.Close(), s.dir.Close()) }
