@@ -332,16 +332,20 @@ func (l *lineLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// count returns how many lines contain s, and a channel closed on the next
-// line.
-func (l *lineLog) count(s string) (int, <-chan struct{}) {
+// count returns how many lines contain every one of subs, and a channel
+// closed on the next line.
+func (l *lineLog) count(subs ...string) (int, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
+next:
 	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			n++
+		for _, s := range subs {
+			if !strings.Contains(line, s) {
+				continue next
+			}
 		}
+		n++
 	}
 	return n, l.changed
 }
@@ -355,17 +359,22 @@ func (l *lineLog) String() string {
 // waitLine waits until at least n lines contain s, the process exits, or
 // the limit passes; it reports whether the lines appeared.
 func (p *hermesdProc) waitLine(s string, n int, limit time.Duration) bool {
+	return p.waitLines(n, limit, s)
+}
+
+// waitLines is waitLine for lines that contain every one of subs.
+func (p *hermesdProc) waitLines(n int, limit time.Duration, subs ...string) bool {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	for {
-		got, changed := p.out.count(s)
+		got, changed := p.out.count(subs...)
 		if got >= n {
 			return true
 		}
 		select {
 		case <-changed:
 		case <-p.done:
-			got, _ := p.out.count(s)
+			got, _ := p.out.count(subs...)
 			return got >= n
 		case <-deadline.C:
 			return false
@@ -378,6 +387,17 @@ func (p *hermesdProc) mustWaitLine(s string, n int, limit time.Duration) {
 	p.t.Helper()
 	if !p.waitLine(s, n, limit) {
 		p.t.Fatalf("hermesd (pid %d) did not log %q (%d times) within %v", p.pid(), s, n, limit)
+	}
+}
+
+// mustWaitUpload waits until hermesd logs the verified upload of the
+// brain state whose bundle hash is h: the snapshot of a write the test
+// made, not just any upload (a re-pack or a snapshot of the write half
+// done also log one).
+func (p *hermesdProc) mustWaitUpload(h string, limit time.Duration) {
+	p.t.Helper()
+	if !p.waitLines(1, limit, msgUploaded, "bundle_hash="+h+" ") {
+		p.t.Fatalf("hermesd (pid %d) did not log the upload of bundle hash %s within %v", p.pid(), h, limit)
 	}
 }
 

@@ -6,17 +6,12 @@ package main
 // devnet process killed with SIGKILL again and again.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,76 +24,13 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 
-	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
-	"github.com/hermesd/hermesd/internal/hash"
-	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/pointertest"
 )
-
-// otherWriter is a second key, funded and authorised by the names' owner
-// to write name's records: another writer.
-func (w *e2eWorld) otherWriter(name string) *ens.Client {
-	w.t.Helper()
-	key := devchain.DeriveKey("another-writer")
-	addr := crypto.PubkeyToAddress(key.PublicKey)
-	ch := w.dn.Chain
-	if err := ch.Fund(w.t.Context(), new(big.Int).Mul(big.NewInt(1e18), big.NewInt(10)), addr); err != nil {
-		w.t.Fatal(err)
-	}
-	data, err := ch.Artifacts().Resolver.ABI.Pack("setAuthorisation", devchain.NameHash(name), addr, true)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	res := ch.ResolverAddress()
-	if _, err := ch.Transact(w.t.Context(), w.dn.SignerKey, devchain.Call{To: &res, Data: data, Gas: 200_000}); err != nil {
-		w.t.Fatal(err)
-	}
-	c, err := ens.New(w.t.Context(), ens.Config{RPCURL: ch.URL(), Signer: ens.NewSigner(key), PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(c.Close)
-	return c
-}
-
-// fork uploads a snapshot of agent id that its lineage does not know: the
-// brain of another machine running the same agent. It returns the blob id.
-func (w *e2eWorld) fork(id string, files map[string]string) string {
-	w.t.Helper()
-	svc, err := compose.Build(w.t.Context(), w.dn.Config, nil, compose.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer svc.Close()
-	ac, err := w.dn.Config.Agent(id)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	f := *ac
-	f.BrainDir = filepath.Join(w.t.TempDir(), "fork")
-	for p, c := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(f.BrainDir, p)), 0o755); err != nil {
-			w.t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(f.BrainDir, p), []byte(c), 0o644); err != nil {
-			w.t.Fatal(err)
-		}
-	}
-	h, err := hash.Dir(w.t.Context(), f.BrainDir, hash.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	r, err := svc.Pipeline(&f, w.t.TempDir(), nil).Take(w.t.Context(), snapshot.Input{Want: h.Digest})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return r.BlobID
-}
 
 // agentStatus is one agent's line of the running daemon's /v1/status.
 func (w *e2eWorld) agentStatus(id string) (s struct {
@@ -176,10 +108,10 @@ func TestE2EPointerHold(t *testing.T) {
 
 	p := run()
 	poll(t, 30*time.Second, "both agents to publish", func() bool { return w.settled(id) && w.settled("beta") })
-	other := w.otherWriter(name)
+	other := pointertest.OtherWriter(t, w.dn.Chain, w.dn.SignerKey, name)
 	hold := func(t *testing.T, files map[string]string) string {
 		t.Helper()
-		blob := w.fork(id, files)
+		blob := pointertest.Fork(t, w.dn.Config, id, files)
 		if _, err := other.Write(t.Context(), name, blob, w.pointer(name)); err != nil {
 			t.Fatal(err)
 		}
@@ -445,77 +377,6 @@ func TestE2EChainDown(t *testing.T) {
 	stopRun(t, p)
 }
 
-// chainFreezer stands between hermesd and the chain: reads always pass;
-// while frozen, transactions are held (the chain takes them but mines
-// nothing) and go through when it thaws.
-type chainFreezer struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	frozen bool
-	thaw   chan struct{}
-	held   int
-	sent   int // transactions forwarded
-}
-
-func newChainFreezer(t *testing.T, target string) *chainFreezer {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &chainFreezer{thaw: make(chan struct{})}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	quietProxy(rp)
-	f.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		if bytes.Contains(body, []byte("eth_sendRawTransaction")) {
-			f.mu.Lock()
-			frozen, thaw := f.frozen, f.thaw
-			if frozen {
-				f.held++
-			}
-			f.mu.Unlock()
-			if frozen {
-				select {
-				case <-thaw:
-				case <-r.Context().Done(): // the sender gave up
-					return
-				}
-			}
-			f.mu.Lock()
-			f.sent++
-			f.mu.Unlock()
-		}
-		rp.ServeHTTP(rw, r)
-	}))
-	t.Cleanup(func() {
-		f.set(false)
-		f.srv.Close()
-	})
-	return f
-}
-
-func (f *chainFreezer) set(frozen bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.frozen && !frozen {
-		close(f.thaw)
-		f.thaw = make(chan struct{})
-	}
-	f.frozen = frozen
-}
-
-func (f *chainFreezer) counts() (held, sent int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.held, f.sent
-}
-
 // pointerLine is one "pointer published" line of the daemon's log.
 type pointerLine struct {
 	agent, blob, tx string
@@ -575,11 +436,11 @@ func TestE2EFlush200(t *testing.T) {
 		}
 	}
 	t.Logf("devnet with %d names: %v", n, time.Since(start).Round(time.Millisecond))
-	freezer := newChainFreezer(t, w.dn.Chain.URL())
+	freezer := pointertest.NewChainProxy(t, w.dn.Chain.URL())
 	const limit = 120 * time.Second
 	rpc := "rpc: " + w.dn.Chain.URL()
-	short := rewriteConfig(t, w, rpc, "rpc: "+freezer.srv.URL, "shutdown_timeout: 10s", "shutdown_timeout: 2s")
-	long := rewriteConfig(t, w, rpc, "rpc: "+freezer.srv.URL, "shutdown_timeout: 10s", "shutdown_timeout: "+limit.String())
+	short := rewriteConfig(t, w, rpc, "rpc: "+freezer.URL, "shutdown_timeout: 10s", "shutdown_timeout: 2s")
+	long := rewriteConfig(t, w, rpc, "rpc: "+freezer.URL, "shutdown_timeout: 10s", "shutdown_timeout: "+limit.String())
 	allSettled := func() bool {
 		rep, err := w.status()
 		if err != nil || len(rep.Agents) != n {
@@ -598,7 +459,7 @@ func TestE2EFlush200(t *testing.T) {
 	poll(t, 5*time.Minute, "every agent published once", allSettled)
 	t.Logf("first snapshots of %d agents published: %v", n, time.Since(start).Round(time.Millisecond))
 
-	freezer.set(true)
+	freezer.Hold()
 	for _, a := range agents {
 		if err := os.WriteFile(filepath.Join(w.brain(a.ID), "notes", "frozen.md"), []byte("written while the chain is frozen\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -615,8 +476,7 @@ func TestE2EFlush200(t *testing.T) {
 				pending++
 			}
 		}
-		held, _ := freezer.counts()
-		return pending == n && held > 0
+		return pending == n && freezer.Counts().Held > 0
 	})
 
 	t.Run("frozen at shutdown: exit 1, pending", func(t *testing.T) {
@@ -643,9 +503,9 @@ func TestE2EFlush200(t *testing.T) {
 		p.mustWaitLine(msgReady, n, 3*time.Minute)
 		// The publisher is stuck on the frozen chain; it recovers and the
 		// daemon is told to stop at once.
-		poll(t, 60*time.Second, "a transaction held by the frozen chain", func() bool { held, _ := freezer.counts(); return held > 0 })
+		poll(t, 60*time.Second, "a transaction held by the frozen chain", func() bool { return freezer.Counts().Held > 0 })
 		before := len(publishedLines(p.out.String()))
-		freezer.set(false)
+		freezer.Pass()
 		t0 := time.Now()
 		p.signal(syscall.SIGTERM)
 		code := p.wait(limit + 60*time.Second)

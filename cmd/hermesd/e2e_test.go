@@ -33,6 +33,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/pointertest"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
 
@@ -895,65 +896,6 @@ func TestE2ESecondRunRefused(t *testing.T) {
 	}
 }
 
-// chainProxy sits between hermesd and the devnet chain. Reads always pass;
-// transactions can be delayed (a slow chain) or made to hang until the
-// sender gives up (a chain that stopped taking writes).
-type chainProxy struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	delay   time.Duration
-	hanging bool
-	release chan struct{}
-}
-
-func newChainProxy(t *testing.T, target string) *chainProxy {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &chainProxy{release: make(chan struct{})}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	quietProxy(rp)
-	p.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		if bytes.Contains(body, []byte("eth_sendRawTransaction")) {
-			p.mu.Lock()
-			hang, delay := p.hanging, p.delay
-			p.mu.Unlock()
-			var wait <-chan time.Time // nil: forever
-			if !hang {
-				wait = time.After(delay)
-			}
-			select {
-			case <-wait:
-			case <-r.Context().Done(): // the sender gave up: never forward
-				return
-			case <-p.release:
-				http.Error(rw, "chain unavailable", http.StatusServiceUnavailable)
-				return
-			}
-		}
-		rp.ServeHTTP(rw, r)
-	}))
-	t.Cleanup(func() {
-		close(p.release)
-		p.srv.Close()
-	})
-	return p
-}
-
-func (p *chainProxy) set(delay time.Duration, hang bool) {
-	p.mu.Lock()
-	p.delay, p.hanging = delay, hang
-	p.mu.Unlock()
-}
-
 // rewriteConfig writes a copy of the devnet configuration with every
 // occurrence of each old string (given in old, new pairs) replaced.
 func rewriteConfig(t *testing.T, w *e2eWorld, pairs ...string) string {
@@ -994,9 +936,9 @@ func TestE2ESigtermFlush(t *testing.T) {
 	brain := w.brain(id)
 	bw := newBrainWriter(t, brain, rand.New(rand.NewPCG(3, 3)))
 	const limit = 2 * time.Second
-	proxy := newChainProxy(t, w.dn.Chain.URL())
+	proxy := pointertest.NewChainProxy(t, w.dn.Chain.URL())
 	// The chain is reached through the proxy, and the flush may take limit.
-	cfg := rewriteConfig(t, w, "rpc: "+w.dn.Chain.URL(), "rpc: "+proxy.srv.URL,
+	cfg := rewriteConfig(t, w, "rpc: "+w.dn.Chain.URL(), "rpc: "+proxy.URL,
 		"shutdown_timeout: 10s", "shutdown_timeout: "+limit.String())
 	run := func() *hermesdProc { return w.start("run", "-config", cfg) }
 
@@ -1007,20 +949,22 @@ func TestE2ESigtermFlush(t *testing.T) {
 			// publish is still in flight when SIGTERM arrives and the
 			// flush must do it.
 			slow := round > 0
-			proxy.set(0, false)
+			proxy.Pass()
 			if slow {
-				proxy.set(300*time.Millisecond, false)
+				proxy.Delay(300 * time.Millisecond)
 			}
 			p := run()
 			p.mustWaitLine(msgReady, 1, 20*time.Second)
 			if round == 0 {
 				p.mustWaitLine(msgPublished, 1, 20*time.Second)
 			}
-			ups, _ := p.out.count(msgUploaded)
 			if err := bw.write("system.md", fmt.Appendf(nil, "round %d\n", round), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			p.mustWaitLine(msgUploaded, ups+1, 20*time.Second)
+			// Wait for this write's snapshot, not for an upload count:
+			// another upload (a half-written state, a re-pack) may come
+			// first, and a SIGTERM then would find nothing to flush.
+			p.mustWaitUpload(dirHash(t, brain), 20*time.Second)
 			start := time.Now()
 			p.signal(syscall.SIGTERM)
 			code := p.wait(limit + 5*time.Second)
@@ -1049,7 +993,7 @@ func TestE2ESigtermFlush(t *testing.T) {
 			}
 			t.Logf("round %d: SIGTERM after the upload: exit 0 in %v, published by the flush: %v", round, took.Round(time.Millisecond), flushed)
 		}
-		proxy.set(0, false)
+		proxy.Pass()
 	})
 
 	// The chain stops taking transactions: sends hang until the caller
@@ -1058,7 +1002,7 @@ func TestE2ESigtermFlush(t *testing.T) {
 	t.Run("flush gives up at shutdown_timeout", func(t *testing.T) {
 		p := run()
 		p.mustWaitLine(msgReady, 1, 20*time.Second)
-		proxy.set(0, true)
+		proxy.Hold()
 		before := w.pointer(name)
 		if err := bw.write("system.md", []byte("written while the chain hangs\n"), 0o644); err != nil {
 			t.Fatal(err)

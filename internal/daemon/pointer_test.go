@@ -7,36 +7,28 @@ package daemon
 // real devnet: the EVM with the real ENS contracts and the local Walrus.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
-	"math/big"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
-	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/hash"
-	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/pointertest"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -110,43 +102,6 @@ next:
 	return n
 }
 
-// rpcProxy stands between the daemon and the chain: reads always pass;
-// while refusing, transactions are answered 503 (a node that takes no
-// writes).
-type rpcProxy struct {
-	srv     *httptest.Server
-	refuse  atomic.Bool
-	refused atomic.Int64
-}
-
-func newRPCProxy(t *testing.T, target string) *rpcProxy {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &rpcProxy{}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.ErrorLog = nil
-	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) { w.WriteHeader(http.StatusBadGateway) }
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if p.refuse.Load() && bytes.Contains(body, []byte("eth_sendRawTransaction")) {
-			p.refused.Add(1)
-			http.Error(w, "no writes now", http.StatusServiceUnavailable)
-			return
-		}
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
 // config is a copy of the devnet's configuration, changed by mod.
 func (w *world) config(mod func(c *config.Config)) *config.Config {
 	c := *w.dn.Config
@@ -171,39 +126,12 @@ func (w *world) startWith(cfg *config.Config, log *slog.Logger) *Daemon {
 	return d
 }
 
-// writer is a chain client signing with key, straight to the chain.
-func (w *world) writer(key *ens.Signer) *ens.Client {
-	w.t.Helper()
-	c, err := ens.New(w.t.Context(), ens.Config{RPCURL: w.dn.Chain.URL(), Signer: key, PollInterval: 20 * time.Millisecond})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(c.Close)
-	return c
-}
-
 // owner writes with the key that owns every name (the daemon's own key).
-func (w *world) owner() *ens.Client { return w.writer(ens.NewSigner(w.dn.SignerKey)) }
+func (w *world) owner() *ens.Client { return pointertest.Writer(w.t, w.dn.Chain.URL(), w.dn.SignerKey) }
 
-// otherWriter is a second key, funded and authorised by the owner on the
-// resolver to write name's records: another writer.
+// otherWriter is another writer of name's records.
 func (w *world) otherWriter(name string) *ens.Client {
-	w.t.Helper()
-	key := devchain.DeriveKey("another-writer")
-	addr := crypto.PubkeyToAddress(key.PublicKey)
-	ch := w.dn.Chain
-	if err := ch.Fund(w.t.Context(), new(big.Int).Mul(big.NewInt(1e18), big.NewInt(10)), addr); err != nil {
-		w.t.Fatal(err)
-	}
-	data, err := ch.Artifacts().Resolver.ABI.Pack("setAuthorisation", devchain.NameHash(name), addr, true)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	res := ch.ResolverAddress()
-	if _, err := ch.Transact(w.t.Context(), w.dn.SignerKey, devchain.Call{To: &res, Data: data, Gas: 200_000}); err != nil {
-		w.t.Fatal(err)
-	}
-	return w.writer(ens.NewSigner(key))
+	return pointertest.OtherWriter(w.t, w.dn.Chain, w.dn.SignerKey, name)
 }
 
 // setPointer compare-and-sets a record, failing the test on any error.
@@ -212,36 +140,6 @@ func setPointer(t *testing.T, c *ens.Client, name, value, expected string) {
 	if _, err := c.Write(t.Context(), name, value, expected); err != nil {
 		t.Fatalf("set %s to %s: %v", name, value, err)
 	}
-}
-
-// forkSnapshot uploads a snapshot of agent id that its own lineage does
-// not know: the brain of another machine running the same agent, with
-// files. It returns the blob id.
-func forkSnapshot(t *testing.T, w *world, id string, files map[string]string) string {
-	t.Helper()
-	svc, err := compose.Build(t.Context(), w.dn.Config, nil, compose.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	ac, err := w.dn.Config.Agent(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fork := *ac
-	fork.BrainDir = filepath.Join(t.TempDir(), "fork")
-	for p, c := range files {
-		writeFile(t, filepath.Join(fork.BrainDir, p), c, 0o644)
-	}
-	h, err := hash.Dir(t.Context(), fork.BrainDir, hash.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := svc.Pipeline(&fork, t.TempDir(), nil).Take(t.Context(), snapshot.Input{Want: h.Digest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.BlobID
 }
 
 // publishedNew waits until agent id has published a snapshot other than
@@ -295,9 +193,9 @@ func TestPointerRollback(t *testing.T) {
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
 	seedBrain(t, w.brain("alpha"))
 	seedBrain(t, w.brain("beta"))
-	proxy := newRPCProxy(t, w.dn.Chain.URL())
+	proxy := pointertest.NewChainProxy(t, w.dn.Chain.URL())
 	cfg := w.config(func(c *config.Config) {
-		c.Chain.RPC = proxy.srv.URL
+		c.Chain.RPC = proxy.URL
 		c.Chain.CheckInterval = config.Duration(time.Hour) // the write path, not the read-back
 	})
 	rec := newRecorder(t)
@@ -312,12 +210,12 @@ func TestPointerRollback(t *testing.T) {
 	var fourth string
 	t.Run("while running", func(t *testing.T) {
 		a, _ := d.Agent("alpha")
-		proxy.refuse.Store(true)
+		proxy.Refuse()
 		writeFile(t, filepath.Join(w.brain("alpha"), "notes/2.md"), "two\n", 0o644)
 		var third string
 		eventually(t, "a third snapshot pending, its write refused", func() bool {
 			s := a.Status()
-			if s.Last == nil || s.Last.BlobID == second || s.Pending == nil || s.Pending.Value != s.Last.BlobID || proxy.refused.Load() == 0 {
+			if s.Last == nil || s.Last.BlobID == second || s.Pending == nil || s.Pending.Value != s.Last.BlobID || proxy.Counts().Refused == 0 {
 				return false
 			}
 			third = s.Last.BlobID
@@ -334,7 +232,7 @@ func TestPointerRollback(t *testing.T) {
 		if a.Hold() != nil {
 			t.Fatalf("a rollback held publishing: %+v", a.Hold())
 		}
-		proxy.refuse.Store(false)
+		proxy.Pass()
 		eventuallyWithin(t, retry, "the newest snapshot published over the rollback", func() bool {
 			s := a.Status()
 			return readPointer(t, w, name) == third && s.Pending == nil && s.Published == third
@@ -351,7 +249,7 @@ func TestPointerRollback(t *testing.T) {
 		}
 		// A fourth snapshot waits while the chain refuses writes again,
 		// for the restart below.
-		proxy.refuse.Store(true)
+		proxy.Refuse()
 		writeFile(t, filepath.Join(w.brain("alpha"), "notes/3.md"), "three\n", 0o644)
 		eventually(t, "a fourth snapshot pending", func() bool {
 			s := a.Status()
@@ -363,7 +261,7 @@ func TestPointerRollback(t *testing.T) {
 		})
 		stopPending(t, d)
 		setPointer(t, owner, name, second, third) // rolled back while stopped
-		proxy.refuse.Store(false)
+		proxy.Pass()
 	})
 
 	t.Run("across a restart", func(t *testing.T) {
@@ -530,7 +428,7 @@ func TestPointerForeignWriter(t *testing.T) {
 	betaBlob := published(t, d, "beta")
 	const name = "alpha.hermes.eth"
 	other := w.otherWriter(name)
-	fork := forkSnapshot(t, w, "alpha", map[string]string{"system.md": "I am the fork.\n", "fork.md": "only here\n"})
+	fork := pointertest.Fork(t, w.dn.Config, "alpha", map[string]string{"system.md": "I am the fork.\n", "fork.md": "only here\n"})
 	setPointer(t, other, name, fork, first)
 
 	a, _ := d.Agent("alpha")
@@ -622,7 +520,7 @@ func TestPointerForeignWriter(t *testing.T) {
 
 	t.Run("override", func(t *testing.T) {
 		cur := readPointer(t, w, name)
-		fork2 := forkSnapshot(t, w, "alpha", map[string]string{"system.md": "I am another fork.\n"})
+		fork2 := pointertest.Fork(t, w.dn.Config, "alpha", map[string]string{"system.md": "I am another fork.\n"})
 		setPointer(t, other, name, fork2, cur)
 		eventually(t, "alpha to be held again", func() bool { h := a.Hold(); return h != nil && h.Value == fork2 })
 		code, out := httpPost(t, d, token, "/v1/agents/alpha/pointer/override")
@@ -657,9 +555,9 @@ func TestPointerStateSaveFails(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
 	seedBrain(t, w.brain("alpha"))
-	proxy := newRPCProxy(t, w.dn.Chain.URL())
+	proxy := pointertest.NewChainProxy(t, w.dn.Chain.URL())
 	cfg := w.config(func(c *config.Config) {
-		c.Chain.RPC = proxy.srv.URL
+		c.Chain.RPC = proxy.URL
 		c.Chain.CheckInterval = config.Duration(300 * time.Millisecond)
 	})
 	d := w.startWith(cfg, testLogger(t))
@@ -731,19 +629,19 @@ func TestPointerStateSaveFails(t *testing.T) {
 		// writes; the save after its publish fails. Nothing else is
 		// left to retry (the agent's sync succeeded): the publisher
 		// retries the save.
-		proxy.refuse.Store(true)
+		proxy.Refuse()
 		writeFile(t, filepath.Join(w.brain("alpha"), "notes/2.md"), "two\n", 0o644)
 		var pending string
 		eventually(t, "a pending snapshot saved", func() bool {
 			st, err := state.LoadAgent(dir)
-			if err != nil || st.Pending == nil || st.Last == nil || st.Last.BlobID == second || proxy.refused.Load() == 0 {
+			if err != nil || st.Pending == nil || st.Last == nil || st.Last.BlobID == second || proxy.Counts().Refused == 0 {
 				return false
 			}
 			pending = st.Pending.Value
 			return true
 		})
 		block(t)
-		proxy.refuse.Store(false)
+		proxy.Pass()
 		eventually(t, "the pointer published with the state unsaved", func() bool {
 			s := a.Status()
 			return readPointer(t, w, name) == pending && s.Published == pending && s.Pending == nil && s.Unsaved
