@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
@@ -185,19 +183,15 @@ func TestHistoryCommands(t *testing.T) {
 	t.Run("node reader", func(t *testing.T) {
 		node, err := exec.LookPath("node")
 		if err != nil {
-			t.Fatal("node is required: the independent v3 reader (internal/repo/testdata/v3read.js) must run in CI")
-		}
-		key, err := cipher.ReadKeyFile(w.dn.KeyPath)
-		if err != nil {
-			t.Fatal(err)
+			t.Fatal("node is required: the independent v3 reader (tools/v3reader/restore.mjs) must run in CI")
 		}
 		out := filepath.Join(t.TempDir(), "node")
-		cmd := exec.Command(node, filepath.Join("..", "..", "internal", "repo", "testdata", "v3read.js"),
-			"--url", w.dn.Walrus.URL(), "--head", w.heads[0], "--master", base64.RawURLEncoding.EncodeToString(key[:]),
+		cmd := exec.Command(node, filepath.Join("..", "..", "tools", "v3reader", "restore.mjs"),
+			"--aggregator", w.dn.Walrus.URL(), "--blob", w.heads[0], "--key-file", w.dn.KeyPath,
 			"--identity", "alpha.hermes.eth", "--out", out)
 		b, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("node v3read.js: %v\n%s", err, b)
+			t.Fatalf("node restore.mjs: %v\n%s", err, b)
 		}
 		if d := sameTree(w.states[0], hashedTree(t, out)); len(d) > 0 {
 			t.Errorf("the node reader's restore differs from the brain: %v", d)

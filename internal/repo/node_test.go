@@ -91,33 +91,63 @@ func localWalrus(t *testing.T) *walrusStore {
 	return &walrusStore{url: ts.URL, client: ts.Client()}
 }
 
-func runNode(t *testing.T, node string, args ...string) string {
+// v3reader is the independent reader, tools/v3reader/restore.mjs, written
+// from docs/format-v3.md alone.
+const v3reader = "../../tools/v3reader/restore.mjs"
+
+// runReader restores the head pack head from the aggregator url into out
+// with the independent reader, given the master key (or, with agentKey,
+// the agent key alone) in a key file, and returns the JSON line it prints.
+func runReader(t *testing.T, node, url, head string, key [32]byte, agentKey bool, out string) string {
 	t.Helper()
-	cmd := exec.Command(node, append([]string{filepath.Join("testdata", "v3read.js")}, args...)...)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte(base64.RawURLEncoding.EncodeToString(key[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyFlag := "--key-file"
+	if agentKey {
+		keyFlag = "--agent-key-file"
+	}
+	cmd := exec.Command(node, v3reader, "--aggregator", url, "--blob", head, "--identity", testIdentity, keyFlag, keyFile, "--out", out)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("node v3read.js: %v\n%s", err, stderr.String())
+		t.Fatalf("node %s: %v\n%s", v3reader, err, stderr.String())
 	}
 	return stdout.String()
 }
 
-// TestNodeReader restores snapshots with the independent reader, written
-// from docs/format-v3.md alone, and compares the result byte for byte and
-// mode for mode.
+// TestNodeReader runs the whole path over HTTP: packs stored on the local
+// Walrus server, then restored with closed range reads by the Go reader
+// and by the independent reader (with the master key, and with the agent
+// key alone, as a transferred agent's new owner has it), compared byte
+// for byte and mode for mode with the brain.
 func TestNodeReader(t *testing.T) {
 	node := nodeBin(t)
+	ws := localWalrus(t)
+
 	brain := richBrain(t)
 	f := newFx(t, MinPackSize) // 2 MiB packs: several of them
+	f.b.Sink = ws
 	first := f.snap(brain, nil)
 	editBrain(t, brain)
 	second := f.snap(brain, nil)
 	if len(first.Commit.Packs) < 2 || len(second.Commit.Packs) < 3 {
 		t.Fatalf("want several packs, got %d then %d", len(first.Commit.Packs), len(second.Commit.Packs))
 	}
-	master := base64.RawURLEncoding.EncodeToString(testMaster[:])
+
+	r, err := Open(context.Background(), ws, f.keys, f.head, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "go")
+	if _, err := r.Restore(context.Background(), dir, RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustEqualTree(t, brain, dir)
+
 	out := filepath.Join(t.TempDir(), "node")
-	stdout := runNode(t, node, "--blobs", f.store.dir, "--head", f.head, "--master", master, "--identity", testIdentity, "--out", out)
+	stdout := runReader(t, node, ws.url, f.head, testMaster, false, out)
 	mustEqualTree(t, brain, out)
 	var got struct {
 		BundleHash string `json:"bundleHash"`
@@ -131,39 +161,9 @@ func TestNodeReader(t *testing.T) {
 	}
 
 	// The agent key alone (a transferred agent) opens it too.
-	ak := DeriveAgentKey(testMaster, testIdentity).Bytes()
 	out2 := filepath.Join(t.TempDir(), "node2")
-	runNode(t, node, "--blobs", f.store.dir, "--head", f.head, "--agent-key", base64.RawURLEncoding.EncodeToString(ak[:]), "--identity", testIdentity, "--out", out2)
+	runReader(t, node, ws.url, f.head, DeriveAgentKey(testMaster, testIdentity).Bytes(), true, out2)
 	mustEqualTree(t, brain, out2)
-}
-
-// TestNodeReaderWalrus runs the whole path over HTTP: packs stored on the
-// local Walrus server, then restored with closed range reads by the Go
-// reader and by the independent reader.
-func TestNodeReaderWalrus(t *testing.T) {
-	node := nodeBin(t)
-	ws := localWalrus(t)
-
-	brain := richBrain(t)
-	f := newFx(t, MinPackSize)
-	f.b.Sink = ws
-	f.snap(brain, nil)
-	editBrain(t, brain)
-	f.snap(brain, nil)
-
-	r, err := Open(context.Background(), ws, f.keys, f.head, ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "go")
-	if _, err := r.Restore(context.Background(), dir, RestoreOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	mustEqualTree(t, brain, dir)
-
-	out := filepath.Join(t.TempDir(), "node")
-	runNode(t, node, "--url", ws.url, "--head", f.head, "--master", base64.RawURLEncoding.EncodeToString(testMaster[:]), "--identity", testIdentity, "--out", out)
-	mustEqualTree(t, brain, out)
 }
 
 // walrusStore speaks the Walrus HTTP API: PUT /v1/blobs (then a read-back
