@@ -578,7 +578,7 @@ func TestTestnetSealBlock(t *testing.T) {
 	if c.Encryption.Format != "seal" || s.Policy != config.SealPolicyAccountBased || s.Threshold != 2 {
 		t.Errorf("format %s, policy %s, threshold %d", c.Encryption.Format, s.Policy, s.Threshold)
 	}
-	// Mysten Labs' Open-mode testnet servers (notes/seal.md §6).
+	// Mysten Labs' Open-mode testnet servers (testnet/seal.md §3).
 	want := map[string]string{
 		"0x73d05d62c18d9374e3ea529e8e0ed6161da1a141a94d3f76ae3fe4e99356db75": "https://seal-key-server-testnet-1.mystenlabs.com",
 		"0xf5d14a81a982144ae441cd7d64b09027f116a468bd36e7eca494f750591623c8": "https://seal-key-server-testnet-2.mystenlabs.com",

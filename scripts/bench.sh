@@ -2,7 +2,7 @@
 # scripts/bench.sh — hermesd's benchmark harness (`make bench`).
 #
 # Builds hermesd and benchtool (scripts/benchtool, dev-only), generates the
-# "big" and "many" datasets of shared/notes/perf.md once (seeded, into
+# "big" and "many" datasets (scripts/benchtool/gen.go) once (seeded, into
 # .bench/data), and measures, in one run, hermesd against baselines taken in
 # the same run (absolute numbers differ between machines, ratios less so):
 #
@@ -66,7 +66,11 @@ RESULTS=$BENCH/results.jsonl
 
 # Scratch of an earlier run that did not finish is moved aside now and
 # deleted at the end: deleting a big tree right before extracting one would
-# hit ext4's recently_deleted slow path (perf.md §8) and skew the figures.
+# hit ext4's recently_deleted slow path and skew the figures. (On ext4
+# without a journal the inode allocator skips inodes freed in the last
+# 60 s, 300 s while their inode-table block is dirty: extracting many
+# small files right after an rm -rf measured ~8x slower than into a fresh
+# directory. Journaled ext4 does not take this path.)
 TRASH=()
 if [[ -e $WORK ]]; then
 	mv "$WORK" "$BENCH/trash.$$"
@@ -229,7 +233,7 @@ if want snap; then
 			restic -r "$WORK/restic-$ds-$i" init -q >/dev/null
 			m -key "snap.$ds.restic" -n 1 -- restic -r "$WORK/restic-$ds-$i" backup -q "$dir"
 		done
-		# Restores always go into fresh directory names (perf.md §8).
+		# Restores always go into fresh directory names (recently_deleted, above).
 		for ((i = 1; i <= NP; i++)); do
 			profargs "restore.$ds.hermesd"
 			m -key "restore.$ds.hermesd" -n 1 -- "$BT" restore -url "$URL" -idfile "$WORK/$ds.id" \

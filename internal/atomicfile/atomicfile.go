@@ -4,7 +4,8 @@
 // the directory.
 //
 // The brain directory is hashed by the agent runtime too (dotfiles
-// included), so a temporary file must not be visible in it (DESIGN §3).
+// included), so a temporary file must not be visible in it
+// (docs/design.md §3).
 // CreateOutside keeps the temporary file in the parent directory, when
 // that is on the same filesystem and writable, and renames it into place:
 // it never appears in the brain at all. Otherwise, and for Create, the

@@ -1,6 +1,6 @@
 // Package bundlelock reads and writes bundle.lock.json, the file at the top
 // of a brain directory that records the brain's bundle hash and its snapshot
-// history (DESIGN §3).
+// history (docs/design.md §3).
 //
 // The format is shared with the reference agent runtime, which rewrites the
 // file by parsing it into an object, assigning fields and printing it with

@@ -1,7 +1,8 @@
 // Package cipher encrypts and decrypts hermesd snapshot blobs and handles
 // snapshot keys.
 //
-// A blob on Walrus is public, so it is always one of two envelopes (DESIGN §5):
+// A blob on Walrus is public, so it is always one of two envelopes
+// (docs/design.md §5):
 //
 //   - v2, the default: the 8 bytes "HRMS" 0x02 0x00 0x00 0x00 followed by a
 //     Tink streaming AEAD "AES-GCM-HKDF" ciphertext (AES256_GCM_HKDF_1MB:

@@ -10,7 +10,7 @@ import (
 	"github.com/tink-crypto/tink-go/v2/streamingaead/subtle"
 )
 
-// Tink AES256_GCM_HKDF_1MB parameters (DESIGN §5).
+// Tink AES256_GCM_HKDF_1MB parameters (docs/design.md §5).
 const (
 	v2HKDFHash     = "SHA256"
 	v2DerivedKey   = 32

@@ -171,7 +171,7 @@ type Encryption struct {
 }
 
 // Repository configures when format v3 writes live objects again
-// (DESIGN.md §10, Expiry): Walrus blobs expire, so objects a snapshot
+// (docs/design.md §10, Expiry): Walrus blobs expire, so objects a snapshot
 // still needs are re-packed before their pack's end epoch, and packs are
 // compacted when there are too many of them or they hold mostly dead data.
 type Repository struct {

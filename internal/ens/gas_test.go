@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// Gas figures measured for the 0.3.1 PublicResolver under mainnet (Osaka)
-// rules in the research notes (shared/notes/ens.md, 43-character values).
+// Gas figures of the 0.3.1 PublicResolver under mainnet (Osaka) rules,
+// measured independently before this code was written (43-character
+// values).
 // Under go-ethereum's dev default (Bogota state gas) a first write costs
 // 366,279, so matching these shows the chain runs mainnet's rules.
 var notesGas = map[string]uint64{
@@ -29,9 +30,10 @@ func fleet(prefix string, n int) []string {
 }
 
 // TestGasUnderOsakaRules prints what one pointer update costs and checks it
-// against the research notes. Calldata gas depends on how many zero bytes
-// the namehashes contain, so names other than the notes' may differ by a few
-// dozen gas per name; more than 0.1% means other fee rules.
+// against the figures measured before (notesGas). Calldata gas depends on
+// how many zero bytes the namehashes contain, so names other than those
+// measured may differ by a few dozen gas per name; more than 0.1% means
+// other fee rules.
 func TestGasUnderOsakaRules(t *testing.T) {
 	sep, multi := fleet("s", 10), fleet("m", 10)
 	e := newEnv(t, append(append([]string{"agent.eth"}, sep...), multi...)...)

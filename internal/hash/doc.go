@@ -1,6 +1,6 @@
 // Package hash computes hermesd's bundle hash: the lineage hash of an agent's
 // brain directory, bit for bit the reference runtime's hashBundleDir
-// (DESIGN.md §2).
+// (docs/design.md §2).
 //
 // The bundle hash is keccak256 over the per-file leaves
 // keccak256(path ‖ 0x00 ‖ sha256(content)), taken in UTF-16 code-unit order

@@ -21,8 +21,8 @@ import (
 
 func utf8Valid(s string) bool { return utf8.ValidString(s) }
 
-// naiveDir is a deliberately simple second implementation of DESIGN §2:
-// recursive os.ReadDir, os.ReadFile, sort.Slice over UTF-16 code units.
+// naiveDir is a deliberately simple second implementation of
+// docs/design.md §2: recursive os.ReadDir, os.ReadFile, sort.Slice over UTF-16 code units.
 func naiveDir(t testing.TB, root string) Digest {
 	t.Helper()
 	type rec struct {

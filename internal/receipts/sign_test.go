@@ -12,7 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 )
 
-// designVector is the receipt of DESIGN.md §8.
+// designVector is the receipt of docs/design.md §8.
 var designVector = DigestFields{
 	CallID:         "call-1",
 	TokenID:        "3",

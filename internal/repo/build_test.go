@@ -580,7 +580,7 @@ func TestPackSpool(t *testing.T) {
 	}
 }
 
-// The bundle hash orders full paths in UTF-16 (DESIGN.md §2), the trees
+// The bundle hash orders full paths in UTF-16 (docs/design.md §2), the trees
 // order names bytewise: a directory "a" comes after the file "a.txt" in the
 // bundle ("a/" > "a."), a BMP private-use name after a non-BMP one. The
 // builder and Summarize walk in the bundle's order without sorting paths;

@@ -1,4 +1,4 @@
-// Package repo is hermesd's repository format v3 (DESIGN.md §10): an
+// Package repo is hermesd's repository format v3 (docs/design.md §10): an
 // agent's brain stored on Walrus as immutable, content-addressed,
 // encrypted objects, so a snapshot uploads what changed rather than the
 // whole brain. The byte layout is specified in docs/format-v3.md, with test

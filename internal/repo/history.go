@@ -122,7 +122,7 @@ type Summary struct {
 	Bytes      int64
 }
 
-// Summarize computes the bundle hash of the tree root (DESIGN.md §2:
+// Summarize computes the bundle hash of the tree root (docs/design.md §2:
 // per-file leaves keccak256(path ‖ 0x00 ‖ sha256) in UTF-16 path order)
 // and counts its files, directories and bytes, from the trees alone: no
 // file content is downloaded. A root tree holding a top-level

@@ -14,7 +14,7 @@ import (
 const formatPrefixLen = 8
 
 // DetectFormat names the format of a snapshot blob from its first bytes:
-// `01 00 00 00` is v1 (DESIGN.md §5), "HRMS" 0x02 is v2, "HRMS" 0x03 a
+// `01 00 00 00` is v1 (docs/design.md §5), "HRMS" 0x02 is v2, "HRMS" 0x03 a
 // v3 pack (docs/format-v3.md §6) and a first byte 0 a Seal
 // EncryptedObject (its BCS version; seal.go checks the rest). Anything
 // else matches cipher.ErrUnknownFormat.

@@ -16,7 +16,7 @@ import (
 type Format string
 
 const (
-	// FormatV3 is the content-addressed repository (DESIGN.md §10,
+	// FormatV3 is the content-addressed repository (docs/design.md §10,
 	// docs/format-v3.md): a snapshot uploads only the objects no live pack
 	// holds, in packs under the blob size limit; the default.
 	FormatV3 Format = "v3"

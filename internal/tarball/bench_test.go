@@ -73,8 +73,8 @@ func benchExtract(b *testing.B, root string, total int64) {
 		b.Fatal(err)
 	}
 	// Fresh directories, never deleted during the run: extracting right
-	// after removing a tree is ~8× slower on ext4 without a journal
-	// (perf.md §8).
+	// after removing a tree is ~8× slower on ext4 without a journal (see
+	// the note on recently_deleted in scripts/bench.sh).
 	out := b.TempDir()
 	b.SetBytes(total)
 	b.ResetTimer()

@@ -1,5 +1,5 @@
 // Package tarball writes deterministic tar archives of a brain directory and
-// extracts untrusted ones defensively (DESIGN.md §4).
+// extracts untrusted ones defensively (docs/design.md §4).
 //
 // # Archive format (a contract: identical trees give identical bytes)
 //

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// Real answer shapes from the Walrus docs and source (notes/walrus.md).
+// Real answer shapes from the Walrus docs and source.
 const (
 	newlyCreatedDocs = `{"newlyCreated":{"blobObject":{"id":"0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50","registeredEpoch":34,"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","size":17,"encodingType":"RS2","certifiedEpoch":34,"storage":{"id":"0x4748cd83217b5ce7aa77e7f1ad6fc5f7f694e26a157381b9391ac65c47815faf","startEpoch":34,"endEpoch":35,"storageSize":66034000},"deletable":false},"resourceOperation":{"registerFromScratch":{"encodedLength":66034000,"epochsAhead":1}},"cost":132300}}`
 	newlyCreatedNull = `{"newlyCreated":{"blobObject":{"id":"0x1","registeredEpoch":34,"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","size":17,"encodingType":"RS2","certifiedEpoch":null,"storage":{"id":"0x2","startEpoch":34,"endEpoch":40,"storageSize":66034000},"deletable":true},"resourceOperation":{"reuseAndExtend":{"encodedLength":66034000,"epochsExtended":3}},"cost":0,"sharedBlobObject":"0xabc"}}`

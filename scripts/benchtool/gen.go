@@ -86,8 +86,9 @@ func runGen(ctx context.Context, args []string) error {
 	}
 	os.Remove(stamp)
 	start := time.Now()
-	// Never rm -rf and re-create under the same name right away (ext4
-	// recently_deleted trap, perf.md §8): move the old tree aside first.
+	// Never rm -rf and re-create under the same name right away (ext4's
+	// recently_deleted trap, see scripts/bench.sh): move the old tree
+	// aside first.
 	if _, err := os.Stat(*out); err == nil {
 		aside := fmt.Sprintf("%s.old-%d", filepath.Clean(*out), time.Now().UnixNano())
 		if err := os.Rename(*out, aside); err != nil {

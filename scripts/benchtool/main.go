@@ -3,8 +3,8 @@
 // Command benchtool is the developer-only helper behind scripts/bench.sh
 // (`make bench`). It is not part of the hermesd binary.
 //
-// It generates the "big" and "many" datasets of shared/notes/perf.md
-// deterministically, runs hermesd's real pipeline stages as separate
+// It generates the "big" and "many" datasets (gen.go) deterministically,
+// runs hermesd's real pipeline stages as separate
 // processes (so each process's peak RSS is that stage's alone), measures
 // commands (wall time, CPU, peak RSS from wait4's rusage — the counter
 // /usr/bin/time -v prints — and CPU used by other processes meanwhile), and

@@ -225,7 +225,7 @@ Method
     timed; every run includes restic's ~0.5 s scrypt key derivation), "restic backup -q DIR".
   - restore: snapshot.Restorer.Restore (download to spool, decrypt, extract, re-hash against the
     lock, fsync, rename) vs "restic restore latest" (no re-hash); always into a fresh directory
-    name, never right after deleting a tree (ext4 recently_deleted, perf.md §8).
+    name, never right after deleting a tree (ext4 recently_deleted, see scripts/bench.sh).
   - second snapshot: hermesd = Cache.Update of the edited path + a full Take (re-packs and uploads
     everything); restic = "restic backup" with the previous snapshot as parent.
   - latency: devnet (chain + ENS + local walrus) and daemon in one process; a brain file is written

@@ -185,7 +185,7 @@ func runRestore(ctx context.Context, args []string) error {
 		return errors.New("-target and -spool are required")
 	}
 	if _, err := os.Lstat(*target); err == nil {
-		return fmt.Errorf("%s exists: restores go into a fresh directory (perf.md §8)", *target)
+		return fmt.Errorf("%s exists: restores go into a fresh directory (ext4's recently_deleted slows a reused one)", *target)
 	}
 	key, err := cipher.ReadKeyFile(*keyFile)
 	if err != nil {

@@ -392,7 +392,7 @@ func runV3Restore(ctx context.Context, args []string) error {
 		return errors.New("-url, -idfile, -target and -keyfile are required")
 	}
 	if _, err := os.Lstat(*target); err == nil {
-		return fmt.Errorf("%s exists: restores go into a fresh directory (perf.md §8)", *target)
+		return fmt.Errorf("%s exists: restores go into a fresh directory (ext4's recently_deleted slows a reused one)", *target)
 	}
 	keys, err := v3Keys(*keyFile)
 	if err != nil {
