@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/redact"
 	"github.com/hermesd/hermesd/internal/seal"
 	"github.com/hermesd/hermesd/internal/sealserver"
+	"github.com/hermesd/hermesd/internal/secretfile"
 )
 
 const sealHelp = `Subcommands:
@@ -198,7 +197,7 @@ func runSealKeygen(ctx context.Context, env *cmdEnv, args []string) error {
 		if err != nil {
 			return fmt.Errorf("seal keygen: %w", err)
 		}
-		if err := writeNewSecret(path, k.Export()+"\n"); err != nil {
+		if err := secretfile.Create(path, []byte(k.Export()+"\n")); err != nil {
 			return fmt.Errorf("seal keygen: %w", err)
 		}
 		return printSealKey(env, path, nil, k, *asJSON)
@@ -269,34 +268,6 @@ func printSealKey(env *cmdEnv, path string, mk *seal.MasterKey, sui *seal.SuiKey
 	}
 	_, err := fmt.Fprintf(env.stdout, "%s\n  address: %s\n", o.Path, o.Address)
 	return err
-}
-
-// writeNewSecret creates path with mode 0600 holding s, never overwriting,
-// and syncs it and its directory.
-func writeNewSecret(path, s string) (err error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(path)
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err := f.WriteString(s); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(filepath.Dir(path))
 }
 
 func runSealCheck(ctx context.Context, env *cmdEnv, args []string) error {

@@ -13,27 +13,26 @@ const maxKeyFile = 4096
 // ReadSuiKeyFile reads a Sui private key (suiprivkey1… or hex) from a
 // secret file (package secretfile's rule).
 func ReadSuiKeyFile(path string) (*SuiKey, error) {
-	b, err := secretfile.Read(path, maxKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("read Sui key file: %w", err)
-	}
-	k, err := ParseSuiKey(string(b))
-	if err != nil {
-		return nil, fmt.Errorf("read Sui key file %s: %w", path, err)
-	}
-	return k, nil
+	return readKeyFile(path, "Sui key file", ParseSuiKey)
 }
 
 // ReadMasterKeyFile reads a key-server master key (hex) from a secret file
 // (package secretfile's rule).
 func ReadMasterKeyFile(path string) (*MasterKey, error) {
+	return readKeyFile(path, "master key file", ParseMasterKey)
+}
+
+// readKeyFile reads the secret file path and parses its contents; what
+// names the file in errors.
+func readKeyFile[K any](path, what string, parse func(string) (K, error)) (K, error) {
+	var zero K
 	b, err := secretfile.Read(path, maxKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("read master key file: %w", err)
+		return zero, fmt.Errorf("read %s: %w", what, err)
 	}
-	k, err := ParseMasterKey(string(b))
+	k, err := parse(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("read master key file %s: %w", path, err)
+		return zero, fmt.Errorf("read %s %s: %w", what, path, err)
 	}
 	return k, nil
 }
