@@ -962,8 +962,9 @@ func TestE2ESigtermFlush(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Wait for this write's snapshot, not for an upload count:
-			// another upload (a half-written state, a re-pack) may come
-			// first, and a SIGTERM then would find nothing to flush.
+			// another upload (of the write half done, since the write
+			// truncates first; a re-pack) may come first, and the SIGTERM
+			// would then flush a snapshot that is not the brain's state.
 			p.mustWaitUpload(dirHash(t, brain), 20*time.Second)
 			start := time.Now()
 			p.signal(syscall.SIGTERM)
