@@ -8,7 +8,6 @@ import (
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/receipts"
-	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -25,17 +24,10 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		}
 	}
 	// Each agent's v3 repository has its own key: handing it to the
-	// agent's new owner reveals nothing of the other agents'.
+	// agent's new owner reveals nothing of the other agents'. Which one
+	// is the snapshot package's decision; services without keys
+	// (Options.NoKey) have neither a master nor an own key, so none.
 	keys := s.AgentKeys[ac.ID]
-	var ak *repo.AgentKey
-	switch {
-	case s.noKey:
-	case keys.Own != nil:
-		ak = keys.Own
-	default:
-		k := repo.DeriveAgentKey([repo.KeySize]byte(s.Key), ac.Identity())
-		ak = &k
-	}
 	return &snapshot.Pipeline{
 		AgentID:       ac.ID,
 		TokenID:       ac.TokenID,
@@ -44,7 +36,7 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		BrainDir:      ac.BrainDir,
 		SpoolDir:      spoolDir,
 		Key:           s.Key,
-		AgentKey:      ak,
+		AgentKey:      snapshot.AgentKeyFor(s.Key, keys.Own, ac.Identity()),
 		ReadKeys:      keys.Read,
 		Format:        snapshot.Format(c.Encryption.Format),
 		Seal:          s.Seal,
