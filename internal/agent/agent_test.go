@@ -504,6 +504,60 @@ func TestRunRetriesOnRecovery(t *testing.T) {
 	}
 }
 
+// unchangedCounter counts the syncs that found nothing to snapshot.
+type unchangedCounter struct {
+	nopObserver
+	n atomic.Int32
+}
+
+func (o *unchangedCounter) Unchanged(string) { o.n.Add(1) }
+
+// Run owns retrying a state save that failed outside any sync (here the
+// one after a publish): with no change of the brain, nothing else would
+// try again, and no sync is failed for it.
+func TestRunRetriesStateSave(t *testing.T) {
+	r := newRig(t)
+	r.write("system.md", "v1\n")
+	a := r.open()
+	obs := &unchangedCounter{}
+	a.deps.Observer = obs
+	a.Prepare(t.Context())
+	res, err := a.SyncOnce(t.Context())
+	if err != nil || res.Snapshot == nil {
+		t.Fatalf("first snapshot: %+v %v", res, err)
+	}
+	w := newFakeWatcher()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
+	}()
+	defer func() { cancel(); <-done }()
+	eventually(t, "Run's first pass", func() bool { return obs.n.Load() > 0 })
+
+	sf := filepath.Join(r.state, "agents", "alpha", "state.json")
+	os.Remove(sf)
+	if err := os.MkdirAll(filepath.Join(sf, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 1 || out[0].Outcome != OutcomePublished || out[0].Err == nil {
+		t.Fatalf("publish with an unsavable state: %+v", out)
+	}
+	if !a.Dirty() {
+		t.Fatal("the failed save left the state clean")
+	}
+	os.RemoveAll(sf)
+	eventually(t, "Run to save the state", func() bool { return !a.Dirty() })
+	st, err := state.LoadAgent(filepath.Dir(sf))
+	if err != nil || st.Published != res.Snapshot.BlobID || st.Pending != nil {
+		t.Fatalf("saved state %+v %v", st, err)
+	}
+	if a.Failing() || r.pipe.Takes() != 1 {
+		t.Errorf("a sync failed or snapshotted: failing %v, takes %d", a.Failing(), r.pipe.Takes())
+	}
+}
+
 // A brain reached through a symbolic link is refused unless allowed: it
 // used to be followed (a copy of /etc/shadow ended up in a blob, and the
 // lock was written into the link's target).
