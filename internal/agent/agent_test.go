@@ -15,7 +15,6 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
-	"github.com/hermesd/hermesd/internal/watch"
 )
 
 // The decisions of Prepare: restore, start fresh, or refuse.
@@ -485,14 +484,7 @@ func TestRunRetriesOnRecovery(t *testing.T) {
 	}
 	recovered := make(chan struct{})
 	a.SetRecovered(func() <-chan struct{} { return recovered })
-	w := newFakeWatcher()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
-	}()
-	defer func() { cancel(); <-done }()
+	r.run(a)
 	eventually(t, "the first sync to fail", a.Failing)
 	// The backoff is now at least a second; the recovery must not wait
 	// for it.
@@ -526,14 +518,7 @@ func TestRunRetriesStateSave(t *testing.T) {
 	if err != nil || res.Snapshot == nil {
 		t.Fatalf("first snapshot: %+v %v", res, err)
 	}
-	w := newFakeWatcher()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
-	}()
-	defer func() { cancel(); <-done }()
+	r.run(a)
 	eventually(t, "Run's first pass", func() bool { return obs.n.Load() > 0 })
 
 	sf := filepath.Join(r.state, "agents", "alpha", "state.json")
