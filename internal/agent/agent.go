@@ -165,6 +165,9 @@ type Agent struct {
 	// rewatch tells Run that the brain directory was replaced (Adopt):
 	// its watch follows the old directory, now set aside.
 	rewatch chan struct{}
+	// saveFailed tells Run that a state save failed: Run owns retrying
+	// it (with backoff) until it succeeds.
+	saveFailed chan struct{}
 
 	mu         sync.Mutex
 	st         *state.AgentState
@@ -216,7 +219,8 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		st:    st,
 		phase: PhaseStarting,
 
-		rewatch: make(chan struct{}, 1),
+		rewatch:    make(chan struct{}, 1),
+		saveFailed: make(chan struct{}, 1),
 	}
 	a.freeze = newFreezer(a)
 	a.loadCache()
@@ -325,14 +329,19 @@ func (a *Agent) Ready() bool {
 }
 
 // saveStateLocked writes the agent state; the caller holds a.mu. A failed
-// save leaves the state dirty: SaveState retries it, and so does every
-// later change.
+// save leaves the state dirty and tells Run, which retries it with
+// backoff (so does every sync first, and every later change, since each
+// save writes the whole state).
 func (a *Agent) saveStateLocked() error {
 	if err := state.SaveAgent(a.dir, a.st); err != nil {
 		if !a.dirty {
 			a.log.Error("cannot save the agent state; it is kept in memory and saved again", "error", err)
 		}
 		a.dirty = true
+		select {
+		case a.saveFailed <- struct{}{}:
+		default:
+		}
 		return fmt.Errorf("save agent state: %w", err)
 	}
 	if a.dirty {

@@ -15,7 +15,6 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
-	"github.com/hermesd/hermesd/internal/watch"
 )
 
 // The decisions of Prepare: restore, start fresh, or refuse.
@@ -485,14 +484,7 @@ func TestRunRetriesOnRecovery(t *testing.T) {
 	}
 	recovered := make(chan struct{})
 	a.SetRecovered(func() <-chan struct{} { return recovered })
-	w := newFakeWatcher()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
-	}()
-	defer func() { cancel(); <-done }()
+	r.run(a)
 	eventually(t, "the first sync to fail", a.Failing)
 	// The backoff is now at least a second; the recovery must not wait
 	// for it.
@@ -501,6 +493,53 @@ func TestRunRetriesOnRecovery(t *testing.T) {
 	eventually(t, "the retry after recovery", func() bool { s := a.Status(); return s.Last != nil && !a.Failing() })
 	if h, _ := hash.ParseDigest(a.Status().Last.BundleHash); h == (hash.Digest{}) {
 		t.Fatal("no snapshot")
+	}
+}
+
+// unchangedCounter counts the syncs that found nothing to snapshot.
+type unchangedCounter struct {
+	nopObserver
+	n atomic.Int32
+}
+
+func (o *unchangedCounter) Unchanged(string) { o.n.Add(1) }
+
+// Run owns retrying a state save that failed outside any sync (here the
+// one after a publish): with no change of the brain, nothing else would
+// try again, and no sync is failed for it.
+func TestRunRetriesStateSave(t *testing.T) {
+	r := newRig(t)
+	r.write("system.md", "v1\n")
+	a := r.open()
+	obs := &unchangedCounter{}
+	a.deps.Observer = obs
+	a.Prepare(t.Context())
+	res, err := a.SyncOnce(t.Context())
+	if err != nil || res.Snapshot == nil {
+		t.Fatalf("first snapshot: %+v %v", res, err)
+	}
+	r.run(a)
+	eventually(t, "Run's first pass", func() bool { return obs.n.Load() > 0 })
+
+	sf := filepath.Join(r.state, "agents", "alpha", "state.json")
+	os.Remove(sf)
+	if err := os.MkdirAll(filepath.Join(sf, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 1 || out[0].Outcome != OutcomePublished || out[0].Err == nil {
+		t.Fatalf("publish with an unsavable state: %+v", out)
+	}
+	if !a.Dirty() {
+		t.Fatal("the failed save left the state clean")
+	}
+	os.RemoveAll(sf)
+	eventually(t, "Run to save the state", func() bool { return !a.Dirty() })
+	st, err := state.LoadAgent(filepath.Dir(sf))
+	if err != nil || st.Published != res.Snapshot.BlobID || st.Pending != nil {
+		t.Fatalf("saved state %+v %v", st, err)
+	}
+	if a.Failing() || r.pipe.Takes() != 1 {
+		t.Errorf("a sync failed or snapshotted: failing %v, takes %d", a.Failing(), r.pipe.Takes())
 	}
 }
 

@@ -302,6 +302,19 @@ func (r *rig) reopen(a *Agent) *Agent {
 	return r.open()
 }
 
+// run runs a's loop on a watcher that delivers nothing until the test
+// ends.
+func (r *rig) run(a *Agent) {
+	w := newFakeWatcher()
+	ctx, cancel := context.WithCancel(r.t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
+	}()
+	r.t.Cleanup(func() { cancel(); <-done })
+}
+
 func (r *rig) write(rel, content string) {
 	r.t.Helper()
 	p := filepath.Join(r.brain, rel)

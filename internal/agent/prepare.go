@@ -170,7 +170,7 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 	for _, s := range r.Skipped {
 		a.log.Warn("restore skipped an archive entry", "entry", s)
 	}
-	if err := a.afterRestore(ctx, r, source == sourceENS); err != nil {
+	if err := a.afterRestore(ctx, r, source == SourceENS); err != nil {
 		return true, err
 	}
 	a.log.Info("brain restored", "blob", blob, "bundle_hash", r.BundleHash, "files", r.Files,
@@ -180,36 +180,18 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// Where findSnapshot found the blob to restore.
-const (
-	sourceENS         = "ens"
-	sourcePending     = "local state (unpublished)"
-	sourceLocalLatest = "local state"
-)
-
 // findSnapshot returns the blob to restore and where its id came from, or
-// "" when there is none.
+// "" when there is none (Latest decides).
 func (a *Agent) findSnapshot(ctx context.Context) (blob, source string, err error) {
-	if a.cfg.ENSName != "" && a.deps.Pointer != nil {
-		v, ok, err := a.deps.Pointer.Read(ctx, a.cfg.ENSName)
-		switch {
-		case err != nil:
-			return "", "", fmt.Errorf("read ENS pointer of %s: %w", a.cfg.ENSName, err)
-		case ok:
-			return v, sourceENS, nil
-		}
-		// No record: a fresh agent, unless the local state knows a
-		// snapshot (published nowhere yet).
+	var p Pointer
+	if a.cfg.ENSName != "" {
+		p = a.deps.Pointer
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.st.Pending != nil {
-		return a.st.Pending.Value, sourcePending, nil
-	}
-	if a.st.Last != nil {
-		return a.st.Last.BlobID, sourceLocalLatest, nil
-	}
-	return "", "", nil
+	return Latest(ctx, p, a.cfg.ENSName, func() (*state.AgentState, error) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.st.Clone(), nil
+	})
 }
 
 // afterRestore records the restored snapshot: receipts re-imported, the

@@ -1,13 +1,11 @@
 package agent
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
-	"github.com/hermesd/hermesd/internal/watch"
 )
 
 // An unchanged brain is snapshotted again only when the pipeline says its
@@ -100,14 +98,7 @@ func TestRunWakesForRenewal(t *testing.T) {
 		}
 		return snapshot.Renewal{Due: true, At: now, Reason: "test"}
 	})
-	w := newFakeWatcher()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
-	}()
-	defer func() { cancel(); <-done }()
+	r.run(a)
 	eventually(t, "the renewal snapshot", func() bool { return r.pipe.Takes() >= 2 })
 	if st := a.Status(); st.Last == nil || st.Last.BundleHash != first.Hash.String() {
 		t.Errorf("last snapshot %+v, want a renewal of %s", st.Last, first.Hash)

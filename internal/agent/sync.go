@@ -55,7 +55,8 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResu
 			return SyncResult{}, ctx.Err()
 		}
 	}
-	// A state save that failed earlier is retried with every sync.
+	// A sync starts from a saved state: a save that failed earlier is
+	// tried again first (Run also retries it on its own).
 	if err := a.SaveState(); err != nil {
 		return SyncResult{}, err
 	}
@@ -356,6 +357,14 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 	// publisher that answers /status but fails stores) costs a minute at
 	// worst.
 	bo := &backoff.Backoff{Min: time.Second, Max: time.Minute, Log: a.log, Now: a.deps.Now}
+	// A state save that failed (after a publish, a read-back, a hold, or
+	// a snapshot) is retried here until it succeeds; saveStateLocked logs
+	// the failure once and the recovery once.
+	saveBo := backoff.Backoff{Min: time.Second, Max: time.Minute, Now: a.deps.Now}
+	resave := time.NewTimer(time.Hour)
+	resave.Stop()
+	defer resave.Stop()
+	resaveArmed := false
 	var (
 		retry     = time.NewTimer(0) // first pass right away: changes made while stopped
 		pending   []string
@@ -425,6 +434,20 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 				startWatch()
 				rescan = true
 			}
+		case <-a.saveFailed:
+			if !resaveArmed {
+				resaveArmed = true
+				resave.Reset(saveBo.Failed("", nil))
+			}
+			continue
+		case <-resave.C:
+			resaveArmed = false
+			// Failing again signals saveFailed, which re-arms the timer
+			// with a longer wait.
+			if a.SaveState() == nil {
+				saveBo.Succeeded("")
+			}
+			continue
 		case <-a.rewatch:
 			// A new brain directory took the old one's place: watch it,
 			// and look at all of it.

@@ -1,9 +1,3 @@
-// Package backoff paces the retries of one repeated operation, as
-// Litestream's replica monitor does: capped exponential backoff with
-// jitter, an error log line at most every LogEvery (with the count of
-// consecutive failures and the wait), and one line when the operation
-// recovers. Every retry loop of hermesd (an agent's sync, its start-up,
-// pointer publishing, chain reconnects) uses one Backoff per operation.
 package backoff
 
 import (

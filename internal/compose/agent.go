@@ -7,9 +7,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/config"
-	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/receipts"
-	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -26,17 +24,10 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		}
 	}
 	// Each agent's v3 repository has its own key: handing it to the
-	// agent's new owner reveals nothing of the other agents'.
+	// agent's new owner reveals nothing of the other agents'. Which one
+	// is the snapshot package's decision; services without keys
+	// (Options.NoKey) have neither a master nor an own key, so none.
 	keys := s.AgentKeys[ac.ID]
-	var ak *repo.AgentKey
-	switch {
-	case s.noKey:
-	case keys.Own != nil:
-		ak = keys.Own
-	default:
-		k := repo.DeriveAgentKey([repo.KeySize]byte(s.Key), ac.Identity())
-		ak = &k
-	}
 	return &snapshot.Pipeline{
 		AgentID:       ac.ID,
 		TokenID:       ac.TokenID,
@@ -45,7 +36,7 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		BrainDir:      ac.BrainDir,
 		SpoolDir:      spoolDir,
 		Key:           s.Key,
-		AgentKey:      ak,
+		AgentKey:      snapshot.AgentKeyFor(s.Key, keys.Own, ac.Identity()),
 		ReadKeys:      keys.Read,
 		Format:        snapshot.Format(c.Encryption.Format),
 		Seal:          s.Seal,
@@ -137,32 +128,30 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	return a, nil
 }
 
-// ErrNoSnapshot means an agent has no snapshot to read: no ENS record, or
-// for an agent without a name no snapshot in the local state.
+// ErrNoSnapshot means an agent has no snapshot to read: no ENS record and
+// none in the local state.
 var ErrNoSnapshot = errors.New("no snapshot")
 
-// Latest is the agent's newest snapshot: what its ENS record names, or for
-// an agent without a name the last snapshot in the local state (read
-// without taking the state directory's lock). source says which.
+// Latest is the agent's newest snapshot as agent.Latest decides it, for a
+// command that runs beside the daemon: the local state is read without
+// taking the state directory's lock (its saves are atomic renames).
+// source says where the blob id came from.
 func (s *Services) Latest(ctx context.Context, ac *config.Agent) (blob, source string, err error) {
+	var p agent.Pointer
 	if ac.ENSName != "" && s.Chain != nil {
-		v, err := s.Chain.Read(ctx, ac.ENSName)
-		if errors.Is(err, ens.ErrNoPointer) {
-			return "", "", fmt.Errorf("%w: %s has no agent-snapshot record: %w", ErrNoSnapshot, ac.ENSName, err)
-		}
-		if err != nil {
-			return "", "", err
-		}
-		return v, "ens", nil
+		p = Pointer(s.Chain)
 	}
-	st, err := state.LoadAgent(state.AgentPath(s.Config.StateDir, ac.ID))
-	if err != nil {
+	dir := state.AgentPath(s.Config.StateDir, ac.ID)
+	blob, source, err = agent.Latest(ctx, p, ac.ENSName, func() (*state.AgentState, error) { return state.LoadAgent(dir) })
+	switch {
+	case err != nil:
 		return "", "", err
+	case blob != "":
+		return blob, source, nil
+	case p != nil:
+		return "", "", fmt.Errorf("%w: %s has no agent-snapshot record, and the local state of agent %s in %s holds none", ErrNoSnapshot, ac.ENSName, ac.ID, s.Config.StateDir)
 	}
-	if st.Last == nil {
-		return "", "", fmt.Errorf("%w: agent %s has no ENS name and no snapshot in %s", ErrNoSnapshot, ac.ID, s.Config.StateDir)
-	}
-	return st.Last.BlobID, "local state", nil
+	return "", "", fmt.Errorf("%w: agent %s has no ENS name and no snapshot in %s", ErrNoSnapshot, ac.ID, s.Config.StateDir)
 }
 
 // PrepareOnce runs one agent's start-up path once — restore if the brain

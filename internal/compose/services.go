@@ -43,9 +43,6 @@ type Services struct {
 	Trusted []common.Address
 
 	onAttempt *atomic.Pointer[func(walrus.Attempt)]
-	// noKey: pipelines get no snapshot key, agent key or read keys (see
-	// Options.NoKey).
-	noKey bool
 }
 
 // Options adjust Build.
@@ -67,7 +64,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)]), noKey: opts.NoKey}
+	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)])}
 	// Format seal needs no snapshot key; one that is configured still
 	// opens the agent's older v1/v2 snapshots.
 	if !opts.NoKey && (!c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal)) {
@@ -144,7 +141,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 // Options.NoKey: the drill's cold path through the key escrow.
 func (s *Services) WithoutKeys() *Services {
 	c := *s
-	c.Key, c.AgentKeys, c.noKey = cipher.Key{}, nil, true
+	c.Key, c.AgentKeys = cipher.Key{}, nil
 	return &c
 }
 

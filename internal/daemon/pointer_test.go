@@ -627,7 +627,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 	t.Run("only the save after the publish fails", func(t *testing.T) {
 		// The snapshot is saved as pending while the chain refuses
 		// writes; the save after its publish fails. Nothing else is
-		// left to retry (the agent's sync succeeded): the publisher
+		// left to retry (the agent's sync succeeded): the agent's loop
 		// retries the save.
 		proxy.Refuse()
 		writeFile(t, filepath.Join(w.brain("alpha"), "notes/2.md"), "two\n", 0o644)

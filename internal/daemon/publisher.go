@@ -25,7 +25,7 @@ import (
 // chain answers again, the pointers waiting for their backoff are
 // published at once and every record is read back. Pending pointers live
 // in each agent's state file, so a crash resumes them; a state save that
-// failed is retried here until it succeeds.
+// failed after a publish is the agent's to retry (agent.Run).
 type publisher struct {
 	w          agent.PointerWriter
 	probe      agent.Pointer // reads a record to see whether the chain is back; may be nil
@@ -51,8 +51,6 @@ type publisher struct {
 	// runs until it answers.
 	unreachable bool
 	probeAt     time.Time
-	saveBo      backoff.Backoff // retries of state saves that failed
-	saveAt      time.Time
 }
 
 func newPublisher(w agent.PointerWriter, agents []*agent.Agent, every map[string]time.Duration, checkEvery time.Duration,
@@ -71,7 +69,6 @@ func newPublisher(w agent.PointerWriter, agents []*agent.Agent, every map[string
 		backoff:    map[string]*backoff.Backoff{},
 		held:       map[string]bool{},
 		checkBo:    backoff.Backoff{Min: 2 * time.Second, Max: checkEvery},
-		saveBo:     backoff.Backoff{Min: time.Second, Max: time.Minute},
 	}
 	p.probe, _ = w.(agent.Pointer)
 	for _, a := range agents {
@@ -103,17 +100,14 @@ func (p *publisher) run(ctx context.Context) {
 		case <-p.wake:
 		case <-timer.C:
 		}
-		p.saveDirty()
 		p.probeChain(ctx)
 		if at := p.nextCheck(); p.checkEvery > 0 && !p.now().Before(at) {
 			p.checkAll(ctx)
 		}
 		next := p.publishDue(ctx, false)
 		p.mu.Lock()
-		for _, at := range []time.Time{p.saveAt, p.probeAt} {
-			if !at.IsZero() && (next.IsZero() || at.Before(next)) {
-				next = at
-			}
+		if at := p.probeAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
 		}
 		p.mu.Unlock()
 		if p.checkEvery > 0 {
@@ -136,31 +130,6 @@ func (p *publisher) nextCheck() time.Time {
 		return p.checkAt
 	}
 	return p.lastCheck.Add(p.checkEvery)
-}
-
-// saveDirty retries the state saves that failed (after an upload or a
-// publish, the state is kept in memory until it is on disk).
-func (p *publisher) saveDirty() {
-	p.mu.Lock()
-	due := !p.now().Before(p.saveAt)
-	p.mu.Unlock()
-	if !due {
-		return
-	}
-	dirty := false
-	for _, a := range p.agents {
-		if a.Dirty() && a.SaveState() != nil {
-			dirty = true
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !dirty {
-		p.saveBo = backoff.Backoff{Min: p.saveBo.Min, Max: p.saveBo.Max}
-		p.saveAt = time.Time{}
-		return
-	}
-	p.saveAt = p.now().Add(p.saveBo.Failed("", nil))
 }
 
 // probeChain reads one record while the chain is unreachable; when it

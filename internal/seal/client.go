@@ -20,6 +20,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hermesd/hermesd/internal/backoff"
 )
 
 // The headers a Seal key server requires: Client-Sdk-Version must parse as
@@ -43,8 +45,9 @@ const (
 type RetryPolicy struct {
 	// Attempts bounds tries (the first included) on transport errors, 429
 	// and 5xx answers; default 4. Delays double from BaseDelay (default
-	// 250 ms) up to MaxDelay (default 4 s); a Retry-After in seconds is
-	// honoured up to MaxDelay.
+	// 250 ms) up to MaxDelay (default 4 s), each jittered down by up to
+	// half (internal/backoff); a Retry-After in seconds is honoured up to
+	// MaxDelay.
 	Attempts  int
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
@@ -374,7 +377,7 @@ func (e *ServerError) retryable(p RetryPolicy) (bool, int) {
 // verified keys. It succeeds only with a verified key for every full ID.
 func (c *Client) fetchFrom(ctx context.Context, s *KeyServer, body []byte, ek *elgamalKey, fullIDs [][]byte) error {
 	p := c.opts.Retry
-	delay := p.BaseDelay
+	bo := backoff.Backoff{Min: p.BaseDelay, Max: p.MaxDelay}
 	for attempt := 1; ; attempt++ {
 		resp, retryAfter, err := c.call(ctx, s, http.MethodPost, "/v1/fetch_key", nil, body)
 		if err == nil {
@@ -382,7 +385,7 @@ func (c *Client) fetchFrom(ctx context.Context, s *KeyServer, body []byte, ek *e
 		}
 		var se *ServerError
 		limit := p.Attempts
-		wait := delay
+		wait := bo.Wait(attempt)
 		if errors.As(err, &se) {
 			ok, n := se.retryable(p)
 			if !ok {
@@ -390,6 +393,9 @@ func (c *Client) fetchFrom(ctx context.Context, s *KeyServer, body []byte, ek *e
 			}
 			limit = n
 			if se.Kind == "InvalidParameter" {
+				// Not a backoff: the server's full node has not indexed
+				// a new object yet, which takes about as long whoever
+				// asks; poll it at a fixed interval.
 				wait = p.InvalidParameterDelay
 			} else if retryAfter > 0 {
 				wait = min(retryAfter, p.MaxDelay)
@@ -408,7 +414,6 @@ func (c *Client) fetchFrom(ctx context.Context, s *KeyServer, body []byte, ek *e
 			return fmt.Errorf("key server %s (%s): %w (after: %w)", s.ObjectID, redactURL(s.URL), ctx.Err(), err)
 		case <-t.C:
 		}
-		delay = min(2*delay, p.MaxDelay)
 	}
 }
 

@@ -49,6 +49,26 @@ type v3state struct {
 	read map[string]*repo.Keys
 }
 
+// AgentKeyFor decides which key the v3 snapshots of agent identity are
+// written (and its own ones read) under: own when there is one
+// (agents[].key, or a key recovered from a head pack's escrow), else the
+// key derived from the master key (encryption.key) and the identity; nil
+// when there is neither. Keys that only read (a handover's, ReadKeys)
+// never write. It is the one place that decides: compose asks it for
+// every agent's pipeline, and a pipeline built without AgentKey asks it
+// too.
+func AgentKeyFor(master cipher.Key, own *repo.AgentKey, identity string) *repo.AgentKey {
+	switch {
+	case own != nil:
+		k := *own
+		return &k
+	case master != (cipher.Key{}):
+		k := repo.DeriveAgentKey([repo.KeySize]byte(master), identity)
+		return &k
+	}
+	return nil
+}
+
 // keysLocked returns the agent's v3 keys; the caller holds p.v3mu.
 func (p *Pipeline) keysLocked() (*repo.Keys, error) {
 	if p.v3 == nil {
@@ -57,15 +77,11 @@ func (p *Pipeline) keysLocked() (*repo.Keys, error) {
 	if p.v3.keys != nil {
 		return p.v3.keys, nil
 	}
-	var ak repo.AgentKey
-	switch {
-	case p.AgentKey != nil:
-		ak = *p.AgentKey
-	case p.Key != (cipher.Key{}):
-		ak = repo.DeriveAgentKey([repo.KeySize]byte(p.Key), p.Identity)
-	default:
+	own := AgentKeyFor(p.Key, p.AgentKey, p.Identity)
+	if own == nil {
 		return nil, fmt.Errorf("snapshot: agent %s has no key for format v3", p.AgentID)
 	}
+	ak := *own
 	k, err := repo.NewKeys(ak, p.Identity)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: v3 keys of %s: %w", p.AgentID, err)

@@ -59,7 +59,7 @@ func (p *Pipeline) explainV3(ctx context.Context, blobID string, err error) erro
 	}
 	kid := hex.EncodeToString(h.KeyID[:])
 	for _, other := range p.Others {
-		if repo.DeriveAgentKey([repo.KeySize]byte(p.Key), other).ID() == kid {
+		if AgentKeyFor(p.Key, nil, other).ID() == kid {
 			return fmt.Errorf("%w: it is the v3 snapshot of %q, not of %q", ErrWrongAgent, other, p.Identity)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/hermesd/hermesd/internal/backoff"
 	"github.com/hermesd/hermesd/internal/redact"
 )
 
@@ -218,17 +219,15 @@ func (o *operation) backoff(min, max time.Duration, attemptNum int, resp *http.R
 	return wait
 }
 
-// expBackoff is min·2^attempt capped at max, with the upper half jittered
-// so that clients that failed together do not retry together.
-func expBackoff(min, max time.Duration, attempt int, jitter func(int64) int64) time.Duration {
-	d := max
-	if attempt < 32 {
-		if v := min << attempt; v > 0 && v < max {
-			d = v
-		}
-	}
-	half := d / 2
-	return half + time.Duration(jitter(int64(d-half)+1))
+// expBackoff is hermesd's one backoff (internal/backoff: min·2^attempt
+// capped at max, the upper half jittered so that clients that failed
+// together do not retry together) for retryablehttp's attempt numbers,
+// which count retries from 0. jitter returns a number in [0, n).
+func expBackoff(min, max time.Duration, attempt int, jitter func(n int64) int64) time.Duration {
+	b := backoff.Backoff{Min: min, Max: max, Jitter: func(d time.Duration) time.Duration {
+		return time.Duration(jitter(int64(d) + 1))
+	}}
+	return b.Wait(attempt + 1)
 }
 
 // prepareRetry points the request at the endpoint chosen by backoff.

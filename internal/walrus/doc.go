@@ -7,7 +7,8 @@
 //     file) with a known length, once per attempt; a read streams into the
 //     caller's writer. Nothing holds a whole blob in memory.
 //   - Retries are bounded and selective: network errors, 429, 500, 502, 503
-//     and 504 are retried with capped, jittered exponential backoff (or the
+//     and 504 are retried with capped, jittered exponential backoff
+//     (internal/backoff's, through retryablehttp's Backoff hook; or the
 //     server's Retry-After, capped), rotating to the next configured
 //     endpoint each time; every other status is final and returned as a
 //     *StatusError after exactly one attempt.

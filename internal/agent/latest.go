@@ -1,0 +1,56 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hermesd/hermesd/internal/state"
+)
+
+// Where Latest found an agent's newest snapshot.
+const (
+	SourceENS     = "ens"
+	SourcePending = "local state (unpublished)"
+	SourceLocal   = "local state"
+)
+
+// Latest decides which snapshot is an agent's newest: the one its ENS
+// record names; when the name has no record (or the agent has none), the
+// verified snapshot still waiting for its pointer (state Pending), else
+// the last one in the local state; "" when there is none. It is the one
+// answer for every reader of "the agent's snapshot": the agent's own
+// restore, `hermesd restore`, log, diff and verify.
+//
+// The record wins over a pending snapshot: a record someone else moved is
+// for the publisher's rollback and hold rules to settle, not for a
+// restore to override. local is read only when the record does not
+// decide: a record is enough even where the state directory is missing or
+// unreadable. p is nil for an agent without a chain client.
+//
+// Callers that check a publication (the drill's ENS stage, transfer
+// export's read-back, the publisher's checks) read the record itself:
+// they ask what the chain says, not which snapshot is newest.
+func Latest(ctx context.Context, p Pointer, name string, local func() (*state.AgentState, error)) (blob, source string, err error) {
+	if name != "" && p != nil {
+		v, ok, err := p.Read(ctx, name)
+		switch {
+		case err != nil:
+			return "", "", fmt.Errorf("read ENS pointer of %s: %w", name, err)
+		case ok:
+			return v, SourceENS, nil
+		}
+		// No record: a fresh agent, unless the local state knows a
+		// snapshot (published nowhere yet).
+	}
+	st, err := local()
+	if err != nil {
+		return "", "", err
+	}
+	switch {
+	case st.Pending != nil:
+		return st.Pending.Value, SourcePending, nil
+	case st.Last != nil:
+		return st.Last.BlobID, SourceLocal, nil
+	}
+	return "", "", nil
+}

@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/hermesd/hermesd/internal/state"
+)
+
+// TestLatest: the record decides when there is one; without one the
+// snapshot waiting for its pointer, then the last verified one; the local
+// state is not read when the record decides.
+func TestLatest(t *testing.T) {
+	const name = "alpha.hermes.eth"
+	last := &state.Snapshot{BlobID: "lastBlob"}
+	pending := &state.Pointer{Value: "pendingBlob"}
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		desc         string
+		name, record string // record "" = none
+		readErr      error
+		st           *state.AgentState
+		stErr        error
+		blob, source string
+		err          error
+		readsState   bool
+	}{
+		{"record", name, "chainBlob", nil, &state.AgentState{Last: last, Pending: pending}, nil, "chainBlob", SourceENS, nil, false},
+		{"record; no state needed", name, "chainBlob", nil, nil, boom, "chainBlob", SourceENS, nil, false},
+		{"no record, pending", name, "", nil, &state.AgentState{Last: last, Pending: pending}, nil, "pendingBlob", SourcePending, nil, true},
+		{"no record, last", name, "", nil, &state.AgentState{Last: last}, nil, "lastBlob", SourceLocal, nil, true},
+		{"no record, nothing", name, "", nil, &state.AgentState{}, nil, "", "", nil, true},
+		{"chain down", name, "chainBlob", boom, &state.AgentState{Last: last}, nil, "", "", boom, false},
+		{"no name, pending", "", "", nil, &state.AgentState{Last: last, Pending: pending}, nil, "pendingBlob", SourcePending, nil, true},
+		{"no name, last", "", "", nil, &state.AgentState{Last: last}, nil, "lastBlob", SourceLocal, nil, true},
+		{"unreadable state", name, "", nil, nil, boom, "", "", boom, true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := newFakeChain()
+			c.readErr = tc.readErr
+			if tc.record != "" {
+				c.set(name, tc.record)
+			}
+			read := false
+			blob, source, err := Latest(t.Context(), c, tc.name, func() (*state.AgentState, error) {
+				read = true
+				return tc.st, tc.stErr
+			})
+			if blob != tc.blob || source != tc.source || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Errorf("Latest = %q, %q, %v; want %q, %q, %v", blob, source, err, tc.blob, tc.source, tc.err)
+			}
+			if read != tc.readsState {
+				t.Errorf("local state read: %v, want %v", read, tc.readsState)
+			}
+		})
+	}
+}
