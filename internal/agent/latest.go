@@ -21,11 +21,15 @@ const (
 // answer for every reader of "the agent's snapshot": the agent's own
 // restore, `hermesd restore`, log, diff and verify.
 //
-// The record wins over a pending snapshot: a record someone else moved is
-// for the publisher's rollback and hold rules to settle, not for a
-// restore to override. local is read only when the record does not
-// decide: a record is enough even where the state directory is missing or
-// unreadable. p is nil for an agent without a chain client.
+// The record wins over a pending snapshot, with one exception: a pending
+// snapshot built on the very value the record holds (Pending.Expected ==
+// the record) is that record's successor, verified and only waiting for
+// its pointer (pointer_interval, a chain outage); restoring the record
+// instead would lose the changes in between. A record someone else moved
+// is for the publisher's rollback and hold rules to settle, not for a
+// restore to override. A record is enough even where the state directory
+// is missing or unreadable: local's error then leaves the record's
+// answer standing. p is nil for an agent without a chain client.
 //
 // Callers that check a publication (the drill's ENS stage, transfer
 // export's read-back, the publisher's checks) read the record itself:
@@ -37,6 +41,10 @@ func Latest(ctx context.Context, p Pointer, name string, local func() (*state.Ag
 		case err != nil:
 			return "", "", fmt.Errorf("read ENS pointer of %s: %w", name, err)
 		case ok:
+			if st, err := local(); err == nil && st != nil && st.Pending != nil &&
+				st.Pending.Expected == v && st.Pending.Value != v {
+				return st.Pending.Value, SourcePending, nil
+			}
 			return v, SourceENS, nil
 		}
 		// No record: a fresh agent, unless the local state knows a

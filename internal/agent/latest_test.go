@@ -7,13 +7,15 @@ import (
 	"github.com/hermesd/hermesd/internal/state"
 )
 
-// TestLatest: the record decides when there is one; without one the
-// snapshot waiting for its pointer, then the last verified one; the local
-// state is not read when the record decides.
+// TestLatest: the record decides when there is one, unless a pending
+// snapshot was built on it (its successor); without one the snapshot
+// waiting for its pointer, then the last verified one; an unreadable local
+// state does not hide the record.
 func TestLatest(t *testing.T) {
 	const name = "alpha.hermes.eth"
 	last := &state.Snapshot{BlobID: "lastBlob"}
 	pending := &state.Pointer{Value: "pendingBlob"}
+	successor := &state.Pointer{Value: "pendingBlob", Expected: "chainBlob"}
 	boom := errors.New("boom")
 	for _, tc := range []struct {
 		desc         string
@@ -25,8 +27,10 @@ func TestLatest(t *testing.T) {
 		err          error
 		readsState   bool
 	}{
-		{"record", name, "chainBlob", nil, &state.AgentState{Last: last, Pending: pending}, nil, "chainBlob", SourceENS, nil, false},
-		{"record; no state needed", name, "chainBlob", nil, nil, boom, "chainBlob", SourceENS, nil, false},
+		{"record", name, "chainBlob", nil, &state.AgentState{Last: last, Pending: pending}, nil, "chainBlob", SourceENS, nil, true},
+		{"record; pending built on it", name, "chainBlob", nil, &state.AgentState{Last: last, Pending: successor}, nil, "pendingBlob", SourcePending, nil, true},
+		{"record moved past pending's parent", name, "otherBlob", nil, &state.AgentState{Last: last, Pending: successor}, nil, "otherBlob", SourceENS, nil, true},
+		{"record; no state needed", name, "chainBlob", nil, nil, boom, "chainBlob", SourceENS, nil, true},
 		{"no record, pending", name, "", nil, &state.AgentState{Last: last, Pending: pending}, nil, "pendingBlob", SourcePending, nil, true},
 		{"no record, last", name, "", nil, &state.AgentState{Last: last}, nil, "lastBlob", SourceLocal, nil, true},
 		{"no record, nothing", name, "", nil, &state.AgentState{}, nil, "", "", nil, true},
