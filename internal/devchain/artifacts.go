@@ -122,6 +122,12 @@ func readArtifact(path, want string, pin common.Hash) (*Artifact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devchain: read artifact %s: %w", path, err)
 	}
+	return parseArtifact(path, raw, want, &pin)
+}
+
+// parseArtifact parses a truffle or hardhat artifact holding contract want;
+// pin, when set, is the keccak256 its creation bytecode must have.
+func parseArtifact(path string, raw []byte, want string, pin *common.Hash) (*Artifact, error) {
 	if len(raw) > maxArtifactSize {
 		return nil, fmt.Errorf("devchain: artifact %s is larger than %d bytes", path, maxArtifactSize)
 	}
@@ -144,8 +150,8 @@ func readArtifact(path, want string, pin common.Hash) (*Artifact, error) {
 	if err != nil || len(runtime) == 0 {
 		return nil, fmt.Errorf("devchain: artifact %s: bad deployedBytecode (%s)", path, fetchHint)
 	}
-	if got := crypto.Keccak256Hash(code); got != pin {
-		return nil, fmt.Errorf("devchain: artifact %s: bytecode hash %s is not the pinned build %s (%s)", path, got, pin, fetchHint)
+	if got := crypto.Keccak256Hash(code); pin != nil && got != *pin {
+		return nil, fmt.Errorf("devchain: artifact %s: bytecode hash %s is not the pinned build %s (%s)", path, got, *pin, fetchHint)
 	}
 	return &Artifact{Name: want, ABI: parsed, Bytecode: code, DeployedBytecode: runtime}, nil
 }

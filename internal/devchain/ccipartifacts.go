@@ -1,0 +1,147 @@
+package devchain
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// The resolvers of ENS's CCIP-read and wildcard layouts. OffchainResolver
+// is ENS's (npm @ensdomains/offchain-resolver-contracts@0.2.1, fetched by
+// scripts/fetch-ens-artifacts.sh); the others are the project's own
+// contracts in contracts/, compiled at set-up by scripts/fetch-ens-tools.sh
+// with a pinned solc, since ENS's own Universal Resolver is not on npm.
+const (
+	OffchainResolverFile  = "OffchainResolver.json"
+	UniversalResolverFile = "UniversalResolver.json"
+	WildcardResolverFile  = "WildcardResolver.json"
+	URCheckResolverFile   = "URCheckResolver.json"
+	LoopResolverFile      = "LoopResolver.json"
+)
+
+// offchainResolverCodeHash pins the creation bytecode of
+// @ensdomains/offchain-resolver-contracts@0.2.1's OffchainResolver.
+var offchainResolverCodeHash = common.HexToHash("0xd74ff3768805a507696e84c030408d3a2213e554021cde7495cf98e5bfae06b6")
+
+//go:embed contracts/*.sol
+var contractSources embed.FS
+
+const ccipFetchHint = "run scripts/fetch-ens-artifacts.sh and scripts/fetch-ens-tools.sh in a checkout of hermesd (make deps does both)"
+
+// CCIPArtifacts are the resolvers of the offchain, wildcard and Universal
+// Resolver layouts.
+type CCIPArtifacts struct {
+	Dir string
+	// OffchainResolver is ENS's CCIP-read resolver: constructor(string
+	// url, address[] signers); its gateway signs every answer.
+	OffchainResolver Artifact
+	// UniversalResolver is the project's Universal-Resolver-compatible
+	// contract: constructor(address registry, string[] batchGateways).
+	UniversalResolver Artifact
+	// WildcardResolver is an on-chain extended (ENSIP-10) resolver.
+	WildcardResolver Artifact
+	// URCheckResolver answers differently through a Universal Resolver.
+	URCheckResolver Artifact
+	// LoopResolver is a hostile resolver for tests: nested lookups, a
+	// sender mismatch.
+	LoopResolver Artifact
+}
+
+var ccipCache sync.Map // absolute dir -> *ccipEntry
+
+type ccipEntry struct {
+	once sync.Once
+	a    *CCIPArtifacts
+	err  error
+}
+
+// LoadCCIPArtifacts reads and checks the CCIP-read artifacts in dir ("" =
+// DefaultArtifactsDir): the OffchainResolver against its pinned bytecode,
+// the project's compiled contracts against the sources committed here (an
+// artifact built from another source is refused, with what to run).
+// Results are cached per directory for the life of the process.
+func LoadCCIPArtifacts(dir string) (*CCIPArtifacts, error) {
+	if dir == "" {
+		d, err := DefaultArtifactsDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("devchain: artifacts dir: %w", err)
+	}
+	v, _ := ccipCache.LoadOrStore(abs, new(ccipEntry))
+	e := v.(*ccipEntry)
+	e.once.Do(func() { e.a, e.err = loadCCIPArtifacts(abs) })
+	return e.a, e.err
+}
+
+func loadCCIPArtifacts(dir string) (*CCIPArtifacts, error) {
+	a := &CCIPArtifacts{Dir: dir}
+	off, err := readArtifact(filepath.Join(dir, OffchainResolverFile), "OffchainResolver", offchainResolverCodeHash)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, ccipFetchHint)
+	}
+	a.OffchainResolver = *off
+	for _, c := range []struct {
+		file string
+		dst  *Artifact
+	}{
+		{UniversalResolverFile, &a.UniversalResolver},
+		{WildcardResolverFile, &a.WildcardResolver},
+		{URCheckResolverFile, &a.URCheckResolver},
+		{LoopResolverFile, &a.LoopResolver},
+	} {
+		art, err := readOwnArtifact(filepath.Join(dir, c.file))
+		if err != nil {
+			return nil, err
+		}
+		*c.dst = *art
+	}
+	return a, nil
+}
+
+// readOwnArtifact reads an artifact compiled from contracts/ and checks
+// that it was compiled from the source committed here.
+func readOwnArtifact(path string) (*Artifact, error) {
+	name := filepath.Base(path)
+	name = name[:len(name)-len(filepath.Ext(name))]
+	src, err := contractSources.ReadFile("contracts/" + name + ".sol")
+	if err != nil {
+		return nil, fmt.Errorf("devchain: no source for %s: %w", name, err)
+	}
+	sum := sha256.Sum256(src)
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("devchain: compiled contract %s is missing: %s", path, ccipFetchHint)
+		}
+		return nil, fmt.Errorf("devchain: open artifact: %w", err)
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxArtifactSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("devchain: read artifact %s: %w", path, err)
+	}
+	var meta struct {
+		SourceSha256 string `json:"sourceSha256"`
+	}
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		return nil, fmt.Errorf("devchain: parse artifact %s: %w (%s)", path, err, ccipFetchHint)
+	}
+	if meta.SourceSha256 != hex.EncodeToString(sum[:]) {
+		return nil, fmt.Errorf("devchain: %s was compiled from another version of contracts/%s.sol: %s", path, name, ccipFetchHint)
+	}
+	return parseArtifact(path, raw, name, nil)
+}
