@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 
@@ -144,4 +145,60 @@ func readOwnArtifact(path string) (*Artifact, error) {
 		return nil, fmt.Errorf("devchain: %s was compiled from another version of contracts/%s.sol: %s", path, name, ccipFetchHint)
 	}
 	return parseArtifact(path, raw, name, nil)
+}
+
+var needOnce struct {
+	sync.Once
+	err error
+}
+
+// NeedCCIPArtifacts is for tests in a checkout of hermesd: it loads the
+// CCIP-read artifacts, and when they are missing or stale first runs the
+// set-up scripts (scripts/fetch-ens-artifacts.sh and
+// scripts/fetch-ens-tools.sh, which fetch pinned npm packages and compile
+// the contracts) once per process.
+func NeedCCIPArtifacts() (*CCIPArtifacts, error) {
+	needOnce.Do(func() {
+		if _, err := LoadCCIPArtifacts(""); err == nil {
+			return
+		}
+		root, err := checkoutRoot()
+		if err != nil {
+			needOnce.err = err
+			return
+		}
+		for _, s := range []string{"fetch-ens-artifacts.sh", "fetch-ens-tools.sh"} {
+			cmd := exec.Command(filepath.Join(root, "scripts", s))
+			cmd.Dir = root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				needOnce.err = fmt.Errorf("devchain: scripts/%s: %v: %s", s, err, out)
+				return
+			}
+		}
+		// A failed load is cached per directory; load afresh.
+		ccipCache.Clear()
+	})
+	if needOnce.err != nil {
+		return nil, needOnce.err
+	}
+	return LoadCCIPArtifacts("")
+}
+
+// checkoutRoot is the nearest directory above the working directory with a
+// go.mod.
+func checkoutRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("devchain: no checkout of hermesd (go.mod) above the working directory")
+		}
+		dir = parent
+	}
 }

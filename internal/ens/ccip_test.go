@@ -7,11 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,49 +27,12 @@ import (
 // compiled by the set-up scripts, which the tests run themselves when they
 // are missing.
 
-var ccipSetup struct {
-	sync.Once
-	err error
-}
-
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // needCCIPArtifacts makes sure the CCIP-read contracts are there, running
 // the set-up scripts once if they are not.
 func needCCIPArtifacts(t testing.TB) {
 	t.Helper()
-	ccipSetup.Do(func() {
-		if _, err := devchain.LoadCCIPArtifacts(""); err == nil {
-			return
-		}
-		root := repoRoot(t)
-		for _, s := range []string{"fetch-ens-artifacts.sh", "fetch-ens-tools.sh"} {
-			cmd := exec.Command(filepath.Join(root, "scripts", s))
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				ccipSetup.err = fmt.Errorf("scripts/%s: %v\n%s", s, err, out)
-				return
-			}
-		}
-	})
-	if ccipSetup.err != nil {
-		t.Fatalf("the CCIP-read contracts are needed: %v", ccipSetup.err)
+	if _, err := devchain.NeedCCIPArtifacts(); err != nil {
+		t.Fatalf("the CCIP-read contracts are needed: %v", err)
 	}
 }
 
