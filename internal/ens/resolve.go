@@ -316,7 +316,7 @@ func (r *Resolver) viaUniversal(ctx context.Context, st *lookupState, res *Resol
 	var re *revertError
 	switch {
 	case errors.As(err, &re):
-		return r.universalFailed(res, re.data)
+		return r.universalFailed(ctx, res, re.data)
 	case err != nil:
 		return err
 	}
@@ -333,12 +333,13 @@ func (r *Resolver) viaUniversal(ctx context.Context, st *lookupState, res *Resol
 	return decodeTextResult(res, result)
 }
 
-// universalFailed maps the Universal Resolver's own errors.
-func (r *Resolver) universalFailed(res *Resolution, rev []byte) error {
+// universalFailed maps the Universal Resolver's own errors; a name it
+// finds no resolver for is reported as the registry walk reports it.
+func (r *Resolver) universalFailed(ctx context.Context, res *Resolution, rev []byte) error {
 	name, args := decodeRevert(rev)
 	switch name {
 	case "ResolverNotFound":
-		return fmt.Errorf("%w: %s (no resolver ENSIP-10 accepts, says the Universal Resolver %s)", ErrNameNotFound, res.Name, r.ur)
+		return r.notFound(ctx, res.Name, fmt.Sprintf(" (no resolver ENSIP-10 accepts, says the Universal Resolver %s)", r.ur))
 	case "ResolverNotContract":
 		return fmt.Errorf("%w for %s: its resolver is not a contract (Universal Resolver %s)", ErrNoResolver, res.Name, r.ur)
 	case "UnsupportedResolverProfile":
