@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,13 +56,7 @@ type CCIPArtifacts struct {
 	LoopResolver Artifact
 }
 
-var ccipCache sync.Map // absolute dir -> *ccipEntry
-
-type ccipEntry struct {
-	once sync.Once
-	a    *CCIPArtifacts
-	err  error
-}
+var ccipCache sync.Map // absolute dir -> *cacheEntry[CCIPArtifacts]
 
 // LoadCCIPArtifacts reads and checks the CCIP-read artifacts in dir ("" =
 // DefaultArtifactsDir): the OffchainResolver against its pinned bytecode,
@@ -71,21 +64,7 @@ type ccipEntry struct {
 // artifact built from another source is refused, with what to run).
 // Results are cached per directory for the life of the process.
 func LoadCCIPArtifacts(dir string) (*CCIPArtifacts, error) {
-	if dir == "" {
-		d, err := DefaultArtifactsDir()
-		if err != nil {
-			return nil, err
-		}
-		dir = d
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("devchain: artifacts dir: %w", err)
-	}
-	v, _ := ccipCache.LoadOrStore(abs, new(ccipEntry))
-	e := v.(*ccipEntry)
-	e.once.Do(func() { e.a, e.err = loadCCIPArtifacts(abs) })
-	return e.a, e.err
+	return loadCached(&ccipCache, dir, loadCCIPArtifacts)
 }
 
 func loadCCIPArtifacts(dir string) (*CCIPArtifacts, error) {
@@ -123,17 +102,9 @@ func readOwnArtifact(path string) (*Artifact, error) {
 		return nil, fmt.Errorf("devchain: no source for %s: %w", name, err)
 	}
 	sum := sha256.Sum256(src)
-	f, err := os.Open(path)
+	raw, err := readArtifactFile(path, ccipFetchHint)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("devchain: compiled contract %s is missing: %s", path, ccipFetchHint)
-		}
-		return nil, fmt.Errorf("devchain: open artifact: %w", err)
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxArtifactSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("devchain: read artifact %s: %w", path, err)
+		return nil, err
 	}
 	var meta struct {
 		SourceSha256 string `json:"sourceSha256"`
@@ -182,6 +153,17 @@ func NeedCCIPArtifacts() (*CCIPArtifacts, error) {
 		return nil, needOnce.err
 	}
 	return LoadCCIPArtifacts("")
+}
+
+// ToolsDir is where scripts/fetch-ens-tools.sh installs the pinned npm
+// tools (solc, viem) in the checkout of hermesd above the working
+// directory.
+func ToolsDir() (string, error) {
+	root, err := checkoutRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".deps", "ens-tools"), nil
 }
 
 // checkoutRoot is the nearest directory above the working directory with a

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/hermesd/hermesd/internal/devchain"
 )
 
 // TestPeersResolutionTests reproduces, on the local chain, every case of
@@ -139,7 +141,10 @@ func runViem(t *testing.T, task map[string]any) []viemResult {
 	if err != nil {
 		t.Fatalf("node not found (%v): the peer tests run viem, which needs Node.js 20+ on PATH", err)
 	}
-	tools := filepath.Join(repoRoot(t), ".deps", "ens-tools")
+	tools, err := devchain.ToolsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(filepath.Join(tools, "node_modules", "viem", "package.json")); err != nil {
 		t.Fatalf("viem is not installed in %s (scripts/fetch-ens-tools.sh): %v", tools, err)
 	}
@@ -177,22 +182,4 @@ func runViem(t *testing.T, task map[string]any) []viemResult {
 		t.Fatalf("node viem.mjs: bad output (%v): %.500s", err, out)
 	}
 	return res
-}
-
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
