@@ -76,7 +76,6 @@ var (
 	tBytes4   = mustType("bytes4")
 	tString   = mustType("string")
 	tStrings  = mustType("string[]")
-	tBool     = mustType("bool")
 	tBools    = mustType("bool[]")
 	tBytesArr = mustType("bytes[]")
 	tUint16   = mustType("uint16")
