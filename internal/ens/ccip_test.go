@@ -423,6 +423,59 @@ func TestHostileGateways(t *testing.T) {
 	}
 }
 
+// Through the Universal Resolver the lookups come back as a batch that
+// hermesd runs itself: the same refusals, the same sentinels (not the
+// Universal Resolver's encoding of them).
+func TestHostileGatewaysThroughUniversalResolver(t *testing.T) {
+	w := newCCIPWorld(t)
+	ctx := t.Context()
+	var okHits atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok/", func(rw http.ResponseWriter, r *http.Request) { okHits.Add(1); answer("good")(rw, r) })
+	mux.HandleFunc("/404/", func(rw http.ResponseWriter, r *http.Request) { http.Error(rw, "{}", 404) })
+	mux.HandleFunc("/big/", func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(rw, `{"data":"0x%s"}`, strings.Repeat("ab", 4<<10))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c := w.reader(t, w.ur, func(cfg *Config) { cfg.GatewayMaxBody = 4 << 10 })
+	down := fmt.Sprintf("http://127.0.0.1:%d/{data}", freePort(t))
+	for _, tc := range []struct {
+		name   string
+		sender common.Address
+		urls   []string
+		rounds uint64
+		want   error
+	}{
+		{"answers", common.Address{}, []string{srv.URL + "/ok/{data}"}, 1, nil},
+		{"nested within the bound", common.Address{}, []string{srv.URL + "/ok/{data}"}, MaxLookups, nil},
+		{"down", common.Address{}, []string{down}, 1, ErrGatewayUnavailable},
+		{"down then the next URL", common.Address{}, []string{down, srv.URL + "/ok/{data}"}, 1, nil},
+		{"4xx", common.Address{}, []string{srv.URL + "/404/{data}"}, 1, ErrGatewayRefused},
+		{"oversized", common.Address{}, []string{srv.URL + "/big/{data}"}, 1, ErrGatewayAnswer},
+		{"past the bound", common.Address{}, []string{srv.URL + "/ok/{data}"}, MaxLookups + 1, ErrLookupLimit},
+		{"sender mismatch", common.HexToAddress("0xbad"), []string{srv.URL + "/ok/{data}"}, 1, ErrLookupInvalid},
+		{"file URL", common.Address{}, []string{"file:///etc/passwd"}, 1, ErrLookupInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			okHits.Store(0)
+			w.hostile(t, tc.sender, tc.urls, tc.rounds)
+			res, err := c.Resolve(ctx, "loop.eth")
+			if tc.want == nil {
+				if err != nil || res.Value != "good" || res.Via != PathUniversal {
+					t.Fatalf("%+v, %v", res, err)
+				}
+				return
+			}
+			oneLineErr(t, err, tc.want, "passwd")
+			if tc.want == ErrLookupInvalid && okHits.Load() != 0 {
+				t.Errorf("a refused lookup was fetched")
+			}
+		})
+	}
+}
+
 // The gateway's signed answer verifies in the real OffchainResolver: the
 // hash our test gateway signs is the one the contract computes.
 func TestGatewaySignatureHash(t *testing.T) {

@@ -316,7 +316,7 @@ func (r *Resolver) viaUniversal(ctx context.Context, st *lookupState, res *Resol
 	var re *revertError
 	switch {
 	case errors.As(err, &re):
-		return r.universalFailed(ctx, res, re.data)
+		return r.universalFailed(ctx, st, res, re.data)
 	case err != nil:
 		return err
 	}
@@ -335,8 +335,15 @@ func (r *Resolver) viaUniversal(ctx context.Context, st *lookupState, res *Resol
 
 // universalFailed maps the Universal Resolver's own errors; a name it
 // finds no resolver for is reported as the registry walk reports it.
-func (r *Resolver) universalFailed(ctx context.Context, res *Resolution, rev []byte) error {
+func (r *Resolver) universalFailed(ctx context.Context, st *lookupState, res *Resolution, rev []byte) error {
 	name, args := decodeRevert(rev)
+	if name == "ResolverError" && len(args) == 1 {
+		if inner, _ := args[0].([]byte); bytes.HasPrefix(inner, offchainLookupSelector) {
+			// The resolver's lookup, which the Universal Resolver would
+			// not batch: its sender is not the resolver (EIP-3668).
+			return st.fail(ErrLookupInvalid, "the Universal Resolver %s refused the resolver's offchain lookup (its sender is not the resolver)", r.ur)
+		}
+	}
 	switch name {
 	case "ResolverNotFound":
 		return r.notFound(ctx, res.Name, fmt.Sprintf(" (no resolver ENSIP-10 accepts, says the Universal Resolver %s)", r.ur))
