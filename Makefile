@@ -14,11 +14,15 @@ build:
 
 # deps fetches what the tests and the devnet need that is not in the Go
 # module graph, pinned, into .deps/ (git-ignored): the real ENS contract
-# artifacts (npm pack), the official Seal SDK for the interop tests (npm ci
-# from internal/seal/testdata/sdk/package-lock.json), and the age CLI and
+# artifacts (npm pack), solc and viem for the ENS tests (npm ci from
+# internal/devchain/contracts/package-lock.json; solc compiles the
+# project's own resolver contracts there), the official Seal SDK for the
+# interop tests (npm ci from internal/seal/testdata/sdk/package-lock.json),
+# and the age CLI and
 # python3 (with sqlite3) the interop and live-SQLite tests drive (Debian
 # packages, installed only if missing).
 deps: devnet-deps
+	scripts/fetch-ens-tools.sh
 	scripts/fetch-seal-sdk.sh
 	scripts/ensure-tools.sh
 

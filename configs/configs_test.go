@@ -166,7 +166,14 @@ func checkDevnet(t *testing.T, c *config.Config) {
 	}
 }
 
+// ensUniversalResolver is the Universal Resolver ENS documents for mainnet
+// and its testnets (docs.ens.domains, "Deployments").
+const ensUniversalResolver = "0xeEeEEEeE14D718C2B47D9923Deab1335E144EeEe"
+
 func checkTestnet(t *testing.T, c *config.Config) {
+	if c.Chain.UniversalResolver != ensUniversalResolver {
+		t.Errorf("chain.universal_resolver = %q, want ENS's %s (Sepolia runs ENSv2)", c.Chain.UniversalResolver, ensUniversalResolver)
+	}
 	checkSepoliaWalrusTestnet(t, c)
 	if c.Chain.Signer.Env != "DEPLOYER_PRIVATE_KEY" {
 		t.Errorf("chain.signer = %s, want env DEPLOYER_PRIVATE_KEY (as the reference runtime)", c.Chain.Signer)
@@ -242,6 +249,9 @@ func checkSepoliaWalrusTestnet(t *testing.T, c *config.Config) {
 }
 
 func checkMainnet(t *testing.T, c *config.Config) {
+	if c.Chain.UniversalResolver != ensUniversalResolver {
+		t.Errorf("chain.universal_resolver = %q, want ENS's %s", c.Chain.UniversalResolver, ensUniversalResolver)
+	}
 	if c.Chain.ChainID != 1 || c.Chain.RPC != sampleEnv["MAINNET_RPC_URL"] {
 		t.Errorf("chain = %d %s, want 1 and $MAINNET_RPC_URL", c.Chain.ChainID, c.Chain.RPC)
 	}

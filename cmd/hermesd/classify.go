@@ -46,6 +46,11 @@ func classify(err error) int {
 		errors.Is(err, walrus.ErrMismatch), errors.Is(err, walrus.ErrBodyTooLarge),
 		errors.Is(err, receipts.ErrRejected):
 		return exitMismatch
+	// An offchain lookup whose lookup, gateway answer or resolver verdict
+	// is refused (7); an unreachable gateway matches ens.ErrUnavailable
+	// and is an outage (1).
+	case errors.Is(err, ens.ErrOffchain):
+		return exitOffchain
 	case errors.Is(err, walrus.ErrNotFound), errors.Is(err, ens.ErrNoPointer), errors.Is(err, ens.ErrNameNotFound),
 		errors.Is(err, snapshot.ErrBlobNotFound), errors.Is(err, repo.ErrNotFound):
 		return exitNotFound

@@ -47,7 +47,8 @@ key file on the cold path. The report names the key servers that answered.
 
 Exit status: 0 pass; 3 any mismatch, or a blob that does not read back
 intact; 6 the blob does not decrypt (wrong key, tampered blob); 4 no brain,
-pointer or blob; 5 hermesd holds the state directory.`)
+pointer or blob; 5 hermesd holds the state directory; 7 the name's
+offchain (CCIP-read) lookup is refused.`)
 	cfgPath := configFlag(fs)
 	mode := fs.String("mode", "b", "b: cold boot from the ENS pointer; a: key + blob id only, no ENS")
 	blob := fs.String("blob", "", "mode a: restore this blob id instead of the snapshot the drill just verified")

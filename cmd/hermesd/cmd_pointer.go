@@ -94,6 +94,7 @@ type chainFlags struct {
 	passwordFile string
 	timeout      time.Duration
 	poll         time.Duration
+	universal    string
 }
 
 func (f *chainFlags) register(fs *flag.FlagSet, signer bool) {
@@ -102,6 +103,7 @@ func (f *chainFlags) register(fs *flag.FlagSet, signer bool) {
 	fs.StringVar(&f.registry, "registry", "", "ENS registry `ADDRESS` (overrides chain.ens_registry; default the canonical "+ens.CanonicalRegistry.Hex()+")")
 	fs.Uint64Var(&f.chainID, "chain-id", 0, "refuse to run unless the node's chain id is `N` (overrides chain.chain_id)")
 	fs.DurationVar(&f.poll, "poll", 0, "receipt poll `INTERVAL` (overrides chain.poll_interval; default 1s)")
+	fs.StringVar(&f.universal, "universal-resolver", "", "resolve through the ENS Universal Resolver at `ADDRESS` (overrides chain.universal_resolver; \"none\" walks the registry)")
 	if signer {
 		fs.StringVar(&f.keyFile, "key-file", "", "signing key: `FILE` with a hex private key, mode 0600 (overrides chain.signer)")
 		fs.StringVar(&f.keyEnv, "key-env", "", "signing key: environment variable `NAME` holding a hex private key, e.g. DEPLOYER_PRIVATE_KEY")
@@ -145,6 +147,15 @@ func (f *chainFlags) clientConfig(signer bool) (ens.Config, error) {
 		}
 		ec.Registry = common.HexToAddress(f.registry)
 	}
+	switch {
+	case f.universal == "none":
+		ec.UniversalResolver = common.Address{}
+	case f.universal != "":
+		if !common.IsHexAddress(f.universal) {
+			return ec, usageErrorf("--universal-resolver %q is not an address (0x + 40 hex digits) or none", f.universal)
+		}
+		ec.UniversalResolver = common.HexToAddress(f.universal)
+	}
 	if f.chainID != 0 {
 		ec.ChainID = f.chainID
 	}
@@ -172,8 +183,12 @@ func (f *chainFlags) clientConfig(signer bool) (ens.Config, error) {
 }
 
 const pointerGetHelp = `Print NAME's agent-snapshot text record: the id of the agent's newest
-snapshot blob. NAME is normalised (ENSIP-15) first. Exits 4 when the name
-does not exist or has no record.`
+snapshot blob. NAME is normalised (ENSIP-15) first, then resolved the way
+ENS specifies: through the Universal Resolver when one is configured,
+else by walking the registry (ENSIP-10), following CCIP-read lookups to
+offchain gateways. --json also says which resolver answered and how.
+Exits 4 when the name does not exist or has no record, 7 when an offchain
+lookup is refused, 1 when a gateway or the chain cannot be reached.`
 
 func runPointerGet(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "pointer get", "pointer get NAME [--json] [-config FILE | --rpc URL [--registry ADDRESS]]", pointerGetHelp)
@@ -192,7 +207,10 @@ func runPointerGet(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	defer client.Close()
-	value, err := client.Read(ctx, name)
+	res, err := client.Resolve(ctx, name)
+	if err == nil && res.Value == "" {
+		err = fmt.Errorf("%w on %s", ens.ErrNoPointer, res.Name)
+	}
 	if err != nil {
 		if errors.Is(err, ens.ErrNoPointer) || errors.Is(err, ens.ErrNameNotFound) {
 			return withCode(exitNotFound, err)
@@ -200,12 +218,12 @@ func runPointerGet(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return json.NewEncoder(env.stdout).Encode(struct {
-			Name  string `json:"name"`
-			Value string `json:"value"`
-		}{name, value})
+		return json.NewEncoder(env.stdout).Encode(pointerGetResult{
+			Name: res.Name, Value: res.Value, Resolver: res.Resolver.Hex(), Via: res.Via.String(),
+			Lookups: res.Lookups, Gateways: res.Gateways,
+		})
 	}
-	_, err = fmt.Fprintln(env.stdout, value)
+	_, err = fmt.Fprintln(env.stdout, res.Value)
 	return err
 }
 
@@ -290,6 +308,18 @@ func runPointerSet(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	_, err = fmt.Fprintf(env.stdout, "%s → %s\ntx %s in block %d, gas used %d\n", norm, value, res.TxHash.Hex(), res.BlockNumber, res.GasUsed)
 	return err
+}
+
+type pointerGetResult struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	// Resolver answered, Via says how (onchain, extended, wildcard,
+	// universal-resolver), Lookups counts the CCIP-read lookups followed
+	// and Gateways are the origins of the gateways that answered.
+	Resolver string   `json:"resolver"`
+	Via      string   `json:"via"`
+	Lookups  int      `json:"lookups"`
+	Gateways []string `json:"gateways,omitempty"`
 }
 
 type pointerSetResult struct {

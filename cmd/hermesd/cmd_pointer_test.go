@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,5 +160,76 @@ chain:
 	// A flag overrides the file: the wrong chain id is refused.
 	if _, _, err := runPointerCmd(t, "get", "other.eth", "-config", cfg, "--chain-id=5"); err == nil {
 		t.Fatal("--chain-id did not override the config")
+	}
+}
+
+// TestPointerGetResolves: pointer get resolves as ENS specifies (wildcard,
+// CCIP-read, the Universal Resolver) and maps a refused offchain lookup
+// to exit 7 and an unreachable gateway to exit 1.
+func TestPointerGetResolves(t *testing.T) {
+	if _, err := devchain.NeedCCIPArtifacts(); err != nil {
+		t.Fatal(err)
+	}
+	chain, _ := pointerChain(t)
+	ctx := t.Context()
+	rpc := "--rpc=" + chain.URL()
+	gwKey := devchain.DeriveKey("cli-gateway")
+	records := &devchain.TextRecords{}
+	records.Set("a.off.eth", "agent-snapshot", "offchain-blob")
+	gw := httptest.NewServer(&devchain.Gateway{Key: gwKey, Answer: records.Answer})
+	t.Cleanup(gw.Close)
+	signer := crypto.PubkeyToAddress(gwKey.PublicKey)
+	deploy := func(name, url string) {
+		t.Helper()
+		r, err := chain.DeployOffchainResolver(ctx, url, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := chain.RegisterWithResolver(ctx, name, chain.DevAddress(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deploy("off.eth", gw.URL+"/{sender}/{data}.json")
+	deploy("bad.eth", "file:///etc/passwd")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	downURL := "http://" + l.Addr().String() + "/{data}"
+	l.Close()
+	deploy("down.eth", downURL)
+	ur, err := chain.DeployUniversalResolver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, via := range []string{"wildcard", "universal-resolver"} {
+		args := []string{"get", "a.off.eth", rpc, "--json"}
+		if via == "universal-resolver" {
+			args = append(args, "--universal-resolver="+ur.Hex())
+		}
+		out, _, err := runPointerCmd(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res pointerGetResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if res.Value != "offchain-blob" || res.Via != via || res.Lookups != 1 || len(res.Gateways) != 1 || res.Gateways[0] != gw.URL {
+			t.Fatalf("get via %s: %+v", via, res)
+		}
+	}
+	_, _, err = runPointerCmd(t, "get", "a.bad.eth", rpc)
+	if code := exitCode(err); code != exitOffchain || !strings.Contains(err.Error(), `scheme "file"`) || strings.Contains(err.Error(), "passwd") {
+		t.Fatalf("file: gateway: code %d, %v", code, err)
+	}
+	_, _, err = runPointerCmd(t, "get", "a.down.eth", rpc)
+	if code := exitCode(err); code != exitFailure || !strings.Contains(err.Error(), "gateway unreachable") {
+		t.Fatalf("gateway down: code %d, %v", code, err)
+	}
+	_, _, err = runPointerCmd(t, "get", "a.off.eth", rpc, "--universal-resolver=0x12")
+	if code := exitCode(err); code != exitUsage {
+		t.Fatalf("bad --universal-resolver: code %d, %v", code, err)
 	}
 }

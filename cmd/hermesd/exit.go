@@ -19,6 +19,7 @@ const (
 	exitNotFound    = 4   // no pointer, no blob, or the blob has expired
 	exitLocked      = 5   // another hermesd process holds the state directory
 	exitAuth        = 6   // decryption failed: wrong key, wrong agent, or a corrupted blob
+	exitOffchain    = 7   // ENS resolution refused what a CCIP-read gateway or its resolver sent
 	exitInterrupted = 130 // stopped by SIGINT or SIGTERM before finishing
 )
 
@@ -31,6 +32,9 @@ Exit status:
   4    not found (no ENS pointer, no such blob, blob expired)
   5    state directory locked by another hermesd process
   6    decryption failed (wrong key, blob of another agent, corrupted blob)
+  7    ENS offchain lookup refused (CCIP-read: invalid lookup, gateway 4xx
+       or unusable answer, answer rejected by the resolver, too many
+       lookups); an unreachable gateway is 1
   130  interrupted
 `
 

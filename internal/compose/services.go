@@ -301,5 +301,9 @@ func ChainConfig(c *config.Config, signer *ens.Signer, log *slog.Logger) ens.Con
 		MaxFeePerGas: maxFee,
 		PollInterval: c.Chain.PollInterval.D(),
 		Logger:       log,
+
+		UniversalResolver: common.HexToAddress(c.Chain.UniversalResolver),
+		GatewayTimeout:    c.Chain.GatewayTimeout.D(),
+		GatewayMaxBody:    int64(c.Chain.GatewayMaxBody),
 	}
 }

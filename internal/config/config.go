@@ -154,7 +154,24 @@ type Chain struct {
 	// repaired if it went back to an older snapshot (also after the chain
 	// comes back from an outage).
 	CheckInterval Duration `yaml:"check_interval"`
+	// UniversalResolver, when set, is the ENS Universal Resolver every
+	// read of a pointer resolves through (docs/design.md §7.1); empty walks
+	// the registry (ENSIP-10).
+	UniversalResolver string `yaml:"universal_resolver"`
+	// GatewayTimeout bounds one CCIP-read gateway request, headers and
+	// body.
+	GatewayTimeout Duration `yaml:"gateway_timeout"`
+	// GatewayMaxBody bounds one CCIP-read gateway answer.
+	GatewayMaxBody ByteSize `yaml:"gateway_max_body"`
 }
+
+// CCIP-read gateway bounds: the defaults (the ens package's) and the
+// largest accepted answer bound (a node takes the answer back as calldata).
+const (
+	DefaultGatewayTimeout = 10 * time.Second
+	DefaultGatewayMaxBody = 1 << 20
+	MaxGatewayMaxBody     = 4 << 20
+)
 
 // Encryption configures the snapshot format. Snapshots are always
 // encrypted; there is no switch to turn that off.
@@ -296,12 +313,14 @@ func Default() *Config {
 			MaxDownloadSize: 16 << 30,
 		},
 		Chain: Chain{
-			ENSRegistry:   CanonicalENSRegistry,
-			TxTimeout:     Duration(5 * time.Minute),
-			MaxFeeGwei:    100,
-			GasLimit:      1_000_000,
-			PollInterval:  Duration(2 * time.Second),
-			CheckInterval: Duration(5 * time.Minute),
+			ENSRegistry:    CanonicalENSRegistry,
+			TxTimeout:      Duration(5 * time.Minute),
+			MaxFeeGwei:     100,
+			GasLimit:       1_000_000,
+			PollInterval:   Duration(2 * time.Second),
+			CheckInterval:  Duration(5 * time.Minute),
+			GatewayTimeout: Duration(DefaultGatewayTimeout),
+			GatewayMaxBody: DefaultGatewayMaxBody,
 		},
 		Encryption: Encryption{Format: "v3", V1MaxSize: 64 << 20},
 		Seal:       defaultSeal(),

@@ -262,6 +262,15 @@ func (c *Config) validateChain(v *validator) {
 	if ch.PollInterval <= 0 {
 		v.add("chain.poll_interval", "must be positive")
 	}
+	if ch.UniversalResolver != "" && !addressRe.MatchString(ch.UniversalResolver) {
+		v.add("chain.universal_resolver", "%q is not an address (0x + 40 hex digits)", ch.UniversalResolver)
+	}
+	if ch.GatewayTimeout <= 0 {
+		v.add("chain.gateway_timeout", "must be positive")
+	}
+	if ch.GatewayMaxBody < 1<<10 || ch.GatewayMaxBody > MaxGatewayMaxBody {
+		v.add("chain.gateway_max_body", "%d bytes is outside 1KiB..4MiB", int64(ch.GatewayMaxBody))
+	}
 }
 
 func (c *Config) validateSecrets(v *validator) {

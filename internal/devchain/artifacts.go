@@ -59,19 +59,25 @@ type Artifacts struct {
 	Resolver Artifact // PublicResolver, @ensdomains/resolver@0.3.1
 }
 
-type artifactsEntry struct {
-	once sync.Once
-	a    *Artifacts
-	err  error
-}
-
 // cache holds one parsed set per directory: tests start many chains and
 // the JSON (1.3 MB with ASTs) is parsed once per process.
-var cache sync.Map // absolute dir -> *artifactsEntry
+var cache sync.Map // absolute dir -> *cacheEntry[Artifacts]
 
 // LoadArtifacts reads and checks the artifacts in dir ("" = DefaultArtifactsDir).
 // Results are cached per directory for the life of the process.
 func LoadArtifacts(dir string) (*Artifacts, error) {
+	return loadCached(&cache, dir, loadArtifacts)
+}
+
+type cacheEntry[T any] struct {
+	once sync.Once
+	v    *T
+	err  error
+}
+
+// loadCached runs load once per absolute directory (dir "" is
+// DefaultArtifactsDir) for the life of the process, keeping its result in m.
+func loadCached[T any](m *sync.Map, dir string, load func(string) (*T, error)) (*T, error) {
 	if dir == "" {
 		d, err := DefaultArtifactsDir()
 		if err != nil {
@@ -83,10 +89,10 @@ func LoadArtifacts(dir string) (*Artifacts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devchain: artifacts dir: %w", err)
 	}
-	v, _ := cache.LoadOrStore(abs, new(artifactsEntry))
-	e := v.(*artifactsEntry)
-	e.once.Do(func() { e.a, e.err = loadArtifacts(abs) })
-	return e.a, e.err
+	v, _ := m.LoadOrStore(abs, new(cacheEntry[T]))
+	e := v.(*cacheEntry[T])
+	e.once.Do(func() { e.v, e.err = load(abs) })
+	return e.v, e.err
 }
 
 func loadArtifacts(dir string) (*Artifacts, error) {
@@ -110,10 +116,20 @@ type truffleArtifact struct {
 }
 
 func readArtifact(path, want string, pin common.Hash) (*Artifact, error) {
+	raw, err := readArtifactFile(path, fetchHint)
+	if err != nil {
+		return nil, err
+	}
+	return parseArtifact(path, raw, want, &pin)
+}
+
+// readArtifactFile reads at most maxArtifactSize+1 bytes of path; a
+// missing file is an error that says what to run (hint).
+func readArtifactFile(path, hint string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("devchain: ENS artifact %s is missing: %s", path, fetchHint)
+			return nil, fmt.Errorf("devchain: ENS artifact %s is missing: %s", path, hint)
 		}
 		return nil, fmt.Errorf("devchain: open artifact: %w", err)
 	}
@@ -122,6 +138,12 @@ func readArtifact(path, want string, pin common.Hash) (*Artifact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devchain: read artifact %s: %w", path, err)
 	}
+	return raw, nil
+}
+
+// parseArtifact parses a truffle or hardhat artifact holding contract want;
+// pin, when set, is the keccak256 its creation bytecode must have.
+func parseArtifact(path string, raw []byte, want string, pin *common.Hash) (*Artifact, error) {
 	if len(raw) > maxArtifactSize {
 		return nil, fmt.Errorf("devchain: artifact %s is larger than %d bytes", path, maxArtifactSize)
 	}
@@ -144,8 +166,8 @@ func readArtifact(path, want string, pin common.Hash) (*Artifact, error) {
 	if err != nil || len(runtime) == 0 {
 		return nil, fmt.Errorf("devchain: artifact %s: bad deployedBytecode (%s)", path, fetchHint)
 	}
-	if got := crypto.Keccak256Hash(code); got != pin {
-		return nil, fmt.Errorf("devchain: artifact %s: bytecode hash %s is not the pinned build %s (%s)", path, got, pin, fetchHint)
+	if got := crypto.Keccak256Hash(code); pin != nil && got != *pin {
+		return nil, fmt.Errorf("devchain: artifact %s: bytecode hash %s is not the pinned build %s (%s)", path, got, *pin, fetchHint)
 	}
 	return &Artifact{Name: want, ABI: parsed, Bytecode: code, DeployedBytecode: runtime}, nil
 }

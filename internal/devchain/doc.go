@@ -19,6 +19,13 @@
 //   - The contract artifacts are third-party bytecode fetched at set-up by
 //     scripts/fetch-ens-artifacts.sh; they are read from disk (never
 //     embedded), checked against pinned hashes and parsed once per process.
+//   - The CCIP-read layouts (deployed on request, never in the genesis):
+//     ENS's OffchainResolver (npm, pinned) with Gateway, an EIP-3668
+//     gateway signing with a devnet key, and the project's own contracts in
+//     contracts/ (a Universal-Resolver-compatible contract, an on-chain
+//     wildcard resolver, test resolvers), compiled at set-up by
+//     scripts/fetch-ens-tools.sh with a pinned solc and refused when
+//     compiled from another source than the one committed here.
 //   - A chain without a data directory lives in memory and is as fast as
 //     go-ethereum allows. A chain with one is crash-safe: every block's
 //     state trie is committed with the block (hash state scheme, archive),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -74,6 +75,18 @@ type Config struct {
 	// Logger gets debug/info records about lookups and transactions; nil
 	// discards them.
 	Logger *slog.Logger
+
+	// UniversalResolver, when set, is where every read resolves names
+	// (ENS's on mainnet and Sepolia); zero walks the registry (ENSIP-10).
+	UniversalResolver common.Address
+	// GatewayTimeout bounds one CCIP-read gateway request, headers and
+	// body (default DefaultGatewayTimeout).
+	GatewayTimeout time.Duration
+	// GatewayMaxBody bounds one gateway answer in bytes (default
+	// DefaultGatewayMaxBody, at most MaxGatewayMaxBody).
+	GatewayMaxBody int64
+	// GatewayHTTPClient makes the gateway requests; nil makes one.
+	GatewayHTTPClient *http.Client
 }
 
 // DefaultRPCTimeout is the default bound of one request to the node.
@@ -98,6 +111,7 @@ type Client struct {
 	setupSem chan struct{}
 
 	resolvers sync.Map // common.Address -> *resolver.ContractCaller
+	res       *Resolver
 
 	// Test hooks: a fixed gas limit instead of the estimate, and a call
 	// between the checks and the send.
@@ -184,6 +198,17 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if c.registry, err = registry.NewContractCaller(c.registryAddr, c.node); err != nil {
 		return nil, fmt.Errorf("ens: bind registry: %w", err)
 	}
+	c.res, err = NewResolver(c.node, ResolverConfig{
+		Registry:          c.registryAddr,
+		UniversalResolver: cfg.UniversalResolver,
+		GatewayTimeout:    cfg.GatewayTimeout,
+		GatewayMaxBody:    cfg.GatewayMaxBody,
+		HTTPClient:        cfg.GatewayHTTPClient,
+		Logger:            c.log,
+	})
+	if err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -220,6 +245,15 @@ func (c *Client) setup(ctx context.Context) (*chainInfo, error) {
 	}
 	if len(code) == 0 {
 		return nil, fmt.Errorf("%w: no contract at %s on chain %s (wrong network or registry address?)", ErrNoRegistry, c.registryAddr, id)
+	}
+	if ur := c.res.UniversalResolver(); ur != (common.Address{}) {
+		code, err := c.node.CodeAt(ctx, ur, nil)
+		if err != nil {
+			return nil, fmt.Errorf("ens: Universal Resolver code: %w", err)
+		}
+		if len(code) == 0 {
+			return nil, fmt.Errorf("%w: no contract at %s on chain %s (wrong network or universal_resolver address?)", ErrNoUniversalResolver, ur, id)
+		}
 	}
 	ci := &chainInfo{id: id}
 	if c.signer != nil {
@@ -307,42 +341,47 @@ func (c *Client) lookup(ctx context.Context, norm string) (Record, error) {
 	return rec, nil
 }
 
-// Read returns the agent-snapshot record of name. Errors: ErrInvalidName;
-// ErrNameNotFound (no owner and no resolver); ErrNoResolver (which also
-// matches ErrNoPointer) when the name has no resolver; ErrNoPointer when the
-// record is empty or absent.
+// Read returns the agent-snapshot record of name, resolved as Resolve
+// does. Errors: ErrInvalidName; ErrNameNotFound (no owner and no resolver
+// ENSIP-10 accepts); ErrNoResolver (which also matches ErrNoPointer) when
+// the name has an owner but no such resolver; ErrNoPointer when the record
+// is empty or absent; ErrOffchain and ErrGatewayUnavailable from CCIP-read.
 func (c *Client) Read(ctx context.Context, name string) (string, error) {
-	rec, err := c.Lookup(ctx, name)
+	res, err := c.Resolve(ctx, name)
 	if err != nil {
 		return "", err
 	}
-	v, err := c.text(ctx, rec)
-	if err != nil {
-		return "", err
+	if res.Value == "" {
+		return "", fmt.Errorf("%w on %s", ErrNoPointer, res.Name)
 	}
-	if v == "" {
-		return "", fmt.Errorf("%w on %s", ErrNoPointer, rec.Name)
-	}
-	return v, nil
+	return res.Value, nil
 }
 
-// text reads the record through the name's resolver ("" when unset).
-func (c *Client) text(ctx context.Context, rec Record) (string, error) {
-	if rec.Resolver == (common.Address{}) {
-		if rec.Owner == (common.Address{}) {
-			return "", fmt.Errorf("%w: %s", ErrNameNotFound, rec.Name)
-		}
-		return "", fmt.Errorf("%w for %s (owned by %s)", ErrNoResolver, rec.Name, rec.Owner)
+// Resolve resolves name's agent-snapshot record the way ENS specifies
+// (docs/design.md §7): through the Universal Resolver when one is
+// configured, else ENSIP-10 over the registry, following CCIP-read
+// lookups. Every read of a pointer goes through it — restores, drills,
+// `pointer get`, status, the compare-and-set of a write, the periodic
+// check — so they all see what a fresh machine would. The Resolution says
+// which resolver answered and how; an empty Value is an empty record.
+func (c *Client) Resolve(ctx context.Context, name string) (Resolution, error) {
+	if _, err := Normalize(name); err != nil {
+		return Resolution{}, err
 	}
-	r, err := c.resolver(rec.Resolver)
+	if _, err := c.setup(ctx); err != nil {
+		return Resolution{}, err
+	}
+	return c.res.Text(ctx, name, TextKey)
+}
+
+// current is the record's value as Resolve reads it ("" when the name has
+// no record), for a compare-and-set.
+func (c *Client) current(ctx context.Context, name string) (string, error) {
+	res, err := c.res.Text(ctx, name, TextKey)
 	if err != nil {
 		return "", err
 	}
-	v, err := r.Text(&bind.CallOpts{Context: ctx}, rec.Node, TextKey)
-	if err != nil {
-		return "", fmt.Errorf("ens: read %s of %s from resolver %s: %w", TextKey, rec.Name, rec.Resolver, err)
-	}
-	return v, nil
+	return res.Value, nil
 }
 
 // resolver returns a (cached) go-ens resolver binding; binding parses the

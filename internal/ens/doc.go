@@ -3,11 +3,16 @@
 // names between owners.
 //
 // It talks JSON-RPC (http, https, ws or wss) to any Ethereum node through
-// go-ethereum's client and uses go-ens's registry and resolver bindings:
-// registry.resolver(node) finds the name's own resolver, resolver.text
-// reads the record, resolver.setText writes it, resolver.multicall batches
-// several names that share one resolver into a single transaction, and
-// registry.setOwner transfers a name.
+// go-ethereum's client. Reads resolve the name the way ENS specifies and
+// wallets do (docs/design.md §7.1; Resolver, resolve.go): through the
+// Universal Resolver when one is configured, else ENSIP-10 over the
+// registry (the nearest resolver up the name; an extended resolver asked
+// resolve(dnsName, text(node, key))), following EIP-3668 CCIP-read lookups
+// to gateways (ccip.go), whose answers are hostile input bounded in size
+// and time. Writes use go-ens's registry and resolver bindings:
+// resolver.setText on the name's own resolver, resolver.multicall for
+// several names that share one resolver, registry.setOwner to transfer a
+// name.
 //
 // New does no network I/O and does not fail because the node is down: the
 // chain checks (chain id against the configuration, a contract at the
@@ -45,6 +50,14 @@
 //   - Transactions are EIP-1559, nonces come from one counter per signer,
 //     and a receipt with status 0 is an error (go-ethereum's WaitMined does
 //     not check status).
+//   - Every read of a pointer, the compare-and-set of a write included,
+//     goes through one Resolver, so all of hermesd sees what a fresh
+//     machine resolving the name would. What a resolver's callback accepts
+//     from a gateway is the value; the blob it names is verified by the
+//     caller as always, so a gateway can deny service or serve an older
+//     value, never a wrong brain. A gateway that cannot be reached is
+//     ErrGatewayUnavailable (an ErrUnavailable: retried); anything else it
+//     or the lookup gets wrong is an ErrOffchain, never "no record".
 //   - Every request to the node is bounded (RPCTimeout, 8 MiB answers) and
 //     every error it causes is scrubbed: the RPC URL's path, query and
 //     userinfo (where providers put API keys) never reach an error or a log

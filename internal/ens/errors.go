@@ -46,6 +46,39 @@ var (
 	// garbled response). Unlike the errors above it says nothing about the
 	// name or the chain: try again later (Ping tells when).
 	ErrUnavailable = errors.New("ens: chain unreachable")
+	// ErrNoUniversalResolver: there is no contract at the configured
+	// Universal Resolver address (errors.Is(err, ErrNoRegistry) is true as
+	// well: the configuration names the wrong network or address).
+	ErrNoUniversalResolver error = &childError{msg: "ens: no Universal Resolver at the configured address", parent: ErrNoRegistry}
+
+	// CCIP-read (EIP-3668). A gateway that cannot be reached is
+	// ErrGatewayUnavailable, which matches ErrUnavailable (try again
+	// later); every other failure of an offchain lookup matches ErrOffchain,
+	// a definitive refusal of what a resolver or its gateway sent.
+
+	// ErrGatewayUnavailable: no gateway of a lookup answered: connection
+	// refused or reset, no complete answer within the gateway timeout, an
+	// HTTP 5xx (after trying every URL the lookup names).
+	ErrGatewayUnavailable error = &childError{msg: "ens: gateway unreachable", parent: ErrUnavailable}
+	// ErrOffchain: an offchain lookup failed; one of the errors below.
+	ErrOffchain = errors.New("ens: offchain lookup failed")
+	// ErrLookupInvalid: the resolver's OffchainLookup breaks EIP-3668 or
+	// hermesd's bounds: its sender is not the contract called, it is
+	// malformed, or it names no gateway URL hermesd may fetch (only http
+	// and https, without credentials).
+	ErrLookupInvalid error = &childError{msg: "ens: invalid offchain lookup", parent: ErrOffchain}
+	// ErrLookupLimit: more nested lookups (MaxLookups) or gateway
+	// requests than one resolution may make.
+	ErrLookupLimit error = &childError{msg: "ens: offchain lookups past the limit", parent: ErrOffchain}
+	// ErrGatewayRefused: a gateway answered 4xx, which ends the lookup
+	// (EIP-3668).
+	ErrGatewayRefused error = &childError{msg: "ens: gateway refused the lookup", parent: ErrOffchain}
+	// ErrGatewayAnswer: a gateway's answer is unusable: larger than the
+	// bound, not {"data": "0x…"}, an unexpected status.
+	ErrGatewayAnswer error = &childError{msg: "ens: unusable gateway answer", parent: ErrOffchain}
+	// ErrAnswerRejected: the resolver's callback refused the gateway's
+	// answer (e.g. a signature from a key it does not trust).
+	ErrAnswerRejected error = &childError{msg: "ens: resolver rejected the gateway's answer", parent: ErrOffchain}
 )
 
 // childError is a sentinel that also matches a more general sentinel.
@@ -55,7 +88,7 @@ type childError struct {
 }
 
 func (e *childError) Error() string        { return e.msg }
-func (e *childError) Is(target error) bool { return target == e.parent }
+func (e *childError) Is(target error) bool { return errors.Is(e.parent, target) }
 
 // ConflictError reports a failed compare-and-set. Nothing was sent.
 type ConflictError struct {

@@ -154,6 +154,14 @@ func (n *node) do(ctx context.Context, method string, f func(context.Context, Ba
 		}
 	}
 	e := &nodeError{method: method, origin: n.origin, msg: n.clean(err.Error())}
+	var de rpc.DataError
+	if errors.As(err, &de) {
+		// A revert's data (hex), which CCIP-read and error reports decode;
+		// anything else a node puts there is not kept.
+		if s, ok := de.ErrorData().(string); ok && len(s) <= 2*maxResponse+2 {
+			e.data = s
+		}
+	}
 	switch {
 	case ctx.Err() != nil:
 		// The caller's deadline or cancellation, not the node's fault.
@@ -232,7 +240,17 @@ type nodeError struct {
 	origin      string
 	msg         string
 	unavailable bool
-	cause       error // context.Canceled, context.DeadlineExceeded, ethereum.NotFound, errClosed or nil
+	cause       error  // context.Canceled, context.DeadlineExceeded, ethereum.NotFound, errClosed or nil
+	data        string // revert data ("0x…") of an eth_call that reverted
+}
+
+// ErrorData makes a revert's data available as rpc.DataError does (nil when
+// there is none).
+func (e *nodeError) ErrorData() any {
+	if e.data == "" {
+		return nil
+	}
+	return e.data
 }
 
 func (e *nodeError) Error() string {

@@ -212,7 +212,7 @@ func (c *Client) check(ctx context.Context, items []*pendingWrite) error {
 // which keeps the compare-and-set window of a long run to one batch.
 func (c *Client) recheck(ctx context.Context, items []*pendingWrite) error {
 	return forEach(ctx, items, func(ctx context.Context, it *pendingWrite) error {
-		v, err := c.text(ctx, it.rec)
+		v, err := c.current(ctx, it.Name)
 		if err != nil {
 			return it.failed(err)
 		}
@@ -246,7 +246,7 @@ func (c *Client) inspect(ctx context.Context, it *pendingWrite) error {
 		it.settle(NotFound, fmt.Errorf("%w for %s (owned by %s): set a resolver first", ErrNoResolver, rec.Name, rec.Owner))
 		return nil
 	}
-	v, err := c.text(ctx, rec)
+	v, err := c.current(ctx, it.Name)
 	if err != nil {
 		return it.failed(err)
 	}
