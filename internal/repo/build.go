@@ -20,7 +20,6 @@ import (
 
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
-	"github.com/hermesd/hermesd/internal/sha256x"
 )
 
 // The two top-level files kept beside the root tree, not in it.
@@ -835,59 +834,29 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum goha
 		*cut = newCutter(bd.tables, MinChunk, MaxChunk, AvgBits)
 	}
 	// The file's SHA-256 runs on a goroutine of its own, fed the chunks in
-	// order: chunking (Rabin) and hashing a large file then use two cores.
-	// With two workers or fewer, where the CPU has SHA-NI, that goroutine
-	// also computes each chunk's id, the same bytes in the same pass
-	// (sha256x.WriteBoth: two streams interleaved cost about 0.8 of two
-	// passes), and hands the chunk to the sealers itself: on so few cores
-	// the total work decides. With more, the sealers hash the chunks in
-	// parallel, and the file's stream alone bounds the pace.
-	paired := sha256x.Paired && bd.b.workers() <= 2
+	// order: chunking (Rabin) and hashing a large file then use two cores,
+	// while the sealers hash the chunks (their ids) in parallel.
 	type hashMsg struct {
 		data []byte
 		ref  *bufRef
-		slot *ID
 	}
 	toHash := make(chan hashMsg, 4)
-	hashed := make(chan error, 1)
+	hashed := make(chan struct{})
 	go func() {
-		var err error
-		if paired {
-			file, chunk := sha256x.New(), sha256x.New()
-			for m := range toHash {
-				if err != nil { // the sealers stopped: drop what is left
-					m.ref.release()
-					m.ref.release()
-					continue
-				}
-				chunk.Reset()
-				sha256x.WriteBoth(file, chunk, m.data)
-				// On failure sendChunk releases the sealer's share.
-				err = bd.sendChunk(ctx, chunkMsg{data: m.data, id: chunk.Sum256(), known: true, slot: m.slot, ref: m.ref})
-				m.ref.release()
-			}
-			e.SHA256 = file.Sum256()
-		} else {
-			sum.Reset()
-			for m := range toHash {
-				sum.Write(m.data)
-				m.ref.release()
-			}
-			sum.Sum(e.SHA256[:0])
+		defer close(hashed)
+		sum.Reset()
+		for m := range toHash {
+			sum.Write(m.data)
+			m.ref.release()
 		}
-		hashed <- err
+		sum.Sum(e.SHA256[:0])
 	}()
 	slots, err := bd.chunkFile(ctx, j, r, *cut, func(data []byte, ref *bufRef, slot *ID) error {
-		toHash <- hashMsg{data, ref, slot}
-		if paired {
-			return nil
-		}
+		toHash <- hashMsg{data, ref}
 		return bd.sendChunk(ctx, chunkMsg{data: data, slot: slot, ref: ref})
 	})
 	close(toHash)
-	if herr := <-hashed; err == nil {
-		err = herr
-	}
+	<-hashed
 	if err != nil {
 		return err
 	}
