@@ -166,14 +166,20 @@ func gather(off int, zlo, zhi VecPhysical) {
 	a.VPGATHERQQ(Mem{Base: RSI, Disp: off, Index: Z3, Scale: 1}, K1, zhi)
 }
 
-func prime16() {
-	a.Function("rabinPrime16")
+// text starts the function name with the arguments both functions begin
+// with: tab in AX, base in SI, idx in BX, d in DI.
+func text(name, signature string) {
+	a.Function(name)
 	a.Attributes(attr.NOSPLIT)
-	a.SignatureExpr("func(tab *[64]uint64, base *byte, idx *[16]uint64, d *[16]uint64)")
+	a.SignatureExpr(signature)
 	a.Load(a.Param("tab"), RAX)
 	a.Load(a.Param("base"), RSI)
 	a.Load(a.Param("idx"), RBX)
 	a.Load(a.Param("d"), RDI)
+}
+
+func prime16() {
+	text("rabinPrime16", "func(tab *[64]uint64, base *byte, idx *[16]uint64, d *[16]uint64)")
 	loadTables(RAX)
 	broadcastConstants()
 	a.VMOVDQU64(Mem{Base: RBX}, Z2)
@@ -203,13 +209,7 @@ func prime16() {
 }
 
 func run16() {
-	a.Function("rabinRun16")
-	a.Attributes(attr.NOSPLIT)
-	a.SignatureExpr("func(tab *[64]uint64, base *byte, idx *[16]uint64, d *[16]uint64, k, m int, mask uint64) (next int, hit bool)")
-	a.Load(a.Param("tab"), RAX)
-	a.Load(a.Param("base"), RSI)
-	a.Load(a.Param("idx"), RBX)
-	a.Load(a.Param("d"), RDI)
+	text("rabinRun16", "func(tab *[64]uint64, base *byte, idx *[16]uint64, d *[16]uint64, k, m int, mask uint64) (next int, hit bool)")
 	a.Load(a.Param("k"), RDX)
 	a.Load(a.Param("m"), RCX)
 	loadTables(RAX)
