@@ -40,6 +40,11 @@ const (
 // Comparing the read-back with p.Open's bytes costs a memory compare; a
 // digest would cost a SHA-256 pass over every uploaded byte (which is why
 // a full pack has none).
+//
+// The sink is the builder's one dependency rather than a result it hands
+// back: uploads overlap the reading and sealing (a first snapshot of a
+// large brain is many packs, the spool directory holds a few), and the
+// commit may name only packs already stored.
 type PackSink interface {
 	StorePack(ctx context.Context, p *Pack) (Stored, error)
 }
@@ -75,8 +80,9 @@ func (m TreeMap) Tree(_ context.Context, id ID) (*Tree, error) {
 }
 
 // Builder takes v3 snapshots of one agent's brain. Its fields are the
-// agent's constants; Snapshot's input is per snapshot. A Builder may be
-// reused but runs one snapshot at a time.
+// agent's constants; Snapshot's (and Stage's) input is per snapshot. A
+// Builder may be reused but runs one snapshot at a time: a Staged one
+// until it is committed or aborted.
 type Builder struct {
 	Keys        *Keys
 	Sink        PackSink
@@ -98,7 +104,8 @@ type Builder struct {
 	bufMu sync.Mutex
 	bufs  *buffers
 
-	now func() time.Time // the clock of racy checks (tests); nil: time.Now
+	now       func() time.Time  // the clock of racy checks (tests); nil: time.Now
+	afterRead func(path string) // tests: told of each file of the tree once read
 }
 
 // SnapshotInput is one snapshot's input.
@@ -125,17 +132,6 @@ type SnapshotInput struct {
 	// granularity of its read (hash.Racy) that a second read at the end
 	// finds different.
 	Want hash.Digest
-	// Seal, when set, is called once the trees are final and their bundle
-	// hash is known (and equal to Want, when set), before the top-level
-	// lock and receipts files are read: the caller records the new state
-	// in them. It returns the lock's version, which LockVersion then need
-	// not give.
-	Seal func(ctx context.Context, bundle hash.Digest) (lockVersion int64, err error)
-	// Learn, when set, is told of every file of the root tree the snapshot
-	// read, from several goroutines: its '/'-separated path, its stat
-	// after it was opened, the moment before it was opened, the bytes read
-	// and their SHA-256 (see hash.Learner).
-	Learn func(path string, st fsys.Info, start time.Time, size int64, sum [32]byte)
 	// Overlay, when set, is the view of the brain Want was computed
 	// through (consistent copies of live SQLite databases): the snapshot
 	// reads the same view, with the same walker as the hasher.
@@ -146,7 +142,8 @@ type SnapshotInput struct {
 	ParentFormat string
 	// Time is the commit time (time.Now when zero).
 	Time time.Time
-	// LockVersion is the lock's version field.
+	// LockVersion is the lock's version field, for Snapshot (a caller of
+	// Stage gives it to Commit).
 	LockVersion int64
 	// Repack lists packs whose still-referenced objects must be written
 	// again (expiry, compaction); RepackBefore adds every indexed pack
@@ -173,6 +170,19 @@ type Result struct {
 	// snapshot's Trees to avoid downloading them.
 	Trees TreeMap
 	Stats Stats
+	// Reads, in a snapshot without Want (which is the hash), are the files
+	// of the root tree it read, in no order: a hash cache takes them over
+	// (hash.Learner), so that its next pass need not read them again.
+	Reads []FileRead
+}
+
+// FileRead is one file a snapshot read (see hash.Learner.Add).
+type FileRead struct {
+	Path   string    // '/'-separated, relative to the brain
+	Stat   fsys.Info // after the open, before the read
+	Start  time.Time // just before the open
+	Size   int64     // the bytes read
+	SHA256 [32]byte  // of those bytes
 }
 
 // Stats counts what a snapshot did.
@@ -204,7 +214,7 @@ type PackUse struct {
 	EndEpoch uint64
 }
 
-// build is one Snapshot run.
+// build is one snapshot's state, from Stage to Commit.
 type build struct {
 	spools  *spools // the snapshot's spool files, reused across its packs
 	b       *Builder
@@ -235,17 +245,18 @@ type build struct {
 	uploaded []uploadedPack
 	last     *PackWriter
 
-	fsroot   fsys.Root // the brain, through in.Overlay
+	fsroot   fsys.Root // the brain, through in.Overlay; open from Stage to Commit
 	root     *dirNode
+	bundle   hash.Digest // the root tree's bundle hash (finishTrees)
 	lock     *Entry
 	receipts *Entry
 	trees    TreeMap
 
 	// single: no Want, the snapshot is the hash (see SnapshotInput.Want).
-	single  bool
-	racyMu  sync.Mutex
-	racy    []racyFile
-	lockVer int64
+	single bool
+	readMu sync.Mutex
+	racy   []racyFile // files to read again (checkRacy)
+	reads  []FileRead // Result.Reads
 
 	// usage is how much of each indexed pack the commit references; seen
 	// the objects counted (finishTrees, sideFile).
@@ -278,30 +289,49 @@ func (b *Builder) uploads() int {
 	return 2
 }
 
-// Snapshot snapshots in.Brain: it walks the brain (never following a
-// symlink below it, skipping what is neither a regular file nor a
-// directory), reads and chunks only the files it cannot reuse, seals and
-// packs the objects no live pack holds yet, uploads every full pack
-// through the sink, and finally the head pack carrying the commit. The
-// stages overlap (read+hash+chunk, seal, spool, upload) with bounded
-// memory. On any error nothing is referenced and in.Index is unchanged;
-// packs already uploaded are orphans the next commit ignores.
+// Snapshot is Stage then Commit with in.LockVersion: for a caller whose
+// lock and receipts are in place before the snapshot starts.
 func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, error) {
+	s, err := b.Stage(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return s.Commit(ctx, in.LockVersion)
+}
+
+// Stage runs a snapshot of in.Brain up to its head: it walks the brain
+// (never following a symlink below it, skipping what is neither a regular
+// file nor a directory), reads and chunks only the files it cannot reuse,
+// seals and packs the objects no live pack holds yet, and uploads every
+// full pack through the sink. The stages overlap (read+hash+chunk, seal,
+// spool, upload) with bounded memory. It returns when the trees are final,
+// their bundle hash vouched for (equal to in.Want, or every racy file read
+// again), and no stage runs any more.
+//
+// The caller then records the bundle hash (Staged.Bundle) in the brain's
+// lock and receipts, which Commit stores beside the trees, and calls
+// Commit, or Abort. On any error, and after Abort, nothing is referenced
+// and in.Index is unchanged; packs already uploaded are orphans the next
+// commit ignores.
+func (b *Builder) Stage(ctx context.Context, in SnapshotInput) (*Staged, error) {
 	if err := b.check(&in); err != nil {
 		return nil, err
 	}
 	if _, err := b.Keys.Polynomial(); err != nil {
 		return nil, err
 	}
+	root, err := fsys.OpenRootOverlay(in.Brain, in.Overlay)
+	if err != nil {
+		return nil, fmt.Errorf("repo: brain: %w", err)
+	}
 	w := b.workers()
 	bufs := b.buffers(w, b.uploads())
-	// Kept for reuse: one per uploader, the one filling, and the ones
-	// waiting between the stages.
-	sp := &spools{dir: b.SpoolDir, max: b.uploads() + 3}
-	defer sp.drain()
 	bd := &build{
-		spools: sp,
+		// Kept for reuse: one per uploader, the one filling, and the
+		// ones waiting between the stages.
+		spools: &spools{dir: b.SpoolDir, max: b.uploads() + 3},
 		b:      b, in: &in, keys: b.Keys, tables: b.Keys.tables,
+		fsroot:   root,
 		repack:   map[string]bool{},
 		single:   in.Want == (hash.Digest{}),
 		pending:  map[Handle]struct{}{},
@@ -332,15 +362,67 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 	if len(bd.repack) > 0 {
 		bd.alt = in.Index.alternatives(bd.repack)
 	}
-	res, err := bd.run(ctx)
-	if err != nil {
-		b.dropBuffers(bufs)
+	s := &Staged{bd: bd}
+	if err := bd.run(ctx); err != nil {
+		s.end(false)
 		return nil, err
 	}
-	for _, p := range []*bufPool{bufs.small, bufs.big, bufs.sealed, bufs.sealedSm} {
+	return s, nil
+}
+
+// Staged is a snapshot whose trees are final and whose full packs are
+// uploaded; its head is not written yet. Call Commit or Abort once (Abort
+// after Commit does nothing, so a deferred Abort is fine). Not safe for
+// concurrent use.
+type Staged struct {
+	bd   *build
+	done bool
+}
+
+// Bundle is the bundle hash of the staged trees.
+func (s *Staged) Bundle() hash.Digest { return s.bd.bundle }
+
+// Commit reads the brain's top-level lock and receipts as they are now,
+// stores them beside the trees, and uploads the head pack carrying the
+// commit, whose LockVersion is lockVersion. Then, and only then, in.Index
+// describes the new head.
+func (s *Staged) Commit(ctx context.Context, lockVersion int64) (*Result, error) {
+	if s.done {
+		return nil, errors.New("repo: the staged snapshot has ended")
+	}
+	if lockVersion < 0 {
+		s.end(false)
+		return nil, errors.New("repo: negative lock version")
+	}
+	res, err := s.bd.head(ctx, lockVersion)
+	s.end(err == nil)
+	return res, err
+}
+
+// Abort ends a staged snapshot without a head.
+func (s *Staged) Abort() {
+	if !s.done {
+		s.end(true) // no stage runs: every buffer is back in its pool
+	}
+}
+
+// end releases what the snapshot holds. The buffer pools are kept for
+// the next snapshot when every buffer came back (ok), else dropped.
+func (s *Staged) end(ok bool) {
+	s.done = true
+	bd := s.bd
+	if bd.last != nil {
+		bd.last.Abort()
+	}
+	bd.fsroot.Close()
+	bd.spools.drain()
+	if !ok {
+		bd.b.dropBuffers(bd.bufs)
+		return
+	}
+	for _, p := range []*bufPool{bd.small, bd.big, bd.sealed, bd.sealedSm} {
 		p.park()
 	}
-	return res, nil
 }
 
 func (b *Builder) check(in *SnapshotInput) error {
@@ -368,21 +450,25 @@ func (b *Builder) check(in *SnapshotInput) error {
 	return nil
 }
 
-func (bd *build) run(ctx context.Context) (res *Result, err error) {
+// run runs the pipeline's stages, each in its own goroutine(s), and
+// waits for them all:
+//
+//	walker (walk.go) → jobs → readers (read.go) → chunks → sealers (seal.go)
+//	   → objects → spooler → full → finisher → ready → uploaders (upload.go)
+//
+// Once the walker, readers and sealers are done, the trees stage
+// (trees.go) encodes the trees, seals the new ones into objects, computes
+// the bundle hash and checks it, then closes objects. The last pack stays
+// open (bd.last): Commit adds the lock and receipts and the commit to it
+// (head.go).
+func (bd *build) run(ctx context.Context) error {
 	if bd.in.Prev != nil {
 		if p, ok := bd.in.Trees.(prefetcher); ok {
 			if err := p.Prefetch(ctx, bd.in.Prev.Root); err != nil {
-				return nil, fmt.Errorf("load previous trees: %w", err)
+				return fmt.Errorf("load previous trees: %w", err)
 			}
 		}
 	}
-	root, err := fsys.OpenRootOverlay(bd.in.Brain, bd.in.Overlay)
-	if err != nil {
-		return nil, fmt.Errorf("repo: brain: %w", err)
-	}
-	defer root.Close()
-	bd.fsroot = root
-
 	g, gctx := errgroup.WithContext(ctx)
 	var filesDone sync.WaitGroup // walker, readers, sealers
 	w := bd.b.workers()
@@ -426,7 +512,6 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 			return bd.seal(gctx)
 		})
 	}
-	var bundle hash.Digest
 	g.Go(func() error {
 		defer close(bd.objects)
 		filesDone.Wait()
@@ -434,27 +519,15 @@ func (bd *build) run(ctx context.Context) (res *Result, err error) {
 			return err
 		}
 		var err error
-		if bundle, err = bd.finishTrees(gctx); err != nil {
+		if bd.bundle, err = bd.finishTrees(gctx); err != nil {
 			return err
 		}
-		return bd.sealTrees(gctx, bundle)
+		return bd.checkTrees(gctx)
 	})
 	g.Go(func() error { return bd.spool(gctx) })
 	g.Go(func() error { return bd.finish(gctx) })
-	var uploaders sync.WaitGroup
 	for range bd.b.uploads() {
-		uploaders.Add(1)
-		g.Go(func() error {
-			defer uploaders.Done()
-			return bd.upload(gctx)
-		})
+		g.Go(func() error { return bd.upload(gctx) })
 	}
-	err = g.Wait()
-	if err != nil {
-		if bd.last != nil {
-			bd.last.Abort()
-		}
-		return nil, err
-	}
-	return bd.commit(ctx, bundle, bd.usage)
+	return g.Wait()
 }

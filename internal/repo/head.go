@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,8 +12,25 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/fsys"
-	"github.com/hermesd/hermesd/internal/hash"
 )
+
+// The head phase (Staged.Commit): the stages have ended; the lock and
+// receipts, read now, and the commit go into the last pack, stored here.
+
+// head reads and stores the lock and receipts, then writes the head.
+func (bd *build) head(ctx context.Context, lockVersion int64) (*Result, error) {
+	var err error
+	if bd.lock, err = bd.sideFile(ctx, LockFile); err != nil {
+		return nil, err
+	}
+	if bd.receipts, err = bd.sideFile(ctx, ReceiptsFile); err != nil {
+		return nil, err
+	}
+	// Nothing claims objects any more: the set of a large brain's new
+	// objects need not live on while the index is updated.
+	bd.pending = nil
+	return bd.commit(ctx, lockVersion)
+}
 
 // sideFile reads the top-level file name (the lock or the receipts) and
 // seals its chunks; nil when there is none (a symlink, a fifo... count as
@@ -53,7 +71,7 @@ func (bd *build) sideFile(ctx context.Context, name string) (*Entry, error) {
 		e.Chunks = append(e.Chunks, id)
 		h := Handle{TypeChunk, id}
 		if bd.claim(h) {
-			if err := bd.sealObject(ctx, h, data); err != nil {
+			if err := bd.addNow(ctx, h, data); err != nil {
 				return err
 			}
 			bd.stats.chunksNew.Add(1)
@@ -111,12 +129,47 @@ func (bd *build) sideFile(ctx context.Context, name string) (*Entry, error) {
 	}
 }
 
+// addNow seals plain as h into the last pack, storing the pack first when
+// it is full.
+func (bd *build) addNow(ctx context.Context, h Handle, plain []byte) error {
+	o, err := bd.sealBuf(ctx, h, plain)
+	if err != nil {
+		return err
+	}
+	defer o.pool.put(o.buf)
+	err = bd.last.Add(h.Type, h.ID, o.data)
+	if errors.Is(err, ErrPackFull) {
+		if err = bd.storeLast(ctx); err == nil {
+			err = bd.last.Add(h.Type, h.ID, o.data)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	bd.stats.bytesNew.Add(int64(o.plen))
+	bd.stats.bytesStored.Add(int64(len(o.data)))
+	return nil
+}
+
+// storeLast stores the last pack, without a commit, and starts a new one.
+func (bd *build) storeLast(ctx context.Context) error {
+	p, err := bd.last.Finish(nil)
+	if err != nil {
+		return err
+	}
+	ref, err := bd.store(ctx, p)
+	if err != nil {
+		return err
+	}
+	bd.uploaded = append(bd.uploaded, uploadedPack{ref: ref, entries: p.Objects})
+	bd.last, err = newPackWriter(bd.keys, bd.spools, bd.b.MaxPackSize)
+	return err
+}
+
 // commit writes the head pack: the commit lists every live pack (the
 // indexed ones still referenced, and every pack this snapshot uploaded),
 // then the index is replaced by the new head's packs.
-func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*indexPack]int64) (*Result, error) {
-	last := bd.last
-	defer func() { last.Abort() }()
+func (bd *build) commit(ctx context.Context, lockVersion int64) (*Result, error) {
 
 	t := bd.in.Time
 	if t.IsZero() {
@@ -125,7 +178,7 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 	c := &Commit{
 		Format: Format, Identity: bd.keys.identity, KeyID: bd.keys.KeyID(),
 		Root: bd.root.id, Parent: bd.in.Parent, ParentFormat: bd.in.ParentFormat,
-		Time: max(t.UnixMilli(), 0), BundleHash: bundle, LockVersion: bd.lockVer,
+		Time: max(t.UnixMilli(), 0), BundleHash: bd.bundle, LockVersion: lockVersion,
 		Added: bd.stats.bytesStored.Load(),
 	}
 	st := Stats{Files: bd.files, Dirs: bd.dirs, Bytes: bd.bytes}
@@ -133,7 +186,7 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 	c.Lock, c.Receipts = fileRef(bd.lock), fileRef(bd.receipts)
 
 	live := map[string]*indexPack{}
-	for p := range usage {
+	for p := range bd.usage {
 		live[p.ref.BlobID] = p
 	}
 	packList := func() []PackRef {
@@ -152,30 +205,21 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 	if err != nil {
 		return nil, err
 	}
-	if !last.Fits(0, int64(len(enc))) {
+	if !bd.last.Fits(0, int64(len(enc))) {
 		// The commit does not fit beside the last objects: they go in a
 		// pack of their own, and the head carries the commit alone.
-		p, err := last.Finish(nil)
-		if err != nil {
-			return nil, err
-		}
-		ref, err := bd.store(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		bd.uploaded = append(bd.uploaded, uploadedPack{ref: ref, entries: p.Objects})
-		if last, err = newPackWriter(bd.keys, bd.spools, bd.b.MaxPackSize); err != nil {
+		if err := bd.storeLast(ctx); err != nil {
 			return nil, err
 		}
 		c.Packs = packList()
 		if enc, err = c.Encode(); err != nil {
 			return nil, err
 		}
-		if !last.Fits(0, int64(len(enc))) {
+		if !bd.last.Fits(0, int64(len(enc))) {
 			return nil, fmt.Errorf("%w: commit of %d bytes does not fit in a pack of %d bytes", ErrTooLarge, len(enc), bd.b.MaxPackSize)
 		}
 	}
-	hp, err := last.Finish(enc)
+	hp, err := bd.last.Finish(enc)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +244,7 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 		newUse[u.ref.BlobID] = u.ref.Size - HeaderSize - u.ref.IndexLength
 	}
 	newUse[head.BlobID] = head.Size - HeaderSize - head.IndexLength
-	for p, n := range usage {
+	for p, n := range bd.usage {
 		st.Live = append(st.Live, PackUse{BlobID: p.ref.BlobID, Size: p.ref.Size, Live: n, EndEpoch: p.ref.EndEpoch})
 	}
 	for _, u := range bd.uploaded {
@@ -215,7 +259,7 @@ func (bd *build) commit(ctx context.Context, bundle hash.Digest, usage map[*inde
 	st.TreesNew, st.TreesReused = int(s.treesNew.Load()), int(s.treesReused.Load())
 	st.BytesNew, st.BytesStored = s.bytesNew.Load(), s.bytesStored.Load()
 	st.Packs, st.BytesUploaded = int(s.packs.Load()), s.bytesUploaded.Load()
-	return &Result{Commit: c, CommitID: sha256.Sum256(enc), Head: head, HeadSHA256: hp.SHA256, Trees: bd.trees, Stats: st}, nil
+	return &Result{Commit: c, CommitID: sha256.Sum256(enc), Head: head, HeadSHA256: hp.SHA256, Trees: bd.trees, Stats: st, Reads: bd.reads}, nil
 }
 
 func fileRef(e *Entry) *FileRef {

@@ -143,7 +143,7 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum goha
 // is its stat from before). A single-read snapshot checks that the file
 // held still: its stat must not have changed meanwhile, and a file
 // changed within the timestamp granularity of its read is read again
-// before the commit (checkRacy). Learn hears of it.
+// before the commit (checkRacy); the read goes in Result.Reads.
 func (bd *build) readDone(j fileJob, st fsys.Info) error {
 	e := j.e
 	if bd.single {
@@ -154,14 +154,15 @@ func (bd *build) readDone(j fileJob, st fsys.Info) error {
 		if now != st || e.Size != st.Size {
 			return fmt.Errorf("%w: %s changed while it was read", ErrChanged, j.path)
 		}
+		bd.readMu.Lock()
 		if hash.Racy(st, j.start) && !st.Overlay {
-			bd.racyMu.Lock()
 			bd.racy = append(bd.racy, racyFile{path: j.path, st: st, sum: e.SHA256})
-			bd.racyMu.Unlock()
 		}
+		bd.reads = append(bd.reads, FileRead{Path: j.path, Stat: st, Start: j.start, Size: e.Size, SHA256: e.SHA256})
+		bd.readMu.Unlock()
 	}
-	if bd.in.Learn != nil {
-		bd.in.Learn(j.path, st, j.start, e.Size, e.SHA256)
+	if bd.b.afterRead != nil {
+		bd.b.afterRead(j.path)
 	}
 	return nil
 }

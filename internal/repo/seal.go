@@ -39,6 +39,22 @@ func (bd *build) seal(ctx context.Context) error {
 }
 
 func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
+	o, err := bd.sealBuf(ctx, h, plain)
+	if err != nil {
+		return err
+	}
+	select {
+	case bd.objects <- o:
+		return nil
+	case <-ctx.Done():
+		o.pool.put(o.buf)
+		return ctx.Err()
+	}
+}
+
+// sealBuf seals plain as h into a pooled buffer (a large tree: a buffer
+// of its own).
+func (bd *build) sealBuf(ctx context.Context, h Handle, plain []byte) (sealedObj, error) {
 	var pool *bufPool
 	switch n := len(plain) + Overhead; {
 	case n <= bd.sealedSm.size:
@@ -51,24 +67,18 @@ func (bd *build) sealObject(ctx context.Context, h Handle, plain []byte) error {
 	if pool != nil {
 		var err error
 		if buf, err = pool.get(ctx); err != nil {
-			return err
+			return sealedObj{}, err
 		}
 		out = (*buf)[:0]
 	} else {
-		out = make([]byte, 0, len(plain)+Overhead) // a large tree
+		out = make([]byte, 0, len(plain)+Overhead)
 	}
 	out, err := bd.keys.sealTo(out, h.Type, plain)
 	if err != nil {
 		pool.put(buf)
-		return err
+		return sealedObj{}, err
 	}
-	select {
-	case bd.objects <- sealedObj{h: h, data: out, plen: len(plain), buf: buf, pool: pool}:
-		return nil
-	case <-ctx.Done():
-		pool.put(buf)
-		return ctx.Err()
-	}
+	return sealedObj{h: h, data: out, plen: len(plain), buf: buf, pool: pool}, nil
 }
 
 func (bd *build) available(h Handle) bool {

@@ -3,7 +3,6 @@ package repo
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 
 	"github.com/hermesd/hermesd/internal/hash"
@@ -128,38 +127,11 @@ func (bd *build) ref(h Handle) {
 	}
 }
 
-// sealTrees ends the trees' part of the snapshot: their bundle hash is checked
-// (against Want, or by reading racy files again), the caller records it
-// (Seal), and the top-level lock and receipts are read and sealed.
-func (bd *build) sealTrees(ctx context.Context, bundle hash.Digest) error {
-	if want := bd.in.Want; want != (hash.Digest{}) && bundle != want {
-		return fmt.Errorf("%w: the snapshot's files hash to %s, expected %s", ErrChanged, bundle, want)
+// checkTrees vouches for the trees' bundle hash: it must be Want, or
+// (a snapshot without Want) every racy file must read the same again.
+func (bd *build) checkTrees(ctx context.Context) error {
+	if want := bd.in.Want; want != (hash.Digest{}) && bd.bundle != want {
+		return fmt.Errorf("%w: the snapshot's files hash to %s, expected %s", ErrChanged, bd.bundle, want)
 	}
-	if err := bd.checkRacy(ctx); err != nil {
-		return err
-	}
-	bd.lockVer = bd.in.LockVersion
-	if bd.in.Seal != nil {
-		v, err := bd.in.Seal(ctx, bundle)
-		if err != nil {
-			return err
-		}
-		if v < 0 {
-			return errors.New("repo: negative lock version")
-		}
-		bd.lockVer = v
-	}
-	var err error
-	if bd.lock, err = bd.sideFile(ctx, LockFile); err != nil {
-		return err
-	}
-	if bd.receipts, err = bd.sideFile(ctx, ReceiptsFile); err != nil {
-		return err
-	}
-	// Nothing claims objects any more: the set of a large brain's new
-	// objects need not live on while the index is updated.
-	bd.mu.Lock()
-	bd.pending = nil
-	bd.mu.Unlock()
-	return nil
+	return bd.checkRacy(ctx)
 }
