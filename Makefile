@@ -46,11 +46,23 @@ RACE_PKGS := ./internal/hash ./internal/tarball ./internal/watch ./internal/walr
 	./internal/localwalrus ./internal/receipts ./internal/snapshot ./internal/daemon \
 	./internal/seal ./internal/sealserver
 
+# The packages whose files differ under -tags purego (assembly with a
+# portable fallback) are tested again with the tag, so that the fallback
+# runs even where the CPU takes the assembly. The set is computed (go list
+# with and without the tag), so a new package with assembly is covered
+# without editing a list; every package twice would double the time for
+# packages the tag does not change.
+PUREGO_FMT := {{.ImportPath}} {{.GoFiles}} {{.CgoFiles}} {{.SFiles}} {{.TestGoFiles}} {{.XTestGoFiles}}
+
 # -timeout: the end-to-end package runs the real binary against devnets
 # (its tests run side by side, each on its own devnet); a loaded machine
 # must make it slower, not fail it.
 test: deps vet
 	$(GO) test -count=1 -timeout 30m ./...
+	@a=$$($(GO) list -f '$(PUREGO_FMT)' ./...) && b=$$($(GO) list -tags purego -f '$(PUREGO_FMT)' ./...) || exit 1; \
+	pkgs=$$(printf '%s\n%s\n' "$$a" "$$b" | sort | uniq -u | cut -d' ' -f1 | sort -u); \
+	echo "purego: $${pkgs:-no package differs}"; \
+	[ -z "$$pkgs" ] || $(GO) test -count=1 -timeout 30m -tags purego $$pkgs
 	$(GO) test -count=1 -timeout 30m -race $(RACE_PKGS)
 
 # vet is a prerequisite of both test and lint, so `make lint test` (what

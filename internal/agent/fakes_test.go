@@ -15,6 +15,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/watch"
@@ -81,7 +82,7 @@ func (p *fakePipeline) Take(ctx context.Context, in snapshot.Input) (snapshot.Re
 }
 
 // takeAsHash is Take without a Want, as v3 does it: the brain is read
-// (here: hashed), every file reported to in.Learn, and an empty brain
+// (here: hashed), every file reported in Result.Reads, and an empty brain
 // refused.
 func (p *fakePipeline) takeAsHash(ctx context.Context, in snapshot.Input) (snapshot.Result, error) {
 	if !p.hashes {
@@ -99,15 +100,18 @@ func (p *fakePipeline) takeAsHash(ctx context.Context, in snapshot.Input) (snaps
 		return snapshot.Result{}, err
 	}
 	defer root.Close()
+	var reads []repo.FileRead
 	for _, fl := range hr.Files {
 		st, err := root.Lstat(fl.Path)
 		if err != nil {
 			return snapshot.Result{}, err
 		}
 		// Read long after its last change: nothing racy.
-		in.Learn(fl.Path, st, time.Now().Add(time.Hour), fl.Size, fl.SHA256)
+		reads = append(reads, repo.FileRead{Path: fl.Path, Stat: st, Start: time.Now().Add(time.Hour), Size: fl.Size, SHA256: fl.SHA256})
 	}
-	return p.store(hr.Digest)
+	r, err := p.store(hr.Digest)
+	r.Reads = reads
+	return r, err
 }
 
 // store records a snapshot of the brain under a new blob id and writes

@@ -212,7 +212,7 @@ func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time) (
 	}
 	a.mu.Unlock()
 	learn := a.cache.Learner(ov)
-	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Overlay: ov, Learn: learn.Add})
+	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Overlay: ov})
 	if errors.Is(err, snapshot.ErrEmpty) {
 		res, err := learn.Adopt(hash.Null)
 		if err != nil {
@@ -229,6 +229,10 @@ func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time) (
 		a.takeFailed(err)
 		return SyncResult{}, err
 	}
+	for _, f := range r.Reads {
+		learn.Add(f.Path, f.Stat, f.Start, f.Size, f.SHA256)
+	}
+	r.Reads = nil // taken over; not kept with the result
 	if res, err := learn.Adopt(r.BundleHash); err != nil {
 		// The snapshot stands; the next pass reads the brain again.
 		a.log.Warn("the hash cache did not take over the first snapshot's reads", "error", err)

@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // Chunking parameters (docs/format-v3.md §4). Boundaries are exactly
@@ -81,5 +82,60 @@ func (p *bufPool) park() {
 		default:
 			return
 		}
+	}
+}
+
+// buffers are the bounded pools of a Builder's pipeline.
+type buffers struct {
+	workers, uploads int
+	packSize         int64
+	small, big       *bufPool // file and chunk contents
+	sealed, sealedSm *bufPool // sealed chunks, large and small
+}
+
+// buffers returns the pools for this configuration, made on first use.
+func (b *Builder) buffers(w, u int) *buffers {
+	b.bufMu.Lock()
+	defer b.bufMu.Unlock()
+	if x := b.bufs; x != nil && x.workers == w && x.uploads == u && x.packSize == b.MaxPackSize {
+		return x
+	}
+	b.bufs = &buffers{
+		workers: w, uploads: u, packSize: b.MaxPackSize,
+		small:    newBufPool(MinChunk+1, 8*w),
+		big:      newBufPool(MaxChunk, w+2),
+		sealed:   newBufPool(MaxChunk+Overhead, w+2),
+		sealedSm: newBufPool(MinChunk+1+Overhead, 4*w),
+	}
+	return b.bufs
+}
+
+// dropBuffers forgets x: a failed snapshot may not have returned all of
+// its buffers.
+func (b *Builder) dropBuffers(x *buffers) {
+	b.bufMu.Lock()
+	defer b.bufMu.Unlock()
+	if b.bufs == x {
+		b.bufs = nil
+	}
+}
+
+// bufRef shares a pooled buffer between stages: the last release returns
+// it to its pool.
+type bufRef struct {
+	n    atomic.Int32
+	buf  *[]byte
+	pool *bufPool
+}
+
+func newBufRef(buf *[]byte, pool *bufPool, users int32) *bufRef {
+	r := &bufRef{buf: buf, pool: pool}
+	r.n.Store(users)
+	return r
+}
+
+func (r *bufRef) release() {
+	if r.n.Add(-1) == 0 {
+		r.pool.put(r.buf)
 	}
 }

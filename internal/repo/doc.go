@@ -20,11 +20,14 @@
 // The pieces, for the daemon:
 //   - keys: DeriveAgentKey, NewKeys (per-agent subkeys, key id);
 //   - codecs: Tree, Commit, PackIndex, Header, Keys.Seal/Open, PackWriter;
-//   - Builder.Snapshot: walks the brain, reads only files that are new or
-//     changed (Known from the hash cache), dedups against the Index,
+//   - Builder.Stage: walks the brain, reads only files that are new or
+//     changed (Known from the hash cache), dedups against the Index and
 //     uploads full packs through a PackSink (Pack.Open gives a pack's
 //     bytes: header and index from memory, objects from the spool
-//     directory) and the head pack last;
+//     directory), returning the bundle hash of the final trees; the
+//     caller records it in the lock, then Staged.Commit stores the lock
+//     and receipts and uploads the head pack last (Builder.Snapshot does
+//     both for a lock already in place);
 //   - Open / ReadCommit: a Reader over a RangeReader, with Restore,
 //     Check, Walk, Summarize (bundle hash from trees alone), Diff.
 //

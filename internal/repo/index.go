@@ -18,7 +18,8 @@ import (
 // head lives (object → pack blob, offset, length). It is a cache: the
 // caller persists it in its state directory (WriteTo, ReadIndex) and can
 // rebuild it from the head commit and its live packs' indexes
-// (Reader.Index). Builder.Snapshot updates it in place on success only.
+// (Reader.Index). A snapshot updates it in place when its commit succeeds,
+// and only then.
 //
 // An Index is safe for concurrent use.
 type Index struct {

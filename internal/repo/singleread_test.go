@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 )
 
@@ -35,25 +34,9 @@ func singleReadBrain(t *testing.T) string {
 	return brain
 }
 
-// learned collects what Learn hears.
-type learned struct {
-	mu    sync.Mutex
-	paths []string
-	sums  map[string][32]byte
-}
-
-func (l *learned) add(path string, _ fsys.Info, _ time.Time, _ int64, sum [32]byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.paths = append(l.paths, path)
-	if l.sums == nil {
-		l.sums = map[string][32]byte{}
-	}
-	l.sums[path] = sum
-}
-
 // A snapshot without Want is the hash: each file of the tree is read once
-// and learned once (the lock and receipts, kept beside the tree, are not);
+// and in Result.Reads once (the lock and receipts, kept beside the tree,
+// are not);
 // a hash cache that adopts what it learned equals one that hashed the
 // brain itself, and its next pass reads nothing.
 func TestSingleReadLearns(t *testing.T) {
@@ -62,14 +45,14 @@ func TestSingleReadLearns(t *testing.T) {
 	f.b.now = func() time.Time { return time.Now().Add(time.Hour) } // nothing racy
 	cache := hash.NewCache(brain, hash.Options{})
 	learner := cache.Learner(nil)
-	var got learned
-	res := f.snap(brain, func(in *SnapshotInput) {
-		in.Want, in.Known = hash.Digest{}, nil
-		in.Learn = func(p string, st fsys.Info, start time.Time, size int64, sum [32]byte) {
-			got.add(p, st, start, size, sum)
-			learner.Add(p, st, start, size, sum)
-		}
-	})
+	res := f.snap(brain, func(in *SnapshotInput) { in.Want, in.Known = hash.Digest{}, nil })
+	var paths []string
+	sums := map[string][32]byte{}
+	for _, r := range res.Reads {
+		paths = append(paths, r.Path)
+		sums[r.Path] = r.SHA256
+		learner.Add(r.Path, r.Stat, r.Start, r.Size, r.SHA256)
+	}
 	want, err := hash.Dir(context.Background(), brain, hash.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -80,14 +63,14 @@ func TestSingleReadLearns(t *testing.T) {
 	var wantPaths []string
 	for _, fl := range want.Files {
 		wantPaths = append(wantPaths, fl.Path)
-		if got.sums[fl.Path] != fl.SHA256 {
-			t.Errorf("%s learned with SHA-256 %x, want %x", fl.Path, got.sums[fl.Path], fl.SHA256)
+		if sums[fl.Path] != fl.SHA256 {
+			t.Errorf("%s read with SHA-256 %x, want %x", fl.Path, sums[fl.Path], fl.SHA256)
 		}
 	}
 	slices.Sort(wantPaths)
-	slices.Sort(got.paths)
-	if !slices.Equal(got.paths, wantPaths) {
-		t.Fatalf("learned %q, want %q", got.paths, wantPaths)
+	slices.Sort(paths)
+	if !slices.Equal(paths, wantPaths) {
+		t.Fatalf("reads %q, want %q", paths, wantPaths)
 	}
 	// Every tree file, then the lock and the receipts: each read once.
 	if res.Stats.FilesRead != len(wantPaths)+2 {
@@ -124,14 +107,13 @@ func TestSingleReadRacyFileChanged(t *testing.T) {
 	brain := singleReadBrain(t) // just written: every file is racy
 	f := newFx(t, 10<<20)
 	var once sync.Once
-	_, err := f.trySnap(brain, func(in *SnapshotInput) {
-		in.Want, in.Known = hash.Digest{}, nil
-		in.Learn = func(p string, _ fsys.Info, _ time.Time, _ int64, _ [32]byte) {
-			if p == "skills/a.md" {
-				once.Do(func() { os.WriteFile(filepath.Join(brain, "skills/a.md"), []byte("skill A\n"), 0o644) })
-			}
+	f.b.afterRead = func(p string) {
+		if p == "skills/a.md" {
+			once.Do(func() { os.WriteFile(filepath.Join(brain, "skills/a.md"), []byte("skill A\n"), 0o644) })
 		}
-	})
+	}
+	_, err := f.trySnap(brain, func(in *SnapshotInput) { in.Want, in.Known = hash.Digest{}, nil })
+	f.b.afterRead = nil
 	if !errors.Is(err, ErrChanged) {
 		t.Fatalf("snapshot = %v, want ErrChanged", err)
 	}
@@ -150,40 +132,92 @@ func TestSingleReadRacyFileChanged(t *testing.T) {
 	mustEqualTreeRestored(t, f, brain)
 }
 
-// Seal runs once the trees are final, with their bundle hash, before the
-// lock and receipts are read: what it writes is what the commit keeps,
-// with the version it returns. With a Want the trees do not match, Seal is
-// never called.
-func TestSealAfterTrees(t *testing.T) {
+// Stage returns with the trees' bundle hash before it reads the lock and
+// receipts: what the caller writes into them before Commit is what the
+// commit keeps, with the version Commit is given. With a Want the trees do
+// not match, Stage fails.
+func TestStageThenCommit(t *testing.T) {
 	brain := singleReadBrain(t)
 	want, err := hash.Dir(context.Background(), brain, hash.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFx(t, 10<<20)
-	lock := []byte(`{"sealed":"` + want.Digest.String() + `"}` + "\n")
-	var sealed hash.Digest
-	res := f.snap(brain, func(in *SnapshotInput) {
-		in.LockVersion = 0
-		in.Seal = func(_ context.Context, bundle hash.Digest) (int64, error) {
-			sealed = bundle
-			return 7, os.WriteFile(filepath.Join(brain, LockFile), lock, 0o644)
-		}
-	})
-	if sealed != want.Digest || res.Commit.LockVersion != 7 || res.Commit.Lock == nil || res.Commit.Lock.Size != int64(len(lock)) {
-		t.Fatalf("sealed %s, commit lock %+v version %d", sealed, res.Commit.Lock, res.Commit.LockVersion)
+	s, err := f.b.Stage(context.Background(), SnapshotInput{Brain: brain, Index: f.index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Abort()
+	if s.Bundle() != want.Digest {
+		t.Fatalf("staged bundle %s, want %s", s.Bundle(), want.Digest)
+	}
+	if len(f.index.Packs()) != 0 {
+		t.Fatal("the index changed before the commit")
+	}
+	lock := []byte(`{"sealed":"` + s.Bundle().String() + `"}` + "\n")
+	if err := os.WriteFile(filepath.Join(brain, LockFile), lock, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Commit(context.Background(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.last, f.head = res, res.Head.BlobID
+	if res.Commit.BundleHash != want.Digest || res.Commit.LockVersion != 7 || res.Commit.Lock == nil || res.Commit.Lock.Size != int64(len(lock)) {
+		t.Fatalf("commit bundle %s, lock %+v, version %d", res.Commit.BundleHash, res.Commit.Lock, res.Commit.LockVersion)
+	}
+	if f.index.Head() != res.Head.BlobID {
+		t.Fatalf("index head %q after the commit of %q", f.index.Head(), res.Head.BlobID)
+	}
+	if _, err := s.Commit(context.Background(), 7); err == nil {
+		t.Fatal("a second Commit of one staged snapshot succeeded")
 	}
 	dir, _ := f.restore()
 	if b, err := os.ReadFile(filepath.Join(dir, LockFile)); err != nil || string(b) != string(lock) {
 		t.Fatalf("restored lock %q, %v", b, err)
 	}
 
-	called := false
-	_, err = f.trySnap(brain, func(in *SnapshotInput) {
-		in.Want = hash.Digest{1}
-		in.Seal = func(context.Context, hash.Digest) (int64, error) { called = true; return 1, nil }
-	})
-	if !errors.Is(err, ErrChanged) || called {
-		t.Fatalf("snapshot with a wrong Want = %v, Seal called %v", err, called)
+	if _, err := f.b.Stage(context.Background(), SnapshotInput{Brain: brain, Index: f.index, Want: hash.Digest{1}}); !errors.Is(err, ErrChanged) {
+		t.Fatalf("stage with a wrong Want = %v", err)
 	}
+}
+
+// An aborted staged snapshot references nothing: the index is as it was
+// and the spool directory empty; the next snapshot goes on from the last
+// commit.
+func TestStageAbort(t *testing.T) {
+	brain := singleReadBrain(t)
+	f := newFx(t, MinPackSize) // several packs: some uploaded before the abort
+	f.snap(brain, nil)
+	head, packs := f.index.Head(), len(f.index.Packs())
+	if err := os.WriteFile(filepath.Join(brain, "memory.db"), randomBytes(8, 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hr, err := hash.Dir(context.Background(), brain, hash.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := SnapshotInput{Brain: brain, Index: f.index, Known: hash.Files(hr.Files), Want: hr.Digest,
+		Prev: f.last.Commit, Trees: f.last.Trees, Parent: f.head, ParentFormat: ParentV3}
+	stored := len(f.store.stored)
+	s, err := f.b.Stage(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Bundle() != hr.Digest || len(f.store.stored) == stored {
+		t.Fatalf("staged bundle %s (want %s) after %d uploads", s.Bundle(), hr.Digest, len(f.store.stored)-stored)
+	}
+	s.Abort()
+	s.Abort()
+	if _, err := s.Commit(context.Background(), 1); err == nil {
+		t.Fatal("Commit after Abort succeeded")
+	}
+	if f.index.Head() != head || len(f.index.Packs()) != packs {
+		t.Fatalf("index head %q with %d packs after the abort, was %q with %d", f.index.Head(), len(f.index.Packs()), head, packs)
+	}
+	if ents, err := os.ReadDir(f.b.SpoolDir); err != nil || len(ents) != 0 {
+		t.Fatalf("spool holds %d files after the abort (%v)", len(ents), err)
+	}
+	f.snap(brain, nil)
+	mustEqualTreeRestored(t, f, brain)
 }

@@ -35,8 +35,8 @@ type Input struct {
 	// Want is the bundle hash the caller has just computed; the snapshot
 	// must contain exactly that state (else ErrChanged). Zero (v3 only,
 	// see HashesWhileTaking) means the snapshot is the hash: it reads each
-	// file it needs once and its result says what it found, Learn hearing
-	// of every file read (ErrChanged if a file did not hold still).
+	// file it needs once and its result says what it found, Result.Reads
+	// listing every file read (ErrChanged if a file did not hold still).
 	Want hash.Digest
 	// Overlay, when set, is the view of the brain Want was computed
 	// through (frozen copies of live SQLite databases); the snapshot reads
@@ -47,9 +47,6 @@ type Input struct {
 	// does not read a file whose path, size and SHA-256 match the previous
 	// commit (the bundle check against Want vouches for the result).
 	Known repo.KnownFiles
-	// Learn, with a zero Want, is told of every file the snapshot read
-	// (hash.Learner.Add).
-	Learn func(path string, st fsys.Info, start time.Time, size int64, sum [32]byte)
 }
 
 // ErrEmpty: a snapshot taken as the hash (zero Input.Want) found no file
@@ -98,6 +95,9 @@ type Result struct {
 	// owner's), so this v3 snapshot stores the whole brain under the
 	// agent's own key and shares no pack with it.
 	Rekey bool
+	// Reads (v3 with a zero Input.Want) are the files the snapshot read,
+	// for the hash cache to take over (hash.Learner.Add).
+	Reads []repo.FileRead
 }
 
 // Take snapshots the brain, whose bundle hash the caller has just computed

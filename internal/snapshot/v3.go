@@ -386,10 +386,11 @@ func (s *packSink) StorePack(ctx context.Context, pk *repo.Pack) (repo.Stored, e
 	return repo.Stored{BlobID: st.BlobID, EndEpoch: st.EndEpoch}, nil
 }
 
-// takeV3 is Take for format v3: the builder stores what no live pack holds
-// yet (and what a repack moves); once its trees are final it has the lock
-// and receipts recorded as for every format (Seal), stores them, and the
-// head pack last; only then does the lock name the new head.
+// takeV3 is Take for format v3: the builder stages the snapshot (stores
+// what no live pack holds yet, and what a repack moves) up to its final
+// trees; then the lock and receipts are recorded as for every format, the
+// builder stores them and the head pack last; only then does the lock
+// name the new head.
 func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 	p.v3mu.Lock()
 	defer p.v3mu.Unlock()
@@ -415,38 +416,40 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 	sink := &packSink{p: p}
 	st.builder.Sink = sink
 	prepare := p.now().Sub(start)
-	var lock *bundlelock.Lock
-	var lockPath string
-	seal := func(ctx context.Context, bundle hash.Digest) (int64, error) {
-		if in.Want == (hash.Digest{}) && bundle == hash.Null {
-			return 0, ErrEmpty // an empty brain is never snapshotted
-		}
-		if parent, err := lockParent(lockFile); err != nil {
-			return 0, err
-		} else if parent != parentBlob {
-			return 0, fmt.Errorf("%w: the lock changed during the snapshot (it names %q, not %q)", repo.ErrChanged, parent, parentBlob)
-		}
-		l, lp, _, err := p.recordLock(ctx, bundle, start)
-		if err != nil {
-			return 0, err
-		}
-		lock, lockPath = l, lp
-		return l.Version(), nil
-	}
-	res, err := st.builder.Snapshot(ctx, repo.SnapshotInput{
+	staged, err := st.builder.Stage(ctx, repo.SnapshotInput{
 		Brain: p.BrainDir, Index: st.index, Prev: par.prev, Trees: par.trees,
-		Known: in.Known, Want: in.Want, Overlay: in.Overlay, Seal: seal, Learn: in.Learn,
+		Known: in.Known, Want: in.Want, Overlay: in.Overlay,
 		Parent: par.blob, ParentFormat: par.format, Time: start,
 		Repack: plan.list, RepackBefore: plan.before,
 	})
 	if err != nil {
-		switch {
-		case errors.Is(err, repo.ErrChanged):
-			err = fmt.Errorf("%w: %w", ErrChanged, err)
-		case errors.Is(err, repo.ErrTooLarge):
-			err = fmt.Errorf("%w: %w", ErrTooLarge, err)
-		}
-		return Result{}, fmt.Errorf("v3 snapshot: %w", err)
+		return Result{}, v3Err(err)
+	}
+	defer staged.Abort()
+	bundle := staged.Bundle()
+	if in.Want == (hash.Digest{}) && bundle == hash.Null {
+		return Result{}, v3Err(ErrEmpty) // an empty brain is never snapshotted
+	}
+	if parent, err := lockParent(lockFile); err != nil {
+		return Result{}, v3Err(err)
+	} else if parent != parentBlob {
+		return Result{}, v3Err(fmt.Errorf("%w: the lock changed during the snapshot (it names %q, not %q)", repo.ErrChanged, parent, parentBlob))
+	}
+	// The lock is recorded in the brain here, before the commit, not
+	// after it: the snapshot stores the recorded lock (this bundle hash,
+	// the next version, naming the parent), and the record and its signed
+	// transition receipt must be durable before a head exists, so that a
+	// snapshot that fails or is killed from here on is retried under the
+	// same version and receipt instead of minting new ones. No stage of
+	// the builder runs meanwhile. v1 and v2 record the same way before
+	// their tar.
+	lock, lockPath, _, err := p.recordLock(ctx, bundle, start)
+	if err != nil {
+		return Result{}, v3Err(err)
+	}
+	res, err := staged.Commit(ctx, lock.Version())
+	if err != nil {
+		return Result{}, v3Err(err)
 	}
 	st.prev, st.trees = res.Commit, res.Trees
 	st.live, st.liveHead = res.Stats.Live, res.Head.BlobID
@@ -482,6 +485,7 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 		Verify:           time.Duration(sink.verify.Load()),
 		Attempts:         int(sink.attempts.Load()),
 		Rekey:            par.rekey,
+		Reads:            res.Reads,
 	}
 	// Only a verified head becomes the lock's walrusSnapshotBlobId.
 	lock.Uploaded(bundlelock.LineageEntry{
@@ -496,4 +500,15 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 	}
 	p.saveCache(st)
 	return out, nil
+}
+
+// v3Err marks a v3 snapshot's error with this package's sentinels.
+func v3Err(err error) error {
+	switch {
+	case errors.Is(err, repo.ErrChanged):
+		err = fmt.Errorf("%w: %w", ErrChanged, err)
+	case errors.Is(err, repo.ErrTooLarge):
+		err = fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
+	return fmt.Errorf("v3 snapshot: %w", err)
 }

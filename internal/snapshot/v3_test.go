@@ -19,7 +19,6 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/compose"
-	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/receipts"
@@ -621,15 +620,13 @@ func TestV3TakeAsHash(t *testing.T) {
 	f.write("memory.db", randomBytes(5, 3<<20), 0o600)
 	f.write("skills/a.md", []byte("skill\n"), 0o644)
 	f.write("system.md", []byte("You are a test agent.\n"), 0o644)
-	var mu sync.Mutex
-	learned := map[string]bool{}
-	r, err := f.p.Take(t.Context(), snapshot.Input{Learn: func(p string, _ fsys.Info, _ time.Time, _ int64, _ [32]byte) {
-		mu.Lock()
-		learned[p] = true
-		mu.Unlock()
-	}})
+	r, err := f.p.Take(t.Context(), snapshot.Input{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	learned := map[string]bool{}
+	for _, rd := range r.Reads {
+		learned[rd.Path] = true
 	}
 	hr, err := hash.Dir(t.Context(), f.brain, hash.Options{})
 	if err != nil {

@@ -76,10 +76,11 @@ func writeLock(dir string, d hash.Digest, version int) error {
 	return os.WriteFile(filepath.Join(dir, repo.LockFile), b, 0o644)
 }
 
-// runV3Snap is a v3 snapshot as the daemon takes it: a full hash with
-// hash.Cache, then repo.Builder.Snapshot with the cache as Known,
-// uploading every pack to the Walrus server (a separate process) through
-// the walrus client and reading it back before the builder references it.
+// runV3Snap is a v3 snapshot as the daemon takes it: repo.Builder.Stage
+// without a hash first (the snapshot is the hash), the lock written, then
+// Commit, the hash cache taking over what it read; every pack is uploaded
+// to the Walrus server (a separate process) through the walrus client and
+// read back before the builder references it.
 // With -second it then edits one file -second-n times, each followed by an
 // incremental hash (Cache.Update of that path) and a snapshot on top of
 // the previous one (its trees kept in memory, as the daemon keeps them).
@@ -136,13 +137,23 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 	learner := cache.Learner(nil)
 	ix := repo.NewIndex()
 	t := time.Now()
-	res, err := b.Snapshot(ctx, repo.SnapshotInput{Brain: *dir, Index: ix, Learn: learner.Add,
-		Seal: func(_ context.Context, bundle hash.Digest) (int64, error) { return 1, writeLock(*dir, bundle, 1) }})
+	staged, err := b.Stage(ctx, repo.SnapshotInput{Brain: *dir, Index: ix})
+	if err != nil {
+		return err
+	}
+	defer staged.Abort()
+	if err := writeLock(*dir, staged.Bundle(), 1); err != nil {
+		return err
+	}
+	res, err := staged.Commit(ctx, 1)
 	if err != nil {
 		return err
 	}
 	snapS := time.Since(t).Seconds()
 	t = time.Now()
+	for _, r := range res.Reads {
+		learner.Add(r.Path, r.Stat, r.Start, r.Size, r.SHA256)
+	}
 	if _, err := learner.Adopt(res.Commit.BundleHash); err != nil {
 		return err
 	}
