@@ -69,7 +69,6 @@ var placement = map[string]layer{
 	"internal/hash":       leafLayer,
 	"internal/redact":     leafLayer,
 	"internal/secretfile": leafLayer,
-	"internal/sha256x":    leafLayer,
 	"internal/sqlite":     leafLayer,
 	"internal/tarball":    leafLayer,
 
@@ -120,7 +119,6 @@ var leaves = map[string][]string{
 	"internal/hash":       {"internal/fsys"},
 	"internal/redact":     nil,
 	"internal/secretfile": nil,
-	"internal/sha256x":    nil,
 	"internal/sqlite":     {"internal/fsys"},
 	"internal/tarball":    {"internal/fsys"},
 }
