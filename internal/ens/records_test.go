@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"errors"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -157,5 +158,65 @@ func TestRecordsClientChecks(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Write(ctx, "x.l2.eth", blobID(1), ""); !errors.Is(err, ErrWrongChain) {
 		t.Fatalf("another chain id: %v, want ErrWrongChain", err)
+	}
+}
+
+// The L2 layout end to end at this level: the record lives on a second
+// chain's PublicResolver, written by a records client; on L1 the parent
+// name has ENS's OffchainResolver, whose gateway answers text() from the
+// L2 resolver (at its head, or lagging). L1 resolution — what a fresh
+// machine does — sees the L2 write through the gateway, and an older value
+// while the gateway lags.
+func TestL2RecordsThroughGateway(t *testing.T) {
+	t.Parallel()
+	needCCIPArtifacts(t)
+	ctx := t.Context()
+	l1 := newEnv(t, "l2.eth")
+	const name = "scout.l2.eth"
+	l2, err := devchain.Start(ctx, devchain.Config{ChainID: 1338, Fund: []common.Address{agentAddr},
+		Names: []devchain.Name{{Name: name, Owner: agentAddr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l2.Close() })
+	recs := &devchain.ChainRecords{Chain: l2.Client(), Resolver: l2.ResolverAddress()}
+	gw := httptest.NewServer(&devchain.Gateway{Key: gatewayKey, Answer: recs.Answer})
+	t.Cleanup(gw.Close)
+	off, err := l1.chain.DeployOffchainResolver(ctx, gw.URL+"/{sender}/{data}.json", crypto.PubkeyToAddress(gatewayKey.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l1.chain.RegisterWithResolver(ctx, "l2.eth", agentAddr, off); err != nil {
+		t.Fatal(err)
+	}
+	rc := newRecordsClient(t, l2, l2.ResolverAddress(), agentKey)
+	l1Before := l1.nonce(t, agentKey)
+	if _, err := rc.Write(ctx, name, blobID(1), ""); err != nil {
+		t.Fatal(err)
+	}
+	read := func() Resolution {
+		t.Helper()
+		res, err := l1.client.Resolve(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := read(); res.Value != blobID(1) || res.Via != PathWildcard || res.Lookups != 1 || res.Resolver != off {
+		t.Fatalf("through L1: %+v", res)
+	}
+	recs.SetLag(1)
+	if _, err := rc.Write(ctx, name, blobID(2), blobID(1)); err != nil {
+		t.Fatal(err)
+	}
+	if res := read(); res.Value != blobID(1) {
+		t.Fatalf("lagging one block: %q, want the older %q", res.Value, blobID(1))
+	}
+	recs.SetLag(0)
+	if res := read(); res.Value != blobID(2) {
+		t.Fatalf("caught up: %q", res.Value)
+	}
+	if n := l1.nonce(t, agentKey); n != l1Before {
+		t.Errorf("the L2 writes sent %d transactions on L1", n-l1Before)
 	}
 }
