@@ -123,6 +123,7 @@ func (c *Config) validate(v *validator) {
 
 	c.validateWalrus(v)
 	c.validateChain(v)
+	c.validateRecords(v)
 	c.validateSecrets(v)
 	c.validateSeal(v)
 	c.validateRepository(v)
@@ -301,6 +302,9 @@ func (c *Config) validateSecrets(v *validator) {
 	checkRef("walrus.token", c.Walrus.Token, false)
 	checkRef("walrus.jwt_secret", c.Walrus.JWTSecret, false)
 	checkRef("chain.signer", c.Chain.Signer, true)
+	for i := range c.ENS.Records {
+		checkRef(fmt.Sprintf("ens.records[%d].signer", i), c.ENS.Records[i].Signer, true)
+	}
 	checkRef("encryption.key", c.Encryption.Key, false)
 	checkRef("receipts.signer", c.Receipts.Signer, true)
 	checkRef("seal.sui_key", c.Seal.SuiKey, false)
@@ -308,9 +312,16 @@ func (c *Config) validateSecrets(v *validator) {
 		checkRef(fmt.Sprintf("seal.key_servers[%d].api_key", i), c.Seal.KeyServers[i].APIKey, false)
 	}
 
-	for _, a := range c.Agents {
-		if a.ENSName != "" && c.Chain.Signer.IsZero() {
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		if a.ENSName == "" || !c.Chain.Signer.IsZero() {
+			continue
+		}
+		if r := c.RecordsOf(a); r == nil {
 			v.add("chain.signer", "required when an agent has an ens_name (the key that owns the names)")
+			break
+		} else if r.Signer.IsZero() {
+			v.add("chain.signer", "required: ens.records %s has no signer of its own (agent %s writes there)", r.ID, a.ID)
 			break
 		}
 	}
