@@ -138,6 +138,10 @@ type Deps struct {
 	Pipeline Pipeline
 	Receipts *receipts.Log // the agent's receipt log (the agent closes it)
 	Pointer  Pointer       // nil when the agent has no ENS name
+	// Record reads the record where it lives, when that is not on L1
+	// (Config.Records): what a hold is resolved against (adopt, override),
+	// since L1 resolution may lag behind it. nil: Pointer.
+	Record Pointer
 	// Owners reads the registry owner of the agent's name (transfers);
 	// nil without a chain.
 	Owners Owners

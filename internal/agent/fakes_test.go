@@ -260,6 +260,7 @@ type rig struct {
 	records    string
 	visibility time.Duration
 	pointer    Pointer
+	record     Pointer
 	now        func() time.Time
 }
 
@@ -287,6 +288,7 @@ func (r *rig) open() *Agent {
 		if r.pointer != nil {
 			deps.Pointer = r.pointer
 		}
+		deps.Record = r.record
 		cfg.Self, cfg.Handover = r.self, r.handover
 	}
 	if _, err := os.Stat(r.seed); err == nil {

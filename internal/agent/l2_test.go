@@ -97,6 +97,16 @@ func (c *fakeL2) count() int {
 	return c.writes
 }
 
+// where reads the record where it lives (Deps.Record).
+type where struct{ c *fakeL2 }
+
+func (w where) Read(_ context.Context, name string) (string, bool, error) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	v, ok := w.c.where[name]
+	return v, ok, nil
+}
+
 // clock is a settable time.
 type clock struct {
 	mu sync.Mutex
@@ -280,5 +290,39 @@ func TestL2PointerLagAcrossSnapshotsAndRestarts(t *testing.T) {
 	a = r.reopen(a)
 	if p, ok := a.Pending(); !ok || p.Target != "" || p.Written != nil {
 		t.Fatalf("after moving the record to L1: %+v", p)
+	}
+}
+
+// A gateway that falls behind a value already confirmed shows an older
+// one (or none): the read-back sees that the record where it lives still
+// holds what was published — a lag, not a rollback to repair.
+func TestL2ReadBackLagIsNotRollback(t *testing.T) {
+	r, l2, _ := l2Rig(t)
+	r.record = where{l2}
+	r.write("system.md", "v1\n")
+	a := r.open()
+	if err := a.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SyncOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if p := publishOne(t, a, l2); p.Outcome != OutcomePublished {
+		t.Fatalf("publish: %s", p.Outcome)
+	}
+	l2.mu.Lock()
+	l2.lag, l2.shown = true, map[string]string{} // L1 shows the record as it was before
+	l2.mu.Unlock()
+	if out, err := a.CheckPointer(t.Context()); out != OutcomeLagging || err != nil {
+		t.Fatalf("read-back: %s %v, want lagging", out, err)
+	}
+	if _, ok := a.Pending(); ok || l2.count() != 1 {
+		t.Fatalf("a lagging gateway made the published snapshot pending again (%d writes)", l2.count())
+	}
+	// Without the record where it lives, the same read is a rollback.
+	r.record = nil
+	a = r.reopen(a)
+	if out, _ := a.CheckPointer(t.Context()); out != OutcomeRollback {
+		t.Fatalf("without the L2 reader: %s, want rollback", out)
 	}
 }

@@ -428,6 +428,19 @@ func (a *Agent) CheckPointer(ctx context.Context) (PublishOutcome, error) {
 	// we published (a new state directory): the newest verified snapshot
 	// goes over it unless it is that snapshot.
 	first := a.st.Published == "" && a.st.PublishedAt.IsZero()
+	if !first && a.st.Published != "" && a.deps.Record != nil {
+		// The record lives on another chain: when it still holds what we
+		// published, L1 shows an older value because the gateway lags
+		// behind it, not because the record went back.
+		published := a.st.Published
+		a.mu.Unlock()
+		where, ok, rerr := a.deps.Record.Read(ctx, a.cfg.ENSName)
+		a.mu.Lock()
+		if rerr == nil && ok && where == published && a.st.Published == published {
+			a.log.Debug("L1 resolution lags behind the record where it lives", "l1_shows", v, "record", where)
+			return OutcomeLagging, nil
+		}
+	}
 	newest, err := a.settleOwnLocked(v)
 	if newest == v || newest == "" {
 		return OutcomeOK, err
@@ -533,8 +546,8 @@ func (a *Agent) Override(ctx context.Context) error {
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
 	var current string
-	if a.deps.Pointer != nil {
-		v, ok, err := a.deps.Pointer.Read(ctx, a.cfg.ENSName)
+	if p := a.recordReader(); p != nil {
+		v, ok, err := p.Read(ctx, a.cfg.ENSName)
 		if err != nil {
 			return fmt.Errorf("read ENS pointer of %s: %w", a.cfg.ENSName, err)
 		}
@@ -574,10 +587,11 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 	if a.Hold() == nil {
 		return "", ErrNotHeld
 	}
-	if a.deps.Pointer == nil {
+	p := a.recordReader()
+	if p == nil {
 		return "", errors.New("the agent has no ENS name")
 	}
-	v, ok, err := a.deps.Pointer.Read(ctx, a.cfg.ENSName)
+	v, ok, err := p.Read(ctx, a.cfg.ENSName)
 	if err != nil {
 		return "", fmt.Errorf("read ENS pointer of %s: %w", a.cfg.ENSName, err)
 	}
@@ -618,6 +632,15 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 	a.log.Warn("adopted the other writer's snapshot; the previous brain was set aside",
 		"name", a.cfg.ENSName, "blob", v, "aside", filepath.Base(aside))
 	return aside, nil
+}
+
+// recordReader reads the record where it lives: Deps.Record for a record
+// on another chain than L1, else the agent's Pointer.
+func (a *Agent) recordReader() Pointer {
+	if a.deps.Record != nil {
+		return a.deps.Record
+	}
+	return a.deps.Pointer
 }
 
 // maxAsideTries bounds the search for a free set-aside name.

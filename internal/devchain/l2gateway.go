@@ -147,10 +147,15 @@ type ChainRecords struct {
 	Chain    RecordsReader
 	Resolver common.Address
 	lag      atomic.Uint64
+	down     atomic.Bool
 }
 
 // SetLag makes the answers come from block head − n (block 0 at least).
 func (r *ChainRecords) SetLag(n uint64) { r.lag.Store(n) }
+
+// SetDown makes every answer fail as if the L2 could not be read (the
+// Gateway answers 502), for tests of a gateway that is down.
+func (r *ChainRecords) SetDown(down bool) { r.down.Store(down) }
 
 // Lag is the current lag in blocks.
 func (r *ChainRecords) Lag() uint64 { return r.lag.Load() }
@@ -160,6 +165,9 @@ func (r *ChainRecords) Answer(ctx context.Context, name, data []byte) ([]byte, e
 	q, err := ParseTextLookup(name, data)
 	if err != nil {
 		return nil, err
+	}
+	if r.down.Load() {
+		return nil, fmt.Errorf("%w: switched off", ErrUpstream)
 	}
 	head, err := r.Chain.BlockNumber(ctx)
 	if err != nil {

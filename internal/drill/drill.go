@@ -341,7 +341,7 @@ func (d *drill) publish(ctx context.Context) (err error) {
 	if h := d.a.Hold(); h != nil {
 		return fmt.Errorf("publishing held: %s", h.Reason)
 	}
-	for _, r := range agent.PublishOnce(ctx, compose.Pointer(d.svc.Chain), []*agent.Agent{d.a}) {
+	for _, r := range agent.PublishOnce(ctx, d.svc.Pointer(), []*agent.Agent{d.a}) {
 		switch r.Outcome {
 		case agent.OutcomePublished:
 			if r.Write.TxHash != "" {

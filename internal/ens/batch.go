@@ -76,8 +76,8 @@ type UpdateResult struct {
 	GasShare uint64
 	// BatchSize is the number of updates in the transaction.
 	BatchSize int
-	// ChainID is the chain the update was sent on (set whenever TxHash
-	// is), and EffectiveGasPrice the price its mined transaction paid per
+	// ChainID is the chain of the update's record (0 when the client
+	// could not reach its node), and EffectiveGasPrice the price its mined transaction paid per
 	// gas (nil before it was mined): the update's cost is GasShare ×
 	// EffectiveGasPrice wei of that chain.
 	ChainID           uint64
@@ -126,12 +126,12 @@ func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(U
 			return
 		}
 		reported[it.index] = true
-		r := UpdateResult{Index: it.index, Update: it.Update, Outcome: it.outcome, Err: it.err}
+		r := UpdateResult{Index: it.index, Update: it.Update, Outcome: it.outcome, Err: it.err, ChainID: chainID}
 		if it.outcome == Conflict {
 			r.Actual = it.current
 		}
 		if tx != nil {
-			r.TxHash, r.BlockNumber, r.BatchSize, r.ChainID = tx.TxHash, tx.BlockNumber, size, chainID
+			r.TxHash, r.BlockNumber, r.BatchSize = tx.TxHash, tx.BlockNumber, size
 			if tx.EffectiveGasPrice != nil {
 				r.EffectiveGasPrice = new(big.Int).Set(tx.EffectiveGasPrice)
 			}
