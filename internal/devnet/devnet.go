@@ -286,6 +286,7 @@ ens:
       chain_id: {{.L2.ChainID}}
       resolver: "{{.L2.Resolver}}"
       tx_timeout: 30s
+      max_fee_gwei: 100
       poll_interval: 20ms
       visibility_timeout: {{.L2.Visibility}}
 {{- end}}
