@@ -125,6 +125,11 @@ type NotAuthorizedError struct {
 }
 
 func (e *NotAuthorizedError) Error() string {
+	if e.Owner == (common.Address{}) && e.Resolver != (common.Address{}) {
+		// A records client: who may write is the contract's own rule.
+		return fmt.Sprintf("ens: the records contract %s refused a simulated setText(bytes32,string,string) of %s from signer %s: "+
+			"not authorised there (an L2 registry's owner or approved account?), or not a contract with that setter (nothing sent)", e.Resolver, e.Name, e.Signer)
+	}
 	if e.Resolver == (common.Address{}) {
 		return fmt.Sprintf("ens: %s is owned by %s; signer %s is neither the owner nor an operator it approved in the registry, so it cannot transfer the name (nothing sent)", e.Name, e.Owner, e.Signer)
 	}
