@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 )
@@ -160,8 +162,9 @@ func TestL2PointerLagging(t *testing.T) {
 	}
 }
 
-// Past visibility_timeout a gateway that still shows an older value (or
-// cannot be reached) is a clear error that keeps the pointer pending:
+// Past visibility_timeout a gateway that still shows an older value,
+// cannot be reached, or whose answers the L1 resolver rejects is a clear
+// error that keeps the pointer pending:
 // never a hold, never another L2 write; the agent stays ready. When the
 // gateway answers with the value, it is published.
 func TestL2PointerNotVisiblePastTimeout(t *testing.T) {
@@ -182,6 +185,17 @@ func TestL2PointerNotVisiblePastTimeout(t *testing.T) {
 			w.dn.L2.Records.SetLag(map[bool]uint64{true: 1, false: 0}[on])
 		}},
 		{"gateway down", "could not be read", w.dn.L2.Records.SetDown},
+		{"signature rejected", "resolver rejected the gateway's answer", func(on bool) {
+			// The parent's OffchainResolver trusts another key than the
+			// gateway's while on.
+			signer := w.dn.L2.GatewayKey
+			if on {
+				signer = crypto.PubkeyToAddress(devchain.DeriveKey("not-the-gateway").PublicKey)
+			}
+			if _, err := w.dn.Chain.EnsureOffchainResolver(t.Context(), w.dn.L2.Parent, w.dn.Owner(), w.dn.L2.GatewayURL, signer); err != nil {
+				t.Fatal(err)
+			}
+		}},
 	} {
 		tc.fault(true)
 		writeFile(t, w.brain("scout")+"/notes/"+strings.ReplaceAll(tc.name, " ", "-")+".md", tc.name+"\n", 0o644)
@@ -211,7 +225,7 @@ func TestL2PointerNotVisiblePastTimeout(t *testing.T) {
 			t.Fatalf("%s: %d L2 transactions in all, want one per snapshot (%d)", tc.name, n, l2After)
 		}
 	}
-	if f := testutil.ToFloat64(d.metrics.failures.WithLabelValues("scout", "visibility")); f < 2 {
+	if f := testutil.ToFloat64(d.metrics.failures.WithLabelValues("scout", "visibility")); f < 3 {
 		t.Errorf("visibility failures counted: %v", f)
 	}
 }
