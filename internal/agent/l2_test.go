@@ -148,14 +148,7 @@ func publishOne(t *testing.T, a *Agent, w PointerWriter) PublishResult {
 // pending, never a hold.
 func TestL2PointerLag(t *testing.T) {
 	r, l2, clk := l2Rig(t)
-	r.write("system.md", "v1\n")
-	a := r.open()
-	if err := a.Prepare(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.SyncOnce(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	a, _ := snapshotFirst(t, r)
 	first := publishOne(t, a, l2)
 	if first.Outcome != OutcomePublished || l2.count() != 1 {
 		t.Fatalf("first publish: %+v, %d writes", first, l2.count())
@@ -225,15 +218,8 @@ func TestL2PointerLag(t *testing.T) {
 // that cannot be read is waited for like one that lags.
 func TestL2PointerLagAcrossSnapshotsAndRestarts(t *testing.T) {
 	r, l2, clk := l2Rig(t)
-	r.write("system.md", "v1\n")
-	a := r.open()
-	if err := a.Prepare(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	l2.lagging()
-	if _, err := a.SyncOnce(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	a, _ := snapshotFirst(t, r)
 	if p := publishOne(t, a, l2); p.Outcome != OutcomeLagging || l2.count() != 1 {
 		t.Fatalf("first: %s %v", p.Outcome, p.Err)
 	}
@@ -299,14 +285,7 @@ func TestL2PointerLagAcrossSnapshotsAndRestarts(t *testing.T) {
 func TestL2ReadBackLagIsNotRollback(t *testing.T) {
 	r, l2, _ := l2Rig(t)
 	r.record = where{l2}
-	r.write("system.md", "v1\n")
-	a := r.open()
-	if err := a.Prepare(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.SyncOnce(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	a, _ := snapshotFirst(t, r)
 	if p := publishOne(t, a, l2); p.Outcome != OutcomePublished {
 		t.Fatalf("publish: %s", p.Outcome)
 	}

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 	"time"
 )
 
@@ -120,29 +119,15 @@ func (c *Config) validateRecords(v *validator) {
 	for i := range c.ENS.Records {
 		r := &c.ENS.Records[i]
 		f := func(name string) string { return fmt.Sprintf("ens.records[%d].%s", i, name) }
-		switch {
-		case r.ID == "":
-			v.add(f("id"), "required")
-		case r.ID == RecordsL1:
+		if r.ID == RecordsL1 {
 			v.add(f("id"), "%q is reserved: it means the name's own resolver on L1", RecordsL1)
-		case !agentIDRe.MatchString(r.ID):
-			v.add(f("id"), "%q must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", r.ID)
-		default:
-			if j, dup := ids[r.ID]; dup {
-				v.add(f("id"), "%q is also ens.records[%d].id", r.ID, j)
-			}
-			ids[r.ID] = i
+		} else {
+			checkID(v, "ens.records", i, r.ID, ids)
 		}
 		if r.RPC == "" {
 			v.add(f("rpc"), "required")
-		} else if u, err := url.Parse(r.RPC); err != nil || u.Host == "" {
-			v.add(f("rpc"), "%q is not a URL", r.RPC)
 		} else {
-			switch u.Scheme {
-			case "http", "https", "ws", "wss":
-			default:
-				v.add(f("rpc"), "%q: scheme must be http, https, ws or wss", r.RPC)
-			}
+			checkRPC(v, f("rpc"), r.RPC)
 		}
 		if r.ChainID == 0 {
 			v.add(f("chain_id"), "required: writes are signed for this chain only")

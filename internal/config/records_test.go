@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,17 +71,11 @@ func TestLoadRecords(t *testing.T) {
 
 func TestValidateRecords(t *testing.T) {
 	base := func() *Config {
-		c := Default()
-		c.StateDir = "/var/lib/hermesd"
-		c.Walrus.Publishers = []string{"http://127.0.0.1:1"}
-		c.Walrus.Aggregators = []string{"http://127.0.0.1:1"}
-		c.Chain.RPC = "http://127.0.0.1:8545"
-		c.Chain.Signer = SecretRef{Env: "DEPLOYER_PRIVATE_KEY"}
-		c.Encryption.Key = SecretRef{File: "/etc/hermesd/snapshot.key"}
+		c := validBase()
 		c.ENS.Records = []RecordsTarget{{ID: "l2", RPC: "http://127.0.0.1:18546", ChainID: 1338,
 			Resolver: "0x0000000000000000000000000000000000000b0c"}}
 		c.fillRecordsDefaults()
-		c.Agents = []Agent{{ID: "a", BrainDir: "/srv/a", ENSName: "a.eth", Records: "l2"}}
+		c.Agents[0].Records = "l2"
 		return c
 	}
 	if err := base().Validate(); err != nil {
@@ -111,17 +104,7 @@ func TestValidateRecords(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base()
 			tt.mutate(c)
-			err := c.Validate()
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("Validate() = %v, want a ValidationError", err)
-			}
-			for _, f := range ve.Fields {
-				if f.Field == tt.field {
-					return
-				}
-			}
-			t.Fatalf("Validate() = %v, want an error for field %s", err, tt.field)
+			wantFieldError(t, c.Validate(), tt.field)
 		})
 	}
 

@@ -235,16 +235,7 @@ func (c *Config) validateChain(v *validator) {
 		}
 	}
 	if ch.RPC != "" {
-		u, err := url.Parse(ch.RPC)
-		if err != nil || u.Host == "" {
-			v.add("chain.rpc", "%q is not a URL", ch.RPC)
-		} else {
-			switch u.Scheme {
-			case "http", "https", "ws", "wss":
-			default:
-				v.add("chain.rpc", "%q: scheme must be http, https, ws or wss", ch.RPC)
-			}
-		}
+		checkRPC(v, "chain.rpc", ch.RPC)
 	} else if publishing {
 		v.add("chain.rpc", "required when an agent has an ens_name")
 	}
@@ -271,6 +262,38 @@ func (c *Config) validateChain(v *validator) {
 	}
 	if ch.GatewayMaxBody < 1<<10 || ch.GatewayMaxBody > MaxGatewayMaxBody {
 		v.add("chain.gateway_max_body", "%d bytes is outside 1KiB..4MiB", int64(ch.GatewayMaxBody))
+	}
+}
+
+// checkID checks the id of list[i] (agents, ens.records): required, 1-64
+// characters of the id alphabet, unique in the list (seen maps each id
+// checked so far to its index).
+func checkID(v *validator, list string, i int, id string, seen map[string]int) {
+	field := fmt.Sprintf("%s[%d].id", list, i)
+	switch {
+	case id == "":
+		v.add(field, "required")
+	case !agentIDRe.MatchString(id):
+		v.add(field, "%q must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", id)
+	default:
+		if j, dup := seen[id]; dup {
+			v.add(field, "%q is also %s[%d].id", id, list, j)
+		}
+		seen[id] = i
+	}
+}
+
+// checkRPC checks a JSON-RPC URL: http, https, ws or wss with a host.
+func checkRPC(v *validator, field, rpc string) {
+	u, err := url.Parse(rpc)
+	if err != nil || u.Host == "" {
+		v.add(field, "%q is not a URL", rpc)
+		return
+	}
+	switch u.Scheme {
+	case "http", "https", "ws", "wss":
+	default:
+		v.add(field, "%q: scheme must be http, https, ws or wss", rpc)
 	}
 }
 
@@ -394,17 +417,7 @@ func (c *Config) validateAgents(v *validator) {
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		f := func(name string) string { return fmt.Sprintf("agents[%d].%s", i, name) }
-		switch {
-		case a.ID == "":
-			v.add(f("id"), "required")
-		case !agentIDRe.MatchString(a.ID):
-			v.add(f("id"), "%q must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", a.ID)
-		default:
-			if j, dup := ids[a.ID]; dup {
-				v.add(f("id"), "%q is also agents[%d].id", a.ID, j)
-			}
-			ids[a.ID] = i
-		}
+		checkID(v, "agents", i, a.ID, ids)
 		if a.BrainDir == "" {
 			v.add(f("brain_dir"), "required")
 		} else if !filepath.IsAbs(a.BrainDir) {

@@ -27,19 +27,7 @@ const scoutName = "scout.l2.hermes.eth"
 
 func newL2World(t *testing.T, agents ...devnet.Agent) *world {
 	t.Helper()
-	dn, err := devnet.Start(t.Context(), devnet.Options{
-		Dir:        t.TempDir(),
-		Agents:     agents,
-		Quiet:      100 * time.Millisecond,
-		MaxLag:     time.Second,
-		HTTPListen: "127.0.0.1:0",
-		L2:         &devnet.L2Options{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dn.Close() })
-	return &world{t: t, dn: dn}
+	return newWorldWith(t, devnet.Options{L2: &devnet.L2Options{}}, agents...)
 }
 
 // l2Writes is the signer's transaction count on the L2.
