@@ -16,6 +16,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/devchain"
+	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/seal"
 )
 
@@ -163,6 +165,18 @@ func checkDevnet(t *testing.T, c *config.Config) {
 	}
 	if got := c.PointerIntervalOf(&a); got != 0 {
 		t.Errorf("pointer interval = %s, want 0 on the devnet", got)
+	}
+	// One agent each way: the second one's record on the devnet's L2.
+	if len(c.Agents) != 2 || c.RecordsOf(&c.Agents[0]) != nil {
+		t.Fatalf("want auditor on L1 and scout on the L2, got %d agents", len(c.Agents))
+	}
+	s := c.Agents[1]
+	r := c.RecordsOf(&s)
+	if s.ID != "scout" || s.ENSName != "scout."+devnet.DefaultL2Parent || r == nil || r.ID != devnet.L2RecordsID ||
+		r.ChainID != devnet.DefaultL2ChainID || r.RPC != "http://127.0.0.1:18546" ||
+		!strings.EqualFold(r.Resolver, devchain.ResolverAddress.Hex()) {
+		t.Errorf("scout = %s %s, records %+v; want the devnet's L2 (chain 1338 at 127.0.0.1:18546, resolver %s)",
+			s.ID, s.ENSName, r, devchain.ResolverAddress.Hex())
 	}
 }
 
@@ -548,25 +562,11 @@ func TestTestnetSealBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(raw)
-	begin, end := strings.Index(text, "# BEGIN seal"), strings.Index(text, "# END seal")
-	if begin < 0 || end < begin {
-		t.Fatal("testnet.yml has no '# BEGIN seal' ... '# END seal' block")
-	}
-	var block strings.Builder
-	for _, line := range strings.Split(text[begin:end], "\n")[1:] {
-		if line == "" {
-			continue
-		}
-		if !strings.HasPrefix(line, "# ") {
-			t.Fatalf("seal block line %q is not commented out", line)
-		}
-		block.WriteString(strings.TrimPrefix(line, "# ") + "\n")
-	}
+	text := uncommentBlock(t, string(raw), "seal")
 	if !strings.Contains(text, "\n  format: v3\n") {
 		t.Fatal("testnet.yml does not set encryption.format: v3")
 	}
-	text = strings.Replace(text[:begin]+block.String()+text[end:], "\n  format: v3\n", "\n  format: seal\n", 1)
+	text = strings.Replace(text, "\n  format: v3\n", "\n  format: seal\n", 1)
 	p := filepath.Join(t.TempDir(), "testnet-seal.yml")
 	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -607,5 +607,94 @@ func TestTestnetSealBlock(t *testing.T) {
 	}
 	if c.Encryption.Key.IsZero() {
 		t.Error("the snapshot key should stay configured: it opens the v2 snapshots taken before the switch")
+	}
+}
+
+// uncommentBlock returns text with the "# BEGIN name" ... "# END name"
+// block of a sample uncommented.
+func uncommentBlock(t *testing.T, text, name string) string {
+	t.Helper()
+	begin, end := strings.Index(text, "# BEGIN "+name), strings.Index(text, "# END "+name)
+	if begin < 0 || end < begin {
+		t.Fatalf("no '# BEGIN %s' ... '# END %s' block", name, name)
+	}
+	var block strings.Builder
+	for _, line := range strings.Split(text[begin:end], "\n")[1:] {
+		if line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "# ") {
+			t.Fatalf("%s block line %q is not commented out", name, line)
+		}
+		block.WriteString(strings.TrimPrefix(line, "# ") + "\n")
+	}
+	return text[:begin] + block.String() + text[end:]
+}
+
+// TestTestnetRecordsBlock: testnet.yml's ens block, uncommented and used
+// by the agent, loads and names Base Sepolia.
+func TestTestnetRecordsBlock(t *testing.T) {
+	raw, err := os.ReadFile("testnet.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := uncommentBlock(t, string(raw), "ens")
+	const agentLine = "    ens_name: \"${HERMESD_ENS_NAME}\"\n"
+	if !strings.Contains(text, agentLine) {
+		t.Fatal("testnet.yml's agent has no ens_name line")
+	}
+	text = strings.Replace(text, agentLine, agentLine+"    records: base-sepolia\n", 1)
+	p := filepath.Join(t.TempDir(), "testnet-l2.yml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setSampleEnv(t)
+	t.Setenv("BASE_SEPOLIA_RPC_URL", "https://base-sepolia.example.invalid")
+	t.Setenv("DURIN_L2_REGISTRY", "0x00000000000000000000000000000000000000b5")
+	c, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.RecordsOf(&c.Agents[0])
+	if r == nil || r.ChainID != 84532 || r.Resolver != "0x00000000000000000000000000000000000000b5" {
+		t.Fatalf("records of the agent: %+v, want Base Sepolia (84532) at the L2Registry", r)
+	}
+}
+
+// TestDrillL2Records: what testnet/drill.sh appends to the drill
+// configuration when HERMESD_L2_RECORDS is set (taken from drill.sh
+// itself) continues the drill agent's entry and loads.
+func TestDrillL2Records(t *testing.T) {
+	script, err := os.ReadFile("../testnet/drill.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(script), "<<'YAML'\n")
+	snippet, _, ok2 := strings.Cut(rest, "\nYAML\n")
+	if !ok || !ok2 {
+		t.Fatal("drill.sh has no <<'YAML' ... YAML block")
+	}
+	raw, err := os.ReadFile("../testnet/hermesd.testnet.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(raw), "    ens_name: \"${HERMESD_ENS_NAME}\"\n") {
+		t.Fatal("hermesd.testnet.yml must end with the drill agent's ens_name line: drill.sh appends to that entry")
+	}
+	p := filepath.Join(t.TempDir(), "hermesd.yml")
+	if err := os.WriteFile(p, append(raw, snippet+"\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	setSampleEnv(t)
+	t.Setenv("HERMESD_L2_RPC_URL", "https://base-sepolia.example.invalid")
+	t.Setenv("HERMESD_L2_CHAIN_ID", "84532")
+	t.Setenv("HERMESD_L2_RECORDS", "0x00000000000000000000000000000000000000b5")
+	t.Setenv("DEPLOYER_PRIVATE_KEY", "0x"+strings.Repeat("11", 32))
+	c, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.RecordsOf(&c.Agents[0]); r == nil || r.ID != "l2" || r.ChainID != 84532 {
+		t.Fatalf("the drill agent's records: %+v", r)
 	}
 }

@@ -13,6 +13,10 @@
 #   issue 5  snapshot/restore (hash + Snapshotter.Take / Restorer.Restore)
 #            vs `restic backup` / `restic restore`, second snapshot after one
 #            edit, change-to-pointer latency on the devnet
+#   gas      gas of a pointer update for a record on L1 and on an L2 (alone and
+#            per agent in a batch of 10), the L1 gas an L2 update costs (goal:
+#            0) and per agent per day at pointer_interval 10m, on the devnet's
+#            contracts under Osaka rules (scripts/benchtool/gas; seconds)
 #   v3       repository format v3 (internal/repo) as the daemon drives it:
 #            repo.Builder hashing as it reads (the daemon's first snapshot),
 #            uploading packs through the walrus
@@ -32,7 +36,8 @@
 #   BENCH_N      samples for hash figures (default 5)
 #   BENCH_NP     samples for pipeline and restic figures (default 3)
 #   BENCH_ONLY   comma list of sections to run (default all):
-#                hash,inc,cipher,walrus,snap,second,latency,v3
+#                hash,inc,cipher,walrus,snap,second,latency,v3,gas
+#                (BENCH_ONLY=gas alone needs no datasets and runs in seconds)
 #   BENCH_PROFILE 1 writes CPU profiles of the in-process figures (incremental
 #                hash, v2 cipher, snapshot, restore) to .bench/profiles/KEY.pprof
 #   BENCH_KEEP   1 keeps the run's scratch directory (.bench/work)
@@ -98,6 +103,18 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# --- gas: pointer updates on L1 and on an L2 ----------------------------------
+# On the devnet's real ENS contracts (Osaka rules), through hermesd's own
+# writer; needs no dataset, so BENCH_ONLY=gas stops here.
+if want gas; then
+	say "gas: pointer updates, record on L1 vs on the devnet's L2"
+	go build -o "$BENCH/bin/benchtool-gas" ./scripts/benchtool/gas
+	"$BENCH/bin/benchtool-gas" -dir "$WORK/gas" | tee "$BENCH/gas.txt"
+	if [[ $ONLY == gas ]]; then
+		exit 0
+	fi
+fi
 
 # --- build -------------------------------------------------------------------
 say "build"
@@ -341,4 +358,8 @@ fi
 say "report"
 "$BT" report -results "$RESULTS" -out "$BENCH/report.txt" -scale "$SCALE" -data "$DATA" \
 	-load-start "$LOAD_START" -started "$STARTED"
+if want gas; then
+	{ echo; cat "$BENCH/gas.txt"; } >>"$BENCH/report.txt"
+	cat "$BENCH/gas.txt"
+fi
 echo "(written to ${BENCH#"$ROOT"/}/report.txt; raw samples in ${RESULTS#"$ROOT"/})"

@@ -28,6 +28,12 @@
 #   HERMESD_BIN                hermesd binary (default: built from this checkout
 #                              with `go build`, else `hermesd` on PATH)
 #   DRILL_PUBLISH_TIMEOUT      seconds to wait for the first publish (default 900)
+#   HERMESD_L2_RECORDS         optional: the address of the contract on an L2
+#                              that holds the name's record (e.g. a Durin
+#                              L2Registry); then also HERMESD_L2_RPC_URL and
+#                              HERMESD_L2_CHAIN_ID. The drill then writes the
+#                              record there and reads it back through Sepolia
+#                              (README §4c).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -142,6 +148,25 @@ if [[ -n $signer_file ]]; then
 		"$here/hermesd.testnet.yml" >"$cfg.tmp"
 else
 	cp "$here/hermesd.testnet.yml" "$cfg.tmp"
+fi
+if [[ -n ${HERMESD_L2_RECORDS:-} ]]; then
+	need HERMESD_L2_RPC_URL "the JSON-RPC URL of the L2 that holds the record"
+	need HERMESD_L2_CHAIN_ID "the L2's chain id (Base Sepolia: 84532)"
+	# The drill agent's entry is the file's last lines (configs_test checks
+	# it): its records line continues that entry, then the ens section.
+	cat >>"$cfg.tmp" <<'YAML'
+    records: l2
+ens:
+  records:
+    - id: l2
+      rpc: "${HERMESD_L2_RPC_URL}"
+      chain_id: ${HERMESD_L2_CHAIN_ID}
+      resolver: "${HERMESD_L2_RECORDS}"
+      tx_timeout: 10m
+      poll_interval: 2s
+      visibility_timeout: 30m
+YAML
+	say "the record lives on chain $HERMESD_L2_CHAIN_ID at $HERMESD_L2_RECORDS; it is read back through Sepolia"
 fi
 mv "$cfg.tmp" "$cfg"
 brain=$work/brain

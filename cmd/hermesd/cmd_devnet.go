@@ -37,7 +37,8 @@ func addDevnetFlags(fs *flag.FlagSet, prefix string) *devnetFlags {
 		sealPort:   fs.Int(prefix+"seal-port", 0, "port of the first Seal key server on 127.0.0.1, the others following it (0 = any free ports)"),
 		format:     fs.String(prefix+"format", "v3", "encryption.format of the generated configuration: v3, v2, v1 or seal"),
 	}
-	fs.Var(&f.agents, prefix+"agent", "agent as ID or ID=ENS-NAME (repeatable; default auditor=auditor.hermes.eth)")
+	fs.Var(&f.agents, prefix+"agent", "agent as ID, ID=ENS-NAME, or ID=ENS-NAME@l2 for a record on the devnet's L2 (repeatable; default auditor=auditor.hermes.eth and scout=scout.l2.hermes.eth@l2). "+
+		"With an L2 agent the devnet also runs the L2 chain on chain-port+1 and its gateway on chain-port+2")
 	return f
 }
 
@@ -46,7 +47,11 @@ type agentSpecs []devnet.Agent
 func (a *agentSpecs) String() string {
 	var parts []string
 	for _, x := range *a {
-		parts = append(parts, x.ID+"="+x.ENSName)
+		p := x.ID + "=" + x.ENSName
+		if x.OnL2 {
+			p += "@l2"
+		}
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, ",")
 }
@@ -54,9 +59,13 @@ func (a *agentSpecs) String() string {
 func (a *agentSpecs) Set(s string) error {
 	id, name, _ := strings.Cut(s, "=")
 	if id == "" {
-		return fmt.Errorf("want ID or ID=ENS-NAME")
+		return fmt.Errorf("want ID, ID=ENS-NAME or ID=ENS-NAME@l2")
 	}
-	*a = append(*a, devnet.Agent{ID: id, ENSName: name})
+	name, onL2 := strings.CutSuffix(name, "@l2")
+	if onL2 && name == "" {
+		return fmt.Errorf("an agent on the L2 needs its ENS name (ID=NAME@l2)")
+	}
+	*a = append(*a, devnet.Agent{ID: id, ENSName: name, OnL2: onL2})
 	return nil
 }
 
@@ -66,8 +75,13 @@ func (f *devnetFlags) options(log *slog.Logger) (devnet.Options, error) {
 		return devnet.Options{}, err
 	}
 	agents := []devnet.Agent(f.agents)
-	if len(agents) == 0 {
-		agents = []devnet.Agent{{ID: "auditor", ENSName: "auditor.hermes.eth", TokenID: ptr(uint64(3))}}
+	defaults := len(agents) == 0
+	if defaults {
+		// One agent each way: its record on L1, and on the L2.
+		agents = []devnet.Agent{
+			{ID: "auditor", ENSName: "auditor.hermes.eth", TokenID: ptr(uint64(3))},
+			{ID: "scout", ENSName: "scout." + devnet.DefaultL2Parent, OnL2: true},
+		}
 	}
 	if *f.seed != "" {
 		seed, err := filepath.Abs(*f.seed)
@@ -75,8 +89,12 @@ func (f *devnetFlags) options(log *slog.Logger) (devnet.Options, error) {
 			return devnet.Options{}, err
 		}
 		agents[0].SeedDir = seed
+		if defaults {
+			agents[1].SeedDir = seed
+		}
 	}
 	return devnet.Options{
+		L2:           f.l2(dir, agents),
 		Dir:          dir,
 		ChainPort:    *f.chainPort,
 		WalrusPort:   *f.walrusPort,
@@ -93,6 +111,32 @@ func (f *devnetFlags) options(log *slog.Logger) (devnet.Options, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// l2 is the devnet's L2 when an agent's record lives there: its chain and
+// gateway on the two ports after chain-port (free ports when it is 0),
+// persisted beside the L1.
+func (f *devnetFlags) l2(dir string, agents []devnet.Agent) *devnet.L2Options {
+	for _, a := range agents {
+		if a.OnL2 {
+			o := &devnet.L2Options{DataDir: filepath.Join(dir, "chain-l2")}
+			if *f.chainPort != 0 {
+				o.ChainPort, o.GatewayPort = *f.chainPort+1, *f.chainPort+2
+			}
+			return o
+		}
+	}
+	return nil
+}
+
+// l2Banner describes the devnet's L2 for the start-up banner.
+func l2Banner(dn *devnet.Devnet) string {
+	if dn.L2 == nil {
+		return ""
+	}
+	return fmt.Sprintf("  L2 (JSON-RPC)     %s   chain id %d, records on %s\n  L2 gateway        %s   (%s on L1 → OffchainResolver %s)\n",
+		dn.L2.RPC(), dn.L2.ChainID, dn.L2.Resolver().Hex(), strings.TrimSuffix(dn.L2.GatewayURL, "/{sender}/{data}.json"),
+		dn.L2.Parent, dn.L2.OffchainResolver.Hex())
+}
 
 // check refuses flag values the devnet cannot honour.
 func (f *devnetFlags) check(prefix string) error {
@@ -155,13 +199,13 @@ so pointers survive a restart. 'hermesd run --devnet' does both in one process.`
 	defer dn.Close()
 	fmt.Fprintf(env.stdout, `devnet running
   chain (JSON-RPC)  %s   chain id %s, ENS registry %s
-  walrus            %s
+%s  walrus            %s
 %s  names owned by    %s
   configuration     %s
 
 run the daemon against it:
   hermesd run -config %s
-`, dn.Chain.URL(), dn.Chain.ChainID(), dn.Chain.RegistryAddress().Hex(), dn.Walrus.URL(), sealBanner(dn), dn.Owner().Hex(), dn.ConfigPath, dn.ConfigPath)
+`, dn.Chain.URL(), dn.Chain.ChainID(), dn.Chain.RegistryAddress().Hex(), l2Banner(dn), dn.Walrus.URL(), sealBanner(dn), dn.Owner().Hex(), dn.ConfigPath, dn.ConfigPath)
 	<-ctx.Done()
 	fmt.Fprintln(env.stderr, "devnet stopping")
 	return nil
@@ -185,14 +229,21 @@ func startDevnet(ctx context.Context, env *cmdEnv, f *devnetFlags, cfgPath strin
 			return nil, nil, err
 		}
 		opts.Agents = nil
-		for _, a := range c.Agents {
-			opts.Agents = append(opts.Agents, devnet.Agent{ID: a.ID, ENSName: a.ENSName, TokenID: a.TokenID, BrainDir: a.BrainDir, SeedDir: a.SeedDir})
+		for i, a := range c.Agents {
+			opts.Agents = append(opts.Agents, devnet.Agent{ID: a.ID, ENSName: a.ENSName, TokenID: a.TokenID, BrainDir: a.BrainDir, SeedDir: a.SeedDir,
+				OnL2: c.RecordsOf(&c.Agents[i]) != nil})
 		}
+		opts.L2 = f.l2(opts.Dir, opts.Agents)
 	}
 	dn, err := devnet.Start(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("devnet: %w", err)
 	}
-	log.Info("devnet up", "chain", dn.Chain.URL(), "walrus", dn.Walrus.URL(), "config", dn.ConfigPath)
+	if dn.L2 != nil {
+		log.Info("devnet up", "chain", dn.Chain.URL(), "l2", dn.L2.RPC(), "l2_gateway", strings.TrimSuffix(dn.L2.GatewayURL, "/{sender}/{data}.json"),
+			"walrus", dn.Walrus.URL(), "config", dn.ConfigPath)
+	} else {
+		log.Info("devnet up", "chain", dn.Chain.URL(), "walrus", dn.Walrus.URL(), "config", dn.ConfigPath)
+	}
 	return dn.Config, func() { dn.Close() }, nil
 }

@@ -530,7 +530,7 @@ func resolveOnState(ctx context.Context, cfg *config.Config, ac *config.Agent, l
 		}
 		return err
 	}
-	w := compose.Pointer(svc.Chain)
+	w := svc.Pointer()
 	// A rollback found while writing is published over at once, as the
 	// daemon does.
 	for round := 0; round < 2; round++ {

@@ -47,6 +47,10 @@ running. Exits 1 when the daemon runs but is not ready.`)
 			if st.Last != nil {
 				s.BundleHash = st.Last.BundleHash
 			}
+			if p := st.Pending; p != nil && p.Written != nil && p.Written.Value == p.Value {
+				s.PointerNote = fmt.Sprintf("written on chain %d (tx %s) at %s, not visible from L1 when last checked",
+					p.Written.ChainID, p.Written.TxHash, p.Written.At.Format(time.RFC3339))
+			}
 			rep.Agents = append(rep.Agents, s)
 		}
 	}
@@ -128,8 +132,11 @@ func printStatus(w io.Writer, rep statusReport) {
 		pending := "-"
 		if a.Pending != nil {
 			pending = fmt.Sprintf("%s for %s", short(a.Pending.Value), now.Sub(a.Pending.Since).Round(time.Second))
-			if a.Pending.LastErr != "" {
+			switch {
+			case a.Pending.LastErr != "":
 				pending += " (" + a.Pending.LastErr + ")"
+			case a.PointerNote != "":
+				pending += " (" + a.PointerNote + ")"
 			}
 		}
 		phase := string(a.Phase)

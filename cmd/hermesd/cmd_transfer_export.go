@@ -154,7 +154,7 @@ func runTransferExport(ctx context.Context, env *cmdEnv, args []string) (err err
 // publishFinal publishes the agent's pending pointer, if any, as the
 // daemon does (a rollback found while writing is published over).
 func publishFinal(ctx context.Context, svc *compose.Services, a *agent.Agent) error {
-	w := compose.Pointer(svc.Chain)
+	w := svc.Pointer()
 	for range 3 {
 		res := agent.PublishOnce(ctx, w, []*agent.Agent{a})
 		if len(res) == 0 {

@@ -105,6 +105,12 @@ type Config struct {
 	// Handover, for an agent bought from another operator, is the head
 	// its first restore must find on chain.
 	Handover *Handover
+	// Records is the ens.records id of the contract that holds the
+	// agent's record ("" = its name's own resolver on L1), and
+	// VisibilityTimeout how long a value written there may take to show
+	// through L1 resolution.
+	Records           string
+	VisibilityTimeout time.Duration
 }
 
 // checkPaths refuses a brain (or seed) directory reached through a
@@ -132,6 +138,10 @@ type Deps struct {
 	Pipeline Pipeline
 	Receipts *receipts.Log // the agent's receipt log (the agent closes it)
 	Pointer  Pointer       // nil when the agent has no ENS name
+	// Record reads the record where it lives, when that is not on L1
+	// (Config.Records): what a hold is resolved against (adopt, override),
+	// since L1 resolution may lag behind it. nil: Pointer.
+	Record Pointer
 	// Owners reads the registry owner of the agent's name (transfers);
 	// nil without a chain.
 	Owners Owners
@@ -210,6 +220,15 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p := st.Pending; p != nil && p.Target != cfg.Records {
+		// The record moved (ens.records changed): the pending pointer
+		// goes where it lives now. What that contract holds is unknown
+		// until the compare-and-set reads it; a value of the lineage
+		// there (or none) is taken over, anything else holds.
+		log.Warn("the agent's record moved; the pending pointer is written where it lives now",
+			"from", recordsName(p.Target), "to", recordsName(cfg.Records))
+		p.Target, p.Written = cfg.Records, nil
+	}
 	a := &Agent{
 		cfg:   cfg,
 		deps:  deps,
@@ -287,6 +306,14 @@ type Status struct {
 	// KeyID is the public id of the key the agent's snapshots are written
 	// under (format v3).
 	KeyID string `json:"keyId,omitempty"`
+	// Records is the ens.records id where the agent's record lives ("":
+	// its name's own L1 resolver).
+	Records string `json:"records,omitempty"`
+	// PointerNote says, while the pending pointer was written where the
+	// record lives but L1 resolution does not show it yet, where and when
+	// it was written and what L1 shows ("written on L2, not yet visible
+	// from L1").
+	PointerNote string `json:"pointerNote,omitempty"`
 }
 
 // Status reports the agent's state.
@@ -311,6 +338,10 @@ func (a *Agent) Status() Status {
 		UnsavedSince: a.unsavedSince,
 		Transferred:  st.Transferred,
 		KeyID:        a.cfg.KeyID,
+		Records:      a.cfg.Records,
+	}
+	if p := st.Pending; p != nil && p.Written != nil && p.Written.Value == p.Value {
+		s.PointerNote = a.pointerNoteLocked(p.Written)
 	}
 	if a.deps.Receipts != nil {
 		s.Receipts = a.deps.Receipts.Len()
@@ -319,6 +350,28 @@ func (a *Agent) Status() Status {
 		s.BundleHash, s.HashedAt = a.lastHash.String(), a.lastHashAt
 	}
 	return s
+}
+
+// pointerNoteLocked describes a pointer written where the record lives
+// that L1 resolution does not show yet.
+func (a *Agent) pointerNoteLocked(w *state.Written) string {
+	wait := a.deps.Now().Sub(w.At).Round(time.Second)
+	note := fmt.Sprintf("%s %s ago, not yet visible from L1", describeWritten(w), wait)
+	if w.Seen != "" || w.SeenErr != "" {
+		note += " (L1 resolution " + a.describeSeenLocked(w) + ")"
+	}
+	if wait >= a.cfg.VisibilityTimeout {
+		return note + fmt.Sprintf("; past visibility_timeout %s", a.cfg.VisibilityTimeout)
+	}
+	return note + fmt.Sprintf("; waiting up to %s", a.cfg.VisibilityTimeout)
+}
+
+// recordsName names an ens.records id for a message.
+func recordsName(id string) string {
+	if id == "" {
+		return "the name's L1 resolver"
+	}
+	return "ens.records " + id
 }
 
 // Ready reports whether the brain is in place and watched.

@@ -196,6 +196,18 @@ func TestWipedBrainIsRestored(t *testing.T) {
 // publishFirst prepares an agent, snapshots it and publishes the pointer.
 func publishFirst(t *testing.T, r *rig) (*Agent, string) {
 	t.Helper()
+	a, blob := snapshotFirst(t, r)
+	out := PublishOnce(t.Context(), r.chain, []*Agent{a})
+	if len(out) != 1 || out[0].Outcome != OutcomePublished {
+		t.Fatalf("publish: %+v", out)
+	}
+	return a, blob
+}
+
+// snapshotFirst opens the agent on a brain holding system.md "v1" and
+// takes its first snapshot.
+func snapshotFirst(t *testing.T, r *rig) (*Agent, string) {
+	t.Helper()
 	r.write("system.md", "v1\n")
 	a := r.open()
 	if err := a.Prepare(t.Context()); err != nil {
@@ -204,10 +216,6 @@ func publishFirst(t *testing.T, r *rig) (*Agent, string) {
 	res, err := a.SyncOnce(t.Context())
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-	if len(out) != 1 || out[0].Outcome != OutcomePublished {
-		t.Fatalf("publish: %+v", out)
 	}
 	return a, res.Snapshot.BlobID
 }

@@ -258,6 +258,14 @@ type rig struct {
 	// the agent a handed-over one.
 	self     common.Address
 	handover *Handover
+	// records and visibility make the agent's record live on an L2
+	// (Config.Records); pointer, when set, replaces chain as the agent's
+	// Pointer (what L1 resolution shows); now is the agent's clock.
+	records    string
+	visibility time.Duration
+	pointer    Pointer
+	record     Pointer
+	now        func() time.Time
 }
 
 func newRig(t *testing.T) *rig {
@@ -275,11 +283,16 @@ func (r *rig) open() *Agent {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	deps := Deps{State: sd, Pipeline: r.pipe}
-	cfg := Config{ID: "alpha", BrainDir: r.brain, Quiet: time.Millisecond, MaxLag: time.Second}
+	deps := Deps{State: sd, Pipeline: r.pipe, Now: r.now}
+	cfg := Config{ID: "alpha", BrainDir: r.brain, Quiet: time.Millisecond, MaxLag: time.Second,
+		Records: r.records, VisibilityTimeout: r.visibility}
 	if r.name != "" {
 		cfg.ENSName = r.name
 		deps.Pointer, deps.Owners = r.chain, r.chain
+		if r.pointer != nil {
+			deps.Pointer = r.pointer
+		}
+		deps.Record = r.record
 		cfg.Self, cfg.Handover = r.self, r.handover
 	}
 	if _, err := os.Stat(r.seed); err == nil {

@@ -23,9 +23,10 @@ const (
 //
 // The record wins over a pending snapshot, with one exception: a pending
 // snapshot built on the very value the record holds (Pending.Expected ==
-// the record) is that record's successor, verified and only waiting for
-// its pointer (pointer_interval, a chain outage); restoring the record
-// instead would lose the changes in between. A record someone else moved
+// the record, or the record is the value last published) is that record's
+// successor, verified and only waiting for its pointer (pointer_interval,
+// a chain outage, a gateway that does not show a value written on an L2
+// yet); restoring the record instead would lose the changes in between. A record someone else moved
 // is for the publisher's rollback and hold rules to settle, not for a
 // restore to override. A record is enough even where the state directory
 // is missing or unreadable: local's error then leaves the record's
@@ -41,8 +42,8 @@ func Latest(ctx context.Context, p Pointer, name string, local func() (*state.Ag
 		case err != nil:
 			return "", "", fmt.Errorf("read ENS pointer of %s: %w", name, err)
 		case ok:
-			if st, err := local(); err == nil && st != nil && st.Pending != nil &&
-				st.Pending.Expected == v && st.Pending.Value != v {
+			if st, err := local(); err == nil && st != nil && st.Pending != nil && st.Pending.Value != v &&
+				(st.Pending.Expected == v || st.Published == v) {
 				return st.Pending.Value, SourcePending, nil
 			}
 			return v, SourceENS, nil

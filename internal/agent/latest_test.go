@@ -30,6 +30,10 @@ func TestLatest(t *testing.T) {
 		{"record", name, "chainBlob", nil, &state.AgentState{Last: last, Pending: pending}, nil, "chainBlob", SourceENS, nil, true},
 		{"record; pending built on it", name, "chainBlob", nil, &state.AgentState{Last: last, Pending: successor}, nil, "pendingBlob", SourcePending, nil, true},
 		{"record moved past pending's parent", name, "otherBlob", nil, &state.AgentState{Last: last, Pending: successor}, nil, "otherBlob", SourceENS, nil, true},
+		// Written on an L2 (pendingBlob's parent), not visible from L1 yet:
+		// the record still names what was published before.
+		{"record lags behind an L2 write", name, "publishedBlob", nil, &state.AgentState{Last: last, Published: "publishedBlob",
+			Pending: &state.Pointer{Value: "pendingBlob", Expected: "writtenBlob"}}, nil, "pendingBlob", SourcePending, nil, true},
 		{"record; no state needed", name, "chainBlob", nil, nil, boom, "chainBlob", SourceENS, nil, true},
 		{"no record, pending", name, "", nil, &state.AgentState{Last: last, Pending: pending}, nil, "pendingBlob", SourcePending, nil, true},
 		{"no record, last", name, "", nil, &state.AgentState{Last: last}, nil, "lastBlob", SourceLocal, nil, true},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,9 @@ type PointerUpdate struct {
 	Name     string // normalized ENS name
 	Value    string // the blob id to publish
 	Expected string // what the record must hold now ("" = no record)
+	// Target is the ens.records id of the contract that holds the record
+	// ("" = the name's own resolver on L1).
+	Target string
 }
 
 // WriteKind classifies what happened to one update.
@@ -35,6 +39,12 @@ const (
 	// Failed: anything else (the chain unreachable, a fee cap, a
 	// timeout); worth retrying later.
 	Failed
+	// NotVisible: the record holds Value where it lives (another chain
+	// than L1), written now (TxHash) or before, but L1 resolution — what
+	// a fresh machine reads — does not show it yet: it shows Seen, or
+	// could not be read (SeenOK false, Err says why). Nothing is to be
+	// written again; the value is waited for (docs/design.md §7.2).
+	NotVisible
 )
 
 // WriteResult is the outcome of one update.
@@ -43,8 +53,17 @@ type WriteResult struct {
 	Actual    string // Conflicted: the record's value
 	TxHash    string
 	GasUsed   uint64 // this update's share of its transaction
-	Unchanged bool   // Written without a transaction
+	Unchanged bool   // Written (or NotVisible) without a transaction
 	Err       error  // every kind but Written
+	// The transaction's receipt, when one was mined: its block, the chain
+	// it is on and the price it paid per gas (its cost is GasUsed ×
+	// EffectiveGasPrice wei of that chain).
+	Block             uint64
+	ChainID           uint64
+	EffectiveGasPrice *big.Int
+	// NotVisible: what L1 resolution showed, when it could be read.
+	Seen   string
+	SeenOK bool
 }
 
 // PointerWriter publishes records by compare-and-set. WritePointers
@@ -62,6 +81,11 @@ type PendingPointer struct {
 	Expected string
 	Since    time.Time
 	Attempts int
+	// Target is where the record is written (PointerUpdate.Target);
+	// Written, when set, says Value is there already and waits to be
+	// visible through L1 resolution.
+	Target  string
+	Written *state.Written
 }
 
 // Pending returns the pointer this agent wants published, if any. An agent
@@ -73,14 +97,27 @@ func (a *Agent) Pending() (PendingPointer, bool) {
 	if p == nil || a.cfg.ENSName == "" || a.st.Hold != nil || a.st.Transferred != nil {
 		return PendingPointer{}, false
 	}
-	return PendingPointer{
+	pp := PendingPointer{
 		Agent:    a.cfg.ID,
 		Name:     a.cfg.ENSName,
 		Value:    p.Value,
 		Expected: p.Expected,
 		Since:    p.Since,
 		Attempts: p.Attempts,
-	}, true
+		Target:   a.cfg.Records,
+	}
+	if p.Written != nil {
+		w := *p.Written
+		pp.Written = &w
+	}
+	return pp, true
+}
+
+// AwaitingVisibility reports whether the pending pointer was written where
+// the record lives and only waits to be visible through L1 resolution:
+// such a pointer is confirmed, never written again.
+func (p PendingPointer) AwaitingVisibility() bool {
+	return p.Written != nil && p.Written.Value == p.Value
 }
 
 // PendingSince reports since when the oldest unpublished snapshot has
@@ -115,6 +152,12 @@ const (
 	OutcomeUnauthorized PublishOutcome = "unauthorized" // the signer may not write the name: held
 	OutcomeFailed       PublishOutcome = "failed"       // retry later
 	OutcomeOK           PublishOutcome = "ok"           // CheckPointer: nothing to do
+	// OutcomeLagging: written where the record lives (an L2), not yet
+	// visible through L1 resolution, within the visibility timeout: wait.
+	OutcomeLagging PublishOutcome = "lagging"
+	// OutcomeNotVisible: as OutcomeLagging, past the visibility timeout:
+	// an error that keeps the pointer pending (never a hold).
+	OutcomeNotVisible PublishOutcome = "not_visible"
 )
 
 // PublishResult is what PublishOnce did for one agent.
@@ -144,7 +187,7 @@ func PublishOnce(ctx context.Context, w PointerWriter, agents []*Agent) []Publis
 		if !ok {
 			continue
 		}
-		ups = append(ups, PointerUpdate{Name: p.Name, Value: p.Value, Expected: p.Expected})
+		ups = append(ups, PointerUpdate{Name: p.Name, Value: p.Value, Expected: p.Expected, Target: p.Target})
 		due = append(due, a)
 		ppts = append(ppts, p)
 	}
@@ -194,6 +237,8 @@ func (a *Agent) recordWrite(u PointerUpdate, since time.Time, r WriteResult) Pub
 		a.holdLocked(r.Actual, fmt.Sprintf("%s names %s, which is not a snapshot of this agent: another writer? "+
 			"resolve with 'hermesd pointer adopt %s' (take its snapshot, set the local brain aside) or "+
 			"'hermesd pointer override %s' (publish ours)", u.Name, r.Actual, a.cfg.ID, a.cfg.ID))
+	case r.Kind == NotVisible:
+		res.Outcome, res.Err = a.notVisibleLocked(u, r)
 	case r.Kind == Unauthorized:
 		res.Outcome = OutcomeUnauthorized
 		a.holdLocked(u.Expected, fmt.Sprintf("the signer may no longer write %s (transferred to another owner?): %v; "+
@@ -221,11 +266,90 @@ func (a *Agent) publishedLocked(value, txHash string) error {
 		} else {
 			// A newer snapshot arrived meanwhile; it replaces the value
 			// just published.
-			p.Expected, p.Attempts, p.LastErr = value, 0, ""
+			p.Expected, p.Attempts, p.LastErr, p.Written = value, 0, "", nil
 		}
 	}
 	_ = txHash
 	return a.saveStateLocked()
+}
+
+// notVisibleLocked records that u.Value is where the record lives (on
+// another chain than L1) but L1 resolution does not show it: the gateway
+// between them lags. That is waited for, up to the visibility timeout,
+// never taken for a rollback or another writer and never written again;
+// past the timeout it is an error that keeps the pointer pending.
+func (a *Agent) notVisibleLocked(u PointerUpdate, r WriteResult) (PublishOutcome, error) {
+	p := a.st.Pending
+	if p == nil || p.Value != u.Value {
+		// A newer snapshot arrived meanwhile: its compare-and-set
+		// replaces the value just written.
+		if p != nil {
+			p.Expected, p.Written = u.Value, nil
+		}
+		return OutcomeLagging, a.saveStateLocked()
+	}
+	now := a.deps.Now()
+	w := p.Written
+	if w == nil || w.Value != u.Value || w.Target != u.Target {
+		w = &state.Written{Value: u.Value, Target: u.Target, At: now}
+		p.Written = w
+	}
+	if r.TxHash != "" {
+		w.TxHash, w.Block = r.TxHash, r.Block
+	}
+	if r.ChainID != 0 {
+		w.ChainID = r.ChainID
+	}
+	var seenErr error
+	if !r.SeenOK {
+		seenErr = r.Err
+	}
+	return a.visibilityLocked(p, r.Seen, seenErr)
+}
+
+// visibilityLocked judges a pending pointer written where the record
+// lives (p.Written) against what L1 resolution showed (seen, or the error
+// of reading it), and saves the state.
+func (a *Agent) visibilityLocked(p *state.Pointer, seen string, seenErr error) (PublishOutcome, error) {
+	w := p.Written
+	w.Seen, w.SeenErr = seen, ""
+	if seenErr != nil {
+		w.SeenErr = seenErr.Error()
+	}
+	wait := a.deps.Now().Sub(w.At)
+	if wait < a.cfg.VisibilityTimeout {
+		return OutcomeLagging, a.saveStateLocked()
+	}
+	err := fmt.Errorf("%s: %s, not visible from L1 after %s (visibility_timeout): L1 resolution %s; the pointer stays pending",
+		a.cfg.ENSName, describeWritten(w), a.cfg.VisibilityTimeout, a.describeSeenLocked(w))
+	p.Attempts++
+	p.LastErr = err.Error()
+	return OutcomeNotVisible, errors.Join(err, a.saveStateLocked())
+}
+
+// describeWritten says where and how a value was written.
+func describeWritten(w *state.Written) string {
+	s := fmt.Sprintf("written on chain %d", w.ChainID)
+	if w.Target != "" {
+		s = fmt.Sprintf("written to ens.records %s (chain %d)", w.Target, w.ChainID)
+	}
+	if w.TxHash != "" {
+		s += fmt.Sprintf(" in tx %s (block %d)", w.TxHash, w.Block)
+	}
+	return s
+}
+
+// describeSeenLocked says what L1 resolution showed of a written pointer.
+func (a *Agent) describeSeenLocked(w *state.Written) string {
+	switch {
+	case w.SeenErr != "":
+		return "could not be read: " + w.SeenErr
+	case w.Seen == "":
+		return "shows no record"
+	case a.ownBlobLocked(w.Seen):
+		return fmt.Sprintf("still shows %s, an older snapshot of this agent (the gateway lags)", w.Seen)
+	}
+	return fmt.Sprintf("shows %s, which is not a snapshot of this agent: does the name's L1 resolver reach ens.records %s?", w.Seen, w.Target)
 }
 
 func (a *Agent) holdLocked(value, reason string) {
@@ -271,8 +395,18 @@ func (a *Agent) CheckPointer(ctx context.Context) (PublishOutcome, error) {
 		return OutcomeHeld, errors.New(a.st.Hold.Reason)
 	case p != nil && v == p.Value:
 		return OutcomePublished, a.publishedLocked(v, "")
+	case p != nil && p.Written != nil && p.Written.Value == p.Value:
+		// Written where the record lives, not visible from L1 yet: the
+		// gateway lags. Whatever L1 shows meanwhile is neither a
+		// rollback nor another writer (docs/design.md §7.2).
+		return a.visibilityLocked(p, v, nil)
 	case v == a.st.Published && (v != "" || !a.st.PublishedAt.IsZero()):
 		return OutcomeOK, nil
+	case p != nil && v != "" && v == p.Expected:
+		// The record holds what the pending pointer will replace: in
+		// view now, nothing to repair.
+		a.st.Published, a.st.PublishedAt = v, a.deps.Now()
+		return OutcomeOK, a.saveStateLocked()
 	case v == "" && a.st.Published == "":
 		// Never published, nothing on chain: the first write creates it.
 		a.st.PublishedAt = a.deps.Now()
@@ -294,6 +428,19 @@ func (a *Agent) CheckPointer(ctx context.Context) (PublishOutcome, error) {
 	// we published (a new state directory): the newest verified snapshot
 	// goes over it unless it is that snapshot.
 	first := a.st.Published == "" && a.st.PublishedAt.IsZero()
+	if !first && a.st.Published != "" && a.deps.Record != nil {
+		// The record lives on another chain: when it still holds what we
+		// published, L1 shows an older value because the gateway lags
+		// behind it, not because the record went back.
+		published := a.st.Published
+		a.mu.Unlock()
+		where, ok, rerr := a.deps.Record.Read(ctx, a.cfg.ENSName)
+		a.mu.Lock()
+		if rerr == nil && ok && where == published && a.st.Published == published {
+			a.log.Debug("L1 resolution lags behind the record where it lives", "l1_shows", v, "record", where)
+			return OutcomeLagging, nil
+		}
+	}
 	newest, err := a.settleOwnLocked(v)
 	if newest == v || newest == "" {
 		return OutcomeOK, err
@@ -399,8 +546,8 @@ func (a *Agent) Override(ctx context.Context) error {
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
 	var current string
-	if a.deps.Pointer != nil {
-		v, ok, err := a.deps.Pointer.Read(ctx, a.cfg.ENSName)
+	if p := a.recordReader(); p != nil {
+		v, ok, err := p.Read(ctx, a.cfg.ENSName)
 		if err != nil {
 			return fmt.Errorf("read ENS pointer of %s: %w", a.cfg.ENSName, err)
 		}
@@ -440,10 +587,11 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 	if a.Hold() == nil {
 		return "", ErrNotHeld
 	}
-	if a.deps.Pointer == nil {
+	p := a.recordReader()
+	if p == nil {
 		return "", errors.New("the agent has no ENS name")
 	}
-	v, ok, err := a.deps.Pointer.Read(ctx, a.cfg.ENSName)
+	v, ok, err := p.Read(ctx, a.cfg.ENSName)
 	if err != nil {
 		return "", fmt.Errorf("read ENS pointer of %s: %w", a.cfg.ENSName, err)
 	}
@@ -484,6 +632,15 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 	a.log.Warn("adopted the other writer's snapshot; the previous brain was set aside",
 		"name", a.cfg.ENSName, "blob", v, "aside", filepath.Base(aside))
 	return aside, nil
+}
+
+// recordReader reads the record where it lives: Deps.Record for a record
+// on another chain than L1, else the agent's Pointer.
+func (a *Agent) recordReader() Pointer {
+	if a.deps.Record != nil {
+		return a.deps.Record
+	}
+	return a.deps.Pointer
 }
 
 // maxAsideTries bounds the search for a free set-aside name.

@@ -264,8 +264,13 @@ func (a *Agent) recordSnapshot(r snapshot.Result) (SyncResult, error) {
 		CreatedAt:  r.CreatedAt,
 	}
 	if a.cfg.ENSName != "" {
-		if a.st.Pending == nil {
-			a.st.Pending = &state.Pointer{Expected: a.st.Published, Since: r.CreatedAt}
+		switch p := a.st.Pending; {
+		case p == nil:
+			a.st.Pending = &state.Pointer{Expected: a.st.Published, Since: r.CreatedAt, Target: a.cfg.Records}
+		case p.Written != nil:
+			// The records contract holds the value written there (not
+			// visible from L1 yet): the new snapshot replaces it.
+			p.Expected, p.Written = p.Written.Value, nil
 		}
 		// The newest snapshot wins; Since keeps the age of the oldest
 		// unpublished change.

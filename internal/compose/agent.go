@@ -93,19 +93,28 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		Observer: obs,
 		Log:      s.Log,
 	}
+	records := c.RecordsOf(ac)
 	if ac.ENSName != "" {
 		if s.Chain == nil {
 			rl.Close()
 			return nil, fmt.Errorf("agent %s has an ENS name but no chain client is configured", ac.ID)
 		}
 		deps.Pointer = Pointer(s.Chain)
-		deps.Owners = s.Chain
+		if records == nil {
+			deps.Owners = s.Chain
+		} else if rc := s.Records[records.ID]; rc != nil {
+			// The name's owner in the L1 registry says nothing about who
+			// may write the record where it lives (an L2 registry's
+			// subname, say): no transfer is read from it. What the
+			// record holds there is what a hold is resolved against.
+			deps.Record = recordPointer{rc}
+		}
 	}
 	var hand *agent.Handover
 	if h := s.AgentKeys[ac.ID].Handover; h != nil {
 		hand = &agent.Handover{Head: h.Head, BundleHash: h.BundleHash, KeyID: h.KeyID()}
 	}
-	a, err := agent.New(agent.Config{
+	acfg := agent.Config{
 		ID:            ac.ID,
 		BrainDir:      ac.BrainDir,
 		SeedDir:       ac.SeedDir,
@@ -120,7 +129,11 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		Self:          s.Self,
 		Handover:      hand,
 		KeyID:         keyID(pipe),
-	}, deps)
+	}
+	if records != nil {
+		acfg.Records, acfg.VisibilityTimeout = records.ID, records.VisibilityTimeout.D()
+	}
+	a, err := agent.New(acfg, deps)
 	if err != nil {
 		rl.Close()
 		return nil, fmt.Errorf("agent %s: %w", ac.ID, err)

@@ -27,6 +27,10 @@ type Services struct {
 	Walrus *walrus.Client
 	// Chain is nil when no agent has an ENS name.
 	Chain *ens.Client
+	// Records are the clients that write records where they live when
+	// that is not on L1 (ens.records), by id: only those some agent
+	// uses, and none for a read-only build.
+	Records map[string]*ens.Client
 	// Self is the chain signer's address (zero when it is not loaded).
 	Self common.Address
 	Key  cipher.Key
@@ -99,7 +103,9 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 
 	if slices.ContainsFunc(c.Agents, func(a config.Agent) bool { return a.ENSName != "" }) {
 		var signer *ens.Signer
-		if !opts.ReadOnly {
+		// chain.signer may be absent when every agent writes elsewhere
+		// with a signer of its records target (config checks that).
+		if !opts.ReadOnly && !c.Chain.Signer.IsZero() {
 			if signer, err = ens.LoadSigner(SignerSource(c.Chain.Signer)); err != nil {
 				return nil, fmt.Errorf("chain.signer: %w", err)
 			}
@@ -115,6 +121,12 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 			if sg, err := ens.LoadSigner(SignerSource(c.Chain.Signer)); err == nil {
 				s.Self = sg.Address()
 			}
+		}
+	}
+	if !opts.ReadOnly {
+		if s.Records, err = recordsClients(ctx, c, log); err != nil {
+			s.Close()
+			return nil, err
 		}
 	}
 	if !c.Receipts.Signer.IsZero() && !opts.ReadOnly {
@@ -145,10 +157,59 @@ func (s *Services) WithoutKeys() *Services {
 	return &c
 }
 
-// Close releases the chain connection.
+// Close releases the chain connections.
 func (s *Services) Close() {
 	if s.Chain != nil {
 		s.Chain.Close()
+	}
+	for _, rc := range s.Records {
+		rc.Close()
+	}
+}
+
+// recordsClients builds a writing client for every ens.records target an
+// agent uses (docs/design.md §7.2): its own chain, checked chain id,
+// signer (chain.signer unless the target has one), fee cap and timeouts.
+func recordsClients(ctx context.Context, c *config.Config, log *slog.Logger) (map[string]*ens.Client, error) {
+	out := map[string]*ens.Client{}
+	for i := range c.Agents {
+		r := c.RecordsOf(&c.Agents[i])
+		if r == nil || out[r.ID] != nil {
+			continue
+		}
+		signer, err := ens.LoadSigner(SignerSource(c.SignerOf(r)))
+		if err != nil {
+			for _, rc := range out {
+				rc.Close()
+			}
+			return nil, fmt.Errorf("signer of ens.records %s: %w", r.ID, err)
+		}
+		rc, err := ens.New(ctx, RecordsConfig(r, signer, log.With("component", "ens", "records", r.ID)))
+		if err != nil {
+			for _, rc := range out {
+				rc.Close()
+			}
+			return nil, fmt.Errorf("ens.records %s: %w", r.ID, err)
+		}
+		out[r.ID] = rc
+	}
+	return out, nil
+}
+
+// RecordsConfig maps an ens.records target onto a records client's
+// configuration.
+func RecordsConfig(r *config.RecordsTarget, signer *ens.Signer, log *slog.Logger) ens.Config {
+	maxFee, _ := new(big.Float).Mul(big.NewFloat(r.MaxFeeGwei), weiPerGwei).Int(nil)
+	return ens.Config{
+		RPCURL:       r.RPC,
+		ChainID:      r.ChainID,
+		Records:      common.HexToAddress(r.Resolver),
+		Signer:       signer,
+		TxTimeout:    r.TxTimeout.D(),
+		GasCap:       r.GasLimit,
+		MaxFeePerGas: maxFee,
+		PollInterval: r.PollInterval.D(),
+		Logger:       log,
 	}
 }
 

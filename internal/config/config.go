@@ -53,6 +53,7 @@ type Config struct {
 	HTTP       HTTP       `yaml:"http"`
 	Walrus     Walrus     `yaml:"walrus"`
 	Chain      Chain      `yaml:"chain"`
+	ENS        ENS        `yaml:"ens"`
 	Encryption Encryption `yaml:"encryption"`
 	Seal       Seal       `yaml:"seal"`
 	Repository Repository `yaml:"repository"`
@@ -237,6 +238,10 @@ type AgentDefaults struct {
 	SnapshotInterval Duration `yaml:"snapshot_interval"`
 	// Epochs overrides walrus.epochs.
 	Epochs int `yaml:"epochs"`
+	// Records is the ens.records id of the contract that holds the
+	// agents' records, for every agent with an ens_name that does not
+	// say otherwise; "" or "l1" is the name's own resolver on L1.
+	Records string `yaml:"records"`
 }
 
 // Agent is one brain that hermesd keeps alive.
@@ -254,6 +259,10 @@ type Agent struct {
 	// SeedDir fills files missing after a restore or on a fresh start; it
 	// never overwrites.
 	SeedDir string `yaml:"seed_dir"`
+	// Records is the ens.records id of the contract that holds this
+	// agent's record ("l1": its name's own resolver on L1; "": as
+	// defaults.records says).
+	Records string `yaml:"records"`
 
 	Quiet            *Duration `yaml:"quiet"`
 	MaxLag           *Duration `yaml:"max_lag"`
@@ -418,6 +427,7 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 	if err := sdec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
+	c.fillRecordsDefaults()
 	return c, nil
 }
 
@@ -535,6 +545,9 @@ func (c *Config) resolvePaths(base string) {
 	secret(&c.Walrus.Token)
 	secret(&c.Walrus.JWTSecret)
 	secret(&c.Chain.Signer)
+	for i := range c.ENS.Records {
+		secret(&c.ENS.Records[i].Signer)
+	}
 	secret(&c.Encryption.Key)
 	secret(&c.Receipts.Signer)
 	secret(&c.Seal.SuiKey)

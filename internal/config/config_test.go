@@ -148,18 +148,37 @@ func TestExpandEnv(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
-	base := func() *Config {
-		c := Default()
-		c.StateDir = "/var/lib/hermesd"
-		c.Walrus.Publishers = []string{"http://127.0.0.1:1"}
-		c.Walrus.Aggregators = []string{"http://127.0.0.1:1"}
-		c.Chain.RPC = "http://127.0.0.1:8545"
-		c.Chain.Signer = SecretRef{Env: "DEPLOYER_PRIVATE_KEY"}
-		c.Encryption.Key = SecretRef{File: "/etc/hermesd/snapshot.key"}
-		c.Agents = []Agent{{ID: "a", BrainDir: "/srv/a", ENSName: "a.eth"}}
-		return c
+// validBase is a valid configuration with one named agent, for tests to
+// break one field of.
+func validBase() *Config {
+	c := Default()
+	c.StateDir = "/var/lib/hermesd"
+	c.Walrus.Publishers = []string{"http://127.0.0.1:1"}
+	c.Walrus.Aggregators = []string{"http://127.0.0.1:1"}
+	c.Chain.RPC = "http://127.0.0.1:8545"
+	c.Chain.Signer = SecretRef{Env: "DEPLOYER_PRIVATE_KEY"}
+	c.Encryption.Key = SecretRef{File: "/etc/hermesd/snapshot.key"}
+	c.Agents = []Agent{{ID: "a", BrainDir: "/srv/a", ENSName: "a.eth"}}
+	return c
+}
+
+// wantFieldError fails unless err is a ValidationError naming field.
+func wantFieldError(t *testing.T, err error, field string) {
+	t.Helper()
+	var ve *ValidationError
+	if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Validate() = %v, want a ValidationError", err)
 	}
+	for _, f := range ve.Fields {
+		if f.Field == field {
+			return
+		}
+	}
+	t.Fatalf("Validate() = %v, want an error for field %s", err, field)
+}
+
+func TestValidate(t *testing.T) {
+	base := validBase
 	if err := base().Validate(); err != nil {
 		t.Fatalf("base config invalid: %v", err)
 	}
@@ -216,20 +235,7 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base()
 			tt.mutate(c)
-			err := c.Validate()
-			var ve *ValidationError
-			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("Validate() = %v, want a ValidationError", err)
-			}
-			found := false
-			for _, f := range ve.Fields {
-				if f.Field == tt.field {
-					found = true
-				}
-			}
-			if !found {
-				t.Fatalf("Validate() = %v, want an error for field %s", err, tt.field)
-			}
+			wantFieldError(t, c.Validate(), tt.field)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -163,17 +162,7 @@ func TestValidateSeal(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := sealConfig()
 			tt.mutate(c)
-			err := c.Validate()
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("Validate() = %v, want a ValidationError", err)
-			}
-			for _, f := range ve.Fields {
-				if f.Field == tt.field {
-					return
-				}
-			}
-			t.Fatalf("Validate() = %v, want an error for field %s", err, tt.field)
+			wantFieldError(t, c.Validate(), tt.field)
 		})
 	}
 

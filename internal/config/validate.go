@@ -123,6 +123,7 @@ func (c *Config) validate(v *validator) {
 
 	c.validateWalrus(v)
 	c.validateChain(v)
+	c.validateRecords(v)
 	c.validateSecrets(v)
 	c.validateSeal(v)
 	c.validateRepository(v)
@@ -234,16 +235,7 @@ func (c *Config) validateChain(v *validator) {
 		}
 	}
 	if ch.RPC != "" {
-		u, err := url.Parse(ch.RPC)
-		if err != nil || u.Host == "" {
-			v.add("chain.rpc", "%q is not a URL", ch.RPC)
-		} else {
-			switch u.Scheme {
-			case "http", "https", "ws", "wss":
-			default:
-				v.add("chain.rpc", "%q: scheme must be http, https, ws or wss", ch.RPC)
-			}
-		}
+		checkRPC(v, "chain.rpc", ch.RPC)
 	} else if publishing {
 		v.add("chain.rpc", "required when an agent has an ens_name")
 	}
@@ -270,6 +262,38 @@ func (c *Config) validateChain(v *validator) {
 	}
 	if ch.GatewayMaxBody < 1<<10 || ch.GatewayMaxBody > MaxGatewayMaxBody {
 		v.add("chain.gateway_max_body", "%d bytes is outside 1KiB..4MiB", int64(ch.GatewayMaxBody))
+	}
+}
+
+// checkID checks the id of list[i] (agents, ens.records): required, 1-64
+// characters of the id alphabet, unique in the list (seen maps each id
+// checked so far to its index).
+func checkID(v *validator, list string, i int, id string, seen map[string]int) {
+	field := fmt.Sprintf("%s[%d].id", list, i)
+	switch {
+	case id == "":
+		v.add(field, "required")
+	case !agentIDRe.MatchString(id):
+		v.add(field, "%q must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", id)
+	default:
+		if j, dup := seen[id]; dup {
+			v.add(field, "%q is also %s[%d].id", id, list, j)
+		}
+		seen[id] = i
+	}
+}
+
+// checkRPC checks a JSON-RPC URL: http, https, ws or wss with a host.
+func checkRPC(v *validator, field, rpc string) {
+	u, err := url.Parse(rpc)
+	if err != nil || u.Host == "" {
+		v.add(field, "%q is not a URL", rpc)
+		return
+	}
+	switch u.Scheme {
+	case "http", "https", "ws", "wss":
+	default:
+		v.add(field, "%q: scheme must be http, https, ws or wss", rpc)
 	}
 }
 
@@ -301,6 +325,9 @@ func (c *Config) validateSecrets(v *validator) {
 	checkRef("walrus.token", c.Walrus.Token, false)
 	checkRef("walrus.jwt_secret", c.Walrus.JWTSecret, false)
 	checkRef("chain.signer", c.Chain.Signer, true)
+	for i := range c.ENS.Records {
+		checkRef(fmt.Sprintf("ens.records[%d].signer", i), c.ENS.Records[i].Signer, true)
+	}
 	checkRef("encryption.key", c.Encryption.Key, false)
 	checkRef("receipts.signer", c.Receipts.Signer, true)
 	checkRef("seal.sui_key", c.Seal.SuiKey, false)
@@ -308,9 +335,16 @@ func (c *Config) validateSecrets(v *validator) {
 		checkRef(fmt.Sprintf("seal.key_servers[%d].api_key", i), c.Seal.KeyServers[i].APIKey, false)
 	}
 
-	for _, a := range c.Agents {
-		if a.ENSName != "" && c.Chain.Signer.IsZero() {
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		if a.ENSName == "" || !c.Chain.Signer.IsZero() {
+			continue
+		}
+		if r := c.RecordsOf(a); r == nil {
 			v.add("chain.signer", "required when an agent has an ens_name (the key that owns the names)")
+			break
+		} else if r.Signer.IsZero() {
+			v.add("chain.signer", "required: ens.records %s has no signer of its own (agent %s writes there)", r.ID, a.ID)
 			break
 		}
 	}
@@ -383,17 +417,7 @@ func (c *Config) validateAgents(v *validator) {
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		f := func(name string) string { return fmt.Sprintf("agents[%d].%s", i, name) }
-		switch {
-		case a.ID == "":
-			v.add(f("id"), "required")
-		case !agentIDRe.MatchString(a.ID):
-			v.add(f("id"), "%q must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", a.ID)
-		default:
-			if j, dup := ids[a.ID]; dup {
-				v.add(f("id"), "%q is also agents[%d].id", a.ID, j)
-			}
-			ids[a.ID] = i
-		}
+		checkID(v, "agents", i, a.ID, ids)
 		if a.BrainDir == "" {
 			v.add(f("brain_dir"), "required")
 		} else if !filepath.IsAbs(a.BrainDir) {

@@ -96,7 +96,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 	// A few syncs at a time: the cores are the limit, and each pipeline
 	// holds buffers of its own.
 	slots := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
-	every := map[string]time.Duration{}
+	every, confirmPoll := map[string]time.Duration{}, map[string]time.Duration{}
 	for i := range cfg.Agents {
 		ac := &cfg.Agents[i]
 		a, err := svc.OpenAgent(sd, ac.ID, (*observer)(d.metrics))
@@ -108,10 +108,13 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		d.agents = append(d.agents, a)
 		d.byID[a.ID()] = a
 		every[a.ID()] = cfg.PointerIntervalOf(ac)
+		if r := cfg.RecordsOf(ac); r != nil {
+			confirmPoll[a.ID()] = r.PollInterval.D()
+		}
 	}
 	d.metrics.reg.MustRegister(newAgeCollector(d.Agents))
 	if svc.Chain != nil {
-		d.pub = newPublisher(compose.Pointer(svc.Chain), d.agents, every, cfg.Chain.CheckInterval.D(),
+		d.pub = newPublisher(svc.Pointer(), d.agents, every, confirmPoll, cfg.Chain.CheckInterval.D(),
 			log.With("component", "publisher"), d.metrics)
 		for _, a := range d.agents {
 			a.SetPublisher(d.pub)

@@ -33,13 +33,16 @@ type world struct {
 
 func newWorld(t *testing.T, agents ...devnet.Agent) *world {
 	t.Helper()
-	dn, err := devnet.Start(t.Context(), devnet.Options{
-		Dir:        t.TempDir(),
-		Agents:     agents,
-		Quiet:      100 * time.Millisecond,
-		MaxLag:     time.Second,
-		HTTPListen: "127.0.0.1:0",
-	})
+	return newWorldWith(t, devnet.Options{}, agents...)
+}
+
+// newWorldWith is newWorld with more devnet options (the directory,
+// timings and HTTP address are always the test's).
+func newWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *world {
+	t.Helper()
+	o.Dir, o.Agents, o.HTTPListen = t.TempDir(), agents, "127.0.0.1:0"
+	o.Quiet, o.MaxLag = 100*time.Millisecond, time.Second
+	dn, err := devnet.Start(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -298,6 +298,9 @@ type AgentReady struct {
 	Ready  bool        `json:"ready"`
 	Phase  agent.Phase `json:"phase"`
 	Reason string      `json:"reason,omitempty"`
+	// Note says what is in progress without making the agent unready:
+	// a pointer written on an L2, not yet visible from L1.
+	Note string `json:"note,omitempty"`
 }
 
 func (a *api) serveReady(w http.ResponseWriter, r *http.Request) {
@@ -309,7 +312,7 @@ func (a *api) serveReady(w http.ResponseWriter, r *http.Request) {
 	for _, ag := range a.d.agents {
 		s := ag.Status()
 		ok, why := healthy(s)
-		out.Agents = append(out.Agents, AgentReady{ID: s.ID, Ready: ok, Phase: s.Phase, Reason: why})
+		out.Agents = append(out.Agents, AgentReady{ID: s.ID, Ready: ok, Phase: s.Phase, Reason: why, Note: s.PointerNote})
 	}
 	code := http.StatusOK
 	if !out.Ready {

@@ -49,6 +49,7 @@ type ageCollector struct {
 	pending *prometheus.Desc
 	held    *prometheus.Desc
 	healthy *prometheus.Desc
+	unseen  *prometheus.Desc
 }
 
 func newAgeCollector(agents func() []*agent.Agent) *ageCollector {
@@ -66,6 +67,9 @@ func newAgeCollector(agents func() []*agent.Agent) *ageCollector {
 		healthy: prometheus.NewDesc("hermesd_agent_healthy",
 			"1 when the agent is ready, its last sync succeeded, its state is saved and nothing is held.",
 			[]string{"agent"}, nil),
+		unseen: prometheus.NewDesc("hermesd_pointer_not_visible_seconds",
+			"How long a pointer written where the agent's record lives (an L2) has not been visible through L1 resolution (0 when none): the gateway's lag.",
+			[]string{"agent"}, nil),
 	}
 }
 
@@ -74,6 +78,7 @@ func (c *ageCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.held
 	ch <- c.healthy
+	ch <- c.unseen
 }
 
 func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
@@ -95,6 +100,11 @@ func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, b2f(s.Hold != nil), s.ID)
 		ok, _ := healthy(s)
 		ch <- prometheus.MustNewConstMetric(c.healthy, prometheus.GaugeValue, b2f(ok), s.ID)
+		var written time.Time
+		if p := s.Pending; p != nil && p.Written != nil && p.Written.Value == p.Value {
+			written = p.Written.At
+		}
+		ch <- prometheus.MustNewConstMetric(c.unseen, prometheus.GaugeValue, age(written), s.ID)
 	}
 }
 
@@ -148,8 +158,8 @@ func newMetrics() *metrics {
 	}, []string{"agent", "result"})
 	m.gasUsed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_gas_used_total",
-		Help: "Gas used by pointer transactions (a multicall's gas is split evenly across its agents).",
-	}, agent)
+		Help: "Gas used by pointer transactions, by the chain they were mined on (a multicall's gas is split evenly across its agents).",
+	}, []string{"agent", "chain_id"})
 	m.walrusAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_walrus_requests_total",
 		Help: "HTTP requests to Walrus publishers and aggregators by operation and outcome (ok, retry, error).",

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -32,9 +33,13 @@ type publisher struct {
 	agents     []*agent.Agent
 	every      map[string]time.Duration // minimum interval between writes
 	checkEvery time.Duration
-	log        *slog.Logger
-	metrics    *metrics
-	now        func() time.Time
+	// confirm paces the confirmations of a pointer written where its
+	// record lives (an L2) that L1 resolution does not show yet, per
+	// agent: they write nothing, so pointer_interval does not apply.
+	confirm map[string]*backoff.Backoff
+	log     *slog.Logger
+	metrics *metrics
+	now     func() time.Time
 
 	wake chan struct{}
 
@@ -42,7 +47,9 @@ type publisher struct {
 	last      map[string]time.Time // last successful write per agent
 	retryAt   map[string]time.Time // earliest next attempt after a failure
 	backoff   map[string]*backoff.Backoff
-	held      map[string]bool // held at the last look: its release publishes at once
+	held      map[string]bool      // held at the last look: its release publishes at once
+	confirmAt map[string]time.Time // next confirmation of a pointer not visible from L1 yet
+	confirmN  map[string]int       // confirmations of it so far
 	lastCheck time.Time
 	checkBo   backoff.Backoff // read-backs that failed are tried again sooner
 	checkAt   time.Time       // next read-back after a failed one (zero: lastCheck+checkEvery)
@@ -53,7 +60,11 @@ type publisher struct {
 	probeAt     time.Time
 }
 
-func newPublisher(w agent.PointerWriter, agents []*agent.Agent, every map[string]time.Duration, checkEvery time.Duration,
+// newPublisher publishes agents' pointers through w. every is each
+// agent's pointer_interval; confirmPoll, for an agent whose record lives
+// on another chain than L1, how soon a write is first confirmed through
+// L1 (its chain's poll interval; later ones back off).
+func newPublisher(w agent.PointerWriter, agents []*agent.Agent, every, confirmPoll map[string]time.Duration, checkEvery time.Duration,
 	log *slog.Logger, m *metrics) *publisher {
 	p := &publisher{
 		w:          w,
@@ -68,12 +79,17 @@ func newPublisher(w agent.PointerWriter, agents []*agent.Agent, every map[string
 		retryAt:    map[string]time.Time{},
 		backoff:    map[string]*backoff.Backoff{},
 		held:       map[string]bool{},
+		confirm:    map[string]*backoff.Backoff{},
+		confirmAt:  map[string]time.Time{},
+		confirmN:   map[string]int{},
 		checkBo:    backoff.Backoff{Min: 2 * time.Second, Max: checkEvery},
 	}
 	p.probe, _ = w.(agent.Pointer)
 	for _, a := range agents {
-		p.backoff[a.ID()] = &backoff.Backoff{Min: 2 * time.Second, Max: 10 * time.Minute,
-			Log: log.With("agent", a.ID())}
+		alog := log.With("agent", a.ID())
+		p.backoff[a.ID()] = &backoff.Backoff{Min: 2 * time.Second, Max: 10 * time.Minute, Log: alog}
+		poll := max(confirmPoll[a.ID()], 10*time.Millisecond)
+		p.confirm[a.ID()] = &backoff.Backoff{Min: poll, Max: min(max(50*poll, time.Second), time.Minute), Log: alog}
 	}
 	return p
 }
@@ -192,11 +208,20 @@ func (p *publisher) flush(ctx context.Context) []string {
 		published += done
 		var left []string
 		for _, a := range p.agents {
-			if _, ok := a.Pending(); ok {
+			// A pointer written where its record lives (an L2) is on
+			// chain; that L1 does not show it yet is confirmed after
+			// the next start.
+			if pp, ok := a.Pending(); ok && !pp.AwaitingVisibility() {
 				left = append(left, a.ID())
 			}
 		}
 		if len(left) == 0 {
+			for _, a := range p.agents {
+				if pp, ok := a.Pending(); ok && pp.AwaitingVisibility() {
+					p.log.Info("pointer written where the record lives, not yet visible from L1; confirmed after the next start",
+						"agent", a.ID(), "blob", pp.Value, "tx", pp.Written.TxHash)
+				}
+			}
 			return nil
 		}
 		t := time.NewTimer(bo.Wait(n))
@@ -209,8 +234,14 @@ func (p *publisher) flush(ctx context.Context) []string {
 	}
 }
 
-// dueAt is when agent id may write next; the caller holds p.mu.
-func (p *publisher) dueAt(id string) time.Time {
+// dueAt is when agent id may write next; the caller holds p.mu. A
+// pointer already written where its record lives and only waiting to be
+// visible from L1 is due for its next confirmation instead, which writes
+// nothing.
+func (p *publisher) dueAt(id string, pp agent.PendingPointer) time.Time {
+	if pp.AwaitingVisibility() {
+		return p.confirmAt[id]
+	}
 	at := p.last[id].Add(p.every[id])
 	if r := p.retryAt[id]; r.After(at) {
 		at = r
@@ -234,7 +265,7 @@ func (p *publisher) publish(ctx context.Context, force bool) (next time.Time, pu
 		var due []*agent.Agent
 		p.mu.Lock()
 		for _, a := range p.agents {
-			if _, ok := a.Pending(); ok && (force || !p.dueAt(a.ID()).After(now)) {
+			if pp, ok := a.Pending(); ok && (force || !p.dueAt(a.ID(), pp).After(now)) {
 				due = append(due, a)
 			}
 		}
@@ -272,10 +303,11 @@ func (p *publisher) publish(ctx context.Context, force bool) (next time.Time, pu
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range p.agents {
-		if _, ok := a.Pending(); !ok {
+		pp, ok := a.Pending()
+		if !ok {
 			continue
 		}
-		if at := p.dueAt(a.ID()); next.IsZero() || at.Before(next) {
+		if at := p.dueAt(a.ID(), pp); next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}
@@ -311,11 +343,19 @@ func (p *publisher) record(r agent.PublishResult, took time.Duration, batch int)
 	bo := p.backoff[id]
 	p.mu.Unlock()
 	result := string(r.Outcome)
+	if r.Write.TxHash != "" && r.Write.GasUsed > 0 && p.metrics != nil {
+		// Every mined transaction cost gas on its chain, published or
+		// not yet visible from L1 (or reverted).
+		p.metrics.gasUsed.WithLabelValues(id, chainLabel(r.Write.ChainID)).Add(float64(r.Write.GasUsed))
+	}
 	switch r.Outcome {
 	case agent.OutcomePublished:
 		p.mu.Lock()
 		p.last[id] = p.now()
 		delete(p.retryAt, id)
+		delete(p.confirmAt, id)
+		confirms := p.confirmN[id]
+		delete(p.confirmN, id)
 		recovered := p.chainDown
 		p.chainDown, p.unreachable, p.probeAt = false, false, time.Time{}
 		if recovered {
@@ -323,17 +363,56 @@ func (p *publisher) record(r agent.PublishResult, took time.Duration, batch int)
 		}
 		p.mu.Unlock()
 		bo.Succeeded("pointer publishing recovered")
+		p.confirm[id].Succeeded("pointer visible from L1 now")
 		if r.Err != nil {
 			log.Error("pointer published; the agent state is not saved yet (retried)", "error", r.Err)
 		}
-		log.Info("pointer published", "blob", r.Update.Value, "tx", r.Write.TxHash, "batch", batch,
-			"gas", r.Write.GasUsed, "took", took.Round(time.Millisecond),
-			"pending_for", p.now().Sub(r.Since).Round(time.Millisecond))
+		switch {
+		case r.Update.Target != "" && r.Write.Unchanged:
+			// Written before; L1 resolution shows it now.
+			log.Info("pointer published: visible from L1", "blob", r.Update.Value, "records", r.Update.Target, "chain_id", r.Write.ChainID,
+				"confirmations", confirms+1, "pending_for", p.now().Sub(r.Since).Round(time.Millisecond))
+		case r.Update.Target != "":
+			log.Info("pointer published", "blob", r.Update.Value, "records", r.Update.Target, "chain_id", r.Write.ChainID,
+				"tx", r.Write.TxHash, "batch", batch, "gas", r.Write.GasUsed, "visible_from_l1", true,
+				"took", took.Round(time.Millisecond), "pending_for", p.now().Sub(r.Since).Round(time.Millisecond))
+		default:
+			log.Info("pointer published", "blob", r.Update.Value, "tx", r.Write.TxHash, "batch", batch,
+				"gas", r.Write.GasUsed, "took", took.Round(time.Millisecond),
+				"pending_for", p.now().Sub(r.Since).Round(time.Millisecond))
+		}
 		if p.metrics != nil {
 			p.metrics.publishLast.WithLabelValues(id).Set(float64(p.now().Unix()))
 			p.metrics.stageDuration.WithLabelValues(id, "publish").Observe(took.Seconds())
-			p.metrics.gasUsed.WithLabelValues(id).Add(float64(r.Write.GasUsed))
 		}
+	case agent.OutcomeLagging, agent.OutcomeNotVisible:
+		// Written where the record lives; L1 resolution does not show it
+		// yet. Confirmed again (never written again) on a backoff of its
+		// own; pointer_interval counts from the write.
+		p.mu.Lock()
+		if r.Write.TxHash != "" {
+			p.last[id] = p.now()
+		}
+		delete(p.retryAt, id)
+		cb := p.confirm[id]
+		p.confirmN[id]++
+		wait := cb.Wait(p.confirmN[id])
+		p.mu.Unlock()
+		if r.Outcome == agent.OutcomeNotVisible {
+			cb.Failed("pointer not visible from L1; it stays pending and is confirmed again", r.Err)
+			if p.metrics != nil {
+				p.metrics.failures.WithLabelValues(id, "visibility").Inc()
+			}
+		} else {
+			if r.Write.TxHash != "" {
+				log.Info("pointer written where the record lives; not yet visible from L1, waiting for it",
+					"blob", r.Update.Value, "records", r.Update.Target, "chain_id", r.Write.ChainID, "tx", r.Write.TxHash,
+					"block", r.Write.Block, "gas", r.Write.GasUsed, "l1_shows", r.Write.Seen)
+			}
+		}
+		p.mu.Lock()
+		p.confirmAt[id] = p.now().Add(wait)
+		p.mu.Unlock()
 	case agent.OutcomeRollback:
 		log.Warn("the pointer went back to an older snapshot of this agent; publishing the newest again", "reason", r.Err)
 		again = true
@@ -348,8 +427,12 @@ func (p *publisher) record(r agent.PublishResult, took time.Duration, batch int)
 		wait := bo.Failed("pointer publish failed; will retry", r.Err)
 		p.mu.Lock()
 		p.retryAt[id] = p.now().Add(wait)
-		p.chainDown = true
-		p.noteUnreachable(r.Err)
+		if r.Update.Target == "" {
+			// The L1 chain; a records target's chain recovers on the
+			// agent's own backoff.
+			p.chainDown = true
+			p.noteUnreachable(r.Err)
+		}
 		p.mu.Unlock()
 		if p.metrics != nil {
 			p.metrics.failures.WithLabelValues(id, "publish").Inc()
@@ -385,6 +468,13 @@ func (p *publisher) checkAll(ctx context.Context) {
 			if !held {
 				log.Error("pointer publishing held until an operator decides", "reason", err)
 			}
+		case agent.OutcomeLagging:
+			log.Debug("pointer written where the record lives, not yet visible from L1")
+		case agent.OutcomeNotVisible:
+			log.Debug("pointer check: not visible from L1", "error", err)
+			if p.metrics != nil {
+				p.metrics.failures.WithLabelValues(a.ID(), "visibility").Inc()
+			}
 		case agent.OutcomeFailed:
 			log.Debug("pointer check failed", "error", err)
 			failed = true
@@ -407,4 +497,12 @@ func (p *publisher) checkAll(ctx context.Context) {
 	}
 	p.checkBo = backoff.Backoff{Min: p.checkBo.Min, Max: p.checkBo.Max}
 	p.checkAt = time.Time{}
+}
+
+// chainLabel is a chain id as a metric label ("" when unknown).
+func chainLabel(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatUint(id, 10)
 }

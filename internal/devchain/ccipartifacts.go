@@ -58,6 +58,21 @@ type CCIPArtifacts struct {
 
 var ccipCache sync.Map // absolute dir -> *cacheEntry[CCIPArtifacts]
 
+var offchainCache sync.Map // absolute dir -> *cacheEntry[Artifact]
+
+// LoadOffchainResolver reads and checks ENS's OffchainResolver alone
+// (fetched with the other ENS artifacts by scripts/fetch-ens-artifacts.sh,
+// so the devnet's L2 layout needs no compiler): what the devnet deploys.
+func LoadOffchainResolver(dir string) (*Artifact, error) {
+	return loadCached(&offchainCache, dir, func(dir string) (*Artifact, error) {
+		off, err := readArtifact(filepath.Join(dir, OffchainResolverFile), "OffchainResolver", offchainResolverCodeHash)
+		if err != nil {
+			return nil, err
+		}
+		return off, nil
+	})
+}
+
 // LoadCCIPArtifacts reads and checks the CCIP-read artifacts in dir ("" =
 // DefaultArtifactsDir): the OffchainResolver against its pinned bytecode,
 // the project's compiled contracts against the sources committed here (an

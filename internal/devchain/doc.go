@@ -26,6 +26,10 @@
 //     wildcard resolver, test resolvers), compiled at set-up by
 //     scripts/fetch-ens-tools.sh with a pinned solc and refused when
 //     compiled from another source than the one committed here.
+//   - ChainRecords answers a Gateway's lookups from a resolver on another
+//     chain (the devnet's L2) at its head or lagging by N blocks; the
+//     gateway's request decoding (DecodeResolveCall, ParseTextLookup) treats
+//     every request as hostile and is fuzzed.
 //   - A chain without a data directory lives in memory and is as fast as
 //     go-ethereum allows. A chain with one is crash-safe: every block's
 //     state trie is committed with the block (hash state scheme, archive),

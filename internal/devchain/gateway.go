@@ -96,18 +96,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // respond decodes, answers and signs one lookup.
 func (g *Gateway) respond(ctx context.Context, sender common.Address, callData []byte) ([]byte, int, error) {
-	m, err := resolveABI.MethodById(callData[:4])
-	if err != nil || m.Name != "resolve" {
-		return nil, http.StatusBadRequest, errors.New("not a resolve(bytes,bytes) call")
-	}
-	args, err := m.Inputs.Unpack(callData[4:])
-	if err != nil || len(args) != 2 {
-		return nil, http.StatusBadRequest, errors.New("undecodable resolve(bytes,bytes) call")
-	}
-	name, _ := args[0].([]byte)
-	data, _ := args[1].([]byte)
-	result, err := g.Answer(ctx, name, data)
+	name, data, err := DecodeResolveCall(callData)
 	if err != nil {
+		return nil, http.StatusBadRequest, err
+	}
+	m := resolveABI.Methods["resolve"]
+	result, err := g.Answer(ctx, name, data)
+	switch {
+	case errors.Is(err, ErrUpstream):
+		return nil, http.StatusBadGateway, err
+	case err != nil:
 		return nil, http.StatusNotFound, err
 	}
 	now := time.Now
@@ -189,7 +187,7 @@ func DecodeTextCall(data []byte) (node common.Hash, key string, err error) {
 	if len(data) < 4 || string(data[:4]) != string(m.ID) {
 		return node, "", errors.New("not a text(bytes32,string) call")
 	}
-	args, err := m.Inputs.Unpack(data[4:])
+	args, err := unpack(m.Inputs, data[4:])
 	if err != nil || len(args) != 2 {
 		return node, "", errors.New("undecodable text(bytes32,string) call")
 	}

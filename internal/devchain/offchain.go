@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/adraffy/go-ens-normalize/ensip15"
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
 )
@@ -38,11 +39,72 @@ func (c *Chain) deploy(ctx context.Context, art Artifact, args ...any) (common.A
 // to url (EIP-3668 template: "{sender}" and "{data}", GET when it holds
 // "{data}", else POST), and only answers signed by one of signers verify.
 func (c *Chain) DeployOffchainResolver(ctx context.Context, url string, signers ...common.Address) (common.Address, error) {
-	a, err := c.CCIPArtifacts()
+	a, err := LoadOffchainResolver(c.arts.Dir)
 	if err != nil {
 		return common.Address{}, err
 	}
-	return c.deploy(ctx, a.OffchainResolver, url, signers)
+	return c.deploy(ctx, *a, url, signers)
+}
+
+// EnsureOffchainResolver makes name (owned by owner) resolve through an
+// OffchainResolver with gateway url that trusts signer: the one name
+// already has when it matches (a restarted persistent chain), else a new
+// one. It returns the resolver's address.
+func (c *Chain) EnsureOffchainResolver(ctx context.Context, name string, owner common.Address, url string, signer common.Address) (common.Address, error) {
+	a, err := LoadOffchainResolver(c.arts.Dir)
+	if err != nil {
+		return common.Address{}, err
+	}
+	norm, err := ensip15.Shared().Normalize(name)
+	if err != nil {
+		return common.Address{}, fmt.Errorf("devchain: %q: %w", name, err)
+	}
+	if cur, err := c.resolverOf(ctx, norm); err == nil && cur != (common.Address{}) {
+		gotURL, err1 := c.callOne(ctx, a.ABI, cur, "url")
+		trusted, err2 := c.callOne(ctx, a.ABI, cur, "signers", signer)
+		owned, err3 := c.owner(ctx, c.arts.Registry.ABI, NameHash(norm))
+		if err1 == nil && err2 == nil && err3 == nil && gotURL == url && trusted == true && owned == owner {
+			return cur, nil
+		}
+	}
+	off, err := c.deploy(ctx, *a, url, []common.Address{signer})
+	if err != nil {
+		return common.Address{}, err
+	}
+	if err := c.RegisterWithResolver(ctx, norm, owner, off); err != nil {
+		return common.Address{}, err
+	}
+	return off, nil
+}
+
+// resolverOf is the registry's resolver of a normalised name.
+func (c *Chain) resolverOf(ctx context.Context, norm string) (common.Address, error) {
+	v, err := c.callOne(ctx, c.arts.Registry.ABI, RegistryAddress, "resolver", NameHash(norm))
+	if err != nil {
+		return common.Address{}, err
+	}
+	addr, ok := v.(common.Address)
+	if !ok {
+		return common.Address{}, fmt.Errorf("devchain: registry resolver: unexpected %T", v)
+	}
+	return addr, nil
+}
+
+// callOne calls a view function with one result.
+func (c *Chain) callOne(ctx context.Context, a abi.ABI, to common.Address, method string, args ...any) (any, error) {
+	data, err := a.Pack(method, args...)
+	if err != nil {
+		return nil, fmt.Errorf("devchain: pack %s: %w", method, err)
+	}
+	out, err := c.client.CallContract(ctx, ethereum.CallMsg{To: &to, Data: data}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("devchain: %s: %w", method, err)
+	}
+	vals, err := unpack(a.Methods[method].Outputs, out)
+	if err != nil || len(vals) != 1 {
+		return nil, fmt.Errorf("devchain: decode %s: %v", method, err)
+	}
+	return vals[0], nil
 }
 
 // DeployUniversalResolver deploys the project's Universal-Resolver-

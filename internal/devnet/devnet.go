@@ -1,7 +1,9 @@
 // Package devnet runs hermesd's whole world on one machine: a go-ethereum
 // chain with the real ENS contracts (names registered for the agents, the
 // dev key funded and owning them) and the local Walrus-compatible server,
-// both on 127.0.0.1, plus the key files and a ready configuration. `hermesd
+// both on 127.0.0.1, plus the key files and a ready configuration.
+// Optionally an L2: a second chain holding some agents' records, reached
+// from L1 through ENS's OffchainResolver and a gateway the devnet serves. `hermesd
 // devnet`, `hermesd run --devnet`, the drills and the end-to-end tests all
 // start it the same way.
 package devnet
@@ -36,6 +38,10 @@ type Agent struct {
 	TokenID  *uint64
 	BrainDir string // default <Dir>/brains/<id>
 	SeedDir  string
+	// OnL2: the agent's record lives on the L2 (Options.L2): its name is
+	// registered there, under the L2 parent, and resolves from L1 through
+	// the OffchainResolver and the gateway.
+	OnL2 bool
 }
 
 // Options configure a devnet.
@@ -73,6 +79,12 @@ type Options struct {
 	// ArtifactsDir holds the ENS artifacts ("" = the default lookup).
 	ArtifactsDir string
 	Logger       *slog.Logger
+	// L2, when set, adds a second chain with the ENS registry and
+	// PublicResolver, and on L1 ENS's OffchainResolver for its parent
+	// name, whose gateway (on 127.0.0.1, signing with a devnet key)
+	// answers text() from the L2's resolver. Agents with OnL2 keep their
+	// records there (ens.records in the configuration).
+	L2 *L2Options
 }
 
 // Devnet is a running devnet.
@@ -89,6 +101,8 @@ type Devnet struct {
 	// Sui key, which their account_based policy lets open its identity.
 	Seal       []*KeyServer
 	SuiKeyPath string
+	// L2 is the second chain and its gateway (nil without Options.L2).
+	L2 *L2
 }
 
 // Start brings the devnet up and writes <Dir>/hermesd.yml. Key files that
@@ -149,9 +163,15 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 	}
 	owner := crypto.PubkeyToAddress(d.SignerKey.PublicKey)
 
-	var names []devchain.Name
+	var names, l2Names []devchain.Name
 	for _, a := range o.Agents {
-		if a.ENSName != "" {
+		switch {
+		case a.ENSName == "":
+		case a.OnL2 && o.L2 == nil:
+			return nil, fmt.Errorf("devnet: agent %s is on the L2, but the devnet has none", a.ID)
+		case a.OnL2:
+			l2Names = append(l2Names, devchain.Name{Name: a.ENSName, Owner: owner})
+		default:
 			names = append(names, devchain.Name{Name: a.ENSName, Owner: owner})
 		}
 	}
@@ -171,6 +191,11 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("devnet chain: %w", err)
+	}
+	if o.L2 != nil {
+		if d.L2, err = startL2(ctx, d.Chain, *o.L2, l2Names, owner, o.ArtifactsDir, o.Logger); err != nil {
+			return nil, err
+		}
 	}
 	d.Walrus, err = localwalrus.New(localwalrus.Config{
 		Dir:           filepath.Join(dir, "walrus"),
@@ -212,6 +237,9 @@ func (d *Devnet) Close() error {
 	if d.Walrus != nil {
 		errs = append(errs, d.Walrus.Close())
 	}
+	if d.L2 != nil {
+		errs = append(errs, d.L2.close())
+	}
 	if d.Chain != nil {
 		errs = append(errs, d.Chain.Close())
 	}
@@ -247,6 +275,21 @@ chain:
   signer: {file: {{.Dir}}/keys/chain.key}
   tx_timeout: 30s
   poll_interval: 20ms
+{{- if .L2}}
+ens:
+  # The devnet's L2: a second chain whose PublicResolver holds the records
+  # of the agents under {{.L2.Parent}}; on L1 that name's resolver is ENS's
+  # OffchainResolver, whose gateway ({{.L2.Gateway}}) answers from the L2.
+  records:
+    - id: {{.L2.ID}}
+      rpc: {{.L2.RPC}}
+      chain_id: {{.L2.ChainID}}
+      resolver: "{{.L2.Resolver}}"
+      tx_timeout: 30s
+      max_fee_gwei: 100
+      poll_interval: 20ms
+      visibility_timeout: {{.L2.Visibility}}
+{{- end}}
 encryption:
   key: {file: {{.Dir}}/keys/snapshot.key}
 {{- if .Format}}
@@ -288,6 +331,9 @@ agents:
 {{- if .SeedDir}}
     seed_dir: {{.SeedDir}}
 {{- end}}
+{{- if .Records}}
+    records: {{.Records}}
+{{- end}}
 {{- end}}
 `))
 
@@ -295,10 +341,14 @@ func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address)
 	type agentView struct {
 		ID, ENSName, BrainDir, SeedDir string
 		TokenID                        string
+		Records                        string
 	}
 	var agents []agentView
 	for _, a := range o.Agents {
 		v := agentView{ID: a.ID, ENSName: a.ENSName, BrainDir: a.BrainDir, SeedDir: a.SeedDir}
+		if a.OnL2 && a.ENSName != "" {
+			v.Records = L2RecordsID
+		}
 		if v.BrainDir == "" {
 			v.BrainDir = filepath.Join(d.Dir, "brains", a.ID)
 		}
@@ -307,8 +357,21 @@ func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address)
 		}
 		agents = append(agents, v)
 	}
+	var l2 any
+	if d.L2 != nil {
+		l2 = map[string]any{
+			"ID":         L2RecordsID,
+			"RPC":        d.L2.RPC(),
+			"ChainID":    d.L2.ChainID,
+			"Resolver":   d.L2.Resolver().Hex(),
+			"Visibility": d.L2.visibility,
+			"Parent":     d.L2.Parent,
+			"Gateway":    strings.TrimSuffix(d.L2.GatewayURL, "/{sender}/{data}.json"),
+		}
+	}
 	var b strings.Builder
 	err := configTemplate.Execute(&b, map[string]any{
+		"L2":               l2,
 		"Dir":              d.Dir,
 		"HTTP":             o.HTTPListen,
 		"Walrus":           d.Walrus.URL(),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 
 	"github.com/ethereum/go-ethereum/common"
 )
@@ -75,6 +76,12 @@ type UpdateResult struct {
 	GasShare uint64
 	// BatchSize is the number of updates in the transaction.
 	BatchSize int
+	// ChainID is the chain of the update's record (0 when the client
+	// could not reach its node), and EffectiveGasPrice the price its mined transaction paid per
+	// gas (nil before it was mined): the update's cost is GasShare ×
+	// EffectiveGasPrice wei of that chain.
+	ChainID           uint64
+	EffectiveGasPrice *big.Int
 	// Err says why, for every outcome but Published and Unchanged.
 	Err error
 }
@@ -113,18 +120,22 @@ const minUpdateGas = 10_000
 func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(UpdateResult)) error {
 	items := prepare(updates)
 	reported := make([]bool, len(items))
+	var chainID uint64 // known once set up
 	emit := func(it *pendingWrite, tx *TxResult, size int) {
 		if reported[it.index] {
 			return
 		}
 		reported[it.index] = true
-		r := UpdateResult{Index: it.index, Update: it.Update, Outcome: it.outcome, Err: it.err}
+		r := UpdateResult{Index: it.index, Update: it.Update, Outcome: it.outcome, Err: it.err, ChainID: chainID}
 		if it.outcome == Conflict {
 			r.Actual = it.current
 		}
 		if tx != nil {
 			r.TxHash, r.BlockNumber, r.BatchSize = tx.TxHash, tx.BlockNumber, size
-			if it.outcome == Published {
+			if tx.EffectiveGasPrice != nil {
+				r.EffectiveGasPrice = new(big.Int).Set(tx.EffectiveGasPrice)
+			}
+			if tx.GasUsed > 0 { // a reverted transaction costs gas too
 				r.GasShare = tx.GasUsed / uint64(size)
 			}
 		}
@@ -161,6 +172,7 @@ func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(U
 	if err != nil {
 		return stop(err)
 	}
+	chainID = ci.id.Uint64()
 	if err := c.check(ctx, items); err != nil {
 		return stop(err)
 	}
@@ -177,9 +189,15 @@ func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(U
 			return stop(fmt.Errorf("ens: %w", ctx.Err()))
 		}
 		to := queue[0].rec.Resolver
+		limit := guess
+		if mc, err := c.hasMulticall(ctx, to); err != nil {
+			return stop(err)
+		} else if !mc {
+			limit = 1
+		}
 		var group []*pendingWrite
 		for _, it := range queue {
-			if it.rec.Resolver == to && len(group) < guess {
+			if it.rec.Resolver == to && len(group) < limit {
 				group = append(group, it)
 			}
 		}
@@ -192,7 +210,7 @@ func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(U
 				continue
 			}
 		}
-		n, est, data, err := c.fit(ctx, to, group, guess, budget)
+		n, est, data, err := c.fit(ctx, to, group, limit, budget)
 		if err != nil {
 			if chainWide(err) {
 				return stop(err)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/accounts/abi/bind"
 	"github.com/ethereum/go-ethereum/common"
@@ -87,6 +88,17 @@ type Config struct {
 	GatewayMaxBody int64
 	// GatewayHTTPClient makes the gateway requests; nil makes one.
 	GatewayHTTPClient *http.Client
+
+	// Records, when set, makes a records client: the contract at this
+	// address, on the chain RPCURL reaches, holds the names' text records
+	// (docs/design.md §7.2) — an L2 resolver or registry with the
+	// PublicResolver's setText/text ABI, which L1 resolution reaches
+	// through CCIP-read. Writes go to it directly and their compare-and-
+	// set reads text() from it directly, not through name resolution;
+	// whether L1 resolution shows the value is the caller's to confirm.
+	// Registry and UniversalResolver are not used, and the registry
+	// methods (Lookup, Owner, Transfer) fail with ErrRecordsClient.
+	Records common.Address
 }
 
 // DefaultRPCTimeout is the default bound of one request to the node.
@@ -112,6 +124,10 @@ type Client struct {
 
 	resolvers sync.Map // common.Address -> *resolver.ContractCaller
 	res       *Resolver
+	// records is Config.Records (zero: the names' own resolvers).
+	records common.Address
+	// multicall remembers whether a resolver has multicall(bytes[]).
+	multicall sync.Map // common.Address -> bool
 
 	// Test hooks: a fixed gas limit instead of the estimate, and a call
 	// between the checks and the send.
@@ -140,6 +156,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		maxBatch:     cfg.MaxBatch,
 		log:          cfg.Logger,
 		setupSem:     make(chan struct{}, 1),
+		records:      cfg.Records,
 	}
 	if c.registryAddr == (common.Address{}) {
 		c.registryAddr = CanonicalRegistry
@@ -239,21 +256,8 @@ func (c *Client) setup(ctx context.Context) (*chainInfo, error) {
 	if c.wantChain != 0 && (!id.IsUint64() || id.Uint64() != c.wantChain) {
 		return nil, fmt.Errorf("%w: the node at %s is on chain %s, the configured chain id is %d", ErrWrongChain, c.node.origin, id, c.wantChain)
 	}
-	code, err := c.node.CodeAt(ctx, c.registryAddr, nil)
-	if err != nil {
-		return nil, fmt.Errorf("ens: registry code: %w", err)
-	}
-	if len(code) == 0 {
-		return nil, fmt.Errorf("%w: no contract at %s on chain %s (wrong network or registry address?)", ErrNoRegistry, c.registryAddr, id)
-	}
-	if ur := c.res.UniversalResolver(); ur != (common.Address{}) {
-		code, err := c.node.CodeAt(ctx, ur, nil)
-		if err != nil {
-			return nil, fmt.Errorf("ens: Universal Resolver code: %w", err)
-		}
-		if len(code) == 0 {
-			return nil, fmt.Errorf("%w: no contract at %s on chain %s (wrong network or universal_resolver address?)", ErrNoUniversalResolver, ur, id)
-		}
+	if err := c.checkContracts(ctx, id); err != nil {
+		return nil, err
 	}
 	ci := &chainInfo{id: id}
 	if c.signer != nil {
@@ -264,8 +268,41 @@ func (c *Client) setup(ctx context.Context) (*chainInfo, error) {
 		ci.nonces = nonceManagerFor(id, g.Hash(), c.signer.Address())
 	}
 	c.info.Store(ci)
-	c.log.DebugContext(ctx, "ens: chain checked", "rpc", c.node.origin, "chain_id", id, "registry", c.registryAddr)
+	c.log.DebugContext(ctx, "ens: chain checked", "rpc", c.node.origin, "chain_id", id, "registry", c.registryAddr, "records", c.records)
 	return ci, nil
+}
+
+// checkContracts checks that the contracts the client uses are there: the
+// records contract of a records client, else the registry and the
+// Universal Resolver when one is configured.
+func (c *Client) checkContracts(ctx context.Context, id *big.Int) error {
+	if c.records != (common.Address{}) {
+		code, err := c.node.CodeAt(ctx, c.records, nil)
+		if err != nil {
+			return fmt.Errorf("ens: records contract code: %w", err)
+		}
+		if len(code) == 0 {
+			return fmt.Errorf("%w: no contract at %s on chain %s (wrong network or records address?)", ErrNoRecords, c.records, id)
+		}
+		return nil
+	}
+	code, err := c.node.CodeAt(ctx, c.registryAddr, nil)
+	if err != nil {
+		return fmt.Errorf("ens: registry code: %w", err)
+	}
+	if len(code) == 0 {
+		return fmt.Errorf("%w: no contract at %s on chain %s (wrong network or registry address?)", ErrNoRegistry, c.registryAddr, id)
+	}
+	if ur := c.res.UniversalResolver(); ur != (common.Address{}) {
+		code, err := c.node.CodeAt(ctx, ur, nil)
+		if err != nil {
+			return fmt.Errorf("ens: Universal Resolver code: %w", err)
+		}
+		if len(code) == 0 {
+			return fmt.Errorf("%w: no contract at %s on chain %s (wrong network or universal_resolver address?)", ErrNoUniversalResolver, ur, id)
+		}
+	}
+	return nil
 }
 
 // Ping checks that the node answers and is still on the chain the client
@@ -307,6 +344,10 @@ func (c *Client) From() common.Address {
 	return c.signer.Address()
 }
 
+// Records is the contract a records client writes (zero for a client of
+// the names' own resolvers).
+func (c *Client) Records() common.Address { return c.records }
+
 // Record is what the registry says about a name.
 type Record struct {
 	Name     string // normalised
@@ -321,6 +362,9 @@ func (c *Client) Lookup(ctx context.Context, name string) (Record, error) {
 	norm, err := Normalize(name)
 	if err != nil {
 		return Record{}, err
+	}
+	if c.records != (common.Address{}) {
+		return Record{}, ErrRecordsClient
 	}
 	if _, err := c.setup(ctx); err != nil {
 		return Record{}, err
@@ -364,12 +408,19 @@ func (c *Client) Read(ctx context.Context, name string) (string, error) {
 // `pointer get`, status, the compare-and-set of a write, the periodic
 // check — so they all see what a fresh machine would. The Resolution says
 // which resolver answered and how; an empty Value is an empty record.
+//
+// A records client instead reads text() from its records contract
+// (PathRecords): where the record lives, not what L1 resolution shows.
 func (c *Client) Resolve(ctx context.Context, name string) (Resolution, error) {
-	if _, err := Normalize(name); err != nil {
+	norm, err := Normalize(name)
+	if err != nil {
 		return Resolution{}, err
 	}
 	if _, err := c.setup(ctx); err != nil {
 		return Resolution{}, err
+	}
+	if c.records != (common.Address{}) {
+		return c.direct(ctx, norm)
 	}
 	return c.res.Text(ctx, name, TextKey)
 }
@@ -377,11 +428,66 @@ func (c *Client) Resolve(ctx context.Context, name string) (Resolution, error) {
 // current is the record's value as Resolve reads it ("" when the name has
 // no record), for a compare-and-set.
 func (c *Client) current(ctx context.Context, name string) (string, error) {
-	res, err := c.res.Text(ctx, name, TextKey)
+	var (
+		res Resolution
+		err error
+	)
+	if c.records != (common.Address{}) {
+		res, err = c.direct(ctx, name)
+	} else {
+		res, err = c.res.Text(ctx, name, TextKey)
+	}
 	if err != nil {
 		return "", err
 	}
 	return res.Value, nil
+}
+
+// direct reads text(node, agent-snapshot) of the normalised name from the
+// records contract.
+func (c *Client) direct(ctx context.Context, norm string) (Resolution, error) {
+	res := Resolution{Name: norm, Node: nameHash(norm), Key: TextKey, Resolver: c.records, Via: PathRecords}
+	data, err := resolverABI.Pack("text", res.Node, TextKey)
+	if err != nil {
+		return Resolution{}, fmt.Errorf("ens: pack text: %w", err)
+	}
+	out, err := c.node.CallContract(ctx, ethereum.CallMsg{To: &c.records, Data: data}, nil)
+	if err != nil {
+		if _, reverted := revertData(err); reverted {
+			return Resolution{}, fmt.Errorf("ens: the records contract %s refused text() for %s (is it a resolver?): %w", c.records, norm, err)
+		}
+		return Resolution{}, fmt.Errorf("ens: read %s of %s from the records contract %s: %w", TextKey, norm, c.records, err)
+	}
+	if err := decodeTextResult(&res, out); err != nil {
+		return Resolution{}, err
+	}
+	return res, nil
+}
+
+// hasMulticall reports whether the resolver at addr has the
+// PublicResolver's multicall(bytes[]): an empty multicall answers an
+// empty bytes[]. A resolver that lacks it (reverts, or answers anything
+// else) gets one transaction per update. The answer is kept per address.
+func (c *Client) hasMulticall(ctx context.Context, addr common.Address) (bool, error) {
+	if v, ok := c.multicall.Load(addr); ok {
+		return v.(bool), nil
+	}
+	data, err := multicallABI.Pack("multicall", [][]byte{})
+	if err != nil {
+		return false, fmt.Errorf("ens: pack multicall: %w", err)
+	}
+	out, err := c.node.CallContract(ctx, ethereum.CallMsg{From: c.From(), To: &addr, Data: data}, nil)
+	has := false
+	switch {
+	case err != nil && chainWide(err):
+		return false, fmt.Errorf("ens: probe multicall of %s: %w", addr, err)
+	case err == nil:
+		results, uerr := unpackOne[[][]byte](multicallABI.Methods["multicall"].Outputs, out)
+		has = uerr == nil && len(results) == 0
+	}
+	c.multicall.Store(addr, has)
+	c.log.DebugContext(ctx, "ens: resolver multicall probed", "resolver", addr, "multicall", has)
+	return has, nil
 }
 
 // resolver returns a (cached) go-ens resolver binding; binding parses the

@@ -22,6 +22,13 @@
 // definitive errors (wrong chain, no registry, not authorised, conflict,
 // reverted); Ping probes for recovery.
 //
+// A records client (Config.Records) writes where a record lives when that
+// is not the name's L1 resolver (docs/design.md §7.2): a contract named by
+// address, on its own chain, with the PublicResolver's setText/text ABI
+// (an L2 resolver or registry). Its compare-and-set reads text() from that
+// contract; whether L1 resolution shows the value is its caller's to
+// confirm (with a Client of the L1).
+//
 // WriteBatches publishes any number of updates: it checks every name, then
 // sends the writable ones in the order given, in transactions sized by gas
 // estimate to fit GasCap, and reports one outcome per update (published,
@@ -47,9 +54,10 @@
 //     transfer, the registry owner or its approved operator), since the
 //     contracts' bare require()s revert with no reason. A batch too large
 //     for the gas cap is split, never reported as "would revert".
-//   - Transactions are EIP-1559, nonces come from one counter per signer,
-//     and a receipt with status 0 is an error (go-ethereum's WaitMined does
-//     not check status).
+//   - Transactions are EIP-1559, nonces come from one counter per signer
+//     and chain, and a receipt with status 0 is an error (go-ethereum's
+//     WaitMined does not check status). A resolver gets multicall batches
+//     only when it has multicall(bytes[]) (probed once per address).
 //   - Every read of a pointer, the compare-and-set of a write included,
 //     goes through one Resolver, so all of hermesd sees what a fresh
 //     machine resolving the name would. What a resolver's callback accepts

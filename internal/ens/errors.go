@@ -50,6 +50,15 @@ var (
 	// Universal Resolver address (errors.Is(err, ErrNoRegistry) is true as
 	// well: the configuration names the wrong network or address).
 	ErrNoUniversalResolver error = &childError{msg: "ens: no Universal Resolver at the configured address", parent: ErrNoRegistry}
+	// ErrNoRecords: there is no contract at a records client's records
+	// address (errors.Is(err, ErrNoRegistry) is true as well).
+	ErrNoRecords error = &childError{msg: "ens: no records contract at the configured address", parent: ErrNoRegistry}
+	// ErrRecordsClient: a registry method (Lookup, Owner, Transfer) was
+	// called on a records client, which knows no registry.
+	ErrRecordsClient = errors.New("ens: a records client has no registry")
+	// ErrNoMulticall: WriteMany got several updates for a resolver without
+	// multicall(bytes[]); WriteBatches sends them one by one.
+	ErrNoMulticall = errors.New("ens: the resolver has no multicall")
 
 	// CCIP-read (EIP-3668). A gateway that cannot be reached is
 	// ErrGatewayUnavailable, which matches ErrUnavailable (try again
@@ -116,6 +125,11 @@ type NotAuthorizedError struct {
 }
 
 func (e *NotAuthorizedError) Error() string {
+	if e.Owner == (common.Address{}) && e.Resolver != (common.Address{}) {
+		// A records client: who may write is the contract's own rule.
+		return fmt.Sprintf("ens: the records contract %s refused a simulated setText(bytes32,string,string) of %s from signer %s: "+
+			"not authorised there (an L2 registry's owner or approved account?), or not a contract with that setter (nothing sent)", e.Resolver, e.Name, e.Signer)
+	}
 	if e.Resolver == (common.Address{}) {
 		return fmt.Sprintf("ens: %s is owned by %s; signer %s is neither the owner nor an operator it approved in the registry, so it cannot transfer the name (nothing sent)", e.Name, e.Owner, e.Signer)
 	}

@@ -43,9 +43,12 @@ const (
 	PathWildcard
 	// PathUniversal: through the Universal Resolver.
 	PathUniversal
+	// PathRecords: text() on the contract that holds the record (a
+	// records client, Config.Records), not through name resolution.
+	PathRecords
 )
 
-var pathNames = [...]string{"", "onchain", "extended", "wildcard", "universal-resolver"}
+var pathNames = [...]string{"", "onchain", "extended", "wildcard", "universal-resolver", "records"}
 
 // String is a short name for logs, status and JSON.
 func (p Path) String() string {

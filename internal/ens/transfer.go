@@ -15,6 +15,9 @@ func (c *Client) Owner(ctx context.Context, name string) (common.Address, error)
 	if err != nil {
 		return common.Address{}, err
 	}
+	if c.records != (common.Address{}) {
+		return common.Address{}, ErrRecordsClient
+	}
 	if _, err := c.setup(ctx); err != nil {
 		return common.Address{}, err
 	}
@@ -52,6 +55,9 @@ func (c *Client) Transfer(ctx context.Context, name string, to common.Address) (
 	}
 	if to == (common.Address{}) {
 		return TxResult{}, fmt.Errorf("ens: refusing to transfer %s to the zero address (that gives the name up)", norm)
+	}
+	if c.records != (common.Address{}) {
+		return TxResult{}, ErrRecordsClient
 	}
 	ci, err := c.setup(ctx)
 	if err != nil {

@@ -30,9 +30,13 @@ type TxResult struct {
 	Unchanged bool
 	// Names are the normalised names the transaction wrote (or, when
 	// Unchanged, would have written).
-	Names             []string
-	TxHash            common.Hash
-	BlockNumber       uint64
+	Names       []string
+	TxHash      common.Hash
+	BlockNumber uint64
+	// ChainID is the chain the transaction was sent on; GasUsed and
+	// EffectiveGasPrice are its receipt's (what it cost: their product,
+	// in wei of that chain).
+	ChainID           uint64
 	GasUsed           uint64
 	EffectiveGasPrice *big.Int
 }
@@ -107,6 +111,15 @@ func (c *Client) WriteMany(ctx context.Context, updates []Update) (TxResult, err
 		names := namesOf(items)
 		c.log.DebugContext(ctx, "ens: records already up to date", "names", names)
 		return TxResult{Unchanged: true, Names: names}, nil
+	}
+	if len(todo) > 1 {
+		mc, err := c.hasMulticall(ctx, resolverAddr)
+		if err != nil {
+			return TxResult{}, err
+		}
+		if !mc {
+			return TxResult{}, fmt.Errorf("%w: %s cannot take %d updates in one transaction; WriteBatches sends them one by one", ErrNoMulticall, resolverAddr, len(todo))
+		}
 	}
 	n, est, data, err := c.fit(ctx, resolverAddr, todo, len(todo), c.gasCap)
 	if err != nil {
@@ -233,6 +246,9 @@ func forEach(ctx context.Context, items []*pendingWrite, f func(context.Context,
 // inspect reads what the chain says about it.Name and settles it unless it
 // is to be written: not found, unchanged, conflict, not authorised.
 func (c *Client) inspect(ctx context.Context, it *pendingWrite) error {
+	if c.records != (common.Address{}) {
+		return c.inspectRecords(ctx, it)
+	}
 	rec, err := c.lookup(ctx, it.Name)
 	if err != nil {
 		return it.failed(err)
@@ -270,8 +286,30 @@ func (c *Client) inspect(ctx context.Context, it *pendingWrite) error {
 	if it.authKnown = err == nil && ok; it.authKnown {
 		return nil
 	}
-	// Anything else is decided by simulating the name's own setText: the
-	// resolver's bare require() reverts without a reason.
+	return c.simulate(ctx, it)
+}
+
+// inspectRecords is inspect for a records client: the record is read from
+// the records contract, and since who may write there is that contract's
+// own rule (an L2 registry's owner, an operator, ...), a simulated setText
+// decides.
+func (c *Client) inspectRecords(ctx context.Context, it *pendingWrite) error {
+	it.rec = Record{Name: it.Name, Node: nameHash(it.Name), Resolver: c.records}
+	v, err := c.current(ctx, it.Name)
+	if err != nil {
+		return it.failed(err)
+	}
+	if it.compare(v); it.outcome != 0 {
+		return nil
+	}
+	return c.simulate(ctx, it)
+}
+
+// simulate decides whether the signer may write it.Name's record by
+// estimating the gas of its own setText: the resolvers' bare require()s
+// revert without a reason.
+func (c *Client) simulate(ctx context.Context, it *pendingWrite) error {
+	rec := it.rec
 	data, err := packSetText(it)
 	if err != nil {
 		return it.failed(err)
@@ -446,6 +484,7 @@ func (c *Client) wait(ctx context.Context, ci *chainInfo, hash common.Hash, name
 		return res, err
 	}
 	res.BlockNumber = r.BlockNumber.Uint64()
+	res.ChainID = ci.id.Uint64()
 	res.GasUsed = r.GasUsed
 	res.EffectiveGasPrice = r.EffectiveGasPrice
 	if r.Status != types.ReceiptStatusSuccessful {

@@ -171,6 +171,32 @@ type Pointer struct {
 	TxHash   string    `json:"txHash,omitempty"`
 	Attempts int       `json:"attempts,omitempty"`
 	LastErr  string    `json:"lastError,omitempty"`
+	// Target is the ens.records id of the contract the pointer is
+	// written to; "" is the name's own resolver on L1.
+	Target string `json:"target,omitempty"`
+	// Written says that Value was written where the record lives (on
+	// Target's chain) but L1 resolution did not show it yet: it is
+	// waited for, not written again.
+	Written *Written `json:"written,omitempty"`
+}
+
+// Written is a pointer write that landed on another chain than L1 and is
+// not visible through L1 resolution yet (docs/design.md §7.2).
+type Written struct {
+	Value   string `json:"value"`
+	Target  string `json:"target"`
+	ChainID uint64 `json:"chainId"`
+	// TxHash and Block are the write's; empty when the value was found
+	// there already (written before a crash, say).
+	TxHash string `json:"txHash,omitempty"`
+	Block  uint64 `json:"block,omitempty"`
+	// At is when the value was first known to be there: how long it has
+	// not been visible is counted from it.
+	At time.Time `json:"at"`
+	// Seen is what L1 resolution showed at the last look ("" for no
+	// record, or when it could not be read: SeenErr).
+	Seen    string `json:"seen,omitempty"`
+	SeenErr string `json:"seenError,omitempty"`
 }
 
 // Hold records why publishing an agent's pointer stopped until an operator
@@ -224,6 +250,10 @@ func (s *AgentState) Clone() *AgentState {
 	}
 	if s.Pending != nil {
 		p := *s.Pending
+		if p.Written != nil {
+			w := *p.Written
+			p.Written = &w
+		}
 		c.Pending = &p
 	}
 	if s.Hold != nil {
