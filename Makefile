@@ -1,16 +1,25 @@
 # hermesd developer targets.
-#   make run   start hermesd on the embedded local devnet with the example brain
+#   make run   start the local devnet (chain + Walrus) and hermesd on it with the example brain
 #   make test  the whole test suite (what .ci/run executes)
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 BIN       := bin/hermesd
+DEVNET    := bin/hermesd-devnet
+GOBUILD    = $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: build run test vet deps devnet-deps seed bench bench-small fuzz lint clean
+.PHONY: build build-devnet run devnet test vet deps devnet-deps seed bench bench-small fuzz lint clean
 
+# build builds the daemon alone: what an operator installs.
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermesd
+	$(GOBUILD) -o $(BIN) ./cmd/hermesd
+
+# build-devnet builds the daemon and the devnet command (the chain, Walrus
+# and Seal servers of the local world) in one go build, which shares the
+# compile of what they have in common.
+build-devnet:
+	$(GOBUILD) -o bin/ ./cmd/hermesd ./cmd/hermesd-devnet
 
 # deps fetches what the tests and the devnet need that is not in the Go
 # module graph, pinned, into .deps/ (git-ignored): the real ENS contract
@@ -30,11 +39,19 @@ devnet-deps:
 seed:
 	scripts/example-brain.sh .devnet/seed
 
-# run: the local chain (real ENS contracts) and the local Walrus server in
-# one process with the daemon, protecting the example brain in
-# .devnet/brains/auditor. State persists in .devnet; Ctrl-C stops cleanly.
-run: devnet-deps build seed
-	$(BIN) run --devnet --devnet-dir .devnet --devnet-seed .devnet/seed
+# run: the devnet (local chain with the real ENS contracts, local Walrus
+# and Seal servers) in one process, and the daemon protecting the example
+# brain in .devnet/brains/auditor as its supervised child, talking to it
+# over 127.0.0.1. State persists in .devnet; Ctrl-C stops the daemon (after
+# its pointer flush), then the devnet.
+run: devnet-deps build-devnet seed
+	$(DEVNET) -dir .devnet -seed .devnet/seed -- $(BIN) run -config .devnet/hermesd.yml
+
+# devnet: the same world without the daemon, until Ctrl-C; run, stop and
+# drill the daemon against it from another terminal
+# (HERMESD_CONFIG=.devnet/hermesd.yml).
+devnet: devnet-deps build-devnet seed
+	$(DEVNET) -dir .devnet -seed .devnet/seed
 
 # The race detector runs again over the packages with their own
 # goroutines (pipelines, watcher, retries, daemon).
