@@ -98,6 +98,11 @@ func TestE2EMakeRun(t *testing.T) {
 			rep.Agents[0].Published == rep.Agents[0].Last.BlobID && rep.Agents[0].Pending == nil
 	})
 	daemon = childPID(t, p)
+	t.Cleanup(func() {
+		if !exitedPID(daemon) {
+			syscall.Kill(daemon, syscall.SIGKILL) // the test leaves nothing behind either
+		}
+	})
 	p.signal(syscall.SIGKILL)
 	poll(t, time.Minute, "the daemon to stop after the devnet died", func() bool { return exitedPID(daemon) })
 	p.wait(time.Minute)

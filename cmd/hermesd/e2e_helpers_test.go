@@ -280,6 +280,9 @@ func (w *e2eWorld) startBinary(bin string, attrs *syscall.SysProcAttr, args ...s
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = w.env()
 	p.cmd.SysProcAttr = attrs
+	// A child the process left behind (hermesd-devnet's daemon) may hold
+	// the output pipe: Wait stops waiting for it a while after the exit.
+	p.cmd.WaitDelay = 30 * time.Second
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		w.t.Fatal(err)
