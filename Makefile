@@ -1,16 +1,32 @@
 # hermesd developer targets.
-#   make run   start hermesd on the embedded local devnet with the example brain
+#   make run   start the local devnet (chain + Walrus) and hermesd on it with the example brain
 #   make test  the whole test suite (what .ci/run executes)
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 30s
 BIN       := bin/hermesd
+DEVNET    := bin/hermesd-devnet
+GOBUILD    = $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: build run test vet deps devnet-deps seed bench bench-small fuzz lint clean
+# Everything builds and tests without cgo: the daemon signs and recovers
+# with go-ethereum's pure-Go secp256k1 (decred's), the devnet's chain
+# database compresses with pure-Go zstd, and a first build compiles no C
+# (with cgo it compiled libsecp256k1 and zstd: minutes on 2 cores). Only
+# the race detector needs cgo (test). Override with CGO_ENABLED=1.
+export CGO_ENABLED ?= 0
 
+.PHONY: build build-devnet run devnet test vet deps devnet-deps seed bench bench-small fuzz lint clean
+
+# build builds the daemon alone: what an operator installs.
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hermesd
+	$(GOBUILD) -o $(BIN) ./cmd/hermesd
+
+# build-devnet builds the daemon and the devnet command (the chain, Walrus
+# and Seal servers of the local world) in one go build, which shares the
+# compile of what they have in common.
+build-devnet:
+	$(GOBUILD) -o bin/ ./cmd/hermesd ./cmd/hermesd-devnet
 
 # deps fetches what the tests and the devnet need that is not in the Go
 # module graph, pinned, into .deps/ (git-ignored): the real ENS contract
@@ -34,14 +50,24 @@ devnet-deps:
 seed:
 	scripts/example-brain.sh .devnet/seed
 
-# run: the local chain (real ENS contracts) and the local Walrus server in
-# one process with the daemon, protecting the example brain in
-# .devnet/brains/auditor. State persists in .devnet; Ctrl-C stops cleanly.
-run: devnet-deps build seed
-	$(BIN) run --devnet --devnet-dir .devnet --devnet-seed .devnet/seed
+# run: the devnet (local chain with the real ENS contracts, local Walrus
+# and Seal servers) in one process, and the daemon protecting the example
+# brain in .devnet/brains/auditor as its supervised child, talking to it
+# over 127.0.0.1. State persists in .devnet; Ctrl-C stops the daemon (after
+# its pointer flush), then the devnet.
+run: devnet-deps build-devnet seed
+	$(DEVNET) -dir .devnet -seed .devnet/seed -- $(BIN) run -config .devnet/hermesd.yml
+
+# devnet: the same world without the daemon, until Ctrl-C; run, stop and
+# drill the daemon against it from another terminal
+# (HERMESD_CONFIG=.devnet/hermesd.yml).
+devnet: devnet-deps build-devnet seed
+	$(DEVNET) -dir .devnet -seed .devnet/seed
 
 # The race detector runs again over the packages with their own
-# goroutines (pipelines, watcher, retries, daemon).
+# goroutines (pipelines, watcher, retries, daemon). It needs cgo, so this
+# pass also covers go-ethereum's C secp256k1 (receipts, the daemon's
+# chain writes), what a plain `go build` with a C compiler links.
 RACE_PKGS := ./internal/hash ./internal/tarball ./internal/watch ./internal/walrus \
 	./internal/localwalrus ./internal/receipts ./internal/snapshot ./internal/daemon \
 	./internal/seal ./internal/sealserver
@@ -63,7 +89,7 @@ test: deps vet
 	pkgs=$$(printf '%s\n%s\n' "$$a" "$$b" | sort | uniq -u | cut -d' ' -f1 | sort -u); \
 	echo "purego: $${pkgs:-no package differs}"; \
 	[ -z "$$pkgs" ] || $(GO) test -count=1 -timeout 30m -tags purego $$pkgs
-	$(GO) test -count=1 -timeout 30m -race $(RACE_PKGS)
+	CGO_ENABLED=1 $(GO) test -count=1 -timeout 30m -race $(RACE_PKGS)
 
 # vet is a prerequisite of both test and lint, so `make lint test` (what
 # .ci/run executes) vets once.

@@ -151,7 +151,7 @@ func checkDevnet(t *testing.T, c *config.Config) {
 	if want := filepath.Join(dir, "keys", "snapshot.key"); c.Encryption.Key.File != want {
 		t.Errorf("encryption.key.file = %s, want %s", c.Encryption.Key.File, want)
 	}
-	// The values `hermesd devnet` uses by default (cmd/hermesd/cmd_devnet.go,
+	// The values `hermesd-devnet` uses by default (cmd/hermesd-devnet/flags.go,
 	// internal/devchain, internal/devnet).
 	if c.Chain.ChainID != 1337 || c.Chain.RPC != "http://127.0.0.1:18545" {
 		t.Errorf("chain = %d %s, want the devnet's 1337 at 127.0.0.1:18545", c.Chain.ChainID, c.Chain.RPC)

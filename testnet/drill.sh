@@ -126,7 +126,7 @@ if [[ -z $hermesd ]]; then
 	if command -v go >/dev/null && [[ -f $repo/go.mod ]]; then
 		mkdir -p "$work/bin"
 		say "building hermesd from $repo"
-		(cd "$repo" && go build -o "$work/bin/hermesd" ./cmd/hermesd) || die "go build failed"
+		(cd "$repo" && CGO_ENABLED=0 go build -o "$work/bin/hermesd" ./cmd/hermesd) || die "go build failed"
 		hermesd=$work/bin/hermesd
 	elif command -v hermesd >/dev/null; then
 		hermesd=$(command -v hermesd)

@@ -17,13 +17,13 @@ import (
 )
 
 func runRun(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet(env, "run", "run [-config FILE] [--devnet]",
+	fs := newFlagSet(env, "run", "run [-config FILE]",
 		`Run the daemon: restore missing brains, watch every configured agent,
 snapshot on change, publish pointers. SIGINT/SIGTERM stop it after flushing
-pending pointers (shutdown_timeout); a second signal aborts the flush.`)
+pending pointers (shutdown_timeout); a second signal aborts the flush.
+The local devnet (chain + Walrus) is its own command, hermesd-devnet;
+'make run' starts it and this daemon together.`)
 	cfgPath := configFlag(fs)
-	devnet := fs.Bool("devnet", false, "start the embedded local devnet (chain + Walrus) in this process and use its configuration")
-	dnFlags := addDevnetFlags(fs, "devnet-")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,21 +36,9 @@ pending pointers (shutdown_timeout); a second signal aborts the flush.`)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	var cfg *config.Config
-	var stopDevnet func()
-	if *devnet {
-		c, stop, err := startDevnet(ctx, env, dnFlags, *cfgPath)
-		if err != nil {
-			return err
-		}
-		cfg, stopDevnet = c, stop
-		defer stopDevnet()
-	} else {
-		c, err := loadConfig(*cfgPath)
-		if err != nil {
-			return err
-		}
-		cfg = c
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
 	}
 	log, err := newLogger(env.stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {

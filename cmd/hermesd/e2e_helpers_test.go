@@ -37,13 +37,14 @@ import (
 )
 
 var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
+	binDirOnce sync.Once
+	binDir     string
+	binDirErr  error
+	hermesdBin builtBinary
+	devnetBin  builtBinary
 )
 
-// TestMain only removes the binary the end-to-end tests built.
+// TestMain only removes the binaries the end-to-end tests built.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {
@@ -53,31 +54,55 @@ func TestMain(m *testing.M) {
 }
 
 // hermesdBinary builds cmd/hermesd once per test process with the toolchain
+// (and the environment: make test builds without cgo, as make build does)
 // that runs the tests.
 func hermesdBinary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		// The go command that runs the tests exports its GOROOT.
-		goTool := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-		if _, err := os.Stat(goTool); os.Getenv("GOROOT") == "" || err != nil {
-			if goTool, binErr = exec.LookPath("go"); binErr != nil {
-				return
-			}
-		}
-		if binDir, binErr = os.MkdirTemp("", "hermesd-e2e-"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "hermesd")
-		cmd := exec.Command(goTool, "build", "-o", binPath, ".")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatalf("building hermesd: %v", binErr)
+	return hermesdBin.get(t, ".", "hermesd")
+}
+
+// devnetBinary builds cmd/hermesd-devnet, the devnet as a process of its
+// own (what make run starts), once per test process.
+func devnetBinary(t *testing.T) string {
+	t.Helper()
+	return devnetBin.get(t, "../hermesd-devnet", "hermesd-devnet")
+}
+
+// builtBinary is one command built once per test process.
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func (b *builtBinary) get(t *testing.T, pkg, name string) string {
+	t.Helper()
+	b.once.Do(func() { b.path, b.err = goBuild(pkg, name) })
+	if b.err != nil {
+		t.Fatalf("building %s: %v", name, b.err)
 	}
-	return binPath
+	return b.path
+}
+
+// goBuild builds the command in pkg into the test process's binary
+// directory.
+func goBuild(pkg, name string) (string, error) {
+	// The go command that runs the tests exports its GOROOT.
+	goTool := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	if _, err := os.Stat(goTool); os.Getenv("GOROOT") == "" || err != nil {
+		if goTool, err = exec.LookPath("go"); err != nil {
+			return "", err
+		}
+	}
+	binDirOnce.Do(func() { binDir, binDirErr = os.MkdirTemp("", "hermesd-e2e-") })
+	if binDirErr != nil {
+		return "", binDirErr
+	}
+	path := filepath.Join(binDir, name)
+	if out, err := exec.Command(goTool, "build", "-o", path, pkg).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return path, nil
 }
 
 // freePort returns a loopback address that was free a moment ago (the
@@ -155,10 +180,7 @@ func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
 func newE2EWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *e2eWorld {
 	t.Helper()
 	hermesdBinary(t) // build first, before any devnet clock starts
-	w := &e2eWorld{t: t, http: freePort(t), client: &http.Client{
-		Timeout:   2 * time.Second,
-		Transport: &http.Transport{DisableKeepAlives: true},
-	}}
+	w := newProcessWorld(t)
 	o.Dir, o.Agents, o.HTTPListen = t.TempDir(), agents, w.http
 	o.Quiet, o.MaxLag = 50*time.Millisecond, 500*time.Millisecond
 	dn, err := devnet.Start(t.Context(), o)
@@ -167,8 +189,20 @@ func newE2EWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *e2
 	}
 	w.dn = dn
 	t.Cleanup(func() { dn.Close() })
-	logPath := filepath.Join(t.TempDir(), "hermesd.log")
-	if w.logf, err = os.Create(logPath); err != nil {
+	return w
+}
+
+// newProcessWorld is a world without a devnet (yet): a daemon HTTP
+// address and the log of the subprocesses. Tests that run the devnet as a
+// process, as make run does, use it as it is.
+func newProcessWorld(t *testing.T) *e2eWorld {
+	t.Helper()
+	w := &e2eWorld{t: t, http: freePort(t), client: &http.Client{
+		Timeout:   2 * time.Second,
+		Transport: &http.Transport{DisableKeepAlives: true},
+	}}
+	var err error
+	if w.logf, err = os.Create(filepath.Join(t.TempDir(), "hermesd.log")); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -234,11 +268,21 @@ type hermesdProc struct {
 // test's log file and is scanned for lines the test waits on.
 func (w *e2eWorld) start(args ...string) *hermesdProc {
 	w.t.Helper()
+	return w.startBinary(hermesdBinary(w.t), nil, args...)
+}
+
+// startBinary is start for another binary, optionally with attrs.
+func (w *e2eWorld) startBinary(bin string, attrs *syscall.SysProcAttr, args ...string) *hermesdProc {
+	w.t.Helper()
 	w.runs++
-	fmt.Fprintf(w.logf, "=== hermesd #%d: %s\n", w.runs, strings.Join(args, " "))
+	fmt.Fprintf(w.logf, "=== %s #%d: %s\n", filepath.Base(bin), w.runs, strings.Join(args, " "))
 	p := &hermesdProc{t: w.t, out: newLineLog(w.logf), done: make(chan struct{})}
-	p.cmd = exec.Command(hermesdBinary(w.t), args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = w.env()
+	p.cmd.SysProcAttr = attrs
+	// A child the process left behind (hermesd-devnet's daemon) may hold
+	// the output pipe: Wait stops waiting for it a while after the exit.
+	p.cmd.WaitDelay = 30 * time.Second
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		w.t.Fatal(err)

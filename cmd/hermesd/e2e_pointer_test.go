@@ -11,7 +11,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -568,16 +567,16 @@ func flushLine(log string) string {
 	return ""
 }
 
-// devnetProc is a `hermesd devnet` subprocess.
+// devnetProc is a `hermesd-devnet` subprocess.
 type devnetProc struct {
 	*hermesdProc
 	start time.Time
 }
 
-// startDevnet runs `hermesd devnet` with args.
+// startDevnet runs `hermesd-devnet` with args.
 func (w *e2eWorld) startDevnet(args []string) *devnetProc {
 	w.t.Helper()
-	return &devnetProc{hermesdProc: w.start(append([]string{"devnet"}, args...)...), start: time.Now()}
+	return &devnetProc{hermesdProc: w.startBinary(devnetBinary(w.t), nil, args...), start: time.Now()}
 }
 
 // ready reports whether the devnet printed that it runs.
@@ -598,17 +597,8 @@ func TestE2EDevnetKill9(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(e2eSeed(t), 14))
 	hermesdBinary(t)
-	w := &e2eWorld{t: t, http: freePort(t), client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
-	var err error
-	if w.logf, err = os.Create(filepath.Join(t.TempDir(), "hermesd.log")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			w.dumpLog()
-		}
-		w.logf.Close()
-	})
+	devnetBinary(t)
+	w := newProcessWorld(t)
 	dir := t.TempDir()
 	port := func() string { _, p, _ := net.SplitHostPort(freePort(t)); return p }
 	chainPort, walrusPort := port(), port()

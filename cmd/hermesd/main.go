@@ -48,7 +48,6 @@ func commands() []command {
 		{"diff", "show what changed between two v3 snapshots (trees only)", runDiff},
 		{"verify", "check that a snapshot is intact (--read-data: every object)", runVerify},
 		{"drill", "amnesia drill: snapshot, cold-restore elsewhere, compare", runDrill},
-		{"devnet", "run the local chain + Walrus devnet in one process", runDevnet},
 		{"hash", "print the bundle hash of a directory", runHash},
 		{"keygen", "generate a snapshot encryption key file", runKeygen},
 		{"blob", "put or get a raw blob on the configured Walrus endpoints", runBlob},
@@ -87,6 +86,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if c.name == name && c.run != nil {
 			return c.run(ctx, env, rest)
 		}
+	}
+	if name == "devnet" {
+		return usageErrorf("the local devnet is its own command now: hermesd-devnet (make run starts it with the daemon)")
 	}
 	return usageErrorf("unknown command %q (see 'hermesd help')", name)
 }

@@ -95,7 +95,8 @@ var placement = map[string]layer{
 	"internal/daemon": serviceLayer,
 	"internal/drill":  serviceLayer,
 
-	"cmd/hermesd": binaryLayer,
+	"cmd/hermesd":        binaryLayer,
+	"cmd/hermesd-devnet": binaryLayer,
 
 	"scripts/...":    toolLayer,
 	"testnet/ethkey": toolLayer,

@@ -26,4 +26,11 @@
 //
 // Citations: no tracked file cites a document outside the repository (the
 // shared design notes it was planned from); the design is docs/design.md.
+//
+// Binary (binary_test.go): the daemon's binary (cmd/hermesd) links no EVM
+// and no C it does not need: its closure, from `go list -deps`, holds
+// neither the local chain (internal/devchain, internal/devnet,
+// go-ethereum's core, state, vm, databases, node) nor a cgo package
+// without a pure-Go fallback; the local chain is cmd/hermesd-devnet's
+// alone.
 package arch

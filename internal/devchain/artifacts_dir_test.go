@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// `hermesd devnet` outside a checkout finds the artifacts in the user's
+// `hermesd-devnet` outside a checkout finds the artifacts in the user's
 // cache, and says what to run when nothing has them (it used to look only
 // for .deps/ens above the working directory).
 func TestDefaultArtifactsDirOutsideACheckout(t *testing.T) {

@@ -3,9 +3,9 @@
 // dev key funded and owning them) and the local Walrus-compatible server,
 // both on 127.0.0.1, plus the key files and a ready configuration.
 // Optionally an L2: a second chain holding some agents' records, reached
-// from L1 through ENS's OffchainResolver and a gateway the devnet serves. `hermesd
-// devnet`, `hermesd run --devnet`, the drills and the end-to-end tests all
-// start it the same way.
+// from L1 through ENS's OffchainResolver and a gateway the devnet serves.
+// `hermesd-devnet` (and so `make run`), the benchmarks and the end-to-end
+// tests all start it the same way; the daemon's binary never links it.
 package devnet
 
 import (
@@ -249,7 +249,7 @@ func (d *Devnet) Close() error {
 // Owner is the address that owns the agents' names.
 func (d *Devnet) Owner() common.Address { return crypto.PubkeyToAddress(d.SignerKey.PublicKey) }
 
-var configTemplate = template.Must(template.New("config").Parse(`# hermesd configuration for the local devnet, written by 'hermesd devnet'.
+var configTemplate = template.Must(template.New("config").Parse(`# hermesd configuration for the local devnet, written by 'hermesd-devnet'.
 # Everything here runs on 127.0.0.1; keys are throwaway devnet keys.
 state_dir: {{.Dir}}/state
 shutdown_timeout: 10s
