@@ -89,13 +89,21 @@ func TestE2EMakeRun(t *testing.T) {
 		t.Errorf("the devnet stopped before the daemon had:\n%s", out)
 	}
 
-	// Again, on the same directory: the pointer is still published.
+	// Again, on the same directory: the pointers (the L1 agent's and the
+	// L2 agent's) are still published.
 	p = makeRun()
 	p.mustWaitLine(msgReady, 1, 2*time.Minute)
-	poll(t, time.Minute, "the daemon to report the pointer published", func() bool {
+	poll(t, time.Minute, "the daemon to report every pointer published", func() bool {
 		rep, err := w.status()
-		return err == nil && len(rep.Agents) == 1 && rep.Agents[0].Last != nil &&
-			rep.Agents[0].Published == rep.Agents[0].Last.BlobID && rep.Agents[0].Pending == nil
+		if err != nil || len(rep.Agents) != 2 {
+			return false
+		}
+		for _, a := range rep.Agents {
+			if a.Last == nil || a.Published != a.Last.BlobID || a.Pending != nil {
+				return false
+			}
+		}
+		return true
 	})
 	daemon = childPID(t, p)
 	t.Cleanup(func() {
