@@ -71,6 +71,7 @@ var placement = map[string]layer{
 	"internal/secretfile": leafLayer,
 	"internal/sqlite":     leafLayer,
 	"internal/tarball":    leafLayer,
+	"internal/walruscost": leafLayer,
 
 	"internal/bundlelock":  formatLayer,
 	"internal/config":      formatLayer,
@@ -121,6 +122,7 @@ var leaves = map[string][]string{
 	"internal/secretfile": nil,
 	"internal/sqlite":     {"internal/fsys"},
 	"internal/tarball":    {"internal/fsys"},
+	"internal/walruscost": nil,
 }
 
 // pkgs lists the module's packages and their non-test imports of the
