@@ -78,6 +78,7 @@ var placement = map[string]layer{
 	"internal/devchain":    formatLayer,
 	"internal/ens":         formatLayer,
 	"internal/handover":    formatLayer,
+	"internal/ledger":      formatLayer,
 	"internal/localwalrus": formatLayer,
 	"internal/receipts":    formatLayer,
 	"internal/repo":        formatLayer,
