@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 
 	"github.com/ethereum/go-ethereum/common"
 )
@@ -75,6 +76,14 @@ type UpdateResult struct {
 	GasShare uint64
 	// BatchSize is the number of updates in the transaction.
 	BatchSize int
+	// TxGasUsed and EffectiveGasPrice are the mined transaction's
+	// receipt's (published or reverted: either way it was paid for), and
+	// ChainID the chain it was mined on; zero and nil when none was mined.
+	// The updates of one transaction are reported in the order they are
+	// in it, so a caller can split its fee exactly.
+	TxGasUsed         uint64
+	EffectiveGasPrice *big.Int
+	ChainID           uint64
 	// Err says why, for every outcome but Published and Unchanged.
 	Err error
 }
@@ -113,6 +122,7 @@ const minUpdateGas = 10_000
 func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(UpdateResult)) error {
 	items := prepare(updates)
 	reported := make([]bool, len(items))
+	var chainID uint64
 	emit := func(it *pendingWrite, tx *TxResult, size int) {
 		if reported[it.index] {
 			return
@@ -126,6 +136,9 @@ func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(U
 			r.TxHash, r.BlockNumber, r.BatchSize = tx.TxHash, tx.BlockNumber, size
 			if it.outcome == Published {
 				r.GasShare = tx.GasUsed / uint64(size)
+			}
+			if tx.GasUsed > 0 {
+				r.TxGasUsed, r.EffectiveGasPrice, r.ChainID = tx.GasUsed, tx.EffectiveGasPrice, chainID
 			}
 		}
 		if each != nil {
@@ -161,6 +174,7 @@ func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(U
 	if err != nil {
 		return stop(err)
 	}
+	chainID = ci.id.Uint64()
 	if err := c.check(ctx, items); err != nil {
 		return stop(err)
 	}
