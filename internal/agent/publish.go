@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -45,6 +47,28 @@ type WriteResult struct {
 	GasUsed   uint64 // this update's share of its transaction
 	Unchanged bool   // Written without a transaction
 	Err       error  // every kind but Written
+	// Fee is this update's share of a mined transaction's fee — one that
+	// published it, or one that reverted, which is paid for all the same;
+	// nil when no transaction of it was mined.
+	Fee *TxFee
+}
+
+// TxFee is one update's share of a mined transaction.
+type TxFee struct {
+	ChainID uint64
+	// Gas is this update's share of the gas used; GasPrice the
+	// transaction's effective gas price (nil: not known).
+	Gas      uint64
+	GasPrice *big.Int
+	// Share is this update's part of the transaction (1/n of n updates).
+	Share float64
+}
+
+// Accounts is told what an agent spends (the cost ledger): every verified
+// snapshot and every paid transaction. Calls must not block for long.
+type Accounts interface {
+	Snapshotted(agent string, r snapshot.Result)
+	Paid(agent string, fee TxFee)
 }
 
 // PointerWriter publishes records by compare-and-set. WritePointers
@@ -159,6 +183,9 @@ func PublishOnce(ctx context.Context, w PointerWriter, agents []*Agent) []Publis
 			r = results[i]
 		}
 		out[i] = a.recordWrite(ups[i], ppts[i].Since, r)
+		if r.Fee != nil && a.deps.Accounts != nil {
+			a.deps.Accounts.Paid(a.cfg.ID, *r.Fee)
+		}
 		if out[i].Outcome == OutcomeUnauthorized && a.checkOwner(ctx) {
 			out[i].Outcome = OutcomeTransferred
 		}

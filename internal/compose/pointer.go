@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/ens"
 )
@@ -29,6 +31,22 @@ func (p chainPointer) Read(ctx context.Context, name string) (string, bool, erro
 	return v, true, nil
 }
 
+// feeShare is the share of the kth update (in transaction order) of a
+// mined transaction of n updates: the gas used split equally, the
+// remainder one unit each to the first updates, so the shares add up to
+// the receipt's gas used; nil when no transaction was mined.
+func feeShare(r ens.UpdateResult, k int) *agent.TxFee {
+	if r.TxGasUsed == 0 || r.BatchSize <= 0 {
+		return nil
+	}
+	n := uint64(r.BatchSize)
+	gas := r.TxGasUsed / n
+	if uint64(k) < r.TxGasUsed%n {
+		gas++
+	}
+	return &agent.TxFee{ChainID: r.ChainID, Gas: gas, GasPrice: r.EffectiveGasPrice, Share: 1 / float64(n)}
+}
+
 // errNotTried marks an update the writer has not reported on.
 var errNotTried = errors.New("not tried")
 
@@ -41,9 +59,17 @@ func (p chainPointer) WritePointers(ctx context.Context, ups []agent.PointerUpda
 		in[i] = ens.Update{Name: u.Name, Value: u.Value, Expected: u.Expected}
 		out[i] = agent.WriteResult{Kind: agent.Failed, Err: errNotTried}
 	}
+	nth := map[common.Hash]int{} // updates of each transaction seen so far
 	err := p.c.WriteBatches(ctx, in, func(r ens.UpdateResult) {
 		if r.Index >= 0 && r.Index < len(out) {
 			out[r.Index] = writeResult(r)
+			if fee := feeShare(r, nth[r.TxHash]); fee != nil {
+				nth[r.TxHash]++
+				out[r.Index].Fee = fee
+				if out[r.Index].Kind == agent.Written {
+					out[r.Index].GasUsed = fee.Gas
+				}
+			}
 		}
 	})
 	if err != nil {

@@ -398,6 +398,14 @@ func (l *Ledger) Record(agent string, s Spend) error {
 	return nil
 }
 
+// Total returns a copy of agent's totals.
+func (l *Ledger) Total(agent string) Spend {
+	e := l.entry(agent)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.book.Total.Clone()
+}
+
 // Book returns a copy of agent's book.
 func (l *Ledger) Book(agent string) Book {
 	e := l.entry(agent)
