@@ -85,7 +85,7 @@ func costReport(cfg *config.Config, ids []string, now time.Time) (ledger.Report,
 
 func printCost(w io.Writer, rep ledger.Report, one bool) {
 	if !one && len(rep.Agents) > 1 {
-		printCostSummary(w, rep)
+		printCostSummary(w, rep, "")
 		fmt.Fprintln(w)
 		printCostDetail(w, "all agents", rep.Total, rep.Prices)
 		return
@@ -98,20 +98,20 @@ func printCost(w io.Writer, rep ledger.Report, one bool) {
 	printCostDetail(w, name, a, rep.Prices)
 }
 
-// printCostSummary is one line per agent.
-func printCostSummary(w io.Writer, rep ledger.Report) {
+// printCostSummary is one line per agent, each line after indent.
+func printCostSummary(w io.Writer, rep ledger.Report, indent string) {
 	width := len("TOTAL")
 	for _, a := range rep.Agents {
 		width = max(width, len(a.Agent))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tSNAPSHOTS\tBLOBS\tWAL\tWAL/MONTH\tSUI TX\tGAS ETH\tETH/MONTH\tUSD/MONTH\tNAIVE USD/MONTH\t\n", width, "AGENT")
+	fmt.Fprintf(tw, "%s%-*s\tSNAPSHOTS\tBLOBS\tWAL\tWAL/MONTH\tSUI TX\tGAS ETH\tETH/MONTH\tUSD/MONTH\tNAIVE USD/MONTH\t\n", indent, width, "AGENT")
 	for _, a := range append(slices.Clone(rep.Agents), rep.Total) {
 		name := a.Agent
 		if name == "" {
 			name = "TOTAL"
 		}
-		name = fmt.Sprintf("%-*s", width, name)
+		name = fmt.Sprintf("%s%-*s", indent, width, name)
 		h, m, n := a.Hermesd.Spent, a.Hermesd.PerMonth, a.Naive.PerMonth
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, count(h.Snapshots), count(h.Blobs+h.Patches),
 			token(h.WAL), token(m.WAL), count(h.SuiTransactions), eth(h.Chains), eth(m.Chains), dollars(m.USD), dollars(n.USD))

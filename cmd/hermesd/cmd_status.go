@@ -170,7 +170,9 @@ func printStatus(w io.Writer, rep statusReport) {
 	if rep.Cost != nil && len(rep.Cost.Agents) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Spend (per month at the recent rate; details: hermesd cost):")
-		printCostSummary(w, *rep.Cost)
+		// Indented: a line of it never starts with an agent's id, as the
+		// status table's do.
+		printCostSummary(w, *rep.Cost, "  ")
 	}
 }
 
