@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/daemon"
+	"github.com/hermesd/hermesd/internal/ledger"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -34,7 +35,7 @@ running. Exits 1 when the daemon runs but is not ready.`)
 	}
 	rep := statusReport{StateDir: cfg.StateDir}
 	if live, ok := fetchStatus(ctx, cfg.HTTP.Listen); ok {
-		rep.Running, rep.Ready, rep.Agents = true, live.Ready, live.Agents
+		rep.Running, rep.Ready, rep.Agents, rep.Cost = true, live.Ready, live.Agents, live.Cost
 	} else {
 		for _, ac := range cfg.Agents {
 			st, err := state.LoadAgent(state.AgentPath(cfg.StateDir, ac.ID))
@@ -52,6 +53,19 @@ running. Exits 1 when the daemon runs but is not ready.`)
 					p.Written.ChainID, p.Written.TxHash, p.Written.At.Format(time.RFC3339))
 			}
 			rep.Agents = append(rep.Agents, s)
+		}
+	}
+	if rep.Cost == nil {
+		ids := make([]string, len(cfg.Agents))
+		for i, a := range cfg.Agents {
+			ids[i] = a.ID
+		}
+		// A damaged ledger leaves the status to show; the daemon moves it
+		// aside when it next records.
+		if c, err := costReport(cfg, ids, time.Now()); err != nil {
+			fmt.Fprintf(env.stderr, "hermesd: spend not shown: %s\n", sanitize(err.Error()))
+		} else {
+			rep.Cost = &c
 		}
 	}
 	if *jsonOut {
@@ -74,6 +88,8 @@ type statusReport struct {
 	Running  bool           `json:"running"`
 	Ready    bool           `json:"ready"`
 	Agents   []agent.Status `json:"agents"`
+	// Cost is what the agents spent and spend (hermesd cost).
+	Cost *ledger.Report `json:"cost,omitempty"`
 }
 
 // fetchStatus asks a running daemon for its status.
@@ -158,6 +174,13 @@ func printStatus(w io.Writer, rep statusReport) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, phase, short(a.BundleHash), last, age, pub, pending)
 	}
 	tw.Flush()
+	if rep.Cost != nil && len(rep.Cost.Agents) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Spend (per month at the recent rate; details: hermesd cost):")
+		// Indented: a line of it never starts with an agent's id, as the
+		// status table's do.
+		printCostSummary(w, *rep.Cost, "  ")
+	}
 }
 
 func short(s string) string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 const walrusHelp = `Subcommands:
@@ -19,7 +20,10 @@ const walrusServeHelp = `Run a Walrus-compatible publisher and aggregator on thi
 devnet, tests and offline work. It speaks the real HTTP API (PUT /v1/blobs,
 GET /v1/blobs/{id}, GET /status) and keeps blobs in DIR, so a restart keeps
 them. Blob ids have the real shape but are not real Walrus ids. Epochs last
---epoch each and blobs expire when their end epoch begins.
+--epoch each and blobs expire when their end epoch begins. A store answer
+reports the encoded length and cost by Walrus's formula over --shards at
+--storage-price and --write-price (defaults: mainnet's 1000 shards and
+early mainnet's prices).
 
 It listens on loopback only unless --allow-remote is given, and runs until
 interrupted (SIGINT or SIGTERM).`
@@ -32,13 +36,16 @@ func runWalrus(ctx context.Context, env *cmdEnv, args []string) error {
 
 func runWalrusServe(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "walrus serve",
-		"walrus serve --dir DIR [--listen ADDR] [--epoch DURATION] [--max-body SIZE] [--allow-remote]", walrusServeHelp)
+		"walrus serve --dir DIR [--listen ADDR] [--epoch DURATION] [--max-body SIZE] [--shards N] [--storage-price FROST] [--write-price FROST] [--allow-remote]", walrusServeHelp)
 	dir := fs.String("dir", "", "keep blobs and the epoch clock in `DIR` (required)")
 	listen := fs.String("listen", localwalrus.DefaultListen, "listen on `ADDR` (host:port)")
 	epoch := fs.Duration("epoch", localwalrus.DefaultEpochDuration, "length of one epoch")
 	startEpoch := fs.Uint("start-epoch", localwalrus.DefaultStartEpoch, "epoch `N` of a new DIR (an existing DIR keeps its clock)")
 	maxBody := walrusSizeFlag(localwalrus.DefaultMaxBodySize)
 	fs.Var(&maxBody, "max-body", "largest blob accepted, e.g. 10MiB (larger bodies get 413, as on public publishers)")
+	shards := fs.Int("shards", walruscost.DefaultShards, "shard count `N` the encoded length (what a store is charged for) is computed over")
+	storagePrice := fs.Uint64("storage-price", walruscost.DefaultPrice.Storage, "FROST per encoded MiB per epoch")
+	writePrice := fs.Uint64("write-price", walruscost.DefaultPrice.Write, "FROST per encoded MiB written")
 	allowRemote := fs.Bool("allow-remote", false, "allow listening on a non-loopback address")
 	verbose := fs.Bool("v", false, "log every request")
 	if err := parseFlags(fs, args); err != nil {
@@ -55,6 +62,10 @@ func runWalrusServe(ctx context.Context, env *cmdEnv, args []string) error {
 		return usageErrorf("walrus serve: --start-epoch must be at least 1")
 	case maxBody <= 0:
 		return usageErrorf("walrus serve: --max-body must be positive")
+	case *shards < 1 || *shards > walruscost.MaxShards:
+		return usageErrorf("walrus serve: --shards must be within 1..%d", walruscost.MaxShards)
+	case *storagePrice == 0 && *writePrice == 0:
+		return usageErrorf("walrus serve: --storage-price and --write-price cannot both be 0")
 	}
 	if err := localwalrus.CheckLoopback(*listen, *allowRemote); err != nil {
 		return usageErrorf("walrus serve: --listen %q is not a loopback host:port; pass --allow-remote to serve beyond this machine", *listen)
@@ -69,6 +80,8 @@ func runWalrusServe(ctx context.Context, env *cmdEnv, args []string) error {
 		EpochDuration: *epoch,
 		StartEpoch:    uint32(*startEpoch),
 		MaxBodySize:   int64(maxBody),
+		Shards:        *shards,
+		Price:         walruscost.Price{Storage: *storagePrice, Write: *writePrice},
 		Logger:        log,
 		AllowRemote:   *allowRemote,
 	})

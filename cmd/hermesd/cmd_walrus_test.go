@@ -61,7 +61,8 @@ func TestWalrusServe(t *testing.T) {
 	done := make(chan error, 1)
 	dir := t.TempDir()
 	go func() {
-		done <- Run(ctx, []string{"walrus", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--epoch", "2h", "--max-body", "1KiB"},
+		done <- Run(ctx, []string{"walrus", "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--epoch", "2h", "--max-body", "1KiB",
+			"--shards", "10", "--storage-price", "7", "--write-price", "3"},
 			strings.NewReader(""), io.Discard, stderr)
 	}()
 	url := stderr.waitFor(t, regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+)`))[1]
@@ -82,6 +83,18 @@ func TestWalrusServe(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("--max-body not applied: %d", resp.StatusCode)
+	}
+	// The store's charge: 29 bytes over 10 shards (p=4, s=7) encode to
+	// 10·(2·11 + 10·64 + 32) = 6,940 bytes, one unit, at 7 per epoch + 3.
+	req, _ = http.NewRequestWithContext(t.Context(), http.MethodPut, url+"/v1/blobs?epochs=2", bytes.NewReader(make([]byte, 29)))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(answer, []byte(`"storageSize":6940}`)) || !bytes.Contains(answer, []byte(`"cost":17}`)) {
+		t.Errorf("--shards and prices not applied: %s", answer)
 	}
 
 	cancel()
@@ -106,6 +119,8 @@ func TestWalrusServeUsage(t *testing.T) {
 		{[]string{"walrus", "serve", "--dir", "x", "--listen", "0.0.0.0:31415"}, "--allow-remote"},
 		{[]string{"walrus", "serve", "--listen", "127.0.0.1:0"}, "--dir DIR is required"},
 		{[]string{"walrus", "serve", "--dir", "x", "--max-body", "lots"}, ""},
+		{[]string{"walrus", "serve", "--dir", "x", "--shards", "0"}, "--shards"},
+		{[]string{"walrus", "serve", "--dir", "x", "--storage-price", "0", "--write-price", "0"}, "cannot both be 0"},
 		{[]string{"walrus", "bogus"}, "unknown subcommand"},
 	}
 	for _, tt := range tests {

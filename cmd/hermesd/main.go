@@ -44,6 +44,7 @@ func commands() []command {
 		{"run", "watch, snapshot and publish every configured agent (the daemon)", runRun},
 		{"restore", "cold-restore an agent's brain from chain plus Walrus, once", runRestore},
 		{"status", "show each agent's snapshot and pointer state", runStatus},
+		{"cost", "show what the agents spend, per day and month, beside the naive way", runCost},
 		{"log", "list an agent's snapshots: commits, changes, what is restorable", runLog},
 		{"diff", "show what changed between two v3 snapshots (trees only)", runDiff},
 		{"verify", "check that a snapshot is intact (--read-data: every object)", runVerify},

@@ -157,6 +157,8 @@ type Deps struct {
 	// with its buffers.
 	Slots    chan struct{}
 	Observer Observer
+	// Accounts, when set, records what the agent spends.
+	Accounts Accounts
 	Log      *slog.Logger
 	Now      func() time.Time
 }

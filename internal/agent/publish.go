@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -64,6 +65,28 @@ type WriteResult struct {
 	// NotVisible: what L1 resolution showed, when it could be read.
 	Seen   string
 	SeenOK bool
+	// Fee is this update's share of a mined transaction's fee — one that
+	// published it, or one that reverted, which is paid for all the same;
+	// nil when no transaction of it was mined.
+	Fee *TxFee
+}
+
+// TxFee is one update's share of a mined transaction.
+type TxFee struct {
+	ChainID uint64
+	// Gas is this update's share of the gas used; GasPrice the
+	// transaction's effective gas price (nil: not known).
+	Gas      uint64
+	GasPrice *big.Int
+	// Share is this update's part of the transaction (1/n of n updates).
+	Share float64
+}
+
+// Accounts is told what an agent spends (the cost ledger): every verified
+// snapshot and every paid transaction. Calls must not block for long.
+type Accounts interface {
+	Snapshotted(agent string, r snapshot.Result)
+	Paid(agent string, fee TxFee)
 }
 
 // PointerWriter publishes records by compare-and-set. WritePointers
@@ -202,6 +225,9 @@ func PublishOnce(ctx context.Context, w PointerWriter, agents []*Agent) []Publis
 			r = results[i]
 		}
 		out[i] = a.recordWrite(ups[i], ppts[i].Since, r)
+		if r.Fee != nil && a.deps.Accounts != nil {
+			a.deps.Accounts.Paid(a.cfg.ID, *r.Fee)
+		}
 		if out[i].Outcome == OutcomeUnauthorized && a.checkOwner(ctx) {
 			out[i].Outcome = OutcomeTransferred
 		}

@@ -280,6 +280,9 @@ func (a *Agent) recordSnapshot(r snapshot.Result) (SyncResult, error) {
 	err := a.saveStateLocked()
 	a.mu.Unlock()
 	a.deps.Observer.Snapshot(a.cfg.ID, r)
+	if a.deps.Accounts != nil {
+		a.deps.Accounts.Snapshotted(a.cfg.ID, r)
+	}
 	a.saveCache()
 	if a.cfg.ENSName != "" && a.deps.Publisher != nil {
 		// Published from memory even if the save failed; the save is

@@ -71,12 +71,14 @@ var placement = map[string]layer{
 	"internal/secretfile": leafLayer,
 	"internal/sqlite":     leafLayer,
 	"internal/tarball":    leafLayer,
+	"internal/walruscost": leafLayer,
 
 	"internal/bundlelock":  formatLayer,
 	"internal/config":      formatLayer,
 	"internal/devchain":    formatLayer,
 	"internal/ens":         formatLayer,
 	"internal/handover":    formatLayer,
+	"internal/ledger":      formatLayer,
 	"internal/localwalrus": formatLayer,
 	"internal/receipts":    formatLayer,
 	"internal/repo":        formatLayer,
@@ -122,6 +124,7 @@ var leaves = map[string][]string{
 	"internal/secretfile": nil,
 	"internal/sqlite":     {"internal/fsys"},
 	"internal/tarball":    {"internal/fsys"},
+	"internal/walruscost": nil,
 }
 
 // pkgs lists the module's packages and their non-test imports of the

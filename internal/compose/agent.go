@@ -86,11 +86,17 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	}
 	pipe := s.Pipeline(ac, sd.SpoolDir(), rl)
 	pipe.CacheDir = dir // the v3 dedup index and epoch clock
+	// What the agent spends goes to the state directory's cost ledger:
+	// every store answer of its pipeline, its snapshots, its share of
+	// every pointer transaction.
+	acct := accounts{l: s.Ledger(sd), c: c, log: log}
+	pipe.Store = walrusStore{c: s.Walrus, stored: acct.stored(ac.ID)}
 	deps := agent.Deps{
 		State:    sd,
 		Pipeline: pipe,
 		Receipts: rl,
 		Observer: obs,
+		Accounts: acct,
 		Log:      s.Log,
 	}
 	records := c.RecordsOf(ac)

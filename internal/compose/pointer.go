@@ -53,6 +53,22 @@ func readPointer(ctx context.Context, c *ens.Client, name string) (string, bool,
 	return v, true, nil
 }
 
+// feeShare is the share of the kth update (in transaction order) of a
+// mined transaction of n updates: the gas used split equally, the
+// remainder one unit each to the first updates, so the shares add up to
+// the receipt's gas used; nil when no transaction was mined.
+func feeShare(r ens.UpdateResult, k int) *agent.TxFee {
+	if r.TxGasUsed == 0 || r.BatchSize <= 0 {
+		return nil
+	}
+	n := uint64(r.BatchSize)
+	gas := r.TxGasUsed / n
+	if uint64(k) < r.TxGasUsed%n {
+		gas++
+	}
+	return &agent.TxFee{ChainID: r.ChainID, Gas: gas, GasPrice: r.EffectiveGasPrice, Share: 1 / float64(n)}
+}
+
 // errNotTried marks an update the writer has not reported on.
 var errNotTried = errors.New("not tried")
 
@@ -97,9 +113,16 @@ func write(ctx context.Context, c *ens.Client, ups []agent.PointerUpdate, idx []
 		u := ups[i]
 		in[j] = ens.Update{Name: u.Name, Value: u.Value, Expected: u.Expected}
 	}
+	nth := map[common.Hash]int{} // updates of each transaction seen so far
 	err := c.WriteBatches(ctx, in, func(r ens.UpdateResult) {
 		if r.Index >= 0 && r.Index < len(idx) {
-			out[idx[r.Index]] = writeResult(r)
+			o := &out[idx[r.Index]]
+			*o = writeResult(r)
+			if fee := feeShare(r, nth[r.TxHash]); fee != nil {
+				nth[r.TxHash]++
+				o.Fee = fee
+				o.GasUsed = fee.Gas // the exact share
+			}
 		}
 	})
 	if err != nil {

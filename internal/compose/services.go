@@ -47,6 +47,7 @@ type Services struct {
 	Trusted []common.Address
 
 	onAttempt *atomic.Pointer[func(walrus.Attempt)]
+	ledgers   *ledgers
 }
 
 // Options adjust Build.
@@ -68,7 +69,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)])}
+	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)]), ledgers: &ledgers{}}
 	// Format seal needs no snapshot key; one that is configured still
 	// opens the agent's older v1/v2 snapshots.
 	if !opts.NoKey && (!c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal)) {

@@ -12,9 +12,13 @@ import (
 )
 
 // Store adapts a Walrus client to the pipeline's BlobStore.
-func Store(c *walrus.Client) snapshot.BlobStore { return walrusStore{c} }
+func Store(c *walrus.Client) snapshot.BlobStore { return walrusStore{c: c} }
 
-type walrusStore struct{ c *walrus.Client }
+type walrusStore struct {
+	c *walrus.Client
+	// stored, when set, sees every store answer (the cost ledger).
+	stored func(walrus.StoreResult)
+}
 
 // verifyNotFoundRetries lets a read-back wait for an aggregator that has
 // not seen a just-certified blob yet.
@@ -36,6 +40,9 @@ func (s walrusStore) store(ctx context.Context, body walrus.Body, epochs int) (s
 	r, err := s.c.Store(ctx, body, walrus.WithEpochs(epochs))
 	if err != nil {
 		return snapshot.Stored{}, err
+	}
+	if s.stored != nil {
+		s.stored(r)
 	}
 	return snapshot.Stored{BlobID: r.BlobID, EndEpoch: uint64(r.EndEpoch), Epoch: uint64(r.RegisteredEpoch),
 		AlreadyCertified: r.AlreadyCertified, Attempts: r.Attempts}, nil

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // DefaultPath is where hermesd looks for its configuration when neither the
@@ -58,6 +60,7 @@ type Config struct {
 	Seal       Seal       `yaml:"seal"`
 	Repository Repository `yaml:"repository"`
 	Receipts   Receipts   `yaml:"receipts"`
+	Cost       Cost       `yaml:"cost"`
 	// Defaults apply to every agent that does not override them.
 	Defaults AgentDefaults `yaml:"defaults"`
 	Agents   []Agent       `yaml:"agents"`
@@ -204,6 +207,26 @@ type Repository struct {
 	MinLive float64 `yaml:"min_live"`
 }
 
+// Cost prices what hermesd spends, for `hermesd cost` and status. What
+// was spent is recorded from the publishers' answers and the chain's
+// receipts; these turn it into US dollars and price the naive comparison
+// (one whole-brain blob and one L1 write per snapshot). A USD price of 0
+// is unknown: amounts it would convert are shown in WAL, ETH and
+// transactions only.
+type Cost struct {
+	// WALUSD and ETHUSD are USD per WAL and per ETH (every chain's gas
+	// is paid in ETH); SuiTxUSD is USD per Sui transaction.
+	WALUSD   float64 `yaml:"wal_usd"`
+	ETHUSD   float64 `yaml:"eth_usd"`
+	SuiTxUSD float64 `yaml:"sui_tx_usd"`
+	// WalrusStoragePrice (FROST per encoded MiB per epoch),
+	// WalrusWritePrice (FROST per encoded MiB written) and WalrusShards
+	// price the naive way's blobs: `walrus info` shows the network's.
+	WalrusStoragePrice uint64 `yaml:"walrus_storage_price"`
+	WalrusWritePrice   uint64 `yaml:"walrus_write_price"`
+	WalrusShards       int    `yaml:"walrus_shards"`
+}
+
 // Receipts configures receipt signing and verification.
 type Receipts struct {
 	// Signer, when set, signs hermesd's own transition receipt for every
@@ -335,6 +358,11 @@ func Default() *Config {
 		Seal:       defaultSeal(),
 		Repository: Repository{ExpiryMargin: 1, MaxPacks: 64, MinLive: 0.2},
 		Receipts:   Receipts{ImportPolicy: "quarantine", QuarantineMaxBytes: 16 << 20, QuarantineMaxCount: 10_000},
+		Cost: Cost{
+			WalrusStoragePrice: walruscost.DefaultPrice.Storage,
+			WalrusWritePrice:   walruscost.DefaultPrice.Write,
+			WalrusShards:       walruscost.DefaultShards,
+		},
 		Defaults: AgentDefaults{
 			Quiet:           Duration(2 * time.Second),
 			MaxLag:          Duration(30 * time.Second),

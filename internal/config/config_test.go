@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -230,6 +231,11 @@ func TestValidate(t *testing.T) {
 		{"min live of all", func(c *Config) { c.Repository.MinLive = 1 }, "repository.min_live"},
 		{"negative min live", func(c *Config) { c.Repository.MinLive = -0.1 }, "repository.min_live"},
 		{"packs under the cap", func(c *Config) { c.Walrus.MaxBlobSize = 1 << 20 }, "walrus.max_blob_size"},
+		{"negative price", func(c *Config) { c.Cost.WALUSD = -1 }, "cost.wal_usd"},
+		{"price not a number", func(c *Config) { c.Cost.ETHUSD = math.NaN() }, "cost.eth_usd"},
+		{"infinite price", func(c *Config) { c.Cost.SuiTxUSD = math.Inf(1) }, "cost.sui_tx_usd"},
+		{"no shards", func(c *Config) { c.Cost.WalrusShards = 0 }, "cost.walrus_shards"},
+		{"too many shards", func(c *Config) { c.Cost.WalrusShards = 1 << 16 }, "cost.walrus_shards"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -407,5 +413,26 @@ func TestFormatDefaults(t *testing.T) {
 	c.StateDir = "/var/lib/hermesd"
 	if err := c.Validate(); err != nil {
 		t.Errorf("v2 with a 1 MiB cap: %v", err)
+	}
+}
+
+// The cost section: defaults from Walrus's early mainnet prices, USD
+// prices unknown until configured.
+func TestCostSection(t *testing.T) {
+	c := Default()
+	if k := c.Cost; k.WalrusStoragePrice != 100_000 || k.WalrusWritePrice != 20_000 || k.WalrusShards != 1000 ||
+		k.WALUSD != 0 || k.ETHUSD != 0 || k.SuiTxUSD != 0 {
+		t.Errorf("cost defaults %+v", k)
+	}
+	body := "state_dir: /s\ncost:\n  wal_usd: 0.4\n  eth_usd: 3000\n  sui_tx_usd: 0.002\n  walrus_storage_price: 11000\n  walrus_write_price: 20000\n  walrus_shards: 1000\n"
+	got, err := Parse(strings.NewReader(body), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := got.Cost; k.WALUSD != 0.4 || k.ETHUSD != 3000 || k.SuiTxUSD != 0.002 || k.WalrusStoragePrice != 11_000 {
+		t.Errorf("parsed %+v", k)
+	}
+	if _, err := Parse(strings.NewReader("state_dir: /s\ncost:\n  usd: 1\n"), func(string) (string, bool) { return "", false }); err == nil {
+		t.Error("an unknown cost key was accepted")
 	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/adraffy/go-ens-normalize/ensip15"
+
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // FieldError is one validation failure, named by its YAML path.
@@ -127,6 +130,7 @@ func (c *Config) validate(v *validator) {
 	c.validateSecrets(v)
 	c.validateSeal(v)
 	c.validateRepository(v)
+	c.validateCost(v)
 	c.validateAgents(v)
 	c.validateAgentKeys(v)
 }
@@ -378,6 +382,21 @@ func (c *Config) validateSecrets(v *validator) {
 // minPackSize is the smallest blob size limit format v3 can cut packs to
 // (repo.MinPackSize: a 1 MiB chunk and its index must fit).
 const minPackSize = 2 << 20
+
+func (c *Config) validateCost(v *validator) {
+	k := &c.Cost
+	for _, p := range []struct {
+		field string
+		v     float64
+	}{{"cost.wal_usd", k.WALUSD}, {"cost.eth_usd", k.ETHUSD}, {"cost.sui_tx_usd", k.SuiTxUSD}} {
+		if p.v < 0 || math.IsNaN(p.v) || math.IsInf(p.v, 0) {
+			v.add(p.field, "%v is not a price (0 means unknown)", p.v)
+		}
+	}
+	if k.WalrusShards < 1 || k.WalrusShards > walruscost.MaxShards {
+		v.add("cost.walrus_shards", "%d is outside 1..%d", k.WalrusShards, walruscost.MaxShards)
+	}
+}
 
 func (c *Config) validateRepository(v *validator) {
 	r := &c.Repository

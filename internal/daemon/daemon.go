@@ -25,6 +25,7 @@ import (
 	"github.com/hermesd/hermesd/internal/backoff"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/ledger"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
 	"github.com/hermesd/hermesd/internal/watch"
@@ -36,6 +37,8 @@ type Daemon struct {
 	svc     *compose.Services
 	log     *slog.Logger
 	state   *state.Dir
+	ledger  *ledger.Ledger
+	now     func() time.Time
 	metrics *metrics
 	hub     *watch.Hub
 	agents  []*agent.Agent
@@ -69,6 +72,8 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		svc:     svc,
 		log:     log,
 		state:   sd,
+		ledger:  svc.Ledger(sd),
+		now:     time.Now,
 		metrics: newMetrics(),
 		byID:    map[string]*agent.Agent{},
 		cancel:  func() {},
@@ -113,6 +118,12 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		}
 	}
 	d.metrics.reg.MustRegister(newAgeCollector(d.Agents))
+	ids := make([]string, len(d.agents))
+	for i, a := range d.agents {
+		ids[i] = a.ID()
+		d.metrics.zeroAgent(a.ID(), a.Config().ENSName != "")
+	}
+	d.metrics.reg.MustRegister(newSpendCollector(d.ledger, ids))
 	if svc.Chain != nil {
 		d.pub = newPublisher(svc.Pointer(), d.agents, every, confirmPoll, cfg.Chain.CheckInterval.D(),
 			log.With("component", "publisher"), d.metrics)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/ledger"
 	"github.com/hermesd/hermesd/internal/receipts"
 )
 
@@ -281,6 +282,9 @@ func (a *api) hostAllowed(host string) bool {
 type StatusReport struct {
 	Ready  bool           `json:"ready"`
 	Agents []agent.Status `json:"agents"`
+	// Cost is what each agent has spent and spends per day and month at
+	// its recent rate (the cost ledger).
+	Cost *ledger.Report `json:"cost,omitempty"`
 }
 
 // Status reports every agent.
@@ -289,6 +293,8 @@ func (d *Daemon) Status() StatusReport {
 	for _, a := range d.agents {
 		rep.Agents = append(rep.Agents, a.Status())
 	}
+	c := d.CostReport()
+	rep.Cost = &c
 	return rep
 }
 

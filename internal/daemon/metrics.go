@@ -108,6 +108,27 @@ func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// zeroAgent creates an agent's counters at zero, so that a rate or an
+// alert over them sees the first failure as an increase, and a dashboard
+// finds every series from the start.
+func (m *metrics) zeroAgent(id string, ens bool) {
+	for _, r := range []string{"uploaded", "unchanged", "failed"} {
+		m.snapshots.WithLabelValues(id, r)
+	}
+	for _, stage := range []string{"hash", "snapshot", "pack", "publish"} {
+		m.failures.WithLabelValues(id, stage)
+	}
+	m.uploadedBytes.WithLabelValues(id)
+	if !ens {
+		return
+	}
+	for _, r := range []agent.PublishOutcome{agent.OutcomePublished, agent.OutcomeRollback, agent.OutcomeHeld, agent.OutcomeFailed} {
+		m.publishes.WithLabelValues(id, string(r))
+		m.pointerChecks.WithLabelValues(id, string(r))
+	}
+	m.pointerChecks.WithLabelValues(id, string(agent.OutcomeOK))
+}
+
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	agent := []string{"agent"}

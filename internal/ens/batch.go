@@ -77,10 +77,13 @@ type UpdateResult struct {
 	// BatchSize is the number of updates in the transaction.
 	BatchSize int
 	// ChainID is the chain of the update's record (0 when the client
-	// could not reach its node), and EffectiveGasPrice the price its mined transaction paid per
-	// gas (nil before it was mined): the update's cost is GasShare ×
-	// EffectiveGasPrice wei of that chain.
+	// could not reach its node). TxGasUsed and EffectiveGasPrice are the
+	// mined transaction's receipt's (published or reverted: either way it
+	// was paid for); zero and nil when none was mined. The updates of one
+	// transaction are reported in the order they are in it, so a caller
+	// can split its fee exactly.
 	ChainID           uint64
+	TxGasUsed         uint64
 	EffectiveGasPrice *big.Int
 	// Err says why, for every outcome but Published and Unchanged.
 	Err error
@@ -137,6 +140,7 @@ func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(U
 			}
 			if tx.GasUsed > 0 { // a reverted transaction costs gas too
 				r.GasShare = tx.GasUsed / uint64(size)
+				r.TxGasUsed = tx.GasUsed
 			}
 		}
 		if each != nil {

@@ -101,6 +101,15 @@ func TestWriteBatchesSplitsByGas(t *testing.T) {
 		if len(rcpt.Logs) != len(idx) || got[idx[0]].BatchSize != len(idx) {
 			t.Errorf("tx %d: %d logs, batch size %d, %d updates", k, len(rcpt.Logs), got[idx[0]].BatchSize, len(idx))
 		}
+		// Every update carries the receipt's figures, for the cost ledger.
+		for _, i := range idx {
+			r := got[i]
+			if r.TxGasUsed != rcpt.GasUsed || r.EffectiveGasPrice == nil || r.EffectiveGasPrice.Cmp(rcpt.EffectiveGasPrice) != 0 ||
+				r.ChainID != devchain.DefaultChainID {
+				t.Fatalf("update %d: gas %d at %v on chain %d; receipt: %d at %v", i, r.TxGasUsed, r.EffectiveGasPrice, r.ChainID,
+					rcpt.GasUsed, rcpt.EffectiveGasPrice)
+			}
+		}
 		// In the order given: consecutive indexes, increasing nonces.
 		if idx[len(idx)-1]-idx[0] != len(idx)-1 || (k > 0 && tx.Nonce() <= lastNonce) || (k > 0 && idx[0] != perTx[order[k-1]][len(perTx[order[k-1]])-1]+1) {
 			t.Errorf("tx %d (nonce %d) carries updates %v", k, tx.Nonce(), idx)

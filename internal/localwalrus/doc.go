@@ -12,7 +12,14 @@
 // reads only (bytes=a-b; 206 with Content-Range, 416 with
 // INVALID_BYTE_RANGE for other forms and for a last byte at or past the
 // end), and the body limit (413 plain text, as axum's
-// DefaultBodyLimit).
+// DefaultBodyLimit). So is what a store costs: a newlyCreated answer
+// carries the encoded length by Walrus's RS2 formula
+// (blobObject.storage.storageSize and
+// resourceOperation.registerFromScratch.encodedLength, over Config.Shards,
+// default 1000) and its cost in FROST at Config.Price (units·(storage
+// price·epochs + write price), default early mainnet's figures), both from
+// package walruscost; an alreadyCertified answer carries no cost, as on the
+// network.
 //
 // What is simulated:
 //   - The blob id is NOT the real RedStuff id, which needs the RS2 erasure
@@ -24,8 +31,8 @@
 //     because this server shares its host with the client it stands in
 //     for. Blobs stored before keep their ids and stay readable: v1 ids
 //     digested content with Blake2b-256, v2 with SHA-256.)
-//   - Sui object ids and transaction digests are random; storage sizes and
-//     costs follow a rough formula, not the chain's.
+//   - Sui object ids and transaction digests are random; the price is
+//     configured, not read from a Sui system object.
 //   - Every registration of a blob is kept in one metadata file beside the
 //     data; re-storing content registers a new object (or answers
 //     alreadyCertified as above) but never extends an existing one.

@@ -423,6 +423,11 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 		writeInternal(w, err)
 		return
 	}
+	encoded, price, err := s.charge(n, q.epochs)
+	if err != nil { // ruled out by the body limit New checks
+		writeInternal(w, err)
+		return
+	}
 	id := h.Sum()
 	blobID := encodeBlobID(id)
 	st.info.BlobID = blobID
@@ -456,14 +461,14 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 					ID:          out.reg.StorageID,
 					StartEpoch:  out.reg.RegisteredEpoch,
 					EndEpoch:    out.reg.EndEpoch,
-					StorageSize: encodedLength(n),
+					StorageSize: encoded,
 				},
 				Deletable: !out.reg.Permanent,
 			},
-			Cost:             cost(n, q.epochs),
+			Cost:             price,
 			SharedBlobObject: out.reg.SharedObjectID,
 		}
-		nc.ResourceOperation.RegisterFromScratch = registerFromScratchJSON{EncodedLength: encodedLength(n), EpochsAhead: q.epochs}
+		nc.ResourceOperation.RegisterFromScratch = registerFromScratchJSON{EncodedLength: encoded, EpochsAhead: q.epochs}
 		resp = map[string]any{"newlyCreated": nc}
 	}
 	if st.fault.Kind == FaultLyingLength {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Defaults for the zero fields of Config.
@@ -36,8 +37,17 @@ type Config struct {
 	StartEpoch uint32
 	// MaxEpochsAhead bounds the epochs query parameter.
 	MaxEpochsAhead uint32
-	// MaxBodySize is the largest PUT body; larger ones get 413.
+	// MaxBodySize is the largest PUT body; larger ones get 413. A limit
+	// above the largest blob Shards encode is lowered to it.
 	MaxBodySize int64
+	// Shards is the shard count a store's encoded length is computed for
+	// (walruscost.EncodedLength); 0 means walruscost.DefaultShards, as on
+	// mainnet and testnet.
+	Shards int
+	// Price is what a store costs: FROST per encoded unit (1 MiB) per
+	// epoch, and per unit written. The zero Price means
+	// walruscost.DefaultPrice (early mainnet's figures).
+	Price walruscost.Price
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Logger receives a debug line per request; nil discards.
@@ -102,6 +112,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodySize <= 0 {
 		cfg.MaxBodySize = DefaultMaxBodySize
 	}
+	if cfg.Shards == 0 {
+		cfg.Shards = walruscost.DefaultShards
+	}
+	if cfg.Price == (walruscost.Price{}) {
+		cfg.Price = walruscost.DefaultPrice
+	}
+	maxBlob, err := walruscost.MaxBlobSize(cfg.Shards)
+	if err != nil {
+		return nil, fmt.Errorf("localwalrus: %w", err)
+	}
+	if uint64(cfg.MaxBodySize) > maxBlob {
+		cfg.MaxBodySize = int64(maxBlob) // no network stores a larger blob
+	}
 	s := &Server{cfg: cfg, now: cfg.Now, log: cfg.Logger}
 	if s.now == nil {
 		s.now = time.Now
@@ -154,6 +177,18 @@ func (s *Server) saveClock() error {
 		return err
 	}
 	return atomicfile.WriteFile(filepath.Join(s.cfg.Dir, "clock.json"), append(data, '\n'), 0o644)
+}
+
+// charge is the encoded length of a blob of size bytes and what storing it
+// for epochs epochs costs, by Walrus's formula over the configured shards
+// at the configured price (walruscost). A quilt is charged as the one blob
+// it is stored as.
+func (s *Server) charge(size int64, epochs uint32) (encoded, cost uint64, err error) {
+	encoded, err = walruscost.EncodedLength(uint64(size), s.cfg.Shards)
+	if err != nil {
+		return 0, 0, err
+	}
+	return encoded, s.cfg.Price.Cost(encoded, uint64(epochs)), nil
 }
 
 // Epoch returns the current epoch: the start epoch plus the whole epochs

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // start runs a server on a free loopback port for the test's lifetime.
@@ -121,7 +123,8 @@ func apiErrorReason(t *testing.T, body []byte) (status string, code int, reason 
 }
 
 func TestStoreAndReadShapes(t *testing.T) {
-	s := start(t, Config{StartEpoch: 34})
+	// The testnet price of the docs' example: 63 units at 2,100 FROST.
+	s := start(t, Config{StartEpoch: 34, Price: walruscost.Price{Storage: 1_000, Write: 1_100}})
 	content := []byte("hello, walrus! 17")
 	r := put(t, s, "epochs=1", content)
 	if ct := r.header.Get("Content-Type"); ct != "application/json" {
@@ -132,7 +135,7 @@ func TestStoreAndReadShapes(t *testing.T) {
 		t.Fatalf("answer starts %q", r.body[:min(60, len(r.body))])
 	}
 	for _, frag := range []string{`"registeredEpoch":34,"blobId":"`, `"size":17,"encodingType":"RS2","certifiedEpoch":34,"storage":{"id":"0x`,
-		`"startEpoch":34,"endEpoch":35,"storageSize":`, `"deletable":true},"resourceOperation":{"registerFromScratch":{"encodedLength":`,
+		`"startEpoch":34,"endEpoch":35,"storageSize":66034000},"deletable":true},"resourceOperation":{"registerFromScratch":{"encodedLength":66034000,`,
 		`"epochsAhead":1}},"cost":132300}}`} {
 		if !bytes.Contains(r.body, []byte(frag)) {
 			t.Errorf("answer %s lacks %s", r.body, frag)
@@ -797,5 +800,99 @@ func TestHostileFaults(t *testing.T) {
 		if k.String() != want {
 			t.Errorf("%d.String() = %q", k, k.String())
 		}
+	}
+}
+
+// costOf decodes what a store answer says it cost.
+type costOf struct {
+	NewlyCreated *struct {
+		BlobObject struct {
+			Storage struct {
+				StorageSize uint64 `json:"storageSize"`
+			} `json:"storage"`
+		} `json:"blobObject"`
+		ResourceOperation struct {
+			RegisterFromScratch *struct {
+				EncodedLength uint64 `json:"encodedLength"`
+				EpochsAhead   uint32 `json:"epochsAhead"`
+			} `json:"registerFromScratch"`
+		} `json:"resourceOperation"`
+		Cost *uint64 `json:"cost"`
+	} `json:"newlyCreated"`
+	AlreadyCertified map[string]json.RawMessage `json:"alreadyCertified"`
+}
+
+// TestStoreCost checks the encoded length and cost of store answers
+// against Walrus's formula: the documented examples exactly, the default
+// price, other shard counts, and no cost for alreadyCertified.
+func TestStoreCost(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    Config
+		size   int
+		epochs uint32
+		enc    uint64
+		cost   uint64
+	}{
+		{"docs example, default price", Config{}, 17, 1, 66_034_000, 63 * (100_000 + 20_000)},
+		{"docs quilt size, 5 epochs", Config{}, 1_782_224, 5, 72_040_000, 69 * (5*100_000 + 20_000)},
+		{"empty", Config{}, 0, 2, 66_034_000, 63 * (2*100_000 + 20_000)},
+		{"10 shards", Config{Shards: 10}, 29, 3, 10 * (2*(4+7) + 10*64 + 32), 1 * (3*100_000 + 20_000)},
+		{"4 shards, set price", Config{Shards: 4, MaxBodySize: 1 << 10, Price: walruscost.Price{Storage: 7, Write: 3}}, 13, 4,
+			4 * (4*(2+3) + 4*64 + 32), 1 * (4*7 + 3)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := start(t, tc.cfg)
+			content := bytes.Repeat([]byte{'x'}, tc.size)
+			r := put(t, s, "epochs="+strconv.Itoa(int(tc.epochs))+"&permanent=true", content)
+			if r.status != http.StatusOK {
+				t.Fatalf("store: %d %s", r.status, r.body)
+			}
+			var c costOf
+			if err := json.Unmarshal(r.body, &c); err != nil {
+				t.Fatal(err)
+			}
+			nc := c.NewlyCreated
+			if nc == nil || nc.Cost == nil || nc.ResourceOperation.RegisterFromScratch == nil {
+				t.Fatalf("answer %s lacks newlyCreated, its cost or its resource operation", r.body)
+			}
+			rs := nc.ResourceOperation.RegisterFromScratch
+			if nc.BlobObject.Storage.StorageSize != tc.enc || rs.EncodedLength != tc.enc || rs.EpochsAhead != tc.epochs {
+				t.Errorf("storageSize %d, encodedLength %d, epochsAhead %d; want %d, %d, %d",
+					nc.BlobObject.Storage.StorageSize, rs.EncodedLength, rs.EpochsAhead, tc.enc, tc.enc, tc.epochs)
+			}
+			if *nc.Cost != tc.cost {
+				t.Errorf("cost %d, want %d", *nc.Cost, tc.cost)
+			}
+			// The same permanent blob again: alreadyCertified, no cost.
+			again := put(t, s, "epochs=1&permanent=true", content)
+			c = costOf{}
+			if err := json.Unmarshal(again.body, &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.AlreadyCertified == nil || c.NewlyCreated != nil {
+				t.Fatalf("second store: %s, want alreadyCertified", again.body)
+			}
+			if _, ok := c.AlreadyCertified["cost"]; ok {
+				t.Errorf("alreadyCertified carries a cost: %s", again.body)
+			}
+		})
+	}
+}
+
+// TestShardsBoundTheBody: a body limit above what the shards encode is
+// lowered to it; a shard count the encoding has no place for is refused.
+func TestShardsBoundTheBody(t *testing.T) {
+	s := start(t, Config{Shards: 4, MaxBodySize: 1 << 30})
+	max, _ := walruscost.MaxBlobSize(4) // 2·3·65,534 bytes
+	if r := put(t, s, "epochs=1", make([]byte, max+1)); r.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("a blob 4 shards cannot encode: %d %s", r.status, r.body)
+	}
+	if r := put(t, s, "epochs=1", make([]byte, max)); r.status != http.StatusOK {
+		t.Errorf("the largest blob 4 shards encode: %d %s", r.status, r.body)
+	}
+	if _, err := New(Config{Dir: t.TempDir(), Shards: -1}); err == nil {
+		t.Error("-1 shards accepted")
 	}
 }

@@ -300,21 +300,6 @@ func base58(b []byte) string {
 	return string(out)
 }
 
-// encodedLength approximates the RS2 encoded size the real publisher
-// reports: about 4.5× the blob plus ~64 MB of fixed metadata (17 bytes
-// give 66,034,000 on the real network; here 66,034,077).
-func encodedLength(size int64) uint64 {
-	return 66_034_000 + uint64(size)*9/2
-}
-
-// cost approximates the storage price in FROST: 2,100 per MiB of encoded
-// size per epoch, which reproduces the docs example (132,300 for 17 bytes,
-// one epoch).
-func cost(size int64, epochs uint32) uint64 {
-	units := (encodedLength(size) + (1<<20 - 1)) >> 20
-	return units * uint64(epochs) * 2100
-}
-
 // validSuiAddress accepts 0x followed by 1 to 64 hex digits, as Sui's
 // address parser does.
 func validSuiAddress(s string) bool {

@@ -9,6 +9,7 @@
 //	<state>/agents/<id>/state.json   AgentState
 //	<state>/agents/<id>/receipts.log receipt log (package receipts)
 //	<state>/agents/<id>/hash.cache   incremental hash cache
+//	<state>/agents/<id>/cost.json    what the agent spent (package ledger)
 //	<state>/spool/                   snapshots being encrypted or downloaded
 //
 // The brain directory never holds hermesd state besides bundle.lock.json and

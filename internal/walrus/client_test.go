@@ -22,6 +22,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/walrus"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // startServer runs a local Walrus on a free loopback port.
@@ -112,6 +113,13 @@ func TestRoundTrip(t *testing.T) {
 			}
 			if err := walrus.ValidateBlobID(res.BlobID); err != nil {
 				t.Fatal(err)
+			}
+			// What the store cost, as the server answered it: Walrus's
+			// formula at its default price, for the 3 epochs asked.
+			enc, _ := walruscost.EncodedLength(uint64(size), walruscost.DefaultShards)
+			want := walruscost.NewBlob(enc, 3, walruscost.DefaultPrice.Cost(enc, 3))
+			if res.EncodedLength != enc || res.EpochsPaid != 3 || res.ResourceOperation != "registerFromScratch" || res.Charge() != want {
+				t.Fatalf("store charge %+v of %+v, want %+v", res.Charge(), res, want)
 			}
 			rr, err := c.Verify(t.Context(), res.BlobID, body.sum(t), size)
 			if err != nil {

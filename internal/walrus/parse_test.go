@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Real answer shapes from the Walrus docs and source.
@@ -34,9 +36,19 @@ func TestParseStoreResponse(t *testing.T) {
 		errText string
 	}{
 		{name: "newlyCreated docs example", in: newlyCreatedDocs, want: StoreResult{BlobID: id, Size: 17, EndEpoch: 35,
-			ObjectID: "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50", RegisteredEpoch: 34, Cost: 132300}},
+			ObjectID: "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50", RegisteredEpoch: 34, Cost: 132300,
+			EncodedLength: 66_034_000, StartEpoch: 34, ResourceOperation: "registerFromScratch", EpochsPaid: 1}},
 		{name: "newlyCreated certifiedEpoch null", in: newlyCreatedNull, want: StoreResult{BlobID: id, Size: 17, EndEpoch: 40,
-			ObjectID: "0x1", SharedObjectID: "0xabc", RegisteredEpoch: 34, Deletable: true}},
+			ObjectID: "0x1", SharedObjectID: "0xabc", RegisteredEpoch: 34, Deletable: true,
+			EncodedLength: 66_034_000, StartEpoch: 34, ResourceOperation: "reuseAndExtend", EpochsPaid: 3}},
+		{name: "newlyCreated reused storage", in: strings.Replace(newlyCreatedDocs, `"registerFromScratch":{"encodedLength":66034000,"epochsAhead":1}`,
+			`"reuseStorage":{"encodedLength":66034000}`, 1), want: StoreResult{BlobID: id, Size: 17, EndEpoch: 35,
+			ObjectID: "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50", RegisteredEpoch: 34, Cost: 132300,
+			EncodedLength: 66_034_000, StartEpoch: 34, ResourceOperation: "reuseStorage"}},
+		{name: "newlyCreated odd resource operation", in: strings.Replace(newlyCreatedDocs, `{"registerFromScratch":{"encodedLength":66034000,"epochsAhead":1}}`,
+			`"somethingNew"`, 1), want: StoreResult{BlobID: id, Size: 17, EndEpoch: 35,
+			ObjectID: "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50", RegisteredEpoch: 34, Cost: 132300,
+			EncodedLength: 66_034_000, StartEpoch: 34, EpochsPaid: 1}},
 		{name: "alreadyCertified event", in: alreadyEvent, want: StoreResult{BlobID: id, EndEpoch: 35, AlreadyCertified: true,
 			TxDigest: "4XQHFa9S324wTzYHF3vsBSwpUZuLpmwTHYMFv9nsttSs"}},
 		{name: "alreadyCertified object", in: alreadyObject, want: StoreResult{BlobID: id, EndEpoch: 35, AlreadyCertified: true,
@@ -418,6 +430,9 @@ func FuzzParseStoreResponse(f *testing.F) {
 		if ValidateBlobID(r.BlobID) != nil || r.Size < 0 {
 			t.Fatalf("accepted a bad result %+v", r)
 		}
+		if c := r.Charge(); r.AlreadyCertified && c != (walruscost.Charge{}) || !r.AlreadyCertified && c.FROST != r.Cost {
+			t.Fatalf("charge %+v of %+v", c, r)
+		}
 	})
 }
 
@@ -436,4 +451,31 @@ func FuzzParseErrorBody(f *testing.F) {
 			t.Fatalf("excerpt of %d runes", utf8.RuneCountInString(msg))
 		}
 	})
+}
+
+// TestStoreCharge: what the cost ledger records of a store answer.
+func TestStoreCharge(t *testing.T) {
+	r, err := parseStoreResponse([]byte(newlyCreatedDocs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := walruscost.Charge{New: true, EncodedBytes: 66_034_000, EncodedByteEpochs: 66_034_000, FROST: 132_300, SuiTx: 2}
+	if got := r.Charge(); got != want {
+		t.Errorf("newlyCreated: %+v, want %+v", got, want)
+	}
+	r, err = parseStoreResponse([]byte(newlyCreatedNull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = walruscost.Charge{New: true, EncodedBytes: 66_034_000, EncodedByteEpochs: 3 * 66_034_000, SuiTx: 2}
+	if got := r.Charge(); got != want {
+		t.Errorf("reuseAndExtend: %+v, want %+v", got, want)
+	}
+	r, err = parseStoreResponse([]byte(alreadyEvent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Charge(); got != (walruscost.Charge{}) {
+		t.Errorf("alreadyCertified: %+v, want nothing", got)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/hermesd/hermesd/internal/redact"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // maxStoreResponse caps how much of a publisher's answer is read.
@@ -108,6 +109,20 @@ type StoreResult struct {
 	Deletable       bool   // newlyCreated only
 	Cost            uint64 // FROST, newlyCreated only
 	TxDigest        string // certification event (alreadyCertified)
+	// EncodedLength is the blob's encoded length as the publisher
+	// reported it (storage.storageSize, or the resource operation's
+	// encodedLength): what storage is paid for. newlyCreated only.
+	EncodedLength uint64
+	// StartEpoch is the first epoch of the blob's storage (newlyCreated).
+	StartEpoch uint32
+	// ResourceOperation is how the publisher got the storage:
+	// registerFromScratch, reuseStorage, reuseRegistration, reuseAndExtend
+	// or reuseAndExtendNonCertified ("" when the answer did not say).
+	ResourceOperation string
+	// EpochsPaid is the epochs of storage this store bought: epochsAhead
+	// (registerFromScratch), epochsExtended (the extensions), 0 for reused
+	// storage; without a resource operation, the storage's span.
+	EpochsPaid uint32
 
 	Publisher string // scheme://host[:port] of the publisher that answered
 	Attempts  int
@@ -388,8 +403,11 @@ type newlyCreated struct {
 		} `json:"storage"`
 		Deletable bool `json:"deletable"`
 	} `json:"blobObject"`
-	Cost             uint64 `json:"cost"`
-	SharedBlobObject string `json:"sharedBlobObject"`
+	// ResourceOperation is read apart (resourceOp): the answer stands
+	// whatever its shape.
+	ResourceOperation json.RawMessage `json:"resourceOperation"`
+	Cost              uint64          `json:"cost"`
+	SharedBlobObject  string          `json:"sharedBlobObject"`
 }
 
 type alreadyCertified struct {
@@ -430,7 +448,7 @@ func parseStoreResponse(data []byte) (StoreResult, error) {
 		if *bo.Size > 1<<62 {
 			return StoreResult{}, fmt.Errorf("%w: newlyCreated size %d is out of range", ErrProtocol, *bo.Size)
 		}
-		return StoreResult{
+		r := StoreResult{
 			BlobID:          bo.BlobID,
 			Size:            int64(*bo.Size),
 			EndEpoch:        bo.Storage.EndEpoch,
@@ -439,7 +457,14 @@ func parseStoreResponse(data []byte) (StoreResult, error) {
 			RegisteredEpoch: bo.RegisteredEpoch,
 			Deletable:       bo.Deletable,
 			Cost:            sr.NewlyCreated.Cost,
-		}, nil
+			EncodedLength:   bo.Storage.StorageSize,
+			StartEpoch:      bo.Storage.StartEpoch,
+		}
+		if bo.Storage.EndEpoch > bo.Storage.StartEpoch {
+			r.EpochsPaid = bo.Storage.EndEpoch - bo.Storage.StartEpoch
+		}
+		resourceOp(&r, sr.NewlyCreated.ResourceOperation)
+		return r, nil
 	case sr.AlreadyCertified != nil:
 		ac := sr.AlreadyCertified
 		if err := ValidateBlobID(ac.BlobID); err != nil {
@@ -467,6 +492,51 @@ func parseStoreResponse(data []byte) (StoreResult, error) {
 		}
 		return StoreResult{}, fmt.Errorf("%w (%s): %s", errStoreFailed, sanitize(what, 64), sanitize(msg, maxErrorExcerpt))
 	}
+}
+
+// resourceOp reads a newlyCreated answer's resource operation, one of
+// {"registerFromScratch": {encodedLength, epochsAhead}},
+// {"reuseStorage"|"reuseRegistration": {encodedLength}} and
+// {"reuseAndExtend"|"reuseAndExtendNonCertified": {encodedLength,
+// epochsExtended}}, into r. Any other shape leaves r as it is: the
+// storage's span then counts as the epochs paid.
+func resourceOp(r *StoreResult, raw json.RawMessage) {
+	var ops map[string]*struct {
+		EncodedLength  uint64  `json:"encodedLength"`
+		EpochsAhead    *uint32 `json:"epochsAhead"`
+		EpochsExtended *uint32 `json:"epochsExtended"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &ops) != nil || len(ops) != 1 {
+		return
+	}
+	for name, op := range ops {
+		if op == nil {
+			return
+		}
+		r.ResourceOperation = sanitize(name, 64)
+		if r.EncodedLength == 0 {
+			r.EncodedLength = op.EncodedLength
+		}
+		switch {
+		case op.EpochsAhead != nil:
+			r.EpochsPaid = *op.EpochsAhead
+		case op.EpochsExtended != nil:
+			r.EpochsPaid = *op.EpochsExtended
+		default:
+			r.EpochsPaid = 0 // storage or registration reused: paid before
+		}
+	}
+}
+
+// Charge is what this store cost, for the cost ledger: a newly created
+// blob's encoded length, that length times the epochs paid for, the
+// publisher's cost and walruscost.SuiTxPerBlob Sui transactions; an
+// alreadyCertified answer costs nothing.
+func (r StoreResult) Charge() walruscost.Charge {
+	if r.AlreadyCertified {
+		return walruscost.Charge{}
+	}
+	return walruscost.NewBlob(r.EncodedLength, uint64(r.EpochsPaid), r.Cost)
 }
 
 // errStoreFailed marks the "error" result variant: the publisher tried

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/ledger"
+	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walruscost"
+)
+
+// TestCostCommand: `hermesd cost` reads the ledgers a running daemon
+// writes — here the state directory is locked, as by one — in text and
+// JSON, for one agent and for all.
+func TestCostCommand(t *testing.T) {
+	t.Setenv(config.EnvPath, "")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hermesd.yml")
+	body := fmt.Sprintf(`state_dir: %s
+http:
+  listen: ""
+walrus:
+  publishers: ["http://127.0.0.1:1"]
+  aggregators: ["http://127.0.0.1:1"]
+encryption:
+  key: {file: ./snapshot.key}
+chain:
+  rpc: http://127.0.0.1:1
+  chain_id: 1
+  signer: {file: ./chain.key}
+cost:
+  wal_usd: 0.5
+  eth_usd: 3000
+  sui_tx_usd: 0.001
+agents:
+  - id: a1
+    brain_dir: ./a1
+    ens_name: a1.eth
+  - id: a2
+    brain_dir: ./a2
+`, filepath.Join(dir, "state"))
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := state.Open(filepath.Join(dir, "state"), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	l := ledger.Open(sd.Path(), ledger.Options{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+	for _, s := range []ledger.Spend{
+		ledger.Snapshot(ledger.NaiveBlobSize(5, 60_000), 5, 1000),
+		ledger.Store(walruscost.NewBlob(66_034_000, 5, 32_760_000)),
+		ledger.Tx(1, 47_819, big.NewInt(2e9), 1),
+	} {
+		if err := l.Record("a1", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	stdout, stderr, code := runCmd(t, "cost", "-config", cfg, "--json", "a1")
+	if code != 0 {
+		t.Fatalf("cost --json: exit %d: %s", code, stderr)
+	}
+	var rep ledger.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if len(rep.Agents) != 1 || rep.Agents[0].Agent != "a1" || rep.Agents[0].Recorded.FROST != 32_760_000 ||
+		rep.Agents[0].Hermesd.Spent.WAL != 0.03276 || rep.Agents[0].Hermesd.PerDay.Blobs <= 0 {
+		t.Fatalf("report %s", stdout)
+	}
+	usd := rep.Agents[0].Hermesd.Spent.USD
+	if want := 0.03276*0.5 + 2*0.001 + 47_819*2e9/1e18*3000; usd == nil || !usd.Complete || usd.Total < want-1e-9 || usd.Total > want+1e-9 {
+		t.Errorf("USD %+v, want %v", usd, want)
+	}
+	if rep.Prices.L1 != 1 || rep.Prices.Walrus != walruscost.DefaultPrice {
+		t.Errorf("prices %+v", rep.Prices)
+	}
+
+	stdout, stderr, code = runCmd(t, "cost", "-config", cfg, "a1")
+	if code != 0 {
+		t.Fatalf("cost: exit %d: %s", code, stderr)
+	}
+	t.Logf("hermesd cost a1:\n%s", stdout)
+	for _, want := range []string{"agent a1: recorded since", "Walrus WAL", "0.0328", "chain 1 gas", "47,819", "NAIVE PER MONTH", "USD"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("text lacks %q:\n%s", want, stdout)
+		}
+	}
+	// All agents: one line each and the total; a2 recorded nothing.
+	stdout, _, code = runCmd(t, "cost", "-config", cfg)
+	t.Logf("hermesd cost:\n%s", stdout)
+	if code != 0 || !strings.Contains(stdout, "TOTAL") || !strings.Contains(stdout, "a2") || !strings.Contains(stdout, "all agents: recorded since") {
+		t.Errorf("all agents: exit %d\n%s", code, stdout)
+	}
+	if _, stderr, code := runCmd(t, "cost", "-config", cfg, "nobody"); code != exitUsage || !strings.Contains(stderr, "no agent") {
+		t.Errorf("unknown agent: exit %d: %s", code, stderr)
+	}
+	// Status, with no daemon answering, shows the spend from the ledgers.
+	stdout, _, _ = runCmd(t, "status", "-config", cfg, "--json")
+	var st statusReport
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil || st.Cost == nil || st.Cost.Total.Recorded.Blobs != 1 {
+		t.Errorf("status --json cost: %v %s", err, stdout)
+	}
+	stdout, _, _ = runCmd(t, "status", "-config", cfg)
+	if !strings.Contains(stdout, "Spend (per month") || !strings.Contains(stdout, "TOTAL") {
+		t.Errorf("status text lacks the spend:\n%s", stdout)
+	}
+}
