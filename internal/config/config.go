@@ -45,6 +45,17 @@ type Config struct {
 	// write its state somewhere else.
 	AllowSymlinks bool `yaml:"allow_symlinks"`
 
+	// AllowUnsafeDirs lets state_dir, brain_dir and seed_dir be system
+	// directories (/, /etc, /usr, /var, ... and anything below /etc, /usr
+	// (but /usr/local), /proc, /sys, /dev, /boot and the /bin, /sbin and
+	// /lib trees; fsys.SystemDir has the list), a brain or seed directory
+	// be the home directory of the user hermesd runs as, and a brain or
+	// seed directory be writable by everyone (or lie in a directory
+	// everyone may write without the sticky bit). Off by default: as root,
+	// a brain in /etc snapshots /etc/shadow, and files anyone can plant in
+	// a brain end up in its snapshots.
+	AllowUnsafeDirs bool `yaml:"allow_unsafe_dirs"`
+
 	// ShutdownTimeout bounds how long a stopping hermesd keeps trying to
 	// publish pending pointers (a second signal aborts at once).
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`

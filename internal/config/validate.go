@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/adraffy/go-ens-normalize/ensip15"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // FieldError is one validation failure, named by its YAML path.
@@ -120,6 +122,7 @@ func (c *Config) validate(v *validator) {
 		checkPath(fmt.Sprintf("agents[%d].brain_dir", i), c.Agents[i].BrainDir)
 		checkPath(fmt.Sprintf("agents[%d].seed_dir", i), c.Agents[i].SeedDir)
 	}
+	c.validateDirs(v)
 
 	c.validateWalrus(v)
 	c.validateChain(v)
@@ -128,6 +131,34 @@ func (c *Config) validate(v *validator) {
 	c.validateRepository(v)
 	c.validateAgents(v)
 	c.validateAgentKeys(v)
+}
+
+// validateDirs refuses system directories as state, brain or seed
+// directory, and the home directory as a brain or seed directory, unless
+// allow_unsafe_dirs (fsys.CheckSystemDir, fsys.CheckNotHome: a path
+// property, checked here for every command; the agent and the state
+// directory check again when they are used, and for directories anyone
+// may write to).
+func (c *Config) validateDirs(v *validator) {
+	if c.AllowUnsafeDirs {
+		return
+	}
+	check := func(field, p string, checks ...func(string) error) {
+		if p == "" || !filepath.IsAbs(p) {
+			return
+		}
+		for _, f := range checks {
+			if err := f(p); err != nil {
+				v.add(field, "%v (set allow_unsafe_dirs: true to allow it)", err)
+				return
+			}
+		}
+	}
+	check("state_dir", c.StateDir, fsys.CheckSystemDir)
+	for i := range c.Agents {
+		check(fmt.Sprintf("agents[%d].brain_dir", i), c.Agents[i].BrainDir, fsys.CheckSystemDir, fsys.CheckNotHome)
+		check(fmt.Sprintf("agents[%d].seed_dir", i), c.Agents[i].SeedDir, fsys.CheckSystemSource, fsys.CheckNotHome)
+	}
 }
 
 // CheckListen accepts host:port addresses on loopback, or anywhere when
