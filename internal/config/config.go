@@ -409,7 +409,7 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return c, nil // an empty file is all defaults
 		}
-		return nil, fmt.Errorf("parse: %w", err)
+		return nil, fmt.Errorf("parse: %w", scrubYAML(err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -427,7 +427,7 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 	sdec := yaml.NewDecoder(bytes.NewReader(out))
 	sdec.KnownFields(true)
 	if err := sdec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("parse: %w", err)
+		return nil, fmt.Errorf("parse: %w", scrubYAML(err))
 	}
 	return c, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/adraffy/go-ens-normalize/ensip15"
 
 	"github.com/hermesd/hermesd/internal/fsys"
+	"github.com/hermesd/hermesd/internal/redact"
 )
 
 // FieldError is one validation failure, named by its YAML path.
@@ -75,12 +76,12 @@ func (c *Config) validate(v *validator) {
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		v.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+		v.add("log.level", "%s is not one of debug, info, warn, error", shown(c.Log.Level))
 	}
 	switch c.Log.Format {
 	case "text", "json":
 	default:
-		v.add("log.format", "%q is not one of text, json", c.Log.Format)
+		v.add("log.format", "%s is not one of text, json", shown(c.Log.Format))
 	}
 
 	if c.HTTP.Listen != "" {
@@ -97,7 +98,7 @@ func (c *Config) validate(v *validator) {
 	switch c.HTTP.Readiness {
 	case "all", "any":
 	default:
-		v.add("http.readiness", "%q is not one of all, any", c.HTTP.Readiness)
+		v.add("http.readiness", "%s is not one of all, any", shown(c.HTTP.Readiness))
 	}
 	if c.Chain.CheckInterval <= 0 {
 		v.add("chain.check_interval", "must be positive")
@@ -184,19 +185,21 @@ func CheckListen(addr string, allowRemote bool) error {
 	return nil
 }
 
+// checkHTTPURL accepts an http(s) base URL. Its errors show the URL's
+// origin only: its path, query and user part may hold an API key.
 func checkHTTPURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL", s)
+		return errors.New("not a URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q: scheme must be http or https", s)
+		return fmt.Errorf("%s: scheme must be http or https", redact.URL(s))
 	}
 	if u.Host == "" {
-		return fmt.Errorf("%q has no host", s)
+		return fmt.Errorf("%s has no host", redact.URL(s))
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q: give the base URL without query or fragment", s)
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return fmt.Errorf("%s: give the base URL without query or fragment", redact.URL(s))
 	}
 	return nil
 }
@@ -228,7 +231,7 @@ func (c *Config) validateWalrus(v *validator) {
 		v.add("walrus.share", "share and send_object_to are mutually exclusive (publishers reject both)")
 	}
 	if w.SendObjectTo != "" && !suiAddrRe.MatchString(w.SendObjectTo) {
-		v.add("walrus.send_object_to", "%q is not a Sui address (0x + 64 hex digits)", w.SendObjectTo)
+		v.add("walrus.send_object_to", "%s is not a Sui address (0x + 64 hex digits)", shown(w.SendObjectTo))
 	}
 	if w.EpochDuration <= 0 {
 		v.add("walrus.epoch_duration", "must be positive")
@@ -267,19 +270,19 @@ func (c *Config) validateChain(v *validator) {
 	if ch.RPC != "" {
 		u, err := url.Parse(ch.RPC)
 		if err != nil || u.Host == "" {
-			v.add("chain.rpc", "%q is not a URL", ch.RPC)
+			v.add("chain.rpc", "%s is not a URL with a host", redact.URL(ch.RPC))
 		} else {
 			switch u.Scheme {
 			case "http", "https", "ws", "wss":
 			default:
-				v.add("chain.rpc", "%q: scheme must be http, https, ws or wss", ch.RPC)
+				v.add("chain.rpc", "%s: scheme must be http, https, ws or wss", redact.URL(ch.RPC))
 			}
 		}
 	} else if publishing {
 		v.add("chain.rpc", "required when an agent has an ens_name")
 	}
 	if !addressRe.MatchString(ch.ENSRegistry) {
-		v.add("chain.ens_registry", "%q is not an address (0x + 40 hex digits)", ch.ENSRegistry)
+		v.add("chain.ens_registry", "%s is not an address (0x + 40 hex digits)", shown(ch.ENSRegistry))
 	}
 	if ch.TxTimeout <= 0 {
 		v.add("chain.tx_timeout", "must be positive")
@@ -294,7 +297,7 @@ func (c *Config) validateChain(v *validator) {
 		v.add("chain.poll_interval", "must be positive")
 	}
 	if ch.UniversalResolver != "" && !addressRe.MatchString(ch.UniversalResolver) {
-		v.add("chain.universal_resolver", "%q is not an address (0x + 40 hex digits)", ch.UniversalResolver)
+		v.add("chain.universal_resolver", "%s is not an address (0x + 40 hex digits)", shown(ch.UniversalResolver))
 	}
 	if ch.GatewayTimeout <= 0 {
 		v.add("chain.gateway_timeout", "must be positive")
@@ -325,7 +328,7 @@ func (c *Config) validateSecrets(v *validator) {
 			v.add(field+".password_file", "only used with keystore")
 		}
 		if s.Env != "" && !validEnvName(s.Env) {
-			v.add(field+".env", "%q is not an environment variable name", s.Env)
+			v.add(field+".env", "%s is not an environment variable name (give the variable's name, not its value)", shown(s.Env))
 		}
 	}
 	checkRef("http.token", c.HTTP.Token, false)
@@ -353,14 +356,14 @@ func (c *Config) validateSecrets(v *validator) {
 	switch c.Encryption.Format {
 	case "v1", "v2", "v3", "seal":
 	default:
-		v.add("encryption.format", "%q is not one of v3, v2, v1, seal", c.Encryption.Format)
+		v.add("encryption.format", "%s is not one of v3, v2, v1, seal", shown(c.Encryption.Format))
 	}
 	if c.Encryption.V1MaxSize <= 0 {
 		v.add("encryption.v1_max_size", "must be positive")
 	}
 	for i, t := range c.Receipts.Trusted {
 		if !addressRe.MatchString(t) {
-			v.add(fmt.Sprintf("receipts.trusted[%d]", i), "%q is not an address (0x + 40 hex digits)", t)
+			v.add(fmt.Sprintf("receipts.trusted[%d]", i), "%s is not an address (0x + 40 hex digits)", shown(t))
 		}
 	}
 	switch c.Receipts.ImportPolicy {
@@ -368,7 +371,7 @@ func (c *Config) validateSecrets(v *validator) {
 	case "keep":
 		v.add("receipts.import_policy", "keep was removed: receipts not signed by a trusted operator are never folded into snapshots (use quarantine or reject)")
 	default:
-		v.add("receipts.import_policy", "%q is not one of quarantine, reject", c.Receipts.ImportPolicy)
+		v.add("receipts.import_policy", "%s is not one of quarantine, reject", shown(c.Receipts.ImportPolicy))
 	}
 }
 
@@ -418,7 +421,7 @@ func (c *Config) validateAgents(v *validator) {
 		case a.ID == "":
 			v.add(f("id"), "required")
 		case !agentIDRe.MatchString(a.ID):
-			v.add(f("id"), "%q must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", a.ID)
+			v.add(f("id"), "%s must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", shown(a.ID))
 		default:
 			if j, dup := ids[a.ID]; dup {
 				v.add(f("id"), "%q is also agents[%d].id", a.ID, j)
