@@ -207,7 +207,9 @@ type Repository struct {
 	// objects are re-packed (at least 1, less than every agent's epochs).
 	ExpiryMargin int `yaml:"expiry_margin"`
 	// MaxPacks bounds the packs a snapshot needs (each costs a range read
-	// on restore); past it the least used ones are merged.
+	// on restore); past it the least used ones are merged. At most 512:
+	// readers refuse a commit listing more packs than that allows besides
+	// the ones its data fills (repo.PackBound).
 	MaxPacks int `yaml:"max_packs"`
 	// MinLive re-packs a pack once less than this fraction of it is still
 	// referenced (0 never does).

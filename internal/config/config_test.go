@@ -208,6 +208,7 @@ func TestValidate(t *testing.T) {
 		{"margin leaves no time", func(c *Config) { c.Agents[0].Epochs = 2 }, "repository.expiry_margin"},
 		{"margin as long as storage", func(c *Config) { c.Repository.ExpiryMargin = 4 }, "repository.expiry_margin"},
 		{"too few packs", func(c *Config) { c.Repository.MaxPacks = 1 }, "repository.max_packs"},
+		{"too many packs", func(c *Config) { c.Repository.MaxPacks = 513 }, "repository.max_packs"},
 		{"min live of all", func(c *Config) { c.Repository.MinLive = 1 }, "repository.min_live"},
 		{"negative min live", func(c *Config) { c.Repository.MinLive = -0.1 }, "repository.min_live"},
 		{"packs under the cap", func(c *Config) { c.Walrus.MaxBlobSize = 1 << 20 }, "walrus.max_blob_size"},

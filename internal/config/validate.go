@@ -379,6 +379,11 @@ func (c *Config) validateSecrets(v *validator) {
 // (repo.MinPackSize: a 1 MiB chunk and its index must fit).
 const minPackSize = 2 << 20
 
+// maxPacks bounds repository.max_packs (repo.MaxWriterPacks: readers
+// refuse a commit that lists more packs than that plus what its data
+// fills, repo.PackBound).
+const maxPacks = 512
+
 func (c *Config) validateRepository(v *validator) {
 	r := &c.Repository
 	if c.Encryption.Format == "v3" && c.Walrus.MaxBlobSize > 0 && c.Walrus.MaxBlobSize < minPackSize {
@@ -397,8 +402,8 @@ func (c *Config) validateRepository(v *validator) {
 			break
 		}
 	}
-	if r.MaxPacks < 4 {
-		v.add("repository.max_packs", "%d is below 4", r.MaxPacks)
+	if r.MaxPacks < 4 || r.MaxPacks > maxPacks {
+		v.add("repository.max_packs", "%d is outside 4..%d (readers refuse a commit listing far more packs than its data needs)", r.MaxPacks, maxPacks)
 	}
 	if r.MinLive < 0 || r.MinLive >= 1 {
 		v.add("repository.min_live", "%v is outside 0 (never) .. below 1", r.MinLive)
