@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
@@ -55,33 +57,22 @@ func (e *endpointFlags) register(fs *flag.FlagSet, publishers bool) {
 	fs.Var(&e.aggregators, "aggregator", "aggregator base `URL` (repeatable; replaces the configured ones)")
 }
 
-// clientConfig builds the client configuration: the config file's walrus
-// section unless endpoints are given as flags without -config, then the
-// flags' endpoints on top. The bearer token is read only for stores.
+// clientConfig builds the client configuration the way every other
+// command does (compose.WalrusConfig, so walrus.max_download_size and the
+// retry settings apply): from the config file's walrus section, or from
+// the defaults when endpoints are given as flags without -config; then the
+// flags' endpoints on top. Publisher credentials are read only for stores.
 func (e *endpointFlags) clientConfig(store bool) (walrus.Config, error) {
-	var wc walrus.Config
+	c := config.Default()
 	if e.config != "" || len(e.publishers)+len(e.aggregators) == 0 {
-		c, err := config.Load(config.ResolvePath(e.config))
-		if err != nil {
-			return wc, withCode(exitUsage, err)
+		var err error
+		if c, err = config.Load(config.ResolvePath(e.config)); err != nil {
+			return walrus.Config{}, withCode(exitUsage, err)
 		}
-		w := c.Walrus
-		wc = walrus.Config{
-			Publishers: w.Publishers, Aggregators: w.Aggregators,
-			Epochs: w.Epochs, Permanent: w.Permanent, SendObjectTo: w.SendObjectTo, Share: w.Share,
-			MaxBlobSize: int64(w.MaxBlobSize), AttemptTimeout: w.AttemptTimeout.D(), Timeout: w.Timeout.D(),
-			RetryMax: w.RetryMax,
-		}
-		if w.RetryMax == 0 {
-			wc.RetryMax = -1 // the config's 0 means no retries; the client's means default
-		}
-		if store && !w.Token.IsZero() {
-			tok, err := config.ReadSecret(w.Token)
-			if err != nil {
-				return wc, withCode(exitUsage, fmt.Errorf("walrus.token: %w", err))
-			}
-			wc.BearerToken = tok
-		}
+	}
+	wc, err := compose.WalrusConfig(c, store, nil)
+	if err != nil {
+		return wc, withCode(exitUsage, err)
 	}
 	if len(e.publishers) > 0 {
 		wc.Publishers = e.publishers
@@ -203,7 +194,10 @@ func runBlobPut(ctx context.Context, env *cmdEnv, args []string) error {
 
 const blobGetHelp = `Read blob ID into FILE. The blob streams to a temporary file beside FILE,
 which replaces FILE only once every byte arrived (and, with --sha256, matched).
-An existing FILE is kept unless --force is given.`
+An existing FILE is kept unless --force is given. The blob may be at most
+walrus.max_download_size (--max-size; default 16GiB): an aggregator
+announcing or sending more is cut off at once (exit 3). Free space beside
+FILE is checked before the first byte is written and every 64 MiB.`
 
 func runBlobGet(ctx context.Context, env *cmdEnv, args []string) error {
 	flags := newFlagSet(env, "blob get", "blob get ID -o FILE [--force] [--sha256 HEX] [--json] [-config FILE | --aggregator URL ...]", blobGetHelp)
@@ -212,6 +206,7 @@ func runBlobGet(ctx context.Context, env *cmdEnv, args []string) error {
 	out := flags.String("o", "", "write the blob to `FILE` (required)")
 	force := flags.Bool("force", false, "replace FILE if it exists")
 	wantHex := flags.String("sha256", "", "expected SHA-256 of the blob (`HEX`); a mismatch exits 3 and leaves FILE alone")
+	maxSize := flags.String("max-size", "", "refuse a blob larger than `SIZE` (e.g. 64MiB; default walrus.max_download_size)")
 	asJSON := flags.Bool("json", false, "print the result as one JSON object")
 	pos, err := parseInterspersed(flags, args)
 	if err != nil {
@@ -248,6 +243,13 @@ func runBlobGet(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *maxSize != "" {
+		n, err := config.ParseByteSize(*maxSize)
+		if err != nil || n <= 0 {
+			return usageErrorf("blob get: --max-size wants a positive size such as 64MiB")
+		}
+		wc.MaxReadSize = int64(n)
+	}
 
 	meter := startProgressMeter(env.stderr, "download", -1)
 	defer meter.stop()
@@ -262,7 +264,7 @@ func runBlobGet(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	defer f.Abort()
 	h := sha256.New()
-	res, err := c.Read(ctx, id, io.MultiWriter(f.File, h, meter))
+	res, err := c.Read(ctx, id, io.MultiWriter(f.File, h, meter), walrus.WithFreeSpace(filepath.Dir(*out)))
 	if err != nil {
 		return blobError("blob get", err)
 	}
@@ -292,20 +294,16 @@ func runBlobGet(ctx context.Context, env *cmdEnv, args []string) error {
 	return nil
 }
 
-// blobError maps the walrus package's errors to exit codes.
+// blobError maps the walrus package's errors to exit codes: a mistake in
+// the configuration or the arguments is 2; the rest classify maps (an
+// answer over its bound or of the wrong bytes 3, no such blob 4, an
+// interruption 130, anything else 1).
 func blobError(what string, err error) error {
 	err = fmt.Errorf("%s: %w", what, err)
-	switch {
-	case errors.Is(err, walrus.ErrNotFound):
-		return withCode(exitNotFound, err)
-	case errors.Is(err, walrus.ErrMismatch):
-		return withCode(exitMismatch, err)
-	case errors.Is(err, walrus.ErrConfig), errors.Is(err, walrus.ErrInvalidBlobID):
+	if errors.Is(err, walrus.ErrConfig) || errors.Is(err, walrus.ErrInvalidBlobID) {
 		return withCode(exitUsage, err)
-	case errors.Is(err, context.Canceled):
-		return err // exit 130
 	}
-	return withCode(exitFailure, err)
+	return err
 }
 
 func blobFileSHA256(path string) ([32]byte, error) {

@@ -7,12 +7,18 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 func startBlobServer(t *testing.T, cfg localwalrus.Config) *localwalrus.Server {
@@ -175,5 +181,110 @@ func TestProgressMeter(t *testing.T) {
 	m.logWriter().Write([]byte("level=WARN msg=retrying\n"))
 	if out.String() != "\r\033[Klevel=WARN msg=retrying\n" {
 		t.Fatalf("log line %q", out.String())
+	}
+}
+
+// hostileAggregator serves every blob as an answer that never ends (or
+// ends only after limit bytes): with lie set, it first announces
+// Content-Length lie. It counts what it managed to send.
+func hostileAggregator(t *testing.T, lie string, limit int64) (url string, sent func() int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lie != "" {
+			w.Header().Set("Content-Length", lie)
+		}
+		w.WriteHeader(http.StatusOK)
+		buf := bytes.Repeat([]byte("hostile "), 8<<10)
+		for n.Load() < limit {
+			k, err := w.Write(buf)
+			n.Add(int64(k))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	// Close waits for the handler: sent() then counts everything.
+	return srv.URL, func() int64 { srv.Close(); return n.Load() }
+}
+
+// TestBlobGetHostileAggregator: blob get honours walrus.max_download_size
+// (issue 28: an aggregator made it write 3.4 GB in 8 s; it stopped only at
+// a built-in 16 GiB). An endless body and a lying Content-Length are cut
+// off at the configured bound, exit 3, and leave nothing behind.
+func TestBlobGetHostileAggregator(t *testing.T) {
+	const limit = 64 << 20 // the server gives up here (an unbounded client takes it all)
+	id := localwalrus.BlobID([]byte("anything"))
+	for _, tt := range []struct {
+		name    string
+		lie     string
+		flags   bool // --aggregator and --max-size instead of -config
+		code    int
+		want    string
+		maxSent int64
+	}{
+		{"endless body, config", "", false, exitMismatch, "past the read limit of 1.0 MiB", 24 << 20},
+		{"endless body, flags", "", true, exitMismatch, "past the read limit of 1.0 MiB", 24 << 20},
+		{"Content-Length of a TiB", "1099511627776", false, exitMismatch, "Content-Length says the blob is 1.0 TiB, over the read limit of 1.0 MiB", 24 << 20},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			url, sent := hostileAggregator(t, tt.lie, limit)
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "hermesd.yml")
+			os.WriteFile(cfg, []byte("state_dir: state\nwalrus:\n  aggregators: [\""+url+"\"]\n  max_download_size: 1MiB\n  retry_max: 2\n"), 0o600)
+			out := filepath.Join(dir, "out.bin")
+			args := []string{"blob", "get", id, "-o", out, "-config", cfg}
+			if tt.flags {
+				args = []string{"blob", "get", id, "-o", out, "--aggregator", url, "--max-size", "1MiB"}
+			}
+			_, _, err := runBlobCmd(t, args...)
+			if exitCode(err) != tt.code || !strings.Contains(errString(err), tt.want) {
+				t.Fatalf("exit %d (want %d): %v", exitCode(err), tt.code, err)
+			}
+			n := sent()
+			if n > tt.maxSent {
+				t.Errorf("the aggregator sent %d bytes before the client stopped (bound 1 MiB)", n)
+			}
+			t.Logf("the aggregator got %d bytes out before the client hung up", n)
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Errorf("left behind: %v", ents)
+			}
+		})
+	}
+
+	// Within the bound but beyond the disk: refused before the first byte.
+	url, sent := hostileAggregator(t, strconv.FormatInt(1<<61, 10), limit)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.bin")
+	_, _, err := runBlobCmd(t, "blob", "get", id, "-o", out, "--aggregator", url, "--max-size", "4194304TiB")
+	if !errors.Is(err, walrus.ErrNoSpace) || !strings.Contains(errString(err), "2.000 EiB are needed") {
+		t.Fatalf("a 2 EiB blob: exit %d: %v", exitCode(err), err)
+	}
+	if n := sent(); n > 24<<20 {
+		t.Errorf("the aggregator sent %d bytes", n)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// TestBlobClientConfig: blob's client takes walrus.max_download_size from
+// the configuration, and the configuration's default without one.
+func TestBlobClientConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hermesd.yml")
+	os.WriteFile(cfg, []byte("state_dir: state\nwalrus:\n  aggregators: [\"http://127.0.0.1:1\"]\n  max_download_size: 3MiB\n"), 0o600)
+	for _, tt := range []struct {
+		ep   endpointFlags
+		want int64
+	}{
+		{endpointFlags{config: cfg}, 3 << 20},
+		{endpointFlags{config: cfg, aggregators: urlListFlag{"http://127.0.0.1:2"}}, 3 << 20},
+		{endpointFlags{aggregators: urlListFlag{"http://127.0.0.1:2"}}, int64(config.Default().Walrus.MaxDownloadSize)},
+	} {
+		wc, err := tt.ep.clientConfig(false)
+		if err != nil || wc.MaxReadSize != tt.want {
+			t.Errorf("%+v: max read size %d, want %d (%v)", tt.ep, wc.MaxReadSize, tt.want, err)
+		}
 	}
 }

@@ -252,7 +252,7 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 
-	sd, err := state.Open(stateDir, state.Options{AllowSymlinks: cfg != nil && cfg.AllowSymlinks})
+	sd, err := state.Open(stateDir, stateOptions(cfg))
 	if err != nil {
 		if errors.Is(err, state.ErrLocked) {
 			return fmt.Errorf("%w; stop the daemon or POST the receipts to its /v1/agents/%s/receipts", err, *agentID)
@@ -785,7 +785,7 @@ func runQuarantinePurge(ctx context.Context, env *cmdEnv, args []string) error {
 		Via     string `json:"via"` // "daemon" or "state directory"
 	}{Agent: id}
 
-	sd, err := state.Open(stateDir, state.Options{AllowSymlinks: cfg != nil && cfg.AllowSymlinks})
+	sd, err := state.Open(stateDir, stateOptions(cfg))
 	switch {
 	case errors.Is(err, state.ErrLocked):
 		// The daemon holds the log: only it may change the file.
@@ -891,4 +891,13 @@ func purgeViaDaemon(ctx context.Context, cfg *config.Config, id string) (int, er
 		return 0, errors.New("the daemon's answer to purge is not what hermesd sends")
 	}
 	return *ans.Removed, nil
+}
+
+// stateOptions are the state directory's checks for a command that may run
+// without a configuration (--state-dir): then nothing is relaxed.
+func stateOptions(cfg *config.Config) state.Options {
+	if cfg == nil {
+		return state.Options{}
+	}
+	return compose.StateOptions(cfg)
 }

@@ -14,7 +14,7 @@ import (
 const (
 	exitOK          = 0
 	exitFailure     = 1   // anything not listed below
-	exitUsage       = 2   // bad flags or arguments, invalid configuration
+	exitUsage       = 2   // bad flags or arguments, invalid configuration, refused key files or directories
 	exitMismatch    = 3   // verification failed: hash, bytes, modes, signatures or a tampered blob
 	exitNotFound    = 4   // no pointer, no blob, or the blob has expired
 	exitLocked      = 5   // another hermesd process holds the state directory
@@ -27,7 +27,9 @@ const exitCodeHelp = `
 Exit status:
   0    success
   1    failure (network, chain, disk, ...)
-  2    usage error or invalid configuration
+  2    usage error or invalid configuration, or what it names refused: a
+       key file (mode, owner), a state or brain directory (a system
+       directory, writable by others, another user's), permission denied
   3    verification failed (hash, bytes, modes, signature, tampered blob)
   4    not found (no ENS pointer, no such blob, blob expired)
   5    state directory locked by another hermesd process

@@ -4,12 +4,19 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/seal"
+	"github.com/hermesd/hermesd/internal/secretfile"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/tarball"
@@ -60,5 +67,40 @@ func TestReportSanitizes(t *testing.T) {
 	}
 	if !strings.Contains(got, `\u001b]0;pwned\u0007\u001b[2J\u009b31m\u000asecond line`) {
 		t.Errorf("report printed %q", got)
+	}
+}
+
+// TestExitCodesOfConfiguration: every problem of the configuration or of
+// what it names exits 2, however deeply it is wrapped (issue 28 item 13:
+// "unsafe state directory" exited 1, so systemd's
+// RestartPreventExitStatus=2 restarted hermesd forever).
+func TestExitCodesOfConfiguration(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("startup: open agent a: %w", err) }
+	for _, err := range []error{
+		&config.ValidationError{Fields: []*config.FieldError{{Field: "state_dir", Msg: "required"}}},
+		fmt.Errorf("%w: /etc is a system directory", state.ErrUnsafe),
+		fmt.Errorf("%w: /srv/s belongs to uid 65534", state.ErrUnsafe),
+		fmt.Errorf("%w: /srv/s is writable by everyone", state.ErrUnsafe),
+		fmt.Errorf("%w: /srv/a -> /etc", fsys.ErrSymlink),
+		fsys.CheckSystemDir("/etc"),
+		fmt.Errorf("read secret: %w: /k belongs to uid 65534", fsys.ErrForeignOwner),
+		fmt.Errorf("/k is %w (mode 0644)", secretfile.ErrMode),
+		fmt.Errorf("/k: %w", secretfile.ErrNotRegular),
+		fmt.Errorf("/k is %w of 65536 bytes", secretfile.ErrTooLarge),
+		fmt.Errorf("key: %w", cipher.ErrInvalidKey),
+		config.ErrNoSecret,
+		fmt.Errorf("%w: threshold", seal.ErrInvalidConfig),
+		fmt.Errorf("%w: no aggregators", walrus.ErrConfig),
+		fmt.Errorf("%w: chain id 1, configured 11155111", ens.ErrWrongChain),
+		ens.ErrNoRegistry,
+		ens.ErrReadOnly,
+		fmt.Errorf("%w: a..eth", ens.ErrInvalidName),
+		receipts.ErrPolicy,
+		snapshot.ErrNoKey,
+		&fs.PathError{Op: "mkdir", Path: "/var/lib/hermesd", Err: syscall.EACCES},
+	} {
+		if got := exitCode(wrap(err)); got != exitUsage {
+			t.Errorf("%v: exit %d, want %d", err, got, exitUsage)
+		}
 	}
 }

@@ -96,6 +96,10 @@ type Config struct {
 	// AllowSymlinks accepts a brain or seed directory that is or passes
 	// through a symbolic link (config allow_symlinks).
 	AllowSymlinks bool
+	// AllowUnsafeDirs accepts a brain or seed directory that is a system
+	// directory, the user's home, or writable by everyone (config
+	// allow_unsafe_dirs).
+	AllowUnsafeDirs bool
 	// Self is this operator's chain address (zero when read-only): a
 	// name owned by another address was transferred.
 	Self common.Address
@@ -113,20 +117,32 @@ type Config struct {
 	VisibilityTimeout time.Duration
 }
 
-// checkPaths refuses a brain (or seed) directory reached through a
-// symbolic link, unless allowed: a link swapped under a running daemon
-// would make it snapshot and upload another tree, and write its lock
-// there.
+// checkPaths refuses a brain (or seed) directory that is a system
+// directory or the user's home, that anyone may add files to (they would
+// enter its snapshots), or that is reached through a symbolic link, unless
+// the configuration allows it: a link swapped under a running daemon would
+// make it snapshot and upload another tree, and write its lock there. It
+// runs before every restore and snapshot, so a directory that changes
+// under a running daemon is caught too.
 func (a *Agent) checkPaths() error {
-	if a.cfg.AllowSymlinks {
-		return nil
-	}
-	for _, p := range []string{a.cfg.BrainDir, a.cfg.SeedDir} {
-		if p == "" {
+	for _, d := range []struct {
+		role, path string
+		system     func(string) error
+	}{{"brain", a.cfg.BrainDir, fsys.CheckSystemDir}, {"seed", a.cfg.SeedDir, fsys.CheckSystemSource}} {
+		if d.path == "" {
 			continue
 		}
-		if err := fsys.CheckNoSymlink(p); err != nil {
-			return fmt.Errorf("%w (set allow_symlinks: true if this link is yours)", err)
+		if !a.cfg.AllowUnsafeDirs {
+			for _, check := range []func(string) error{d.system, fsys.CheckNotHome, fsys.CheckNotPublic} {
+				if err := check(d.path); err != nil {
+					return fmt.Errorf("unsafe %s directory: %w (set allow_unsafe_dirs: true to allow it)", d.role, err)
+				}
+			}
+		}
+		if !a.cfg.AllowSymlinks {
+			if err := fsys.CheckNoSymlink(d.path); err != nil {
+				return fmt.Errorf("%w (set allow_symlinks: true if this link is yours)", err)
+			}
 		}
 	}
 	return nil

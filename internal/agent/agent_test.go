@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -578,6 +579,43 @@ func TestSymlinkedBrainRefused(t *testing.T) {
 	a.cfg.AllowSymlinks = true
 	if err := a.Prepare(t.Context()); err != nil {
 		t.Fatalf("allowed: %v", err)
+	}
+}
+
+// A brain or seed directory anyone may write to is refused unless allowed
+// (issue 28 item 10): files planted there would enter its snapshots. The
+// check runs before every sync, so a brain made world-writable under a
+// running daemon stops being snapshotted.
+func TestPublicBrainRefused(t *testing.T) {
+	r := newRig(t)
+	r.write("system.md", "You are a test agent.\n")
+	os.Chmod(r.brain, os.ModeSticky|0o777) // /tmp-like: anyone may still add files
+	a := r.open()
+	err := a.Prepare(t.Context())
+	if !errors.Is(err, fsys.ErrUnsafeDir) || !strings.Contains(err.Error(), "unsafe brain directory") ||
+		!strings.Contains(err.Error(), "allow_unsafe_dirs") || a.Status().Phase != PhaseFailed {
+		t.Fatalf("Prepare = %v, phase %s", err, a.Status().Phase)
+	}
+	os.Chmod(r.brain, 0o755)
+	if err := a.Prepare(t.Context()); err != nil {
+		t.Fatalf("once fixed: %v", err)
+	}
+	os.Chmod(r.brain, 0o777)
+	if _, err := a.SyncOnce(t.Context()); !errors.Is(err, fsys.ErrUnsafeDir) || r.pipe.Takes() != 0 {
+		t.Fatalf("SyncOnce = %v (takes %d)", err, r.pipe.Takes())
+	}
+	a.cfg.AllowUnsafeDirs = true
+	if _, err := a.SyncOnce(t.Context()); err != nil {
+		t.Fatalf("allowed: %v", err)
+	}
+
+	// A seed directory too: its files are copied into the brain.
+	r = newRig(t)
+	os.MkdirAll(r.seed, 0o777)
+	os.Chmod(r.seed, 0o777)
+	a = r.open()
+	if err := a.Prepare(t.Context()); !errors.Is(err, fsys.ErrUnsafeDir) || !strings.Contains(err.Error(), "unsafe seed directory") {
+		t.Fatalf("public seed: %v", err)
 	}
 }
 

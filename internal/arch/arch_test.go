@@ -110,9 +110,11 @@ var placement = map[string]layer{
 }
 
 // leaves maps each leaf package to the only packages of this module it
-// may import: fsys, the shared directory walk, name policy and overlay, is
-// itself a leaf that imports nothing of ours; hash, tarball and sqlite
-// build on it; cipher reads its key files through secretfile.
+// may import: fsys, the shared directory walk, name policy, overlay and
+// path trust (owners, links, system directories), is itself a leaf that
+// imports nothing of ours; hash, tarball and sqlite build on it, and so
+// does secretfile (the ownership rule); cipher reads its key files through
+// secretfile.
 var leaves = map[string][]string{
 	"internal/atomicfile": nil,
 	"internal/backoff":    nil,
@@ -121,7 +123,7 @@ var leaves = map[string][]string{
 	"internal/fsys":       nil,
 	"internal/hash":       {"internal/fsys"},
 	"internal/redact":     nil,
-	"internal/secretfile": nil,
+	"internal/secretfile": {"internal/fsys"},
 	"internal/sqlite":     {"internal/fsys"},
 	"internal/tarball":    {"internal/fsys"},
 	"internal/walruscost": nil,

@@ -121,20 +121,21 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		hand = &agent.Handover{Head: h.Head, BundleHash: h.BundleHash, KeyID: h.KeyID()}
 	}
 	acfg := agent.Config{
-		ID:            ac.ID,
-		BrainDir:      ac.BrainDir,
-		SeedDir:       ac.SeedDir,
-		ENSName:       ac.ENSName,
-		Quiet:         c.QuietPeriod(ac),
-		MaxLag:        c.MaxLagOf(ac),
-		MinInterval:   c.SnapshotIntervalOf(ac),
-		RefreshAfter:  c.RefreshAfterOf(ac),
-		ImportPolicy:  policy,
-		Trusted:       s.Trusted,
-		AllowSymlinks: c.AllowSymlinks,
-		Self:          s.Self,
-		Handover:      hand,
-		KeyID:         keyID(pipe),
+		ID:              ac.ID,
+		BrainDir:        ac.BrainDir,
+		SeedDir:         ac.SeedDir,
+		ENSName:         ac.ENSName,
+		Quiet:           c.QuietPeriod(ac),
+		MaxLag:          c.MaxLagOf(ac),
+		MinInterval:     c.SnapshotIntervalOf(ac),
+		RefreshAfter:    c.RefreshAfterOf(ac),
+		ImportPolicy:    policy,
+		Trusted:         s.Trusted,
+		AllowSymlinks:   c.AllowSymlinks,
+		AllowUnsafeDirs: c.AllowUnsafeDirs,
+		Self:            s.Self,
+		Handover:        hand,
+		KeyID:           keyID(pipe),
 	}
 	if records != nil {
 		acfg.Records, acfg.VisibilityTimeout = records.ID, records.VisibilityTimeout.D()
@@ -196,7 +197,13 @@ func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, er
 
 // OpenState opens and locks the configuration's state directory.
 func OpenState(c *config.Config) (*state.Dir, error) {
-	return state.Open(c.StateDir, state.Options{AllowSymlinks: c.AllowSymlinks})
+	return state.Open(c.StateDir, StateOptions(c))
+}
+
+// StateOptions are the state directory's checks as the configuration
+// relaxes them.
+func StateOptions(c *config.Config) state.Options {
+	return state.Options{AllowSymlinks: c.AllowSymlinks, AllowUnsafeDirs: c.AllowUnsafeDirs}
 }
 
 // keyID is the id of the key the agent's v3 snapshots are written under;

@@ -89,7 +89,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		return nil, err
 	}
 
-	wc, err := walrusConfig(c, !opts.ReadOnly, log.With("component", "walrus"))
+	wc, err := WalrusConfig(c, !opts.ReadOnly, log.With("component", "walrus"))
 	if err != nil {
 		return nil, err
 	}
@@ -266,9 +266,10 @@ func trusted(c *config.Config, self *common.Address) ([]common.Address, error) {
 	return addrs, nil
 }
 
-// walrusConfig maps the configuration onto the Walrus client's; publisher
-// credentials only when writing.
-func walrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config, error) {
+// WalrusConfig maps the configuration onto the Walrus client's; publisher
+// credentials only when writing. Every Walrus client hermesd makes comes
+// from here, so every download honours walrus.max_download_size.
+func WalrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config, error) {
 	wc := walrus.Config{
 		Publishers:     c.Walrus.Publishers,
 		Aggregators:    c.Walrus.Aggregators,
@@ -316,7 +317,7 @@ func walrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config
 // that must share nothing with the daemon's clients (the drill's cold
 // path). write adds the publisher credentials.
 func NewWalrus(c *config.Config, write bool, log *slog.Logger) (*walrus.Client, error) {
-	wc, err := walrusConfig(c, write, log)
+	wc, err := WalrusConfig(c, write, log)
 	if err != nil {
 		return nil, err
 	}

@@ -76,13 +76,13 @@ func (c *Config) validateAgentKeys(v *validator) {
 			v.add(f+".identity", "only used with handover")
 		}
 		if k.Env != "" && !validEnvName(k.Env) {
-			v.add(f+".env", "%q is not an environment variable name", k.Env)
+			v.add(f+".env", "%s is not an environment variable name (give the variable's name, not its value)", shown(k.Env))
 		}
 		if k.Handover != "" && k.Handover == k.Identity {
 			v.add(f+".identity", "is the handover file itself")
 		}
 		if c.Encryption.Format != "v3" {
-			v.add(f, "per-agent keys exist in format v3 only (encryption.format is %q)", c.Encryption.Format)
+			v.add(f, "per-agent keys exist in format v3 only (encryption.format is %s)", shown(c.Encryption.Format))
 		}
 		if k.Handover != "" && a.ENSName == "" {
 			v.add(f+".handover", "a handed-over agent needs its ens_name (the name the seller transferred)")

@@ -47,6 +47,17 @@ type Config struct {
 	// write its state somewhere else.
 	AllowSymlinks bool `yaml:"allow_symlinks"`
 
+	// AllowUnsafeDirs lets state_dir, brain_dir and seed_dir be system
+	// directories (/, /etc, /usr, /var, ... and anything below /etc, /usr
+	// (but /usr/local), /proc, /sys, /dev, /boot and the /bin, /sbin and
+	// /lib trees; fsys.SystemDir has the list), a brain or seed directory
+	// be the home directory of the user hermesd runs as, and a brain or
+	// seed directory be writable by everyone (or lie in a directory
+	// everyone may write without the sticky bit). Off by default: as root,
+	// a brain in /etc snapshots /etc/shadow, and files anyone can plant in
+	// a brain end up in its snapshots.
+	AllowUnsafeDirs bool `yaml:"allow_unsafe_dirs"`
+
 	// ShutdownTimeout bounds how long a stopping hermesd keeps trying to
 	// publish pending pointers (a second signal aborts at once).
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
@@ -200,7 +211,9 @@ type Repository struct {
 	// objects are re-packed (at least 1, less than every agent's epochs).
 	ExpiryMargin int `yaml:"expiry_margin"`
 	// MaxPacks bounds the packs a snapshot needs (each costs a range read
-	// on restore); past it the least used ones are merged.
+	// on restore); past it the least used ones are merged. At most 512:
+	// readers refuse a commit listing more packs than that allows besides
+	// the ones its data fills (repo.PackBound).
 	MaxPacks int `yaml:"max_packs"`
 	// MinLive re-packs a pack once less than this fraction of it is still
 	// referenced (0 never does).
@@ -435,7 +448,7 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return c, nil // an empty file is all defaults
 		}
-		return nil, fmt.Errorf("parse: %w", err)
+		return nil, fmt.Errorf("parse: %w", scrubYAML(err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -453,7 +466,7 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 	sdec := yaml.NewDecoder(bytes.NewReader(out))
 	sdec.KnownFields(true)
 	if err := sdec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("parse: %w", err)
+		return nil, fmt.Errorf("parse: %w", scrubYAML(err))
 	}
 	c.fillRecordsDefaults()
 	return c, nil

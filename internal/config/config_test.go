@@ -228,6 +228,7 @@ func TestValidate(t *testing.T) {
 		{"margin leaves no time", func(c *Config) { c.Agents[0].Epochs = 2 }, "repository.expiry_margin"},
 		{"margin as long as storage", func(c *Config) { c.Repository.ExpiryMargin = 4 }, "repository.expiry_margin"},
 		{"too few packs", func(c *Config) { c.Repository.MaxPacks = 1 }, "repository.max_packs"},
+		{"too many packs", func(c *Config) { c.Repository.MaxPacks = 513 }, "repository.max_packs"},
 		{"min live of all", func(c *Config) { c.Repository.MinLive = 1 }, "repository.min_live"},
 		{"negative min live", func(c *Config) { c.Repository.MinLive = -0.1 }, "repository.min_live"},
 		{"packs under the cap", func(c *Config) { c.Walrus.MaxBlobSize = 1 << 20 }, "walrus.max_blob_size"},
@@ -236,6 +237,14 @@ func TestValidate(t *testing.T) {
 		{"infinite price", func(c *Config) { c.Cost.SuiTxUSD = math.Inf(1) }, "cost.sui_tx_usd"},
 		{"no shards", func(c *Config) { c.Cost.WalrusShards = 0 }, "cost.walrus_shards"},
 		{"too many shards", func(c *Config) { c.Cost.WalrusShards = 1 << 16 }, "cost.walrus_shards"},
+		{"state in /etc", func(c *Config) { c.StateDir = "/etc" }, "state_dir"},
+		{"state in /var", func(c *Config) { c.StateDir = "/var" }, "state_dir"},
+		{"brain in /etc", func(c *Config) { c.Agents[0].BrainDir = "/etc" }, "agents[0].brain_dir"},
+		{"brain below /etc", func(c *Config) { c.Agents[0].BrainDir = "/etc/ssh" }, "agents[0].brain_dir"},
+		{"brain below /usr", func(c *Config) { c.Agents[0].BrainDir = "/usr/share/brain" }, "agents[0].brain_dir"},
+		{"brain is /", func(c *Config) { c.Agents[0].BrainDir = "/" }, "agents[0].brain_dir"},
+		{"brain is home", func(c *Config) { c.Agents[0].BrainDir, _ = os.UserHomeDir() }, "agents[0].brain_dir"},
+		{"seed is /etc", func(c *Config) { c.Agents[0].SeedDir = "/etc" }, "agents[0].seed_dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,6 +252,34 @@ func TestValidate(t *testing.T) {
 			tt.mutate(c)
 			wantFieldError(t, c.Validate(), tt.field)
 		})
+	}
+}
+
+// TestUnsafeDirsAllowed: allow_unsafe_dirs lets system directories
+// through, and a seed may lie below /usr (hermesd only reads it).
+func TestUnsafeDirsAllowed(t *testing.T) {
+	p := writeConfig(t, `
+state_dir: /var/lib/hermesd
+allow_unsafe_dirs: true
+walrus: {publishers: ["http://127.0.0.1:1"], aggregators: ["http://127.0.0.1:1"]}
+encryption: {key: {env: K}}
+agents: [{id: a, brain_dir: /etc/agent, seed_dir: /proc/seed}]
+`)
+	if _, err := Load(p); err != nil {
+		t.Fatalf("allowed: %v", err)
+	}
+	c := Default()
+	c.StateDir = "/var/lib/hermesd"
+	c.Walrus.Publishers, c.Walrus.Aggregators = []string{"http://127.0.0.1:1"}, []string{"http://127.0.0.1:1"}
+	c.Encryption.Key = SecretRef{Env: "K"}
+	c.Agents = []Agent{{ID: "a", BrainDir: "/srv/a", SeedDir: "/usr/share/hermesd/seed"}}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a seed below /usr: %v", err)
+	}
+	c.Agents[0].BrainDir = "/etc"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "agents[0].brain_dir: /etc is a system directory") ||
+		!strings.Contains(err.Error(), "allow_unsafe_dirs") {
+		t.Fatalf("refusal: %v", err)
 	}
 }
 

@@ -113,7 +113,7 @@ func (c *Config) validateSeal(v *validator) {
 		return
 	}
 	if s.Escrow && c.Encryption.Format != "v3" {
-		v.add("seal.escrow", "needs encryption.format v3 (the escrow lives in v3 head packs), not %q", c.Encryption.Format)
+		v.add("seal.escrow", "needs encryption.format v3 (the escrow lives in v3 head packs), not %s", shown(c.Encryption.Format))
 	}
 	if s.Escrow && s.PackageID == "" && len(s.KeyServers) == 0 {
 		v.add("seal.escrow", "needs the seal section: package_id, policy, key_servers, threshold and sui_key")
@@ -123,7 +123,7 @@ func (c *Config) validateSeal(v *validator) {
 	case s.PackageID == "":
 		v.add("seal.package_id", "required: the policy package's first-version object ID")
 	case !suiAddrRe.MatchString(s.PackageID):
-		v.add("seal.package_id", "%q is not a Sui object ID (0x + 64 hex digits)", s.PackageID)
+		v.add("seal.package_id", "%s is not a Sui object ID (0x + 64 hex digits)", shown(s.PackageID))
 	}
 	switch s.Policy {
 	case SealPolicyAccountBased:
@@ -136,18 +136,18 @@ func (c *Config) validateSeal(v *validator) {
 		case a.ObjectID == "":
 			v.add("seal.allowlist.object_id", "required with policy allowlist")
 		case !suiAddrRe.MatchString(a.ObjectID):
-			v.add("seal.allowlist.object_id", "%q is not a Sui object ID (0x + 64 hex digits)", a.ObjectID)
+			v.add("seal.allowlist.object_id", "%s is not a Sui object ID (0x + 64 hex digits)", shown(a.ObjectID))
 		}
 		if a.InitialSharedVersion == 0 {
 			v.add("seal.allowlist.initial_shared_version", "required with policy allowlist (sui client object %s shows it)", a.ObjectID)
 		}
 	default:
-		v.add("seal.policy", "%q is not one of account_based, allowlist", s.Policy)
+		v.add("seal.policy", "%s is not one of account_based, allowlist", shown(s.Policy))
 	}
 	switch s.Allowlist.ID {
 	case "name", "token":
 	default:
-		v.add("seal.allowlist.id", "%q is not one of name, token", s.Allowlist.ID)
+		v.add("seal.allowlist.id", "%s is not one of name, token", shown(s.Allowlist.ID))
 	}
 	if s.Policy == SealPolicyAllowlist && s.Allowlist.ID == "token" {
 		for i, a := range c.Agents {
@@ -169,7 +169,7 @@ func (c *Config) validateSeal(v *validator) {
 		case k.ObjectID == "":
 			v.add(f("object_id"), "required: the key server's on-chain KeyServer object ID")
 		case !suiAddrRe.MatchString(k.ObjectID):
-			v.add(f("object_id"), "%q is not a Sui object ID (0x + 64 hex digits)", k.ObjectID)
+			v.add(f("object_id"), "%s is not a Sui object ID (0x + 64 hex digits)", shown(k.ObjectID))
 		default:
 			if j, dup := seen[normalHex(k.ObjectID)]; dup {
 				v.add(f("object_id"), "also seal.key_servers[%d].object_id (give one server a weight instead)", j)
@@ -197,7 +197,7 @@ func (c *Config) validateSeal(v *validator) {
 		if (k.APIKeyHeader == "") != k.APIKey.IsZero() {
 			v.add(f("api_key"), "set both api_key and api_key_header, or neither")
 		} else if k.APIKeyHeader != "" && !headerNameRe.MatchString(k.APIKeyHeader) {
-			v.add(f("api_key_header"), "%q is not an HTTP header name", k.APIKeyHeader)
+			v.add(f("api_key_header"), "%s is not an HTTP header name", shown(k.APIKeyHeader))
 		} else if k.APIKeyHeader != "" && http.CanonicalHeaderKey(k.APIKeyHeader) == "Content-Type" {
 			v.add(f("api_key_header"), "must not be Content-Type")
 		}

@@ -28,10 +28,10 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (use e.g. 30s, 10m, 1h)", n.Line, n.Value)
+		return fmt.Errorf("line %d: %s is not a duration (use e.g. 30s, 10m, 1h)", n.Line, shown(n.Value))
 	}
 	if v < 0 {
-		return fmt.Errorf("line %d: duration %q is negative", n.Line, n.Value)
+		return fmt.Errorf("line %d: duration %s is negative", n.Line, shown(n.Value))
 	}
 	*d = Duration(v)
 	return nil
@@ -65,10 +65,10 @@ func ParseByteSize(s string) (ByteSize, error) {
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a size (use e.g. 10MiB, 512KiB or a byte count)", s)
+		return 0, fmt.Errorf("%s is not a size (use e.g. 10MiB, 512KiB or a byte count)", shown(s))
 	}
 	if n > 0 && mult > 1 && n > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q is too large", s)
+		return 0, fmt.Errorf("size %s is too large", shown(s))
 	}
 	return ByteSize(n * mult), nil
 }
@@ -112,7 +112,7 @@ func (m *FileMode) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := strconv.ParseUint(strings.TrimPrefix(n.Value, "0o"), 8, 32)
 	if err != nil || v > 0o777 {
-		return fmt.Errorf("line %d: %q is not a permission mode (octal, e.g. 0660)", n.Line, n.Value)
+		return fmt.Errorf("line %d: %s is not a permission mode (octal, e.g. 0660)", n.Line, shown(n.Value))
 	}
 	*m = FileMode(v)
 	return nil

@@ -12,6 +12,8 @@ import (
 
 	"github.com/adraffy/go-ens-normalize/ensip15"
 
+	"github.com/hermesd/hermesd/internal/fsys"
+	"github.com/hermesd/hermesd/internal/redact"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -76,12 +78,12 @@ func (c *Config) validate(v *validator) {
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		v.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+		v.add("log.level", "%s is not one of debug, info, warn, error", shown(c.Log.Level))
 	}
 	switch c.Log.Format {
 	case "text", "json":
 	default:
-		v.add("log.format", "%q is not one of text, json", c.Log.Format)
+		v.add("log.format", "%s is not one of text, json", shown(c.Log.Format))
 	}
 
 	if c.HTTP.Listen != "" {
@@ -98,7 +100,7 @@ func (c *Config) validate(v *validator) {
 	switch c.HTTP.Readiness {
 	case "all", "any":
 	default:
-		v.add("http.readiness", "%q is not one of all, any", c.HTTP.Readiness)
+		v.add("http.readiness", "%s is not one of all, any", shown(c.HTTP.Readiness))
 	}
 	if c.Chain.CheckInterval <= 0 {
 		v.add("chain.check_interval", "must be positive")
@@ -123,6 +125,7 @@ func (c *Config) validate(v *validator) {
 		checkPath(fmt.Sprintf("agents[%d].brain_dir", i), c.Agents[i].BrainDir)
 		checkPath(fmt.Sprintf("agents[%d].seed_dir", i), c.Agents[i].SeedDir)
 	}
+	c.validateDirs(v)
 
 	c.validateWalrus(v)
 	c.validateChain(v)
@@ -133,6 +136,34 @@ func (c *Config) validate(v *validator) {
 	c.validateCost(v)
 	c.validateAgents(v)
 	c.validateAgentKeys(v)
+}
+
+// validateDirs refuses system directories as state, brain or seed
+// directory, and the home directory as a brain or seed directory, unless
+// allow_unsafe_dirs (fsys.CheckSystemDir, fsys.CheckNotHome: a path
+// property, checked here for every command; the agent and the state
+// directory check again when they are used, and for directories anyone
+// may write to).
+func (c *Config) validateDirs(v *validator) {
+	if c.AllowUnsafeDirs {
+		return
+	}
+	check := func(field, p string, checks ...func(string) error) {
+		if p == "" || !filepath.IsAbs(p) {
+			return
+		}
+		for _, f := range checks {
+			if err := f(p); err != nil {
+				v.add(field, "%v (set allow_unsafe_dirs: true to allow it)", err)
+				return
+			}
+		}
+	}
+	check("state_dir", c.StateDir, fsys.CheckSystemDir)
+	for i := range c.Agents {
+		check(fmt.Sprintf("agents[%d].brain_dir", i), c.Agents[i].BrainDir, fsys.CheckSystemDir, fsys.CheckNotHome)
+		check(fmt.Sprintf("agents[%d].seed_dir", i), c.Agents[i].SeedDir, fsys.CheckSystemSource, fsys.CheckNotHome)
+	}
 }
 
 // CheckListen accepts host:port addresses on loopback, or anywhere when
@@ -158,19 +189,21 @@ func CheckListen(addr string, allowRemote bool) error {
 	return nil
 }
 
+// checkHTTPURL accepts an http(s) base URL. Its errors show the URL's
+// origin only: its path, query and user part may hold an API key.
 func checkHTTPURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL", s)
+		return errors.New("not a URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q: scheme must be http or https", s)
+		return fmt.Errorf("%s: scheme must be http or https", redact.URL(s))
 	}
 	if u.Host == "" {
-		return fmt.Errorf("%q has no host", s)
+		return fmt.Errorf("%s has no host", redact.URL(s))
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q: give the base URL without query or fragment", s)
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return fmt.Errorf("%s: give the base URL without query or fragment", redact.URL(s))
 	}
 	return nil
 }
@@ -202,7 +235,7 @@ func (c *Config) validateWalrus(v *validator) {
 		v.add("walrus.share", "share and send_object_to are mutually exclusive (publishers reject both)")
 	}
 	if w.SendObjectTo != "" && !suiAddrRe.MatchString(w.SendObjectTo) {
-		v.add("walrus.send_object_to", "%q is not a Sui address (0x + 64 hex digits)", w.SendObjectTo)
+		v.add("walrus.send_object_to", "%s is not a Sui address (0x + 64 hex digits)", shown(w.SendObjectTo))
 	}
 	if w.EpochDuration <= 0 {
 		v.add("walrus.epoch_duration", "must be positive")
@@ -244,7 +277,7 @@ func (c *Config) validateChain(v *validator) {
 		v.add("chain.rpc", "required when an agent has an ens_name")
 	}
 	if !addressRe.MatchString(ch.ENSRegistry) {
-		v.add("chain.ens_registry", "%q is not an address (0x + 40 hex digits)", ch.ENSRegistry)
+		v.add("chain.ens_registry", "%s is not an address (0x + 40 hex digits)", shown(ch.ENSRegistry))
 	}
 	if ch.TxTimeout <= 0 {
 		v.add("chain.tx_timeout", "must be positive")
@@ -259,7 +292,7 @@ func (c *Config) validateChain(v *validator) {
 		v.add("chain.poll_interval", "must be positive")
 	}
 	if ch.UniversalResolver != "" && !addressRe.MatchString(ch.UniversalResolver) {
-		v.add("chain.universal_resolver", "%q is not an address (0x + 40 hex digits)", ch.UniversalResolver)
+		v.add("chain.universal_resolver", "%s is not an address (0x + 40 hex digits)", shown(ch.UniversalResolver))
 	}
 	if ch.GatewayTimeout <= 0 {
 		v.add("chain.gateway_timeout", "must be positive")
@@ -278,7 +311,7 @@ func checkID(v *validator, list string, i int, id string, seen map[string]int) {
 	case id == "":
 		v.add(field, "required")
 	case !agentIDRe.MatchString(id):
-		v.add(field, "%q must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", id)
+		v.add(field, "%s must be 1-64 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", shown(id))
 	default:
 		if j, dup := seen[id]; dup {
 			v.add(field, "%q is also %s[%d].id", id, list, j)
@@ -291,13 +324,13 @@ func checkID(v *validator, list string, i int, id string, seen map[string]int) {
 func checkRPC(v *validator, field, rpc string) {
 	u, err := url.Parse(rpc)
 	if err != nil || u.Host == "" {
-		v.add(field, "%q is not a URL", rpc)
+		v.add(field, "%s is not a URL with a host", redact.URL(rpc))
 		return
 	}
 	switch u.Scheme {
 	case "http", "https", "ws", "wss":
 	default:
-		v.add(field, "%q: scheme must be http, https, ws or wss", rpc)
+		v.add(field, "%s: scheme must be http, https, ws or wss", redact.URL(rpc))
 	}
 }
 
@@ -322,7 +355,7 @@ func (c *Config) validateSecrets(v *validator) {
 			v.add(field+".password_file", "only used with keystore")
 		}
 		if s.Env != "" && !validEnvName(s.Env) {
-			v.add(field+".env", "%q is not an environment variable name", s.Env)
+			v.add(field+".env", "%s is not an environment variable name (give the variable's name, not its value)", shown(s.Env))
 		}
 	}
 	checkRef("http.token", c.HTTP.Token, false)
@@ -360,14 +393,14 @@ func (c *Config) validateSecrets(v *validator) {
 	switch c.Encryption.Format {
 	case "v1", "v2", "v3", "seal":
 	default:
-		v.add("encryption.format", "%q is not one of v3, v2, v1, seal", c.Encryption.Format)
+		v.add("encryption.format", "%s is not one of v3, v2, v1, seal", shown(c.Encryption.Format))
 	}
 	if c.Encryption.V1MaxSize <= 0 {
 		v.add("encryption.v1_max_size", "must be positive")
 	}
 	for i, t := range c.Receipts.Trusted {
 		if !addressRe.MatchString(t) {
-			v.add(fmt.Sprintf("receipts.trusted[%d]", i), "%q is not an address (0x + 40 hex digits)", t)
+			v.add(fmt.Sprintf("receipts.trusted[%d]", i), "%s is not an address (0x + 40 hex digits)", shown(t))
 		}
 	}
 	switch c.Receipts.ImportPolicy {
@@ -375,7 +408,7 @@ func (c *Config) validateSecrets(v *validator) {
 	case "keep":
 		v.add("receipts.import_policy", "keep was removed: receipts not signed by a trusted operator are never folded into snapshots (use quarantine or reject)")
 	default:
-		v.add("receipts.import_policy", "%q is not one of quarantine, reject", c.Receipts.ImportPolicy)
+		v.add("receipts.import_policy", "%s is not one of quarantine, reject", shown(c.Receipts.ImportPolicy))
 	}
 }
 
@@ -398,6 +431,11 @@ func (c *Config) validateCost(v *validator) {
 	}
 }
 
+// maxPacks bounds repository.max_packs (repo.MaxWriterPacks: readers
+// refuse a commit that lists more packs than that plus what its data
+// fills, repo.PackBound).
+const maxPacks = 512
+
 func (c *Config) validateRepository(v *validator) {
 	r := &c.Repository
 	if c.Encryption.Format == "v3" && c.Walrus.MaxBlobSize > 0 && c.Walrus.MaxBlobSize < minPackSize {
@@ -416,8 +454,8 @@ func (c *Config) validateRepository(v *validator) {
 			break
 		}
 	}
-	if r.MaxPacks < 4 {
-		v.add("repository.max_packs", "%d is below 4", r.MaxPacks)
+	if r.MaxPacks < 4 || r.MaxPacks > maxPacks {
+		v.add("repository.max_packs", "%d is outside 4..%d (readers refuse a commit listing far more packs than its data needs)", r.MaxPacks, maxPacks)
 	}
 	if r.MinLive < 0 || r.MinLive >= 1 {
 		v.add("repository.min_live", "%v is outside 0 (never) .. below 1", r.MinLive)

@@ -1,6 +1,7 @@
 // Package fsys is the file-system layer shared by the bundle hasher and the
 // tar writer and extractor: one policy for the file names a brain may hold,
-// and one directory walk that never follows a symlink below its root.
+// and one directory walk that never follows a symlink below its root. It
+// also owns the rules for which paths hermesd trusts (Trust, below).
 //
 // # Names
 //
@@ -37,6 +38,18 @@
 //
 // Files are opened with O_NONBLOCK where the system has it, so a file
 // swapped for a fifo after the listing cannot block the walk.
+//
+// # Trust
+//
+// [CheckOwner] is the one ownership rule for what hermesd trusts (secret
+// files, via package secretfile, with [CheckLinkOwners] for the links on
+// the way to them; the state directory): it belongs to the user hermesd
+// runs as, or to root. [CheckNoSymlink] refuses a brain, seed or state
+// path through a link someone other than root could change.
+// [CheckSystemDir], [CheckSystemSource] and [CheckNotHome] refuse system
+// directories and the home directory as such paths, [CheckNotPublic] a
+// brain or seed directory anyone may add files to; errors match
+// [ErrForeignOwner], [ErrSymlink] or [ErrUnsafeDir].
 //
 // # Overlays
 //

@@ -27,13 +27,38 @@ const (
 const (
 	// MaxCommitLen bounds a commit's encoding.
 	MaxCommitLen = 16 << 20
-	// MaxPacks bounds a commit's live pack list.
+	// MaxPacks bounds a commit's live pack list; a commit's own contents
+	// bound it further (PackBound).
 	MaxPacks = 100_000
 	// MaxBlobIDLen bounds a blob id (Walrus ids are 43 characters).
 	MaxBlobIDLen = 128
 	// maxJSONInt: every number fits a JavaScript number exactly.
 	maxJSONInt = 1<<53 - 1
 )
+
+// The pack list's bound from what a commit declares (PackBound). A writer
+// lists only packs holding objects the commit references, merges the
+// least used ones once they are more than repository.max_packs (at most
+// MaxWriterPacks), and fills every other pack it writes to at least
+// MinPackSize: so it never lists more than packAllowance packs besides
+// one per MiB of the files, lock and receipts it declares and one per
+// 1,024 files (their trees).
+const (
+	// MaxWriterPacks bounds repository.max_packs.
+	MaxWriterPacks = 512
+	packAllowance  = 2 * MaxWriterPacks
+	bytesPerPack   = 1 << 20
+	filesPerPack   = 1 << 10
+)
+
+// PackBound is the most packs a commit declaring files files of bytes
+// bytes (lock and receipts included) may list. Every listed pack costs a
+// range read before a restore can start: a head listing 5,000 packs
+// behind a 1 MiB brain cost 5,004 reads (issue 28); such a commit is now
+// refused after the head's two.
+func PackBound(files, bytes int64) int64 {
+	return packAllowance + files/filesPerPack + bytes/bytesPerPack
+}
 
 // Commit is one snapshot of an agent's brain: the root tree, the lock and
 // receipts files beside it, the lineage link, and every pack (other than
@@ -169,6 +194,9 @@ func (c *Commit) Validate() error {
 	if len(c.Packs) > MaxPacks {
 		return fmt.Errorf("commit: %d packs, more than %d", len(c.Packs), MaxPacks)
 	}
+	if n, max := int64(len(c.Packs)), PackBound(c.Files, c.declared()); n > max {
+		return fmt.Errorf("commit: %d packs for %d files of %d bytes, more than the %d it can need", n, c.Files, c.declared(), max)
+	}
 	for i, p := range c.Packs {
 		if err := p.validate(); err != nil {
 			return err
@@ -178,6 +206,18 @@ func (c *Commit) Validate() error {
 		}
 	}
 	return nil
+}
+
+// declared is what the commit says a whole restore writes: its files,
+// lock and receipts. Validate has checked every size is at most 2^53-1.
+func (c *Commit) declared() int64 {
+	n := c.Bytes
+	for _, f := range []*FileRef{c.Lock, c.Receipts} {
+		if f != nil {
+			n += f.Size
+		}
+	}
+	return n
 }
 
 func (r *FileRef) validate(what string) error {

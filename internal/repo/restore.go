@@ -10,10 +10,12 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 
+	"github.com/hermesd/hermesd/internal/diskspace"
 	"github.com/hermesd/hermesd/internal/hash"
 )
 
@@ -95,7 +97,9 @@ func (pl *restorePlan) path(f *rfile) string {
 // nil: the trees' bundle hash and totals against the commit (whole
 // restores), every object's id after decryption, every file's SHA-256.
 // Files and directories get exactly their recorded permission bits.
-// Nothing is written outside dir (os.Root), nothing is fsynced, and on
+// Before writing, the totals are checked against the commit's, and dir's
+// filesystem must have room for them (diskspace.ErrNoSpace, with the
+// numbers). Nothing is written outside dir (os.Root), nothing is fsynced, and on
 // error dir may hold a partial tree: the caller restores into a temporary
 // directory, removes it on error, and syncs and renames it on success.
 //
@@ -128,6 +132,13 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	r.dropTrees()
 	if opts.MaxBytes > 0 && pl.bytes > opts.MaxBytes {
 		return Restored{}, fmt.Errorf("%w: the restore would write %d bytes, more than %d", ErrTooLarge, pl.bytes, opts.MaxBytes)
+	}
+	// The plan writes what the commit declares, never more; a commit may
+	// declare far more than its packs hold (a chunk listed many times, as
+	// in a brain of many identical files), so it must fit before a byte
+	// is written.
+	if err := diskspace.Check(filepath.Dir(filepath.Clean(dir)), pl.bytes); err != nil {
+		return Restored{}, fmt.Errorf("repo: the snapshot declares %d files of %s: %w", pl.files, diskspace.Format(pl.bytes), err)
 	}
 	if err := prepareTarget(dir); err != nil {
 		return Restored{}, err

@@ -9,10 +9,14 @@
 // others, not writable or executable by its group, and no larger than the
 // caller's bound, so a wrong path (a log, a device) is harmless. Group read
 // is allowed: systemd LoadCredential= and Kubernetes fsGroup mounts deliver
-// secrets as 0440 or 0640. A new secret file is created 0600, never over an
-// existing one, and synced with its directory.
+// secrets as 0440 or 0640. The file, and every symbolic link on the way to
+// it, belongs to the user hermesd runs as or to root: the ownership rule
+// of package fsys (fsys.CheckOwner), the same that holds for the state
+// directory, since whoever owns a key file or a link to it can swap the
+// key. A new secret file is created 0600, never over an existing one, and
+// synced with its directory.
 //
-// The package imports nothing of this module, so every leaf can use it.
+// The package imports only fsys of this module, so every leaf can use it.
 package secretfile
 
 import (
@@ -22,6 +26,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 var (
@@ -41,11 +47,15 @@ func Allowed(perm fs.FileMode) bool { return perm.Perm()&0o037 == 0 }
 // Read returns the contents of the secret file at path, at most max bytes.
 // It refuses a file that is not regular (ErrNotRegular), one whose mode
 // others can use or its group can write (ErrMode; the error says how to
-// fix it) and one larger than max (ErrTooLarge). The mode is checked on
-// the open file, so the file read is the file checked, and a fifo is
-// opened without waiting for a writer. Errors name the path, never the
-// contents.
+// fix it), one larger than max (ErrTooLarge), and one that, or a link to
+// which on the way, belongs to another user than hermesd's or root
+// (fsys.ErrForeignOwner). The mode and owner are checked on the open
+// file, so the file read is the file checked, and a fifo is opened
+// without waiting for a writer. Errors name the path, never the contents.
 func Read(path string, max int64) ([]byte, error) {
+	if err := fsys.CheckLinkOwners(path); err != nil {
+		return nil, fmt.Errorf("secret %s: %w", path, err)
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|nonblock, 0)
 	if err != nil {
 		return nil, err
@@ -60,6 +70,9 @@ func Read(path string, max int64) ([]byte, error) {
 	}
 	if perm := fi.Mode().Perm(); !Allowed(perm) {
 		return nil, fmt.Errorf("%s is %w (mode %04o); restrict it with 'chmod 600 %s'", path, ErrMode, perm, path)
+	}
+	if err := fsys.CheckOwner(path, fi); err != nil {
+		return nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // TestReadModes pins the rule: the owner may have any permission, the
@@ -116,5 +118,50 @@ func TestCreate(t *testing.T) {
 	}
 	if err := Create(filepath.Join(dir, "missing", "x"), []byte("s")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing directory: %v", err)
+	}
+}
+
+// TestReadOwner: a key file, or a link on the way to it, that belongs to
+// another user is refused, as the state directory is (issue 28 item 11:
+// the same rule for both, fsys.CheckOwner); root's are accepted (systemd
+// credentials, Kubernetes Secret mounts), and so are hermesd's own.
+func TestReadOwner(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "key")
+	os.WriteFile(key, []byte("s3cret-value\n"), 0o600)
+	link := filepath.Join(dir, "link")
+	os.Symlink(key, link)
+	for _, p := range []string{key, link} {
+		if _, err := Read(p, 1024); err != nil {
+			t.Fatalf("own %s: %v", p, err)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: files of another user cannot be made here; root's CI run covers them")
+		return
+	}
+	const nobody = 65534
+	// Another user's link to our key: they could point it elsewhere.
+	os.Lchown(link, nobody, nobody)
+	if _, err := Read(link, 1024); !errors.Is(err, fsys.ErrForeignOwner) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("another user's link: %v", err)
+	}
+	// Another user's key, read directly or through root's link.
+	os.Lchown(link, 0, 0)
+	os.Chown(key, nobody, nobody)
+	for _, p := range []string{key, link} {
+		_, err := Read(p, 1024)
+		if !errors.Is(err, fsys.ErrForeignOwner) || !strings.Contains(err.Error(), "uid 65534") || strings.Contains(err.Error(), "s3cret") {
+			t.Fatalf("another user's key via %s: %v", p, err)
+		}
+	}
+	// Group read for root's file, as systemd and Kubernetes deliver them.
+	os.Chown(key, 0, nobody)
+	os.Chmod(key, 0o440)
+	if _, err := Read(link, 1024); err != nil {
+		t.Fatalf("root's 0440 key: %v", err)
 	}
 }

@@ -36,7 +36,8 @@ var ErrLocked = errors.New("state directory is in use by another hermesd process
 
 // ErrUnsafe matches a state directory others could tamper with: writable
 // by its group or by everyone, owned by another user, or reached through a
-// symbolic link the configuration does not allow.
+// symbolic link the configuration does not allow; or a system directory
+// (fsys.CheckSystemDir) the configuration does not allow.
 var ErrUnsafe = errors.New("unsafe state directory")
 
 // Dir is an opened, locked state directory.
@@ -50,12 +51,20 @@ type Options struct {
 	// AllowSymlinks accepts a path that is or passes through a symbolic
 	// link (config allow_symlinks).
 	AllowSymlinks bool
+	// AllowUnsafeDirs accepts a system directory (config
+	// allow_unsafe_dirs).
+	AllowUnsafeDirs bool
 }
 
 // Open creates the state directory if needed, checks that nobody else can
 // write to it, and takes its lock without waiting. A held lock fails with
 // an error matching ErrLocked that names the holder's pid when known.
 func Open(path string, opts Options) (*Dir, error) {
+	if !opts.AllowUnsafeDirs {
+		if err := fsys.CheckSystemDir(path); err != nil {
+			return nil, fmt.Errorf("%w: %w (set allow_unsafe_dirs: true to allow it)", ErrUnsafe, err)
+		}
+	}
 	if !opts.AllowSymlinks {
 		if err := fsys.CheckNoSymlink(path); err != nil {
 			return nil, fmt.Errorf("%w: %w (set allow_symlinks: true to allow it)", ErrUnsafe, err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 func TestLockExcludesSecondOpen(t *testing.T) {
@@ -172,4 +174,45 @@ func TestCloseReleasesLockHeldByChild(t *testing.T) {
 		t.Fatalf("Open after Close, with a child holding a copy of the old descriptor: %v", err)
 	}
 	d2.Close()
+}
+
+// TestStateDirOwnerAndSystemDirs: a state directory of another user is
+// refused by the rule key files follow too (fsys.CheckOwner), and so is a
+// system directory (issue 28 items 10 and 11: /etc was taken, and
+// hermesd.lock and agents/ created in it), by its name or through a link;
+// nothing is created in either.
+func TestStateDirOwnerAndSystemDirs(t *testing.T) {
+	for _, p := range []string{"/etc", "/", "/usr/lib/hermesd", "/proc/self"} {
+		if d, err := Open(p, Options{}); !errors.Is(err, ErrUnsafe) || !errors.Is(err, fsys.ErrUnsafeDir) || !strings.Contains(err.Error(), "allow_unsafe_dirs") {
+			if d != nil {
+				d.Close()
+			}
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if _, err := os.Lstat("/etc/hermesd.lock"); err == nil {
+		t.Error("/etc/hermesd.lock exists")
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "state")
+	os.Symlink("/etc", link)
+	if _, err := Open(link, Options{AllowSymlinks: true}); !errors.Is(err, fsys.ErrUnsafeDir) {
+		t.Errorf("a link to /etc: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: a directory of another user cannot be made here; root's CI run covers it")
+		return
+	}
+	theirs := filepath.Join(root, "theirs")
+	os.Mkdir(theirs, 0o700)
+	os.Chown(theirs, 65534, 65534)
+	if _, err := Open(theirs, Options{}); !errors.Is(err, ErrUnsafe) || !errors.Is(err, fsys.ErrForeignOwner) || !strings.Contains(err.Error(), "uid 65534") {
+		t.Errorf("another user's state directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(theirs); len(ents) != 0 {
+		t.Errorf("created in another user's directory: %v", ents)
+	}
 }

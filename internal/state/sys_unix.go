@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // lockFile takes an exclusive flock without waiting; a lock held elsewhere
@@ -47,9 +49,10 @@ func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return f, nil
 }
 
-// checkPrivate refuses a directory that another user owns or that its
-// group or everyone can write: whoever can write there can plant files
-// hermesd would trust (its state, its receipt log, links to follow).
+// checkPrivate refuses a directory that another user owns (fsys.CheckOwner:
+// neither hermesd's user nor root, the rule secret files follow too) or
+// that its group or everyone can write: whoever can write there can plant
+// files hermesd would trust (its state, its receipt log, links to follow).
 func checkPrivate(dir string) error {
 	st, err := os.Lstat(dir)
 	if err != nil {
@@ -66,9 +69,8 @@ func checkPrivate(dir string) error {
 			return fmt.Errorf("%w: %s is not a directory", ErrUnsafe, dir)
 		}
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if ok && int(sys.Uid) != os.Geteuid() {
-		return fmt.Errorf("%w: %s belongs to uid %d, hermesd runs as uid %d", ErrUnsafe, dir, sys.Uid, os.Geteuid())
+	if err := fsys.CheckOwner(dir, st); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnsafe, err)
 	}
 	if st.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("%w: %s is writable by its group or by everyone (mode %04o); run: chmod 700 %s",

@@ -31,9 +31,10 @@
 //     ErrBodyTooLarge; neither is retried nor failed over.
 //   - A range read writes exactly its length; an aggregator ignoring Range
 //     is tolerated only for a whole blob of at most 1 MiB.
-//   - Disk: ReadToFile checks free space (statfs) before writing, for the
-//     size an answer announces plus max(64 MiB, 1% of the filesystem), and
-//     again every 64 MiB: ErrNoSpace, with the numbers.
+//   - Disk: ReadToFile (and any read given WithFreeSpace) checks free
+//     space (statfs) before writing, for the size an answer announces plus
+//     a margin (internal/diskspace), and again every 64 MiB: ErrNoSpace,
+//     with the numbers.
 //   - A publisher's answer: 1 MiB (Content-Length checked first). An error
 //     answer: 64 KiB read, 300 characters kept for messages.
 //   - Redirects: a store follows none (ErrRedirect); a read follows at most

@@ -29,9 +29,9 @@ type readOptions struct {
 	expected        int64 // the blob's size, -1 when unknown
 	expectedSet     bool
 	max             int64 // bound on the blob's size, 0 for Config.MaxReadSize
-	// beforeBody, when set, runs once the size of the bytes still to come
-	// is known and before any is written (ReadToFile's free-space check).
-	beforeBody func(need int64) error
+	// spaceDir, when set, is the directory whose filesystem must have room
+	// for the download (WithFreeSpace).
+	spaceDir string
 }
 
 // WithNotFoundRetries retries up to n 404 answers with backoff. Use it only
@@ -56,6 +56,16 @@ func WithExpectedSize(n int64) ReadOption {
 // before its body is read when Content-Length or Content-Range tells.
 func WithMaxSize(n int64) ReadOption {
 	return func(o *readOptions) { o.max = n }
+}
+
+// WithFreeSpace makes a read that writes to a file in dir check, before
+// its first byte, that dir's filesystem has room for the bytes still to
+// come (once an answer or WithExpectedSize tells their number) plus a
+// margin, and again every 64 MiB (a download of unknown size, or a disk
+// someone else fills meanwhile): ErrNoSpace, with the numbers. ReadToFile
+// always checks its file's directory.
+func WithFreeSpace(dir string) ReadOption {
+	return func(o *readOptions) { o.spaceDir = dir }
 }
 
 // ReadResult describes a finished read.
@@ -136,6 +146,10 @@ func (c *Client) read(ctx context.Context, blobID string, dst io.Writer, rng *sp
 		return ReadResult{}, fmt.Errorf("%w: bytes %d-%d are beyond the blob's size or size limit of %d bytes", ErrInvalidRange, rng.off, rng.off+rng.n-1, bound)
 	}
 
+	if ro.spaceDir != "" {
+		dst = &spaceGuard{w: dst, dir: ro.spaceDir}
+	}
+
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
 	op := c.newOperation("read", c.aggregators)
@@ -203,7 +217,7 @@ type reader struct {
 	bound int64 // the blob may not be larger
 	total int64 // the blob's size once an answer told it, else -1
 	w     *countingWriter
-	// checked is set once beforeBody approved the bytes to come.
+	// checked is set once the free-space check approved the bytes to come.
 	checked bool
 }
 
@@ -315,8 +329,8 @@ func (rd *reader) handle(resp *http.Response) error {
 	if want := rd.want(); want >= 0 {
 		need = want - rd.w.n
 	}
-	if rd.ro.beforeBody != nil && need >= 0 && !rd.checked {
-		if err := rd.ro.beforeBody(need); err != nil {
+	if rd.ro.spaceDir != "" && need >= 0 && !rd.checked {
+		if err := CheckFreeSpace(rd.ro.spaceDir, need); err != nil {
 			return permanent(err)
 		}
 		rd.checked = true
@@ -383,15 +397,14 @@ func (c *Client) ReadToFile(ctx context.Context, blobID, path string, opts ...Re
 		return ReadResult{}, err
 	}
 	dir := filepath.Dir(path)
-	space := func(need int64) error { return CheckFreeSpace(dir, need) }
-	opts = append(opts[:len(opts):len(opts)], func(o *readOptions) { o.beforeBody = space })
+	opts = append(opts[:len(opts):len(opts)], WithFreeSpace(dir))
 	ro := readOptions{expected: -1}
 	for _, opt := range opts {
 		opt(&ro)
 	}
 	if ro.expected >= 0 {
 		// Before the temporary file exists, so a refusal leaves nothing.
-		if err := space(ro.expected); err != nil {
+		if err := CheckFreeSpace(dir, ro.expected); err != nil {
 			return ReadResult{}, err
 		}
 	}
@@ -400,7 +413,7 @@ func (c *Client) ReadToFile(ctx context.Context, blobID, path string, opts ...Re
 		return ReadResult{}, err
 	}
 	defer f.Abort()
-	res, err := c.Read(ctx, blobID, &spaceGuard{w: f.File, dir: dir}, opts...)
+	res, err := c.Read(ctx, blobID, f.File, opts...)
 	if err != nil {
 		return ReadResult{}, err
 	}
