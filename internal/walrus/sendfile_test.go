@@ -81,11 +81,21 @@ func TestStoreFileSendfile(t *testing.T) {
 	hs.Start()
 	defer hs.Close()
 
+	// The paced upload (32 KiB per 5 ms tick: 20 MiB in about 3.3 s) runs
+	// past the idle timeout while making progress every tick; the timeout
+	// leaves a loaded machine room for scheduling pauses far longer than a
+	// tick. The read-back is not under test: its client keeps the default
+	// idle timeout.
+	const idle = 1500 * time.Millisecond
 	var mu sync.Mutex
 	var attempts []Attempt
 	c, err := New(Config{Publishers: []string{hs.URL}, Aggregators: []string{hs.URL}, MaxBlobSize: 64 << 20,
-		IdleTimeout: 500 * time.Millisecond, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond, RetryMax: -1,
+		IdleTimeout: idle, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond, RetryMax: -1,
 		OnAttempt: func(a Attempt) { mu.Lock(); attempts = append(attempts, a); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := New(Config{Publishers: []string{hs.URL}, Aggregators: []string{hs.URL}, MaxBlobSize: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +135,11 @@ func TestStoreFileSendfile(t *testing.T) {
 			if err != nil {
 				t.Fatalf("store: %v", err)
 			}
-			if tc.paced && time.Since(start) < 500*time.Millisecond {
+			if tc.paced && time.Since(start) < idle {
 				t.Logf("the paced upload took only %v: the idle timeout was not exercised", time.Since(start))
 			}
 			var got bytes.Buffer
-			if _, err := c.Read(t.Context(), res.BlobID, &got); err != nil || !bytes.Equal(got.Bytes(), content) {
+			if _, err := reader.Read(t.Context(), res.BlobID, &got); err != nil || !bytes.Equal(got.Bytes(), content) {
 				t.Fatalf("read back %d bytes, %v", got.Len(), err)
 			}
 			if v := viaFile.Load(); v < int64(tc.size)/2 {
@@ -158,7 +168,7 @@ func TestStoreFileSendfile(t *testing.T) {
 		defer stall.Store(false)
 		_, err = c.Store(t.Context(), body)
 		close(release)
-		if !errors.Is(err, ErrAttemptTimeout) || !strings.Contains(err.Error(), "upload stalled for 500ms") {
+		if !errors.Is(err, ErrAttemptTimeout) || !strings.Contains(err.Error(), "upload stalled for "+idle.String()) {
 			t.Fatalf("got %v, want the upload stalled", err)
 		}
 	})
