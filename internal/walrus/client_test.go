@@ -714,7 +714,7 @@ func TestIdleTimeoutAndIgnoredRange(t *testing.T) {
 		w.Write(data)
 	}))
 	defer srv.Close()
-	c, err := walrus.New(walrus.Config{Aggregators: []string{srv.URL}, IdleTimeout: 100 * time.Millisecond, RetryWaitMin: time.Millisecond})
+	c, err := walrus.New(walrus.Config{Aggregators: []string{srv.URL}, IdleTimeout: time.Second, RetryWaitMin: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
