@@ -80,6 +80,11 @@ type Restored struct {
 	Files    int              // hashed files
 	Bytes    int64            // plaintext bytes of hashed files
 	BlobSize int64            // the blob (v3: the head pack)
+	// EndEpoch is the earliest end epoch of the packs a v3 snapshot's
+	// commit lists besides its head (0: none listed, or v1/v2, whose
+	// blob does not record its own): a bound the snapshot expires by at
+	// the latest, as its head pack, written last, ends after them.
+	EndEpoch uint64
 	// Downloaded and Ranges count what a v3 restore read: only the
 	// objects it needed, in closed range reads.
 	Downloaded int64
