@@ -315,7 +315,9 @@ type Status struct {
 	// directory yet (it is retried).
 	Unsaved bool `json:"unsaved,omitempty"`
 	// UnsavedSince is when the brain first differed from its last verified
-	// snapshot; zero when every change is safely stored.
+	// snapshot, or a sync that failed before recording a snapshot began
+	// (the brain is then not known to be stored); zero when every change
+	// is safely stored.
 	UnsavedSince time.Time `json:"unsavedSince,omitzero"`
 	Receipts     int       `json:"receipts"`
 	// Transferred: the agent was handed to a new owner; it is no longer
