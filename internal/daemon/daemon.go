@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/agent"
@@ -45,6 +46,10 @@ type Daemon struct {
 	byID    map[string]*agent.Agent
 	pub     *publisher
 	probe   *prober
+	// walrusRetrying: the last Walrus attempt failed and is being
+	// retried (the prober then watches for the store to come back, before
+	// any sync has failed).
+	walrusRetrying atomic.Bool
 
 	api       *api
 	listeners []net.Listener
@@ -98,6 +103,9 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		return nil, fmt.Errorf("watch: %w", err)
 	}
 	d.probe = newProber(svc.Walrus.Ping, log.With("component", "walrus"))
+	// A Walrus retry waiting out its backoff goes as soon as the prober
+	// sees the store answer again.
+	svc.OnWalrusRecovered(d.probe.recovered)
 	// A few syncs at a time: the cores are the limit, and each pipeline
 	// holds buffers of its own.
 	slots := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
@@ -243,9 +251,13 @@ func (d *Daemon) subscribe(dir string, opts watch.Options) (agent.Watcher, error
 	return w, nil
 }
 
-// anyFailing reports whether some agent's last sync failed (the prober
-// then watches for the end of the outage).
+// anyFailing reports whether some agent's last sync failed, or a Walrus
+// request is being retried (the prober then watches for the end of the
+// outage).
 func (d *Daemon) anyFailing() bool {
+	if d.walrusRetrying.Load() {
+		return true
+	}
 	for _, a := range d.agents {
 		if a.Failing() {
 			return true
@@ -360,5 +372,6 @@ func (d *Daemon) observeWalrus(a walrus.Attempt) {
 	case failed:
 		outcome = "error"
 	}
+	d.walrusRetrying.Store(failed && a.Retry)
 	d.metrics.walrusAttempts.WithLabelValues(a.Op, outcome).Inc()
 }
