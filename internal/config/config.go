@@ -169,6 +169,11 @@ type Chain struct {
 	// repaired if it went back to an older snapshot (also after the chain
 	// comes back from an outage).
 	CheckInterval Duration `yaml:"check_interval"`
+	// HeadInterval is how often the chain's head is looked at (one block
+	// header): a head that went back or a block that changed hash (a
+	// reorg, an older chain restored) has every pointer read back at once
+	// instead of at the next check_interval.
+	HeadInterval Duration `yaml:"head_interval"`
 	// UniversalResolver, when set, is the ENS Universal Resolver every
 	// read of a pointer resolves through (docs/design.md §7.1); empty walks
 	// the registry (ENSIP-10).
@@ -364,6 +369,7 @@ func Default() *Config {
 			GasLimit:       1_000_000,
 			PollInterval:   Duration(2 * time.Second),
 			CheckInterval:  Duration(5 * time.Minute),
+			HeadInterval:   Duration(12 * time.Second),
 			GatewayTimeout: Duration(DefaultGatewayTimeout),
 			GatewayMaxBody: DefaultGatewayMaxBody,
 		},

@@ -55,6 +55,8 @@ type Daemon struct {
 	listeners []net.Listener
 	servers   []*http.Server
 
+	started time.Time // Start
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // agents
 	bgWG   sync.WaitGroup // publisher, prober
@@ -125,7 +127,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 			confirmPoll[a.ID()] = r.PollInterval.D()
 		}
 	}
-	d.metrics.reg.MustRegister(newAgeCollector(d.Agents))
+	d.metrics.reg.MustRegister(newAgeCollector(d.Agents, d.agentStatus, d.pointerCheckedAt))
 	ids := make([]string, len(d.agents))
 	for i, a := range d.agents {
 		ids[i] = a.ID()
@@ -135,6 +137,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 	if svc.Chain != nil {
 		d.pub = newPublisher(svc.Pointer(), d.agents, every, confirmPoll, cfg.Chain.CheckInterval.D(),
 			log.With("component", "publisher"), d.metrics)
+		d.pub.heads, d.pub.headEvery = svc.Chain, cfg.Chain.HeadInterval.D()
 		for _, a := range d.agents {
 			a.SetPublisher(d.pub)
 		}
@@ -172,6 +175,7 @@ func (d *Daemon) Agent(id string) (*agent.Agent, bool) {
 // goroutine tree per agent. It returns at once.
 func (d *Daemon) Start(ctx context.Context) {
 	ctx, d.cancel = context.WithCancel(ctx)
+	d.started = d.now()
 	for i, srv := range d.servers {
 		l := d.listeners[i]
 		d.httpWG.Add(1)
@@ -286,6 +290,37 @@ func healthy(s agent.Status) (bool, string) {
 		return false, "agent state not saved yet"
 	}
 	return true, ""
+}
+
+// pointerCheckedAt is when what an agent's status says of its pointer
+// was last confirmed by the chain: its last read-back or write, or this
+// daemon's start when there was none yet; zero for an agent that
+// publishes nothing (no name, no chain, transferred).
+func (d *Daemon) pointerCheckedAt(s agent.Status) time.Time {
+	if d.pub == nil || s.ENSName == "" || s.Transferred != nil {
+		return time.Time{}
+	}
+	if s.PointerCheckedAt.After(d.started) {
+		return s.PointerCheckedAt
+	}
+	return d.started
+}
+
+// agentStatus is an agent's status with what the daemon knows of it: the
+// pointer unverified since when, once no read-back succeeded for longer
+// than chain.check_interval (and a little: a read-back takes a moment).
+func (d *Daemon) agentStatus(a *agent.Agent) agent.Status {
+	s := a.Status()
+	at := d.pointerCheckedAt(s)
+	if at.IsZero() || d.pub.checkEvery <= 0 {
+		return s
+	}
+	every := d.pub.checkEvery
+	if age := d.now().Sub(at); age > every+min(every/4, 30*time.Second) {
+		s.PointerUnverified = fmt.Sprintf("unverified since %s: not read back from the chain for %s (check_interval %s)",
+			at.UTC().Format(time.RFC3339), age.Round(time.Second), every)
+	}
+	return s
 }
 
 // Ready applies the configured readiness rule: every agent healthy
