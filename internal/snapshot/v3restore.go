@@ -106,7 +106,8 @@ func (p *Pipeline) installV3(ctx context.Context, r *repo.Reader, target string,
 		if err != nil {
 			return Restored{}, err
 		}
-		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes, EndEpoch: c.MinEndEpoch()}
+		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes, EndEpoch: c.MinEndEpoch(),
+			Taken: time.UnixMilli(c.Time)}
 		if opts.Path == "" {
 			res.Files, res.Bytes = int(c.Files), c.Bytes
 			if res.Lock, err = commitLock(tmp, c); err != nil {
