@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,18 +29,9 @@ func TestE2EReadmeDrill(t *testing.T) {
 	t.Parallel()
 	hermesd, devnetBin := hermesdBinary(t), devnetBinary(t)
 	w := newProcessWorld(t)
-	dir, seed := t.TempDir(), t.TempDir()
-	for name, body := range map[string]string{"system.md": "You are a test agent.\n", "skills/a.md": "skill a\n", "memory.db": strings.Repeat("page\n", 4000)} {
-		p := filepath.Join(seed, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	port := func() string { _, p, _ := net.SplitHostPort(freePort(t)); return p }
-	chainPort, walrusPort := port(), port()
+	dir := t.TempDir()
+	seed := seedDir(t, map[string]string{"system.md": "You are a test agent.\n", "skills/a.md": "skill a\n", "memory.db": strings.Repeat("page\n", 4000)})
+	chainPort, walrusPort := loopbackPort(t), loopbackPort(t)
 	devnetArgs := []string{"-dir", dir, "-seed", seed, "-chain-port", chainPort, "-walrus-port", walrusPort, "-http", w.http}
 	cfg := filepath.Join(dir, "hermesd.yml")
 	w.extraEnv = []string{"HERMESD_CONFIG=" + cfg} // export HERMESD_CONFIG=.devnet/hermesd.yml

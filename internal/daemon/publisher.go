@@ -68,6 +68,9 @@ type publisher struct {
 	headEvery time.Duration
 	headAt    time.Time // next look
 	seen      ens.Head  // the head at the last look (zero: none yet)
+	// mined is the highest L1 block one of our transactions was mined
+	// in: the chain has reached it, whether or not a look saw it.
+	mined uint64
 }
 
 // firstCheck is how soon after the start every record is first read
@@ -224,7 +227,7 @@ func (p *publisher) probeChain(ctx context.Context) {
 func (p *publisher) watchHead(ctx context.Context) {
 	p.mu.Lock()
 	due := p.heads != nil && !p.unreachable && !p.now().Before(p.headAt)
-	prev := p.seen
+	prev, top := p.seen, max(p.seen.Number, p.mined)
 	p.mu.Unlock()
 	if !due {
 		return
@@ -232,9 +235,10 @@ func (p *publisher) watchHead(ctx context.Context) {
 	h, err := p.heads.Head(ctx)
 	went := ""
 	switch {
-	case err != nil || prev.Hash == (common.Hash{}):
-	case h.Number < prev.Number:
-		went = fmt.Sprintf("the chain's head went back from block %d to block %d", prev.Number, h.Number)
+	case err != nil:
+	case h.Number < top:
+		went = fmt.Sprintf("the chain's head went back from block %d to block %d", top, h.Number)
+	case prev.Hash == (common.Hash{}):
 	case h.Number == prev.Number && h.Hash != prev.Hash:
 		went = fmt.Sprintf("block %d was replaced (a reorg)", h.Number)
 	case h.Number > prev.Number:
@@ -444,6 +448,9 @@ func (p *publisher) record(r agent.PublishResult, took time.Duration, batch int)
 	switch r.Outcome {
 	case agent.OutcomePublished:
 		p.mu.Lock()
+		if r.Update.Target == "" && r.Write.Block > p.mined {
+			p.mined = r.Write.Block // the head watch knows the chain got there
+		}
 		p.last[id] = p.now()
 		delete(p.retryAt, id)
 		delete(p.confirmAt, id)

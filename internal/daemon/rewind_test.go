@@ -140,10 +140,14 @@ func TestChainRestoredOlder(t *testing.T) {
 		writeFile(t, filepath.Join(w.brain("alpha"), "skills", "later.md"), strings.Repeat("later\n", i+1), 0o644)
 		blob = publishedNew(t, d, "alpha", blob)
 	}
-	eventually(t, "the head watch to see the head", func() bool {
+	headA, err := chainA.Client().BlockNumber(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the publisher to know the chain's height", func() bool {
 		d.pub.mu.Lock()
 		defer d.pub.mu.Unlock()
-		return d.pub.seen.Number > 0
+		return max(d.pub.seen.Number, d.pub.mined) >= headA
 	})
 
 	// The node now serves the older copy of its chain.
@@ -225,17 +229,11 @@ func TestPointerUnverifiedSince(t *testing.T) {
 	if !strings.HasPrefix(st.PointerUnverified, "unverified since ") {
 		t.Errorf("status says %q", st.PointerUnverified)
 	}
-	if age := metricValue(t, scrape(t, d), `hermesd_pointer_check_age_seconds{agent="alpha"}`); age <= every.Seconds() {
+	if age := metricValue(t, getMetrics(t, d), `hermesd_pointer_check_age_seconds{agent="alpha"}`); age <= every.Seconds() {
 		t.Errorf("check age %v s while unverified", age)
 	}
-	resp, err := http.Get("http://" + d.Addr() + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "pointer unverified since") {
-		t.Errorf("readyz while unverified: %d %s", resp.StatusCode, body)
+	if code, r := getReadyz(t, d); code != http.StatusOK || len(r.Agents) != 1 || !strings.Contains(r.Agents[0].Note, "pointer unverified since") {
+		t.Errorf("readyz while unverified: %d %+v", code, r)
 	}
 
 	proxy.point(t, w.dn.Chain.URL())

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -50,7 +49,7 @@ func TestUnwritableSpoolIsUnsaved(t *testing.T) {
 		t.Errorf("the last snapshot moved while the spool was unwritable: %+v", st.Last)
 	}
 	eventually(t, "hermesd_unsaved_change_age_seconds to count", func() bool {
-		return metricValue(t, scrape(t, d), `hermesd_unsaved_change_age_seconds{agent="alpha"}`) > 0
+		return metricValue(t, getMetrics(t, d), `hermesd_unsaved_change_age_seconds{agent="alpha"}`) > 0
 	})
 	t.Logf("unsaved while the spool is unwritable: %s", st.LastError)
 
@@ -64,7 +63,7 @@ func TestUnwritableSpoolIsUnsaved(t *testing.T) {
 		s := a.Status()
 		return s.Last != nil && s.Last.BlobID != first && s.UnsavedSince.IsZero() && s.LastError == ""
 	})
-	if v := metricValue(t, scrape(t, d), `hermesd_unsaved_change_age_seconds{agent="alpha"}`); v != 0 {
+	if v := metricValue(t, getMetrics(t, d), `hermesd_unsaved_change_age_seconds{agent="alpha"}`); v != 0 {
 		t.Errorf("unsaved age %v after the change was saved", v)
 	}
 }
@@ -88,19 +87,4 @@ func statusOf(t *testing.T, d *Daemon, id string) agent.Status {
 	}
 	t.Fatalf("no agent %s in /v1/status", id)
 	return agent.Status{}
-}
-
-// scrape is the daemon's /metrics answer.
-func scrape(t *testing.T, d *Daemon) string {
-	t.Helper()
-	resp, err := http.Get("http://" + d.Addr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

@@ -266,16 +266,11 @@ func (d *drill) runReadOnly(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrSetup, err)
 	}
 	defer d.svc.Close()
-	dir, err := d.newScratch()
+	dir, cp, done, err := d.openScratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.dropScratch(dir)
-	cp, err := d.newColdPath(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer cp.close()
+	defer done()
 	blob, err := d.head(ctx, cp)
 	if err != nil {
 		return err
@@ -674,6 +669,19 @@ func (d *drill) newScratch() (string, error) {
 	return s, nil
 }
 
+// openScratch creates the scratch directory and the cold path that
+// restores into it; done closes the cold path and drops the directory.
+func (d *drill) openScratch(ctx context.Context) (dir string, cp *coldPath, done func(), err error) {
+	if dir, err = d.newScratch(); err != nil {
+		return "", nil, nil, err
+	}
+	if cp, err = d.newColdPath(ctx, dir); err != nil {
+		d.dropScratch(dir)
+		return "", nil, nil, err
+	}
+	return dir, cp, func() { cp.close(); d.dropScratch(dir) }, nil
+}
+
 func (d *drill) dropScratch(s string) {
 	if d.o.Keep {
 		d.rep.ScratchDir = s
@@ -802,16 +810,11 @@ func (d *drill) destructive(ctx context.Context, blob string) (err error) {
 	if err != nil {
 		return err
 	}
-	dir, err := d.newScratch()
+	dir, cp, done, err := d.openScratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.dropScratch(dir)
-	cp, err := d.newColdPath(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer cp.close()
+	defer done()
 
 	t := time.Now()
 	side, err := moveAside(brain)
