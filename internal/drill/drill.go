@@ -499,7 +499,12 @@ func (d *drill) snapshot(ctx context.Context, obs *observer) error {
 func (d *drill) publish(ctx context.Context) (err error) {
 	t := time.Now()
 	detail := "already names the snapshot: no transaction"
-	defer func() { d.rep.stage("publish", t, err, detail) }()
+	defer func() {
+		if err != nil {
+			detail = "" // the report shows the error, not what success would have meant
+		}
+		d.rep.stage("publish", t, err, detail)
+	}()
 	if h := d.a.Hold(); h != nil {
 		return fmt.Errorf("publishing held: %s", h.Reason)
 	}

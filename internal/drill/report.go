@@ -60,8 +60,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		ok, detail := "ok", s.Detail
 		if !s.OK {
 			ok = "FAIL"
-			if detail == "" {
-				detail = s.Error
+			if s.Error != "" {
+				detail = s.Error // what went wrong, not what success would have shown
 			}
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, roundDur(s.Took), ok, detail)
