@@ -46,10 +46,11 @@ type Daemon struct {
 	byID    map[string]*agent.Agent
 	pub     *publisher
 	probe   *prober
-	// walrusRetrying: the last Walrus attempt failed and is being
-	// retried (the prober then watches for the store to come back, before
-	// any sync has failed).
-	walrusRetrying atomic.Bool
+	// walrusRetryAt is when a Walrus attempt last failed and was to be
+	// retried (unix nanoseconds): until a backoff started then has surely
+	// ended, the prober watches for the store to come back, before any
+	// sync has failed.
+	walrusRetryAt atomic.Int64
 
 	api       *api
 	listeners []net.Listener
@@ -259,7 +260,7 @@ func (d *Daemon) subscribe(dir string, opts watch.Options) (agent.Watcher, error
 // request is being retried (the prober then watches for the end of the
 // outage).
 func (d *Daemon) anyFailing() bool {
-	if d.walrusRetrying.Load() {
+	if at := d.walrusRetryAt.Load(); at != 0 && d.now().Sub(time.Unix(0, at)) < d.cfg.Walrus.RetryWaitMax.D()+probeInterval {
 		return true
 	}
 	for _, a := range d.agents {
@@ -407,6 +408,8 @@ func (d *Daemon) observeWalrus(a walrus.Attempt) {
 	case failed:
 		outcome = "error"
 	}
-	d.walrusRetrying.Store(failed && a.Retry)
+	if failed && a.Retry {
+		d.walrusRetryAt.Store(d.now().UnixNano())
+	}
 	d.metrics.walrusAttempts.WithLabelValues(a.Op, outcome).Inc()
 }
