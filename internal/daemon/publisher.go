@@ -248,22 +248,27 @@ func (p *publisher) watchHead(ctx context.Context) {
 		}
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.headAt = p.now().Add(p.headEvery)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Debug("chain head not read", "error", err)
 			p.noteUnreachable(err)
 		}
+		p.mu.Unlock()
 		return
 	}
 	p.seen = h
+	if went != "" {
+		// What our writes reached is gone with the rest.
+		p.mined = min(p.mined, h.Number)
+		p.lastCheck, p.checkAt = time.Time{}, time.Time{}
+	}
+	p.mu.Unlock()
 	if went == "" {
 		return
 	}
 	p.log.Warn(went+"; reading every pointer back now and the signer's nonce from the chain",
 		"head", h.Number, "hash", h.Hash)
-	p.lastCheck, p.checkAt = time.Time{}, time.Time{}
 	p.resyncNonces()
 	if p.metrics != nil {
 		p.metrics.headRewinds.Inc()

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devchain"
@@ -190,6 +192,20 @@ func TestChainRestoredOlder(t *testing.T) {
 		s := a.Status()
 		return s.Pending == nil && s.Published == blob
 	})
+	// Once the head watch has looked at the repaired chain, the rewind
+	// has been counted once: the blocks lost are forgotten with it.
+	headB, err := chainB.Client().BlockNumber(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the head watch to see the repaired chain", func() bool {
+		d.pub.mu.Lock()
+		defer d.pub.mu.Unlock()
+		return d.pub.seen.Number >= headB
+	})
+	if n := testutil.ToFloat64(d.metrics.headRewinds); n != 1 {
+		t.Errorf("%v rewinds counted, want 1", n)
+	}
 	if resp, err := http.Get("http://" + d.Addr() + "/readyz"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("readyz after the repair: %v %v", resp, err)
 	}

@@ -340,10 +340,15 @@ func (d *drill) head(ctx context.Context, cp *coldPath) (string, error) {
 	switch {
 	case d.o.Mode == ModeB:
 		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
-		d.rep.stage("ens-read", t, err, fmt.Sprintf("%s agent-snapshot = %s", d.ac.ENSName, v))
+		if err == nil {
+			// The record is anyone's text until it is a blob id.
+			err = walrus.ValidateBlobID(v)
+		}
 		if err != nil {
+			d.rep.stage("ens-read", t, err, "")
 			return "", fmt.Errorf("read ENS pointer of %s: %w", d.ac.ENSName, err)
 		}
+		d.rep.stage("ens-read", t, nil, fmt.Sprintf("%s agent-snapshot = %s", d.ac.ENSName, v))
 		d.rep.Source = "the ENS record agent-snapshot of " + d.ac.ENSName
 		switch l := st.Last; {
 		case l == nil || l.BlobID == v:
