@@ -1,11 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 
+	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/drill"
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/redact"
 )
 
 func runDrill(ctx context.Context, env *cmdEnv, args []string) error {
@@ -13,42 +23,50 @@ func runDrill(ctx context.Context, env *cmdEnv, args []string) error {
 		`Amnesia drill: prove that AGENT's brain comes back from chain plus Walrus
 alone, byte for byte and mode for mode.
 
- 1. Snapshot: hash the brain; if it changed since its last verified snapshot,
-    snapshot it (pack, upload, read back and verify) and publish the ENS
-    pointer by compare-and-set, exactly as the daemon does, recording it in
-    the agent's state. The drill needs the state directory to itself: stop
-    hermesd first (a running hermesd makes it exit 5).
- 2. Cold restore, with fresh Walrus and chain clients and a new spool, into
-    a scratch directory: mode b (default) reads the blob id from the ENS
-    record agent-snapshot (the cold boot); mode a uses only the key and the
-    blob id (the one just verified, or --blob). Both download, decrypt,
-    extract and verify the bundle hash.
- 3. Compare every file and directory with the live brain: contents byte for
-    byte, modes, sizes, the set of paths. bundle.lock.json must equal the
-    live lock except for the upload record the live lock gained after the
-    upload; every restored line of receipts.ndjson must be in the live file
-    (receipts may arrive after a snapshot). Symlinks are not part of
-    snapshots and are only listed.
- 4. Re-hash the restore; it must equal the restored lock's bundleHash and
-    the live brain's. The scratch directory is deleted unless --keep.
+The drill runs beside a running daemon, or without one: it takes no lock
+and changes nothing (the way restic checks a repository while backups run).
+
+ 1. Find the snapshot: mode b (default, the cold boot) reads the ENS record
+    agent-snapshot, as a fresh machine would; mode a needs no chain: the
+    newest verified snapshot the state directory records (read without its
+    lock), or --blob ID.
+ 2. Restore it, with fresh Walrus and chain clients and a spool of its own,
+    into a scratch directory: download, decrypt, extract, verify every
+    object, file SHA-256 and the bundle hash.
+ 3. Check it against the snapshot itself: re-hash the tree, which must give
+    the snapshot's bundle hash; for v3 compare every file's size, SHA-256
+    and mode and every directory's mode with the snapshot's trees.
+ 4. Compare it with the live brain: contents byte for byte, modes, the set
+    of paths. The brain may have moved on since the snapshot: a difference
+    whose live file (or, for one gone, its directory) changed after the
+    snapshot was taken is listed as such, not a failure; any other fails
+    the drill. bundle.lock.json must equal the live lock but for the upload
+    record it gained; every restored line of receipts.ndjson must be in the
+    live file. Symlinks are not part of snapshots and are only listed.
+ The scratch directory is deleted unless --keep.
 
 --destructive wipes the real brain directory instead and restores it in
-place through the same path. It refuses unless the snapshot of the current
-state is verified (and, with an ENS name, published) first. The wipe has a
-safety net: the brain is renamed to a sibling directory .NAME.drill-XXXX/,
-the restore is compared with a manifest (path, sha256, mode, size) taken
-before the wipe, and the moved-aside original is deleted only when all of
-it matched; on any failure it is renamed back into place. Should the drill
-be killed mid-way, the original is in that sibling directory.
+place through the same path. It changes the brain, so it needs the state
+directory to itself (a running daemon makes it exit 5: stop it first) and
+first snapshots and publishes the brain as the daemon would. It refuses
+unless that snapshot is verified (and, with an ENS name, published). The
+wipe has a safety net: the brain is renamed to a sibling directory
+.NAME.drill-XXXX/, the restore is compared with a manifest (path, sha256,
+mode, size) taken before the wipe, and the moved-aside original is deleted
+only when all of it matched; on any failure it is renamed back into place.
+Should the drill be killed mid-way, the original is in that sibling
+directory.
 
 --escrow restores with the agent key recovered from the head pack's key
 escrow (seal.escrow) by threshold key servers, with only seal.sui_key: no
 key file on the cold path. The report names the key servers that answered.
 
-Exit status: 0 pass; 3 any mismatch, or a blob that does not read back
-intact; 6 the blob does not decrypt (wrong key, tampered blob); 4 no brain,
-pointer or blob; 5 hermesd holds the state directory; 7 the name's
-offchain (CCIP-read) lookup is refused.`)
+Exit status: 0 pass; 3 any difference nothing explains, or a blob that does
+not read back intact; 6 the blob does not decrypt (wrong key, tampered
+blob); 4 no brain, pointer, snapshot or blob; 5 hermesd holds the state
+directory (--destructive); 7 the name's offchain (CCIP-read) lookup is
+refused; 1 the chain or Walrus unreachable (one line says how to start
+them).`)
 	cfgPath := configFlag(fs)
 	mode := fs.String("mode", "b", "b: cold boot from the ENS pointer; a: key + blob id only, no ENS")
 	blob := fs.String("blob", "", "mode a: restore this blob id instead of the snapshot the drill just verified")
@@ -93,6 +111,7 @@ offchain (CCIP-read) lookup is refused.`)
 		Escrow:      *escrow,
 		Log:         log,
 	})
+	err = unreachable(cfg, err)
 	if rep.Agent != "" { // the drill started: report what it did
 		var perr error
 		if *jsonOut {
@@ -120,8 +139,66 @@ func drillExitError(err error) error {
 		return withCode(exitUsage, err)
 	case errors.Is(err, drill.ErrMismatch), errors.Is(err, drill.ErrPointer):
 		return withCode(exitMismatch, err)
-	case errors.Is(err, drill.ErrNoBrain):
+	case errors.Is(err, drill.ErrNoBrain), errors.Is(err, drill.ErrNoSnapshot):
 		return withCode(exitNotFound, err)
 	}
 	return err
 }
+
+// hintError is an error said in one line of what to do about it; the
+// cause stays matchable (errors.Is) for the exit code.
+type hintError struct {
+	msg   string
+	cause error
+}
+
+func (e *hintError) Error() string { return e.msg }
+func (e *hintError) Unwrap() error { return e.cause }
+
+// unreachable turns a chain or Walrus that does not answer into one line
+// saying where it was looked for and how to start it: for the devnet's
+// configuration, the devnet's own commands.
+func unreachable(cfg *config.Config, err error) error {
+	if err == nil {
+		return nil
+	}
+	dn := devnetDir(cfg)
+	switch {
+	case errors.Is(err, ens.ErrUnavailable) && !errors.Is(err, ens.ErrGatewayUnavailable):
+		hint := "is the node up? (a drill with --mode a needs no chain)"
+		if dn != "" {
+			hint = fmt.Sprintf("start the devnet with `make devnet` (or `make run`, or bin/hermesd-devnet -dir %s); a drill with --mode a needs no chain", dn)
+		}
+		return &hintError{fmt.Sprintf("chain unreachable at %s: %s", redact.URL(cfg.Chain.RPC), hint), err}
+	case errors.Is(err, syscall.ECONNREFUSED) && len(cfg.Walrus.Aggregators) > 0:
+		agg := redact.URL(cfg.Walrus.Aggregators[0])
+		hint := "is the aggregator up?"
+		if dn != "" {
+			hint = fmt.Sprintf("start the devnet with `make devnet` (or `make run`), or serve its blobs alone: bin/hermesd walrus serve --dir %s --listen %s",
+				filepath.Join(dn, "walrus"), strings.TrimPrefix(agg, "http://"))
+		}
+		return &hintError{fmt.Sprintf("walrus unreachable at %s: %s", agg, hint), err}
+	}
+	return err
+}
+
+// devnetDir is the devnet's directory when cfg is the configuration
+// hermesd-devnet wrote there, else "".
+func devnetDir(cfg *config.Config) string {
+	if cfg.Path == "" {
+		return ""
+	}
+	f, err := os.Open(cfg.Path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	first, _ := bufio.NewReader(io.LimitReader(f, 256)).ReadString('\n')
+	if !strings.HasPrefix(first, devnetConfigHeader) {
+		return ""
+	}
+	return filepath.Dir(cfg.Path)
+}
+
+// devnetConfigHeader begins the configuration hermesd-devnet writes.
+const devnetConfigHeader = "# hermesd configuration for the local devnet, written by 'hermesd-devnet'."

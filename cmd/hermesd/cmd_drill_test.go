@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -88,6 +90,28 @@ func (w *drillWorld) blobFile(id string) string {
 	return filepath.Join(w.dn.Dir, "walrus", "blobs", hex.EncodeToString(raw)+".blob")
 }
 
+// noChainConfig is a copy of the devnet's configuration whose chain.rpc
+// is an address where nothing listens.
+func noChainConfig(t *testing.T, devnetConfig string) string {
+	t.Helper()
+	b, err := os.ReadFile(devnetConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	body := regexp.MustCompile(`(?m)^  rpc: .*$`).ReplaceAllString(string(b), "  rpc: http://"+dead)
+	p := filepath.Join(t.TempDir(), "hermesd.yml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // drillTree maps every entry under dir (the root as ".") to its mode and
 // contents.
 func drillTree(t *testing.T, dir string) map[string]string {
@@ -138,15 +162,51 @@ func TestDrillCommand(t *testing.T) {
 	w := newDrillWorld(t)
 	var blob string
 
-	t.Run("mode b passes", func(t *testing.T) {
+	t.Run("nothing to drill yet", func(t *testing.T) {
+		if _, code, err := w.run("alpha", "--mode", "a"); code != exitNotFound || !strings.Contains(err.Error(), "--blob ID") {
+			t.Errorf("mode a: exit %d: %v", code, err)
+		}
+		if _, code, err := w.run("alpha"); code != exitNotFound {
+			t.Errorf("mode b: exit %d: %v", code, err)
+		}
+	})
+
+	t.Run("destructive snapshots and publishes first", func(t *testing.T) {
+		before := drillTree(t, w.brain)
+		out, code, err := w.run("--destructive", "alpha")
+		if code != exitOK {
+			t.Fatalf("exit %d: %v\n%s", code, err, out)
+		}
+		for _, want := range []string{"DESTRUCTIVE", "publish", "brain back in place, byte-identical", "snapshot taken now"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("report lacks %q:\n%s", want, out)
+			}
+		}
+		after := drillTree(t, w.brain)
+		delete(after, "bundle.lock.json") // the snapshot step wrote them
+		delete(after, "receipts.ndjson")
+		sameDrillTree(t, "brain", before, after)
+	})
+
+	t.Run("mode b beside a running hermesd", func(t *testing.T) {
+		sd, err := compose.OpenState(w.dn.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sd.Close()
 		out, code, err := w.run("alpha")
 		if code != exitOK {
 			t.Fatalf("exit %d: %v\n%s", code, err, out)
 		}
-		for _, want := range []string{"mode b: ENS pointer cold boot", "ens-read", "publish", "rehash", "\nPASS: 7 files"} {
+		for _, want := range []string{"mode b: ENS pointer cold boot", "read-only", "ens-read", "rehash", "trees", "\nPASS: 7 files"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("report lacks %q:\n%s", want, out)
 			}
+		}
+		// The destructive drill changes the brain: it needs the state.
+		_, code, err = w.run("alpha", "--destructive")
+		if code != exitLocked || !strings.Contains(err.Error(), "stop hermesd first") {
+			t.Fatalf("destructive: exit %d: %v", code, err)
 		}
 	})
 
@@ -159,11 +219,11 @@ func TestDrillCommand(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
-		if rep.Result != "pass" || rep.Mode != drill.ModeA || rep.Snapshot != "unchanged" || rep.Files != 7 ||
-			rep.BlobBytes == 0 || rep.Mismatches == nil || len(rep.Stages) == 0 {
+		if rep.Result != "pass" || rep.Mode != drill.ModeA || rep.Files != 7 || !strings.Contains(rep.Source, "state directory") ||
+			rep.BlobBytes == 0 || rep.Mismatches == nil || rep.MovedOn == nil || len(rep.Stages) == 0 {
 			t.Fatalf("report %+v", rep)
 		}
-		if !strings.Contains(out, `"mismatches":[]`) || !strings.Contains(out, `"ms":`) {
+		if !strings.Contains(out, `"mismatches":[]`) || !strings.Contains(out, `"movedOn":[]`) || !strings.Contains(out, `"ms":`) {
 			t.Errorf("JSON lacks fields: %s", out)
 		}
 		for _, s := range rep.Stages {
@@ -174,27 +234,19 @@ func TestDrillCommand(t *testing.T) {
 		blob = rep.BlobID
 	})
 
-	t.Run("destructive on the devnet's throwaway brain", func(t *testing.T) {
-		before := drillTree(t, w.brain)
-		out, code, err := w.run("--destructive", "alpha")
-		if code != exitOK {
-			t.Fatalf("exit %d: %v\n%s", code, err, out)
-		}
-		if !strings.Contains(out, "DESTRUCTIVE") || !strings.Contains(out, "brain back in place, byte-identical") {
-			t.Errorf("report:\n%s", out)
-		}
-		sameDrillTree(t, "brain", before, drillTree(t, w.brain))
-	})
-
-	t.Run("refused while hermesd holds the state", func(t *testing.T) {
-		sd, err := compose.OpenState(w.dn.Config)
+	t.Run("without a chain", func(t *testing.T) {
+		cfg := noChainConfig(t, w.dn.ConfigPath)
+		var out, errOut bytes.Buffer
+		err := Run(t.Context(), []string{"drill", "-config", cfg, "--scratch", t.TempDir(), "--mode", "a", "alpha"}, strings.NewReader(""), &out, &errOut)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("mode a without a chain: %v\n%s", err, out.String())
 		}
-		defer sd.Close()
-		_, code, err := w.run("alpha")
-		if code != exitLocked || !strings.Contains(err.Error(), "stop hermesd") {
-			t.Fatalf("exit %d: %v", code, err)
+		out.Reset()
+		code := report(&errOut, Run(t.Context(), []string{"drill", "-config", cfg, "--scratch", t.TempDir(), "alpha"}, strings.NewReader(""), &out, &errOut))
+		line := strings.TrimSpace(errOut.String())
+		if code != exitFailure || strings.Count(line, "\n") != 0 || !strings.HasPrefix(line, "hermesd: chain unreachable at http://127.0.0.1:") ||
+			!strings.Contains(line, "start the devnet with `make devnet`") || !strings.Contains(line, "--mode a needs no chain") {
+			t.Fatalf("mode b without a chain: exit %d, stderr %q", code, line)
 		}
 	})
 

@@ -97,6 +97,9 @@ func TestHistoryCommands(t *testing.T) {
 			if e.N != i || e.BlobID != w.heads[i] || e.Format != snapshot.FormatV3 || e.Status != "restorable" || e.Added <= 0 {
 				t.Errorf("entry %d: %+v, want v3 head %s, restorable", i, e, w.heads[i])
 			}
+			if e.EndEpoch == 0 {
+				t.Errorf("entry %d: no end epoch, though the lock records it", i)
+			}
 			if e.BundleHash != dirHashOf(t, w.states[i]) {
 				t.Errorf("entry %d: bundle hash %s, the brain then hashed to %s", i, e.BundleHash, dirHashOf(t, w.states[i]))
 			}

@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -28,6 +32,13 @@ content is downloaded), the bytes it added, and whether it is still
 restorable (every pack it needs is on Walrus) or expired. The walk follows
 each commit's parent; when it reaches a v1/v2 snapshot (an agent that
 started before format v3), that blob's lock lists the older lineage.
+
+END EPOCH is the Walrus epoch at which a snapshot stops being restorable:
+the earliest end of the packs it needs. A v3 commit records the end epochs
+of the packs it lists but not of its own head pack, which a newer commit
+that still uses it records, and so does this machine's record of its
+uploads (the brain's bundle.lock.json lineage, the agent's state); "-"
+when nothing records it.
 
 Restore an entry with 'hermesd restore AGENT --at N --dir DIR'; compare two
 with 'hermesd diff AGENT A B'.`)
@@ -53,6 +64,7 @@ with 'hermesd diff AGENT A B'.`)
 	if err != nil {
 		return err
 	}
+	fillEndEpochs(entries, localEndEpochs(h.cfg.StateDir, h.agent))
 	if *jsonOut {
 		return json.NewEncoder(env.stdout).Encode(map[string]any{"agent": h.agent.ID, "ensName": h.agent.ENSName, "snapshots": entries})
 	}
@@ -89,6 +101,35 @@ with 'hermesd diff AGENT A B'.`)
 		}
 	}
 	return nil
+}
+
+// localEndEpochs are the end epochs this machine recorded for the agent's
+// snapshots when it uploaded them: the brain's bundle.lock.json lineage and
+// the agent's state (read, not locked). A v3 commit does not record its
+// own head pack's end epoch, so these complete what the commits say.
+func localEndEpochs(stateDir string, ac *config.Agent) map[string]uint64 {
+	known := map[string]uint64{}
+	if lock, err := bundlelock.Read(filepath.Join(ac.BrainDir, bundlelock.FileName)); err == nil {
+		for _, e := range lock.Lineage() {
+			if e.EndEpoch > 0 {
+				known[e.BlobID] = e.EndEpoch
+			}
+		}
+	}
+	if st, err := state.LoadAgent(state.AgentPath(stateDir, ac.ID)); err == nil && st.Last != nil && st.Last.EndEpoch > 0 {
+		known[st.Last.BlobID] = st.Last.EndEpoch
+	}
+	return known
+}
+
+// fillEndEpochs sets each entry's end epoch to the earliest of what its
+// blobs say and what was recorded locally.
+func fillEndEpochs(entries []snapshot.HistoryEntry, known map[string]uint64) {
+	for i := range entries {
+		if k := known[entries[i].BlobID]; k > 0 && (entries[i].EndEpoch == 0 || k < entries[i].EndEpoch) {
+			entries[i].EndEpoch = k
+		}
+	}
 }
 
 // historyCommand is an agent command that reads the agent's history: its

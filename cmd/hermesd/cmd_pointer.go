@@ -237,8 +237,11 @@ resolver). Nothing is sent unless the record holds the expected value:
                   another writer's pointer: use with care)
 
 Setting the value the record already holds sends nothing. The command waits
-for the transaction to be mined and prints its hash and gas used. A VALUE
-starting with "-" goes after "--".`
+for the transaction to be mined and prints its hash and gas used.
+
+Blob ids may begin with "-": one is taken as VALUE wherever it stands, and
+as PREV after --expect (or --expect=PREV). Any other VALUE that begins with
+"-" goes after "--".`
 
 func runPointerSet(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "pointer set", "pointer set NAME VALUE (--expect PREV | --force) [--json] [-config FILE | --rpc URL --key-file FILE ...]", pointerSetHelp)

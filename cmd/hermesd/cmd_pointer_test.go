@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -37,6 +38,17 @@ func pointerChain(t *testing.T) (*devchain.Chain, string) {
 		t.Fatal(err)
 	}
 	return chain, keyFile
+}
+
+// dashBlobID is a valid blob id (URL-safe base64 of 32 bytes) that begins
+// with "-", as one in 64 real ones does.
+func dashBlobID(seed byte) string {
+	b := make([]byte, 32)
+	b[0] = 0xf8 // the first six bits are 62: "-"
+	for i := 1; i < len(b); i++ {
+		b[i] = seed + byte(i)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func runPointerCmd(t *testing.T, args ...string) (string, string, error) {
@@ -101,6 +113,33 @@ func TestPointerGetSet(t *testing.T) {
 	out, _, err = runPointerCmd(t, "set", "agent.eth", "--force", rpc, key, "--", v2)
 	if err != nil || !strings.HasPrefix(out, "unchanged") {
 		t.Fatalf("unchanged set: %q, %v", out, err)
+	}
+	// Blob ids beginning with "-" where they are written, without "--":
+	// as VALUE before and after the flags, and as --expect's value, apart
+	// or after "=" (issue 28 item 3: "flag provided but not defined").
+	d1, d2 := dashBlobID(1), dashBlobID(2)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set", "agent.eth", d1, "--expect", v2, rpc, key, "--poll=20ms"}, d1},
+		{[]string{"set", "agent.eth", "--expect", d1, d2, rpc, key, "--poll=20ms"}, d2},
+		{[]string{"set", rpc, key, "--poll=20ms", "agent.eth", "--expect=" + d2, d1}, d1},
+	} {
+		if _, stderr, err := runPointerCmd(t, tc.args...); err != nil {
+			t.Fatalf("pointer %s: %v %s", strings.Join(tc.args, " "), err, stderr)
+		}
+		if out, _, _ := runPointerCmd(t, "get", "agent.eth", rpc); out != tc.want+"\n" {
+			t.Fatalf("after pointer %s: the record is %q", strings.Join(tc.args, " "), out)
+		}
+	}
+	// A mistyped flag is still a mistake, not a value.
+	if _, stderr, err := runPointerCmd(t, "set", "agent.eth", d2, "--expcet", d1, rpc, key); exitCode(err) != exitUsage ||
+		!strings.Contains(stderr, "flag provided but not defined: -expcet") {
+		t.Fatalf("a mistyped flag: %v %s", err, stderr)
+	}
+	if _, _, err := runPointerCmd(t, "set", "agent.eth", "--expect", d1, rpc, key, "--poll=20ms", "--", v2); err != nil {
+		t.Fatal(err)
 	}
 	// --force takes the current value as expected.
 	if _, _, err := runPointerCmd(t, "set", "agent.eth", v1, "--force", rpc, key, "--poll=20ms"); err != nil {

@@ -116,7 +116,7 @@ so the daemon can go on writing under the same key.`)
 		}
 		out.Dir, out.Origin, out.BundleHash = st.BrainDir, st.StartedAs, st.BundleHash
 		if st.Last != nil {
-			out.BlobID = st.Last.BlobID
+			out.BlobID, out.EndEpoch = st.Last.BlobID, st.Last.EndEpoch
 		}
 		return printRestore(env, out, *jsonOut)
 	}
@@ -145,7 +145,7 @@ so the daemon can go on writing under the same key.`)
 	}
 	out.Dir, out.Origin, out.BlobID = *dir, "restored", id
 	out.BundleHash, out.Files, out.Bytes = res.BundleHash.String(), res.Files, res.Bytes
-	out.BlobBytes, out.Skipped = res.BlobSize, res.Skipped
+	out.BlobBytes, out.Skipped, out.EndEpoch = res.BlobSize, res.Skipped, res.EndEpoch
 	out.Format, out.Path, out.Downloaded, out.Ranges = string(res.Format), *path, res.Downloaded, res.Ranges
 	out.DownloadMS, out.UnpackMS = res.Download.Milliseconds(), res.Unpack.Milliseconds()
 	out.Unverified = res.Unchecked
@@ -153,16 +153,20 @@ so the daemon can go on writing under the same key.`)
 }
 
 type restoreOutput struct {
-	Agent      string   `json:"agent"`
-	Dir        string   `json:"dir"`
-	Origin     string   `json:"origin"` // restored, fresh, existing
-	BlobID     string   `json:"blobId,omitempty"`
-	Format     string   `json:"format,omitempty"`
-	Path       string   `json:"path,omitempty"` // a v3 restore of one file or directory
-	BundleHash string   `json:"bundleHash,omitempty"`
-	Files      int      `json:"files,omitempty"`
-	Bytes      int64    `json:"bytes,omitempty"`
-	BlobBytes  int64    `json:"blobBytes,omitempty"`
+	Agent      string `json:"agent"`
+	Dir        string `json:"dir"`
+	Origin     string `json:"origin"` // restored, fresh, existing
+	BlobID     string `json:"blobId,omitempty"`
+	Format     string `json:"format,omitempty"`
+	Path       string `json:"path,omitempty"` // a v3 restore of one file or directory
+	BundleHash string `json:"bundleHash,omitempty"`
+	Files      int    `json:"files,omitempty"`
+	Bytes      int64  `json:"bytes,omitempty"`
+	BlobBytes  int64  `json:"blobBytes,omitempty"`
+	// EndEpoch is the Walrus epoch the snapshot stays restorable until, as
+	// recorded (the agent's upload record, else the commit's packs); 0
+	// when nothing records it.
+	EndEpoch   uint64   `json:"endEpoch,omitempty"`
 	Downloaded int64    `json:"downloaded,omitempty"` // bytes read from Walrus
 	Ranges     int64    `json:"ranges,omitempty"`     // range requests (v3)
 	DownloadMS int64    `json:"downloadMs,omitempty"`
@@ -195,6 +199,9 @@ func printRestore(env *cmdEnv, o restoreOutput, asJSON bool) error {
 		}
 		if o.Format == string(snapshot.FormatV3) {
 			fmt.Fprintf(env.stdout, ", %s read in %d range requests", walrus.FormatSize(o.Downloaded), o.Ranges)
+		}
+		if o.EndEpoch > 0 {
+			fmt.Fprintf(env.stdout, ", end epoch %d", o.EndEpoch)
 		}
 		fmt.Fprintln(env.stdout, ")")
 	case "fresh":

@@ -145,6 +145,9 @@ func printStatus(w io.Writer, rep statusReport) {
 		case a.Published != "":
 			pub = short(a.Published)
 		}
+		if a.PointerUnverified != "" {
+			pub += " (" + a.PointerUnverified + ")"
+		}
 		pending := "-"
 		if a.Pending != nil {
 			pending = fmt.Sprintf("%s for %s", short(a.Pending.Value), now.Sub(a.Pending.Since).Round(time.Second))

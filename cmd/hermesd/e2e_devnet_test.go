@@ -34,18 +34,8 @@ func TestE2EMakeRun(t *testing.T) {
 	t.Parallel()
 	hermesd, devnetBin := hermesdBinary(t), devnetBinary(t)
 	w := newProcessWorld(t)
-	dir, seed := t.TempDir(), t.TempDir()
-	for name, body := range map[string]string{"system.md": "You are a test agent.\n", "skills/a.md": "skill a\n"} {
-		p := filepath.Join(seed, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	port := func() string { _, p, _ := net.SplitHostPort(freePort(t)); return p }
-	args := []string{"-dir", dir, "-seed", seed, "-chain-port", port(), "-walrus-port", port(), "-http", w.http}
+	dir, seed := t.TempDir(), seedDir(t, map[string]string{"system.md": "You are a test agent.\n", "skills/a.md": "skill a\n"})
+	args := []string{"-dir", dir, "-seed", seed, "-chain-port", loopbackPort(t), "-walrus-port", loopbackPort(t), "-http", w.http}
 	group := &syscall.SysProcAttr{Setpgid: true} // a foreground job of its own
 	makeRun := func() *hermesdProc {
 		t.Helper()
@@ -59,7 +49,7 @@ func TestE2EMakeRun(t *testing.T) {
 		t.Fatalf("the daemon's process group is %d (%v), the devnet's: a Ctrl-C would reach it twice", got, err)
 	}
 
-	second := w.startBinary(devnetBin, nil, "-dir", dir, "-chain-port", port(), "-walrus-port", port())
+	second := w.startBinary(devnetBin, nil, "-dir", dir, "-chain-port", loopbackPort(t), "-walrus-port", loopbackPort(t))
 	if code := second.wait(time.Minute); code != exitLocked {
 		t.Fatalf("a second devnet on the same directory exited %d, want %d:\n%s", code, exitLocked, second.out.String())
 	}
@@ -114,6 +104,29 @@ func TestE2EMakeRun(t *testing.T) {
 	p.signal(syscall.SIGKILL)
 	poll(t, time.Minute, "the daemon to stop after the devnet died", func() bool { return exitedPID(daemon) })
 	p.wait(time.Minute)
+}
+
+// seedDir is a seed directory holding files (path → content).
+func seedDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	seed := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(seed, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return seed
+}
+
+// loopbackPort is a free port on 127.0.0.1 (freePort's), without the host.
+func loopbackPort(t *testing.T) string {
+	t.Helper()
+	_, p, _ := net.SplitHostPort(freePort(t))
+	return p
 }
 
 // childPID is the pid of the command hermesd-devnet runs, from its banner.

@@ -168,6 +168,9 @@ type e2eWorld struct {
 	logf   *os.File
 	runs   int
 	client *http.Client
+	// extraEnv is added to every process's environment (a user's
+	// export HERMESD_CONFIG=...).
+	extraEnv []string
 }
 
 func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
@@ -252,7 +255,7 @@ func (w *e2eWorld) env() []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env, "HERMESD_LOG_LEVEL=info")
+	return append(append(env, "HERMESD_LOG_LEVEL=info"), w.extraEnv...)
 }
 
 // hermesdProc is one running hermesd subprocess.

@@ -11,6 +11,7 @@ import (
 	"crypto/sha3"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -221,6 +222,12 @@ func TestE2ESeal(t *testing.T) {
 		if code == 0 {
 			if d := sameTree(alphaFiles, hashedTree(t, brain)); len(d) > 0 {
 				t.Fatalf("restored brain differs: %v (%s)", d, stdout)
+			}
+			// The end epoch the upload recorded is recorded again, and
+			// said (issue 28 item 3: an in-place restore wrote 0).
+			lin := readLock(t, brain).Lineage()
+			if len(lin) == 0 || lin[0].EndEpoch == 0 || !strings.Contains(stdout, fmt.Sprintf(", end epoch %d)", lin[0].EndEpoch)) {
+				t.Errorf("restore said %q; the lock's lineage records %+v", stdout, lin)
 			}
 			return
 		}

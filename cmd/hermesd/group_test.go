@@ -48,10 +48,10 @@ func TestGroups(t *testing.T) {
 			}
 		})
 	}
-	// The verb runs: its own flag set answers -h.
+	// The verb runs: its own flag set answers -h, on stdout.
 	var stdout, stderr bytes.Buffer
 	err := Run(context.Background(), []string{"blob", "put", "-h"}, strings.NewReader(""), &stdout, &stderr)
-	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr.String(), "Usage: hermesd blob put FILE") {
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stdout.String(), "Usage: hermesd blob put FILE") || stderr.Len() > 0 {
 		t.Errorf("blob put -h: %v, %q %q", err, stdout.String(), stderr.String())
 	}
 }

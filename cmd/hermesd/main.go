@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -76,7 +77,12 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch name {
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
-			return Run(ctx, []string{rest[0], "-h"}, stdin, stdout, stderr)
+			// hermesd help CMD [VERB...]: what CMD [VERB...] -h prints.
+			n := 1
+			for n < len(rest) && !strings.HasPrefix(rest[n], "-") {
+				n++
+			}
+			return Run(ctx, append(append([]string(nil), rest[:n]...), "-h"), stdin, stdout, stderr)
 		}
 		printUsage(stdout)
 		return nil
@@ -110,6 +116,9 @@ Run 'hermesd <command> -h' for a command's flags.
 
 Every command that prints results accepts --json. The configuration file is
 read from -config, else $HERMESD_CONFIG, else /etc/hermesd/hermesd.yml.
+Flags may come before, between or after arguments; a flag's value may begin
+with "-" (--expect -xyz, or --expect=-xyz), and so may an argument that is a
+blob id. Anything after "--" is an argument.
 `)
 	fmt.Fprint(w, exitCodeHelp)
 }

@@ -214,6 +214,9 @@ type Agent struct {
 	// unsavedSince is when the brain was first seen to differ from its
 	// last verified snapshot (zero when in sync): the staleness to alert on.
 	unsavedSince time.Time
+	// checkedAt is when the pointer was last read from the chain (a
+	// read-back) or written there: what is known of it dates from then.
+	checkedAt time.Time
 }
 
 // New opens an agent's state. It touches nothing in the brain directory;
@@ -315,7 +318,9 @@ type Status struct {
 	// directory yet (it is retried).
 	Unsaved bool `json:"unsaved,omitempty"`
 	// UnsavedSince is when the brain first differed from its last verified
-	// snapshot; zero when every change is safely stored.
+	// snapshot, or a sync that failed before recording a snapshot began
+	// (the brain is then not known to be stored); zero when every change
+	// is safely stored.
 	UnsavedSince time.Time `json:"unsavedSince,omitzero"`
 	Receipts     int       `json:"receipts"`
 	// Transferred: the agent was handed to a new owner; it is no longer
@@ -332,6 +337,14 @@ type Status struct {
 	// it was written and what L1 shows ("written on L2, not yet visible
 	// from L1").
 	PointerNote string `json:"pointerNote,omitempty"`
+	// PointerCheckedAt is when the pointer was last read back from the
+	// chain or written there (zero: not since this process started).
+	PointerCheckedAt time.Time `json:"pointerCheckedAt,omitzero"`
+	// PointerUnverified says, when the pointer has not been read back for
+	// longer than chain.check_interval (the chain unreachable, say), since
+	// when: what Published says is not known to be what the chain holds.
+	// The daemon fills it in.
+	PointerUnverified string `json:"pointerUnverified,omitempty"`
 }
 
 // Status reports the agent's state.
@@ -357,6 +370,8 @@ func (a *Agent) Status() Status {
 		Transferred:  st.Transferred,
 		KeyID:        a.cfg.KeyID,
 		Records:      a.cfg.Records,
+
+		PointerCheckedAt: a.checkedAt,
 	}
 	if p := st.Pending; p != nil && p.Written != nil && p.Written.Value == p.Value {
 		s.PointerNote = a.pointerNoteLocked(p.Written)

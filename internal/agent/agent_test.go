@@ -192,6 +192,40 @@ func TestWipedBrainIsRestored(t *testing.T) {
 	if err != nil || out.Outcome != Restored || r.pipe.Takes() != 1 {
 		t.Fatalf("wiped: %+v %v (takes %d)", out, err, r.pipe.Takes())
 	}
+	// The restore records the end epoch the upload recorded, in the
+	// lock's lineage and the state (issue 28 item 3: it wrote 0).
+	want := res.Snapshot.EndEpoch
+	if lin := readLockAt(t, r.brain).Lineage(); len(lin) == 0 || lin[0].BlobID != res.Snapshot.BlobID || lin[0].EndEpoch != want || want == 0 {
+		t.Errorf("lineage after the restore %+v, want %s ending with epoch %d", lin, res.Snapshot.BlobID, want)
+	}
+	if l := a.Status().Last; l == nil || l.EndEpoch != want {
+		t.Errorf("last snapshot after the restore %+v, want end epoch %d", l, want)
+	}
+
+	// Another machine (no state) knows only what the snapshot records.
+	r2 := newRig(t)
+	r2.chain = r.chain
+	r2.pipe.restore = func(_ context.Context, blobID, target string) (snapshot.Restored, error) {
+		res, err := restoreInto(target, blobID)
+		res.EndEpoch = 33
+		return res, err
+	}
+	b := r2.open()
+	if err := b.Prepare(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if lin := readLockAt(t, r2.brain).Lineage(); len(lin) == 0 || lin[0].EndEpoch != 33 {
+		t.Errorf("lineage after a cold restore %+v, want end epoch 33", lin)
+	}
+}
+
+func readLockAt(t *testing.T, brain string) *bundlelock.Lock {
+	t.Helper()
+	l, err := bundlelock.Read(filepath.Join(brain, bundlelock.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // publishFirst prepares an agent, snapshots it and publishes the pointer.

@@ -131,11 +131,12 @@ func (p *fakePipeline) store(h hash.Digest) (snapshot.Result, error) {
 		lock = &bundlelock.Lock{}
 	}
 	lock.Record(h.String(), time.Now().UnixMilli())
-	lock.Uploaded(bundlelock.LineageEntry{BlobID: id, BundleHash: h.String(), CreatedAt: time.Now().UnixMilli()})
+	end := uint64(40 + p.nextID) // each blob its own end epoch
+	lock.Uploaded(bundlelock.LineageEntry{BlobID: id, BundleHash: h.String(), CreatedAt: time.Now().UnixMilli(), EndEpoch: end})
 	if err := bundlelock.Write(lockPath, lock); err != nil {
 		return snapshot.Result{}, err
 	}
-	return snapshot.Result{BlobID: id, BundleHash: h, Version: lock.Version(), CreatedAt: time.Now()}, nil
+	return snapshot.Result{BlobID: id, BundleHash: h, Version: lock.Version(), CreatedAt: time.Now(), EndEpoch: end}, nil
 }
 
 func (p *fakePipeline) Restore(ctx context.Context, blobID, target string) (snapshot.Restored, error) {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
@@ -173,8 +174,14 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 	if err := a.afterRestore(ctx, r, source == SourceENS); err != nil {
 		return true, err
 	}
+	end := "unknown"
+	a.mu.Lock()
+	if l := a.st.Last; l != nil && l.EndEpoch > 0 {
+		end = strconv.FormatUint(l.EndEpoch, 10)
+	}
+	a.mu.Unlock()
 	a.log.Info("brain restored", "blob", blob, "bundle_hash", r.BundleHash, "files", r.Files,
-		"bytes", r.Bytes, "blob_bytes", r.BlobSize, "download", r.Download.Round(time.Millisecond),
+		"bytes", r.Bytes, "blob_bytes", r.BlobSize, "end_epoch", end, "download", r.Download.Round(time.Millisecond),
 		"unpack", r.Unpack.Round(time.Millisecond))
 	a.deps.Observer.Restore(a.cfg.ID, "restored", &r)
 	return true, nil
@@ -217,12 +224,13 @@ func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS b
 	if lock.LastUpdated() == 0 {
 		created = a.deps.Now()
 	}
+	end := a.restoredEndEpoch(r)
 	lock.Uploaded(bundlelock.LineageEntry{
 		BlobID:     r.BlobID,
 		BundleHash: r.BundleHash.String(),
 		CreatedAt:  created.UnixMilli(),
 		Size:       r.BlobSize,
-		// The end epoch is not part of the blob; 0 means unknown.
+		EndEpoch:   end, // 0 only when nothing records it
 	})
 	if err := bundlelock.Write(lockPath, lock); err != nil {
 		return fmt.Errorf("record restored blob in lock: %w", err)
@@ -235,6 +243,7 @@ func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS b
 		BundleHash: r.BundleHash.String(),
 		Version:    lock.Version(),
 		Size:       r.BlobSize,
+		EndEpoch:   end,
 		CreatedAt:  created,
 	}
 	if fromENS {
@@ -246,6 +255,21 @@ func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS b
 	a.st.Origin = "restored"
 	a.startedAs = "restored"
 	return a.saveStateLocked()
+}
+
+// restoredEndEpoch is the best known end epoch of a restored snapshot:
+// what this agent recorded when it uploaded it (its state's last
+// snapshot), else what the snapshot records of its packs (v3: the earliest
+// end of the packs its commit lists, which its head pack, written last,
+// outlives); 0 when neither says (a v1/v2 blob does not record its own).
+func (a *Agent) restoredEndEpoch(r snapshot.Restored) uint64 {
+	a.mu.Lock()
+	last := a.st.Last
+	a.mu.Unlock()
+	if last != nil && last.BlobID == r.BlobID && last.EndEpoch > 0 {
+		return last.EndEpoch
+	}
+	return r.EndEpoch
 }
 
 // fillSeed copies files from the seed directory that are missing in the

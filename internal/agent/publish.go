@@ -286,6 +286,7 @@ func (a *Agent) recordWrite(u PointerUpdate, since time.Time, r WriteResult) Pub
 func (a *Agent) publishedLocked(value, txHash string) error {
 	a.st.Published = value
 	a.st.PublishedAt = a.deps.Now()
+	a.checkedAt = a.st.PublishedAt
 	if p := a.st.Pending; p != nil {
 		if p.Value == value {
 			a.st.Pending = nil
@@ -406,6 +407,7 @@ func (a *Agent) CheckPointer(ctx context.Context) (PublishOutcome, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.checkedAt = a.deps.Now()
 	p := a.st.Pending
 	switch {
 	case a.st.Hold != nil:

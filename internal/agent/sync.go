@@ -55,6 +55,35 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResu
 			return SyncResult{}, ctx.Err()
 		}
 	}
+	start, before := a.deps.Now(), a.lastBlob()
+	res, err := a.syncLocked(ctx, paths, rescan)
+	if err != nil && ctx.Err() == nil && a.lastBlob() == before {
+		// Whatever failed before a snapshot was recorded (the state or
+		// spool directory unwritable, a SQLite copy, the hash, the
+		// upload), the brain is not known to be saved: it counts as
+		// unsaved from when this sync began, not only once a changed
+		// hash was seen (issue 28 item 6).
+		a.mu.Lock()
+		if a.unsavedSince.IsZero() {
+			a.unsavedSince = start
+		}
+		a.mu.Unlock()
+	}
+	return res, err
+}
+
+// lastBlob is the blob of the last verified snapshot ("" for none).
+func (a *Agent) lastBlob() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.st.Last == nil {
+		return ""
+	}
+	return a.st.Last.BlobID
+}
+
+// syncLocked is sync, holding syncMu and a slot.
+func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool) (SyncResult, error) {
 	// A sync starts from a saved state: a save that failed earlier is
 	// tried again first (Run also retries it on its own).
 	if err := a.SaveState(); err != nil {

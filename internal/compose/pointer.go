@@ -42,6 +42,15 @@ func (p chainPointer) Read(ctx context.Context, name string) (string, bool, erro
 	return readPointer(ctx, p.c, name)
 }
 
+// ResyncNonces makes every writer take its next nonce from its chain's
+// pending nonce (after a chain went back, the counters are ahead of it).
+func (p chainPointer) ResyncNonces() {
+	p.c.ResyncNonce()
+	for _, rc := range p.records {
+		rc.ResyncNonce()
+	}
+}
+
 func readPointer(ctx context.Context, c *ens.Client, name string) (string, bool, error) {
 	v, err := c.Read(ctx, name)
 	if errors.Is(err, ens.ErrNoPointer) {

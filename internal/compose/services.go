@@ -47,6 +47,7 @@ type Services struct {
 	Trusted []common.Address
 
 	onAttempt *atomic.Pointer[func(walrus.Attempt)]
+	recovered *atomic.Pointer[func() <-chan struct{}]
 	ledgers   *ledgers
 }
 
@@ -69,7 +70,8 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)]), ledgers: &ledgers{}}
+	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)]),
+		recovered: new(atomic.Pointer[func() <-chan struct{}]), ledgers: &ledgers{}}
 	// Format seal needs no snapshot key; one that is configured still
 	// opens the agent's older v1/v2 snapshots.
 	if !opts.NoKey && (!c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal)) {
@@ -97,6 +99,12 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		if f := s.onAttempt.Load(); f != nil {
 			(*f)(a)
 		}
+	}
+	wc.Recovered = func() <-chan struct{} {
+		if f := s.recovered.Load(); f != nil {
+			return (*f)()
+		}
+		return nil
 	}
 	if s.Walrus, err = walrus.New(wc); err != nil {
 		return nil, fmt.Errorf("walrus: %w", err)
@@ -217,6 +225,11 @@ func RecordsConfig(r *config.RecordsTarget, signer *ens.Signer, log *slog.Logger
 // OnWalrusAttempt sets who sees every Walrus HTTP attempt (the daemon's
 // metrics); f must not block.
 func (s *Services) OnWalrusAttempt(f func(walrus.Attempt)) { s.onAttempt.Store(&f) }
+
+// OnWalrusRecovered sets who says when Walrus answers again after an
+// outage (the daemon's prober): f returns a channel closed then, which
+// ends the backoff of every Walrus retry waiting for it.
+func (s *Services) OnWalrusRecovered(f func() <-chan struct{}) { s.recovered.Store(&f) }
 
 // LoadKey reads the snapshot encryption key a secret reference names. A
 // key that cannot be read is a start-up error: hermesd never uploads

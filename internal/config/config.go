@@ -169,6 +169,11 @@ type Chain struct {
 	// repaired if it went back to an older snapshot (also after the chain
 	// comes back from an outage).
 	CheckInterval Duration `yaml:"check_interval"`
+	// HeadInterval is how often the chain's head is looked at (one block
+	// header): a head that went back or a block that changed hash (a
+	// reorg, an older chain restored) has every pointer read back at once
+	// instead of at the next check_interval.
+	HeadInterval Duration `yaml:"head_interval"`
 	// UniversalResolver, when set, is the ENS Universal Resolver every
 	// read of a pointer resolves through (docs/design.md §7.1); empty walks
 	// the registry (ENSIP-10).
@@ -364,6 +369,7 @@ func Default() *Config {
 			GasLimit:       1_000_000,
 			PollInterval:   Duration(2 * time.Second),
 			CheckInterval:  Duration(5 * time.Minute),
+			HeadInterval:   Duration(12 * time.Second),
 			GatewayTimeout: Duration(DefaultGatewayTimeout),
 			GatewayMaxBody: DefaultGatewayMaxBody,
 		},
@@ -454,19 +460,16 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, errors.New("parse: more than one YAML document")
 	}
-	if err := expandNode(&doc, lookup); err != nil {
+	if err := expandNode(&doc, "", lookup); err != nil {
 		return nil, err
 	}
-	// Decoding from the node tree still reports unknown keys (strictly)
-	// with their line numbers.
-	out, err := yaml.Marshal(&doc)
-	if err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
+	// Unknown keys and values of the wrong kind are reported against the
+	// tree as written (its paths and lines), before anything is decoded.
+	if err := checkSchema(&doc); err != nil {
+		return nil, err
 	}
-	sdec := yaml.NewDecoder(bytes.NewReader(out))
-	sdec.KnownFields(true)
-	if err := sdec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("parse: %w", scrubYAML(err))
+	if err := doc.Decode(c); err != nil {
+		return nil, fmt.Errorf("parse: %w", oneLine(scrubYAML(err)))
 	}
 	c.fillRecordsDefaults()
 	return c, nil
@@ -476,17 +479,23 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 // The node keeps its style: the encoder that turns the tree back into
 // YAML quotes a value that plain style cannot carry, so whatever a
 // variable holds stays one scalar.
-func expandNode(n *yaml.Node, lookup func(string) (string, bool)) error {
+func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool)) error {
 	switch n.Kind {
-	case yaml.DocumentNode, yaml.SequenceNode:
+	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if err := expandNode(c, lookup); err != nil {
+			if err := expandNode(c, path, lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := expandNode(c, fmt.Sprintf("%s[%d]", path, i), lookup); err != nil {
 				return err
 			}
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := expandNode(n.Content[i+1], lookup); err != nil {
+			if err := expandNode(n.Content[i+1], join(path, n.Content[i].Value), lookup); err != nil {
 				return err
 			}
 		}
@@ -496,7 +505,7 @@ func expandNode(n *yaml.Node, lookup func(string) (string, bool)) error {
 		}
 		v, err := expandEnv(n.Value, lookup)
 		if err != nil {
-			return fmt.Errorf("line %d: %w", n.Line, err)
+			return schemaErr(path, n.Line, err)
 		}
 		n.Value = v
 		if n.Style == 0 {

@@ -108,9 +108,9 @@ func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, body, want string
 	}{
-		{"unknown top-level key", "state_dirr: /x\n", "field state_dirr not found"},
-		{"unknown nested key", "walrus:\n  publisher: http://x\n", "field publisher not found"},
-		{"inline secret rejected", "encryption:\n  key: {value: abc}\n", "field value not found"},
+		{"unknown top-level key", "state_dirr: /x\n", "state_dirr (line 1): unknown key; did you mean state_dir?"},
+		{"unknown nested key", "walrus:\n  publisher: http://x\n", "walrus.publisher (line 2): unknown key; did you mean publishers?"},
+		{"inline secret rejected", "encryption:\n  key: {value: abc}\n", "encryption.key.value (line 2): unknown key; the keys here are file, env, keystore, password_file"},
 		{"unset env", "state_dir: ${NOPE}\n", "NOPE is not set"},
 		{"unterminated env", "state_dir: ${SET\n", "unterminated"},
 		{"bad duration", "defaults:\n  quiet: soon\n", `"soon" is not a duration`},
@@ -391,7 +391,7 @@ func TestEnvCannotInjectConfiguration(t *testing.T) {
 		t.Errorf("typed values: chain_id %d share %v", c.Chain.ChainID, c.Walrus.Share)
 	}
 	// Keys are never expanded.
-	if _, err := Parse(strings.NewReader("${KEYNAME}: /x\n"), lookup); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := Parse(strings.NewReader("${KEYNAME}: /x\n"), lookup); err == nil || !strings.Contains(err.Error(), "${KEYNAME} (line 1): unknown key") {
 		t.Errorf("expanded key: %v", err)
 	}
 	// The injected value is refused by validation, naming the field.

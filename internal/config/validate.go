@@ -105,6 +105,9 @@ func (c *Config) validate(v *validator) {
 	if c.Chain.CheckInterval <= 0 {
 		v.add("chain.check_interval", "must be positive")
 	}
+	if c.Chain.HeadInterval <= 0 {
+		v.add("chain.head_interval", "must be positive")
+	}
 	if c.Walrus.MaxDownloadSize <= 0 {
 		v.add("walrus.max_download_size", "must be positive")
 	}

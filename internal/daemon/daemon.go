@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/agent"
@@ -45,10 +46,17 @@ type Daemon struct {
 	byID    map[string]*agent.Agent
 	pub     *publisher
 	probe   *prober
+	// walrusRetryAt is when a Walrus attempt last failed and was to be
+	// retried (unix nanoseconds): until a backoff started then has surely
+	// ended, the prober watches for the store to come back, before any
+	// sync has failed.
+	walrusRetryAt atomic.Int64
 
 	api       *api
 	listeners []net.Listener
 	servers   []*http.Server
+
+	started time.Time // Start
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // agents
@@ -98,6 +106,9 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		return nil, fmt.Errorf("watch: %w", err)
 	}
 	d.probe = newProber(svc.Walrus.Ping, log.With("component", "walrus"))
+	// A Walrus retry waiting out its backoff goes as soon as the prober
+	// sees the store answer again.
+	svc.OnWalrusRecovered(d.probe.recovered)
 	// A few syncs at a time: the cores are the limit, and each pipeline
 	// holds buffers of its own.
 	slots := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
@@ -117,7 +128,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 			confirmPoll[a.ID()] = r.PollInterval.D()
 		}
 	}
-	d.metrics.reg.MustRegister(newAgeCollector(d.Agents))
+	d.metrics.reg.MustRegister(newAgeCollector(d.Agents, d.agentStatus, d.pointerCheckedAt))
 	ids := make([]string, len(d.agents))
 	for i, a := range d.agents {
 		ids[i] = a.ID()
@@ -127,6 +138,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 	if svc.Chain != nil {
 		d.pub = newPublisher(svc.Pointer(), d.agents, every, confirmPoll, cfg.Chain.CheckInterval.D(),
 			log.With("component", "publisher"), d.metrics)
+		d.pub.heads, d.pub.headEvery = svc.Chain, cfg.Chain.HeadInterval.D()
 		for _, a := range d.agents {
 			a.SetPublisher(d.pub)
 		}
@@ -164,6 +176,7 @@ func (d *Daemon) Agent(id string) (*agent.Agent, bool) {
 // goroutine tree per agent. It returns at once.
 func (d *Daemon) Start(ctx context.Context) {
 	ctx, d.cancel = context.WithCancel(ctx)
+	d.started = d.now()
 	for i, srv := range d.servers {
 		l := d.listeners[i]
 		d.httpWG.Add(1)
@@ -243,9 +256,13 @@ func (d *Daemon) subscribe(dir string, opts watch.Options) (agent.Watcher, error
 	return w, nil
 }
 
-// anyFailing reports whether some agent's last sync failed (the prober
-// then watches for the end of the outage).
+// anyFailing reports whether some agent's last sync failed, or a Walrus
+// request is being retried (the prober then watches for the end of the
+// outage).
 func (d *Daemon) anyFailing() bool {
+	if at := d.walrusRetryAt.Load(); at != 0 && d.now().Sub(time.Unix(0, at)) < d.cfg.Walrus.RetryWaitMax.D()+probeInterval {
+		return true
+	}
 	for _, a := range d.agents {
 		if a.Failing() {
 			return true
@@ -274,6 +291,37 @@ func healthy(s agent.Status) (bool, string) {
 		return false, "agent state not saved yet"
 	}
 	return true, ""
+}
+
+// pointerCheckedAt is when what an agent's status says of its pointer
+// was last confirmed by the chain: its last read-back or write, or this
+// daemon's start when there was none yet; zero for an agent that
+// publishes nothing (no name, no chain, transferred).
+func (d *Daemon) pointerCheckedAt(s agent.Status) time.Time {
+	if d.pub == nil || s.ENSName == "" || s.Transferred != nil {
+		return time.Time{}
+	}
+	if s.PointerCheckedAt.After(d.started) {
+		return s.PointerCheckedAt
+	}
+	return d.started
+}
+
+// agentStatus is an agent's status with what the daemon knows of it: the
+// pointer unverified since when, once no read-back succeeded for longer
+// than chain.check_interval (and a little: a read-back takes a moment).
+func (d *Daemon) agentStatus(a *agent.Agent) agent.Status {
+	s := a.Status()
+	at := d.pointerCheckedAt(s)
+	if at.IsZero() || d.pub.checkEvery <= 0 {
+		return s
+	}
+	every := d.pub.checkEvery
+	if age := d.now().Sub(at); age > every+min(every/4, 30*time.Second) {
+		s.PointerUnverified = fmt.Sprintf("unverified since %s: not read back from the chain for %s (check_interval %s)",
+			at.UTC().Format(time.RFC3339), age.Round(time.Second), every)
+	}
+	return s
 }
 
 // Ready applies the configured readiness rule: every agent healthy
@@ -359,6 +407,9 @@ func (d *Daemon) observeWalrus(a walrus.Attempt) {
 		outcome = "retry"
 	case failed:
 		outcome = "error"
+	}
+	if failed && a.Retry {
+		d.walrusRetryAt.Store(d.now().UnixNano())
 	}
 	d.metrics.walrusAttempts.WithLabelValues(a.Op, outcome).Inc()
 }

@@ -291,7 +291,7 @@ type StatusReport struct {
 func (d *Daemon) Status() StatusReport {
 	rep := StatusReport{Ready: d.Ready()}
 	for _, a := range d.agents {
-		rep.Agents = append(rep.Agents, a.Status())
+		rep.Agents = append(rep.Agents, d.agentStatus(a))
 	}
 	c := d.CostReport()
 	rep.Cost = &c
@@ -304,8 +304,10 @@ type AgentReady struct {
 	Ready  bool        `json:"ready"`
 	Phase  agent.Phase `json:"phase"`
 	Reason string      `json:"reason,omitempty"`
-	// Note says what is in progress without making the agent unready:
-	// a pointer written on an L2, not yet visible from L1.
+	// Note says what is in progress or not known without making the
+	// agent unready: a pointer written on an L2, not yet visible from L1;
+	// a pointer not read back for longer than chain.check_interval
+	// ("unverified since ...").
 	Note string `json:"note,omitempty"`
 }
 
@@ -316,9 +318,13 @@ func (a *api) serveReady(w http.ResponseWriter, r *http.Request) {
 		Agents    []AgentReady `json:"agents"`
 	}{Ready: a.d.Ready(), Readiness: a.d.cfg.HTTP.Readiness}
 	for _, ag := range a.d.agents {
-		s := ag.Status()
+		s := a.d.agentStatus(ag)
 		ok, why := healthy(s)
-		out.Agents = append(out.Agents, AgentReady{ID: s.ID, Ready: ok, Phase: s.Phase, Reason: why, Note: s.PointerNote})
+		note := s.PointerNote
+		if s.PointerUnverified != "" {
+			note = strings.TrimPrefix(note+"; pointer "+s.PointerUnverified, "; ")
+		}
+		out.Agents = append(out.Agents, AgentReady{ID: s.ID, Ready: ok, Phase: s.Phase, Reason: why, Note: note})
 	}
 	code := http.StatusOK
 	if !out.Ready {

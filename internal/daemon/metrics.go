@@ -32,6 +32,7 @@ type metrics struct {
 	receiptsIngested *prometheus.CounterVec
 	restores         *prometheus.CounterVec
 	pointerChecks    *prometheus.CounterVec
+	headRewinds      prometheus.Counter
 }
 
 func b2f(b bool) float64 {
@@ -44,17 +45,26 @@ func b2f(b bool) float64 {
 // ageCollector reports ages computed at scrape time, so they keep growing
 // while an agent is stuck rather than freezing at their last update.
 type ageCollector struct {
-	agents  func() []*agent.Agent
-	unsaved *prometheus.Desc
-	pending *prometheus.Desc
-	held    *prometheus.Desc
-	healthy *prometheus.Desc
-	unseen  *prometheus.Desc
+	agents    func() []*agent.Agent
+	status    func(*agent.Agent) agent.Status
+	checkedAt func(agent.Status) time.Time
+	checked   *prometheus.Desc
+	unsaved   *prometheus.Desc
+	pending   *prometheus.Desc
+	held      *prometheus.Desc
+	healthy   *prometheus.Desc
+	unseen    *prometheus.Desc
 }
 
-func newAgeCollector(agents func() []*agent.Agent) *ageCollector {
+func newAgeCollector(agents func() []*agent.Agent, status func(*agent.Agent) agent.Status, checkedAt func(agent.Status) time.Time) *ageCollector {
 	return &ageCollector{
-		agents: agents,
+		agents:    agents,
+		status:    status,
+		checkedAt: checkedAt,
+		checked: prometheus.NewDesc("hermesd_pointer_check_age_seconds",
+			"How long since the agent's pointer was last read back from the chain or written there (since the daemon started, when not yet); "+
+				"above chain.check_interval the pointer is unverified. 0 for an agent without an ENS name.",
+			[]string{"agent"}, nil),
 		unsaved: prometheus.NewDesc("hermesd_unsaved_change_age_seconds",
 			"How long the brain has differed from its last verified snapshot (0 when every change is stored). Alert on this.",
 			[]string{"agent"}, nil),
@@ -74,6 +84,7 @@ func newAgeCollector(agents func() []*agent.Agent) *ageCollector {
 }
 
 func (c *ageCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.checked
 	ch <- c.unsaved
 	ch <- c.pending
 	ch <- c.held
@@ -90,7 +101,8 @@ func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
 		return now.Sub(t).Seconds()
 	}
 	for _, a := range c.agents() {
-		s := a.Status()
+		s := c.status(a)
+		ch <- prometheus.MustNewConstMetric(c.checked, prometheus.GaugeValue, age(c.checkedAt(s)), s.ID)
 		ch <- prometheus.MustNewConstMetric(c.unsaved, prometheus.GaugeValue, age(s.UnsavedSince), s.ID)
 		var since time.Time
 		if s.Pending != nil {
@@ -197,8 +209,12 @@ func newMetrics() *metrics {
 		Name: "hermesd_pointer_checks_total",
 		Help: "Periodic read-backs of published pointers, by result (ok, rollback, held, failed). A rollback was repaired.",
 	}, []string{"agent", "result"})
+	m.headRewinds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hermesd_chain_head_rewinds_total",
+		Help: "Times the chain's head was seen to go back or a block below it to change (a reorg, an older chain restored); every pointer is then read back at once.",
+	})
 	m.reg.MustRegister(
-		m.pointerChecks,
+		m.pointerChecks, m.headRewinds,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.agentReady, m.brainBytes, m.brainFiles, m.snapshotLast, m.snapshotSize, m.snapshots,

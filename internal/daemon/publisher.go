@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/backoff"
 	"github.com/hermesd/hermesd/internal/ens"
@@ -58,7 +60,34 @@ type publisher struct {
 	// runs until it answers.
 	unreachable bool
 	probeAt     time.Time
+
+	// The head watch: the L1 chain's head is looked at every headEvery
+	// (nil heads: never), so that a chain that went back is noticed at
+	// once rather than at the next read-back.
+	heads     chainHead
+	headEvery time.Duration
+	headAt    time.Time // next look
+	seen      ens.Head  // the head at the last look (zero: none yet)
+	// mined is the highest L1 block one of our transactions was mined
+	// in: the chain has reached it, whether or not a look saw it.
+	mined uint64
 }
+
+// firstCheck is how soon after the start every record is first read
+// back.
+const firstCheck = 10 * time.Second
+
+// chainHead is the L1 chain's head and the blocks below it: what the
+// head watch reads (an *ens.Client).
+type chainHead interface {
+	Head(ctx context.Context) (ens.Head, error)
+	Block(ctx context.Context, number uint64) (ens.Head, error)
+}
+
+// nonceResyncer is a pointer writer whose nonce counters can be made to
+// read the node's pending nonce again (after the chain went back, the
+// counters are ahead of it).
+type nonceResyncer interface{ ResyncNonces() }
 
 // newPublisher publishes agents' pointers through w. every is each
 // agent's pointer_interval; confirmPoll, for an agent whose record lives
@@ -107,7 +136,11 @@ func (p *publisher) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	p.mu.Lock()
-	p.lastCheck = p.now() // the first read-back is one interval after the start
+	// The first read-back comes soon after the start, once the agents
+	// are ready: a daemon that starts does not know what the chain holds
+	// now (it may have been restored older while it was stopped, which
+	// the head watch cannot see).
+	p.lastCheck = p.now().Add(min(firstCheck, p.checkEvery) - p.checkEvery)
 	p.mu.Unlock()
 	for {
 		select {
@@ -117,12 +150,16 @@ func (p *publisher) run(ctx context.Context) {
 		case <-timer.C:
 		}
 		p.probeChain(ctx)
+		p.watchHead(ctx)
 		if at := p.nextCheck(); p.checkEvery > 0 && !p.now().Before(at) {
 			p.checkAll(ctx)
 		}
 		next := p.publishDue(ctx, false)
 		p.mu.Lock()
 		if at := p.probeAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+		if at := p.headAt; p.heads != nil && !p.unreachable && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 		p.mu.Unlock()
@@ -179,6 +216,71 @@ func (p *publisher) probeChain(ctx context.Context) {
 	p.unreachable, p.probeAt = false, time.Time{}
 	clear(p.retryAt)
 	p.lastCheck, p.checkAt = time.Time{}, time.Time{}
+}
+
+// watchHead looks at the chain's head when due. A head lower than the
+// last one seen, or a block at the last head's height with another hash,
+// means the chain went back (a reorg, an older chain restored): every
+// record is read back at once, and the nonce counters read the node's
+// pending nonce again, so that the repair is not sent with nonces the
+// chain is below. While the chain is unreachable the probe looks instead.
+func (p *publisher) watchHead(ctx context.Context) {
+	p.mu.Lock()
+	due := p.heads != nil && !p.unreachable && !p.now().Before(p.headAt)
+	prev, top := p.seen, max(p.seen.Number, p.mined)
+	p.mu.Unlock()
+	if !due {
+		return
+	}
+	h, err := p.heads.Head(ctx)
+	went := ""
+	switch {
+	case err != nil:
+	case h.Number < top:
+		went = fmt.Sprintf("the chain's head went back from block %d to block %d", top, h.Number)
+	case prev.Hash == (common.Hash{}):
+	case h.Number == prev.Number && h.Hash != prev.Hash:
+		went = fmt.Sprintf("block %d was replaced (a reorg)", h.Number)
+	case h.Number > prev.Number:
+		// One more header, only when the head moved.
+		if b, berr := p.heads.Block(ctx, prev.Number); berr == nil && b.Hash != prev.Hash {
+			went = fmt.Sprintf("block %d was replaced (a reorg below the new head %d)", prev.Number, h.Number)
+		}
+	}
+	p.mu.Lock()
+	p.headAt = p.now().Add(p.headEvery)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Debug("chain head not read", "error", err)
+			p.noteUnreachable(err)
+		}
+		p.mu.Unlock()
+		return
+	}
+	p.seen = h
+	if went != "" {
+		// What our writes reached is gone with the rest.
+		p.mined = min(p.mined, h.Number)
+		p.lastCheck, p.checkAt = time.Time{}, time.Time{}
+	}
+	p.mu.Unlock()
+	if went == "" {
+		return
+	}
+	p.log.Warn(went+"; reading every pointer back now and the signer's nonce from the chain",
+		"head", h.Number, "hash", h.Hash)
+	p.resyncNonces()
+	if p.metrics != nil {
+		p.metrics.headRewinds.Inc()
+	}
+}
+
+// resyncNonces makes the next transactions take their nonces from the
+// chain (after it went back, the counters are ahead of it).
+func (p *publisher) resyncNonces() {
+	if r, ok := p.w.(nonceResyncer); ok {
+		r.ResyncNonces()
+	}
 }
 
 // noteUnreachable starts the probe when err says the chain does not
@@ -351,6 +453,9 @@ func (p *publisher) record(r agent.PublishResult, took time.Duration, batch int)
 	switch r.Outcome {
 	case agent.OutcomePublished:
 		p.mu.Lock()
+		if r.Update.Target == "" && r.Write.Block > p.mined {
+			p.mined = r.Write.Block // the head watch knows the chain got there
+		}
 		p.last[id] = p.now()
 		delete(p.retryAt, id)
 		delete(p.confirmAt, id)
@@ -415,6 +520,8 @@ func (p *publisher) record(r agent.PublishResult, took time.Duration, batch int)
 		p.mu.Unlock()
 	case agent.OutcomeRollback:
 		log.Warn("the pointer went back to an older snapshot of this agent; publishing the newest again", "reason", r.Err)
+		// The chain that went back may be below our nonces too.
+		p.resyncNonces()
 		again = true
 	case agent.OutcomeTransferred:
 		// Final, and logged once by the agent: no retries, no backoff.
@@ -463,6 +570,7 @@ func (p *publisher) checkAll(ctx context.Context) {
 		switch out {
 		case agent.OutcomeRollback:
 			log.Warn("the pointer went back to an older snapshot of this agent; the newest is published again", "reason", err)
+			p.resyncNonces()
 			p.Notify()
 		case agent.OutcomeHeld:
 			if !held {

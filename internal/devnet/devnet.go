@@ -275,6 +275,7 @@ chain:
   signer: {file: {{.Dir}}/keys/chain.key}
   tx_timeout: 30s
   poll_interval: 20ms
+  head_interval: 1s
 {{- if .L2}}
 ens:
   # The devnet's L2: a second chain whose PublicResolver holds the records

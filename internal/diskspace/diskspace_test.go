@@ -3,6 +3,7 @@ package diskspace
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -17,6 +18,48 @@ func TestCheck(t *testing.T) {
 	}
 	if err := Check(dir+"/missing", 1); err == nil || errors.Is(err, ErrNoSpace) {
 		t.Fatalf("missing dir: %v", err)
+	}
+}
+
+// TestMargin: the margin follows the filesystem's size (5 %, at least
+// 1 MiB, at most 64 MiB), so a restore that fits a small filesystem is
+// taken (issue 28 item 8: a fixed 64 MiB refused a 3 MiB restore on a
+// 16 MiB filesystem forever), and the refusal states the rule.
+func TestMargin(t *testing.T) {
+	const MiB, GiB = 1 << 20, 1 << 30
+	for _, tc := range []struct {
+		size, margin uint64
+	}{
+		{0, MiB}, {16 * MiB, MiB}, {20 * MiB, MiB}, {40 * MiB, 2 * MiB},
+		{256 * MiB, 256 * MiB / 20}, {1280 * MiB, 64 * MiB}, {GiB << 10, 64 * MiB},
+	} {
+		if got := Margin(tc.size); got != tc.margin {
+			t.Errorf("Margin(%d) = %d, want %d", tc.size, got, tc.margin)
+		}
+	}
+	for _, tc := range []struct {
+		name              string
+		avail, size, need uint64
+		ok                bool
+	}{
+		{"3 MiB on a 16 MiB filesystem", 15 * MiB, 16 * MiB, 3 * MiB, true},
+		{"up to the margin", 15 * MiB, 16 * MiB, 14 * MiB, true},
+		{"a byte into the margin", 15 * MiB, 16 * MiB, 14*MiB + 1, false},
+		{"more than is free", 15 * MiB, 16 * MiB, 16 * MiB, false},
+		{"a large filesystem keeps 64 MiB", 100 * MiB, 100 * GiB, 36 * MiB, true},
+		{"a large filesystem: one more byte", 100 * MiB, 100 * GiB, 36*MiB + 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			statfs = func(string) (uint64, uint64, error) { return tc.avail, tc.size, nil }
+			defer func() { statfs = space }()
+			err := Check("/srv/brains", int64(tc.need))
+			if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrNoSpace) {
+				t.Fatalf("Check: %v", err)
+			}
+			if err != nil && !strings.Contains(err.Error(), "5% of its") {
+				t.Errorf("the refusal does not state the rule: %v", err)
+			}
+		})
 	}
 }
 

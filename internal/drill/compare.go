@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -233,6 +235,47 @@ func exact(want, got *manifest) []Mismatch {
 		}
 	}
 	return out
+}
+
+// timestampGrace allows for the kernel's coarse clock: a change just
+// after a snapshot began may carry a timestamp a tick before it.
+const timestampGrace = 2 * time.Second
+
+// changedSince reports whether the live brain's entry at rel — or, for a
+// path it does not hold, the nearest directory above it, which a removal
+// changes — changed at or after t.
+func (m *manifest) changedSince(rel string, t time.Time) bool {
+	after := func(c time.Time) bool { return !c.Before(t.Add(-timestampGrace)) }
+	if e, ok := m.entries[rel]; ok {
+		return after(e.changed)
+	}
+	for dir := path.Dir(rel); dir != "." && dir != "/"; dir = path.Dir(dir) {
+		if e, ok := m.entries[dir]; ok && e.kind == kindDir {
+			return after(e.changed)
+		}
+	}
+	return after(m.rootChanged)
+}
+
+// movedOn splits the differences between the live brain and a restore of
+// a snapshot taken at taken: those the live brain explains by having
+// changed since (its entry, or the directory a removal changed, is newer
+// than the snapshot: the brain moved on), and the rest, which nothing
+// explains — a brain changed behind its timestamps, or a snapshot that
+// does not hold what the brain was. The receipts rule and a failed
+// re-hash are never explained so. A zero taken explains nothing.
+func movedOn(ms []Mismatch, live *manifest, taken time.Time) (moved, rest []Mismatch) {
+	for _, m := range ms {
+		switch {
+		case taken.IsZero(), m.Kind == "receipts", m.Kind == "hash":
+			rest = append(rest, m)
+		case live.changedSince(m.Path, taken):
+			moved = append(moved, m)
+		default:
+			rest = append(rest, m)
+		}
+	}
+	return moved, rest
 }
 
 // sameBytes compares two files byte for byte.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 )
@@ -211,5 +212,55 @@ func TestSameBytes(t *testing.T) {
 		if got, err := sameBytes(pa, pb); err != nil || got != tc.want {
 			t.Errorf("case %d: %v, %v; want %v", i, got, err, tc.want)
 		}
+	}
+}
+
+// TestMovedOn: a difference the live brain explains by having changed
+// since the snapshot — the entry itself, or for one it no longer holds
+// the nearest directory above it — is the brain moving on; anything else
+// is unexplained, and so are receipts and re-hash differences and every
+// difference when the snapshot's time is not known.
+func TestMovedOn(t *testing.T) {
+	taken := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	before, after := taken.Add(-time.Hour), taken.Add(time.Minute)
+	live := &manifest{rootChanged: before, entries: map[string]entry{
+		"new.md":        {kind: kindFile, changed: after},
+		"old.md":        {kind: kindFile, changed: before},
+		"touched.md":    {kind: kindFile, changed: taken.Add(-time.Second)}, // within the grace
+		"skills":        {kind: kindDir, changed: after},
+		"notes":         {kind: kindDir, changed: before},
+		"notes/deep":    {kind: kindDir, changed: before},
+		"receipts.json": {kind: kindFile, changed: after},
+	}}
+	ms := []Mismatch{
+		{Path: "new.md", Kind: "missing"},           // added since
+		{Path: "old.md", Kind: "content"},           // changed behind its timestamp
+		{Path: "touched.md", Kind: "mode"},          // changed as the snapshot began
+		{Path: "skills/gone.md", Kind: "extra"},     // removed since: its directory changed
+		{Path: "notes/deep/gone.md", Kind: "extra"}, // gone, its directories not changed
+		{Path: "gone/x/y.md", Kind: "extra"},        // gone with its directories: the root did not change
+		{Path: "receipts.ndjson", Kind: "receipts"},
+		{Path: ".", Kind: "hash"},
+	}
+	moved, rest := movedOn(ms, live, taken)
+	paths := func(ms []Mismatch) string {
+		var ps []string
+		for _, m := range ms {
+			ps = append(ps, m.Path)
+		}
+		return strings.Join(ps, ",")
+	}
+	if got, want := paths(moved), "new.md,touched.md,skills/gone.md"; got != want {
+		t.Errorf("moved on: %s, want %s", got, want)
+	}
+	if got, want := paths(rest), "old.md,notes/deep/gone.md,gone/x/y.md,receipts.ndjson,."; got != want {
+		t.Errorf("unexplained: %s, want %s", got, want)
+	}
+	live.rootChanged = after
+	if moved, _ := movedOn([]Mismatch{{Path: "gone/x/y.md", Kind: "extra"}}, live, taken); len(moved) != 1 {
+		t.Error("a tree removed from the root since the snapshot is not the brain moving on")
+	}
+	if moved, _ := movedOn(ms, live, time.Time{}); len(moved) != 0 {
+		t.Errorf("without the snapshot's time: %v moved on", moved)
 	}
 }

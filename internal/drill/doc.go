@@ -1,22 +1,34 @@
 // Package drill is the amnesia drill: it proves that an agent's brain comes
 // back from chain plus Walrus alone, byte for byte and mode for mode.
 //
-// Run drives the same code paths as the daemon. It locks the state
-// directory (so it refuses to run beside a hermesd on the same state), opens
-// the agent as the daemon does, hashes the brain and, if it moved since the
-// last verified snapshot, snapshots it (lock + receipts, tar, encrypt,
-// upload, read back and verify), then publishes the ENS pointer by
-// compare-and-set and records that in the agent's state, so a daemon started
-// afterwards carries on from there. Then it forgets everything local: with a
-// fresh Walrus client, a fresh read-only chain client and a new spool
-// directory it restores the snapshot
+// The drill (Run without Destructive) runs beside a running daemon as well
+// as without one, the way restic checks a repository while backups run:
+// it takes no lock and changes nothing outside its scratch directory. With
+// fresh Walrus and chain clients, read-only, and a spool of its own, it
+// restores
 //
-//   - mode b (default, the "cold boot"): ENS agent-snapshot record → Walrus
+//   - mode b (default, the "cold boot"): the snapshot the ENS record
+//     agent-snapshot names, as a fresh machine would find it: ENS → Walrus
 //     GET → decrypt → extract → verify the bundle hash;
-//   - mode a: the same without ENS, from the key and the blob id only;
+//   - mode a: the same without ENS, from the key and a blob id only: the
+//     newest verified snapshot the state directory records (read without
+//     its lock), or --blob. Mode a needs no chain at all.
 //
-// into a scratch directory, compares the result with the live brain, and
-// re-hashes it with hash.Dir.
+// into a scratch directory, and checks it three ways: against the snapshot
+// itself (the pipeline verifies every object, file SHA-256 and the bundle
+// hash; the drill re-hashes the tree with hash.Dir, and for v3 compares
+// every file's size, SHA-256 and mode and every directory's mode with the
+// snapshot's trees), and against the live brain.
+//
+// The live brain may have moved on since the snapshot (a daemon snapshots
+// it again shortly). Each difference between the restore and the live
+// brain is therefore judged by the live entry's change time (ctime; mtime
+// where there is none): one that changed at or after the snapshot was
+// taken (its commit's time; a v1/v2 lock's lastUpdated, both written
+// before any file was read), or whose directory did for one that is gone,
+// is the brain moving on (Report.MovedOn, not a failure); any other is
+// unexplained (Report.Mismatches: the brain changed behind its timestamps,
+// or the snapshot does not hold what the brain was) and fails the drill.
 //
 // Comparison rules. Every entry below the brain's root is compared: the
 // sets of paths, entry types, permission bits of files and directories, and
@@ -33,7 +45,8 @@
 //     rule: bundleHash and version equal, and the restored lock with that
 //     one upload recorded equals the live lock exactly (every other key, the
 //     whole older lineage). If the drill restores a blob other than the live
-//     lock's newest upload (mode a with --blob), only bundleHash is compared.
+//     lock's newest upload, only bundleHash is compared (and a lock the
+//     brain rewrote since, for a newer snapshot, has moved on).
 //   - receipts.ndjson: receipts that arrive after a snapshot are exported
 //     into the live file later, so every restored line must occur in the live
 //     file (as a multiset of exact lines); the live file may hold more.
@@ -42,14 +55,21 @@
 // non-destructive drill lists them as notes, the destructive drill refuses
 // to wipe a brain that holds them (they would be lost).
 //
-// Destructive drill: it refuses to wipe unless the snapshot of the current
-// state is verified (uploaded and read back now, or re-read against its
-// recorded SHA-256) and, for an agent with an ENS name, the pointer names
-// it. The "wipe" has a safety net: the brain is renamed to a sibling
-// directory (.<name>.drill-XXXX/<name>), restored in place through the cold
-// path, compared, and the moved-aside copy is deleted only when everything
-// matched. On any failure after the wipe the restored directory is removed
-// and the moved-aside copy renamed back into place. bundle.lock.json and
-// receipts.ndjson are then copied from the moved-aside copy (after their rules
-// passed), so the brain ends byte-identical to what it was before.
+// Destructive drill (Destructive): it changes the brain, so it locks the
+// state directory (a running daemon makes it fail, saying so), opens the
+// agent as the daemon does, hashes the brain and, if it moved since the
+// last verified snapshot, snapshots it (lock + receipts, pack, encrypt,
+// upload, read back and verify), then publishes the ENS pointer by
+// compare-and-set and records that in the agent's state, so a daemon
+// started afterwards carries on from there. It refuses to wipe unless the
+// snapshot of the current state is verified (uploaded and read back now, or
+// re-read against its recorded SHA-256) and, for an agent with an ENS name,
+// the pointer names it. The "wipe" has a safety net: the brain is renamed
+// to a sibling directory (.<name>.drill-XXXX/<name>), restored in place
+// through the cold path, compared, and the moved-aside copy is deleted only
+// when everything matched. On any failure after the wipe the restored
+// directory is removed and the moved-aside copy renamed back into place.
+// bundle.lock.json and receipts.ndjson are then copied from the moved-aside
+// copy (after their rules passed), so the brain ends byte-identical to what
+// it was before.
 package drill

@@ -18,6 +18,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -51,6 +52,9 @@ var (
 	// ErrSetup means the configuration's services (keys, endpoints) could
 	// not be set up.
 	ErrSetup = errors.New("drill: startup")
+	// ErrNoSnapshot means there is no snapshot to drill: mode a without
+	// --blob found none recorded in the state directory.
+	ErrNoSnapshot = errors.New("drill: no snapshot to drill")
 )
 
 // Options configure one drill.
@@ -103,14 +107,20 @@ type Report struct {
 	BrainDir    string `json:"brainDir"`
 	// ScratchDir is set when the scratch directory was kept.
 	ScratchDir string `json:"scratchDir,omitempty"`
-	// Snapshot is what the snapshot step did: "snapshotted" or
-	// "unchanged" (the last verified snapshot already holds this state).
-	Snapshot   string `json:"snapshot,omitempty"`
-	BlobID     string `json:"blobId,omitempty"`
-	BundleHash string `json:"bundleHash,omitempty"`
-	Version    int64  `json:"version,omitempty"`
-	TxHash     string `json:"txHash,omitempty"`
-	GasUsed    uint64 `json:"gasUsed,omitempty"`
+	// Snapshot is what the destructive drill's snapshot step did:
+	// "snapshotted" or "unchanged" (the last verified snapshot already
+	// holds this state).
+	Snapshot string `json:"snapshot,omitempty"`
+	// Source says where the blob id came from: the ENS record (mode b),
+	// the state directory's newest verified snapshot or --blob (mode a).
+	Source string `json:"source,omitempty"`
+	// Taken is when the restored snapshot was taken (zero: not recorded).
+	Taken      time.Time `json:"taken,omitzero"`
+	BlobID     string    `json:"blobId,omitempty"`
+	BundleHash string    `json:"bundleHash,omitempty"`
+	Version    int64     `json:"version,omitempty"`
+	TxHash     string    `json:"txHash,omitempty"`
+	GasUsed    uint64    `json:"gasUsed,omitempty"`
 	// Files and Bytes count the restored files the bundle hash covers;
 	// BlobBytes is the encrypted blob's size.
 	Files     int   `json:"files"`
@@ -118,14 +128,18 @@ type Report struct {
 	BlobBytes int64 `json:"blobBytes"`
 	// EscrowServers are the key servers that answered when the agent key
 	// came from the key escrow (Options.Escrow).
-	EscrowServers []string      `json:"escrowServers,omitempty"`
-	Stages        []Stage       `json:"stages"`
-	Result        string        `json:"result"` // "pass" or "fail"
-	Mismatches    []Mismatch    `json:"mismatches"`
-	Notes         []string      `json:"notes,omitempty"`
-	Error         string        `json:"error,omitempty"`
-	Took          time.Duration `json:"-"`
-	TookMS        float64       `json:"tookMs"`
+	EscrowServers []string   `json:"escrowServers,omitempty"`
+	Stages        []Stage    `json:"stages"`
+	Result        string     `json:"result"` // "pass" or "fail"
+	Mismatches    []Mismatch `json:"mismatches"`
+	// MovedOn are the differences between the live brain and the restore
+	// that the brain explains by having changed since the snapshot was
+	// taken (not failures); Mismatches are the ones nothing explains.
+	MovedOn []Mismatch    `json:"movedOn"`
+	Notes   []string      `json:"notes,omitempty"`
+	Error   string        `json:"error,omitempty"`
+	Took    time.Duration `json:"-"`
+	TookMS  float64       `json:"tookMs"`
 }
 
 // Passed reports whether the drill passed.
@@ -194,9 +208,16 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		if rep.Mismatches == nil {
 			rep.Mismatches = []Mismatch{}
 		}
+		if rep.MovedOn == nil {
+			rep.MovedOn = []Mismatch{}
+		}
 	}()
 	d := &drill{o: o, cfg: o.Config, ac: ac, log: o.Log, rep: &rep}
-	err = d.run(ctx)
+	if o.Destructive {
+		err = d.runDestructive(ctx)
+	} else {
+		err = d.runReadOnly(ctx)
+	}
 	return rep, err
 }
 
@@ -214,7 +235,8 @@ type drill struct {
 	took bool           // the snapshot was taken (and verified) by this drill
 }
 
-func (d *drill) run(ctx context.Context) (err error) {
+// checkBrain fails unless the brain has files to drill.
+func (d *drill) checkBrain() error {
 	has, err := snapshot.HasFiles(d.ac.BrainDir)
 	if err != nil {
 		return err
@@ -222,6 +244,153 @@ func (d *drill) run(ctx context.Context) (err error) {
 	if !has {
 		return fmt.Errorf("%w: brain directory %s is missing or holds no files (restore it first: 'hermesd restore %s')",
 			ErrNoBrain, d.ac.BrainDir, d.ac.ID)
+	}
+	return nil
+}
+
+// runReadOnly is the drill beside a running daemon, or without one: it
+// restores the published head (mode b) or the newest verified snapshot
+// the state directory records or --blob (mode a) into a scratch
+// directory, checks the restore against the snapshot itself (the
+// pipeline's verification, an independent re-hash, v3: its trees), and
+// compares it with the live brain, telling what changed since the
+// snapshot from what nothing explains. It takes no lock and writes
+// nothing outside the scratch directory; mode a needs no chain.
+func (d *drill) runReadOnly(ctx context.Context) error {
+	if err := d.checkBrain(); err != nil {
+		return err
+	}
+	var err error
+	d.svc, err = compose.Build(ctx, d.cfg, d.log, compose.Options{ReadOnly: true, NoKey: d.o.Escrow})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSetup, err)
+	}
+	defer d.svc.Close()
+	dir, cp, done, err := d.openScratch(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	blob, err := d.head(ctx, cp)
+	if err != nil {
+		return err
+	}
+	d.rep.BlobID = blob
+	target := filepath.Join(dir, "brain")
+	res, err := d.restore(ctx, cp, blob, target)
+	if err != nil {
+		return err
+	}
+	d.rep.BundleHash, d.rep.Taken = res.BundleHash.String(), res.Taken
+	if res.Lock != nil {
+		d.rep.Version = res.Lock.Version()
+	}
+	h, ok := d.rehash(ctx, target, res)
+	if ok && res.Format == snapshot.FormatV3 {
+		d.checkTrees(ctx, cp, blob, target, h)
+	}
+
+	t := time.Now()
+	live, err := scan(ctx, d.ac.BrainDir, false)
+	if err != nil {
+		d.rep.stage("compare", t, err, "")
+		return err
+	}
+	got, err := scan(ctx, target, false)
+	if err != nil {
+		d.rep.stage("compare", t, err, "")
+		return err
+	}
+	c, err := compare(live, got, blob, literal(d.ac.BrainDir, target))
+	moved, rest := movedOn(c.mismatches, live, res.Taken)
+	c.mismatches = rest
+	d.rep.MovedOn = moved
+	how := "byte for byte"
+	if len(moved) > 0 {
+		how += fmt.Sprintf("; %d changed since the snapshot (the brain moved on)", len(moved))
+		d.rep.note("the live brain moved on since the snapshot (taken %s): %d entr%s changed after it (movedOn); not failures — the restore matches the snapshot",
+			res.Taken.UTC().Format(time.RFC3339), len(moved), plural(len(moved), "y", "ies"))
+	}
+	d.recordCompare(t, c, err, how)
+	if err != nil {
+		return err
+	}
+	return d.verdict()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// head finds the snapshot a read-only drill restores: mode b reads the
+// ENS record through the cold path's own chain client, as a fresh
+// machine would; mode a takes --blob, or the newest verified snapshot the
+// state directory records (read without its lock: a running daemon keeps
+// it). The state's view is noted beside the pointer's.
+func (d *drill) head(ctx context.Context, cp *coldPath) (string, error) {
+	st, serr := state.LoadAgent(state.AgentPath(d.cfg.StateDir, d.ac.ID))
+	if serr != nil {
+		st = &state.AgentState{}
+		d.rep.note("the state directory could not be read (%v)", serr)
+	}
+	t := time.Now()
+	switch {
+	case d.o.Mode == ModeB:
+		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
+		if err == nil {
+			// The record is anyone's text until it is a blob id.
+			err = walrus.ValidateBlobID(v)
+		}
+		if err != nil {
+			d.rep.stage("ens-read", t, err, "")
+			return "", fmt.Errorf("read ENS pointer of %s: %w", d.ac.ENSName, err)
+		}
+		d.rep.stage("ens-read", t, nil, fmt.Sprintf("%s agent-snapshot = %s", d.ac.ENSName, v))
+		d.rep.Source = "the ENS record agent-snapshot of " + d.ac.ENSName
+		switch l := st.Last; {
+		case l == nil || l.BlobID == v:
+		case st.Pending != nil && st.Pending.Value == l.BlobID:
+			d.rep.note("a newer snapshot (%s) is verified and waits for its pointer since %s; the drill restores the published one, which a fresh machine gets",
+				l.BlobID, st.Pending.Since.UTC().Format(time.RFC3339))
+		default:
+			d.rep.note("the state directory's newest verified snapshot is %s, the pointer names %s", l.BlobID, v)
+		}
+		return v, nil
+	case d.o.BlobID != "":
+		d.rep.Source = "--blob"
+		return d.o.BlobID, nil
+	}
+	l := st.Last
+	if l == nil {
+		err := fmt.Errorf("%w: the state directory %s records no snapshot of %s; give one with --blob ID ('hermesd log %s' lists them)",
+			ErrNoSnapshot, d.cfg.StateDir, d.ac.ID, d.ac.ID)
+		d.rep.stage("head", t, err, "")
+		return "", err
+	}
+	what := "not published (no ENS name)"
+	switch {
+	case d.ac.ENSName == "":
+	case st.Published == l.BlobID:
+		what = "published"
+	case st.Pending != nil && st.Pending.Value == l.BlobID:
+		what = "pending publication since " + st.Pending.Since.UTC().Format(time.RFC3339)
+	default:
+		what = "the pointer's last known value is " + orNone(st.Published)
+	}
+	d.rep.Source = "the state directory's newest verified snapshot (" + what + ")"
+	d.rep.stage("head", t, nil, fmt.Sprintf("blob %s from the state directory, read without its lock: %s", l.BlobID, what))
+	return l.BlobID, nil
+}
+
+// runDestructive is the destructive drill: it needs the state directory
+// to itself, since it snapshots and publishes the brain first and then
+// wipes and restores it in place.
+func (d *drill) runDestructive(ctx context.Context) (err error) {
+	if err := d.checkBrain(); err != nil {
+		return err
 	}
 	d.svc, err = compose.Build(ctx, d.cfg, d.log, compose.Options{})
 	if err != nil {
@@ -232,8 +401,8 @@ func (d *drill) run(ctx context.Context) (err error) {
 	// starting (and restoring or snapshotting) while the brain is away.
 	sd, err := compose.OpenState(d.cfg)
 	if errors.Is(err, state.ErrLocked) {
-		return fmt.Errorf("%w: the drill snapshots and publishes through the agent's state like the daemon; "+
-			"stop hermesd first (or drill a copy of the brain under a configuration with its own state_dir)", err)
+		return fmt.Errorf("%w: the destructive drill wipes the brain and snapshots and publishes through the agent's state; "+
+			"stop hermesd first (a drill without --destructive runs beside it)", err)
 	}
 	if err != nil {
 		return err
@@ -259,10 +428,8 @@ func (d *drill) run(ctx context.Context) (err error) {
 		blob = d.o.BlobID
 	}
 	d.rep.BlobID = blob
-	if d.o.Destructive {
-		return d.destructive(ctx, blob)
-	}
-	return d.scratch(ctx, blob)
+	d.rep.Source = "the snapshot of the brain this drill verified"
+	return d.destructive(ctx, blob)
 }
 
 // snapshot brings the agent's verified snapshot up to date with the brain,
@@ -337,7 +504,12 @@ func (d *drill) snapshot(ctx context.Context, obs *observer) error {
 func (d *drill) publish(ctx context.Context) (err error) {
 	t := time.Now()
 	detail := "already names the snapshot: no transaction"
-	defer func() { d.rep.stage("publish", t, err, detail) }()
+	defer func() {
+		if err != nil {
+			detail = "" // the report shows the error, not what success would have meant
+		}
+		d.rep.stage("publish", t, err, detail)
+	}()
 	if h := d.a.Hold(); h != nil {
 		return fmt.Errorf("publishing held: %s", h.Reason)
 	}
@@ -447,7 +619,9 @@ func (cp *coldPath) close() {
 // restore runs the cold path into target: (ENS read →) download → decrypt →
 // extract → verify → rename into place.
 func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) (snapshot.Restored, error) {
-	if d.o.Mode == ModeB {
+	if d.o.Mode == ModeB && d.o.Destructive {
+		// The cold boot of the verified snapshot: the record must name it
+		// (the read-only drill read the record to find its blob).
 		t := time.Now()
 		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
 		if err == nil && v != blob {
@@ -505,6 +679,19 @@ func (d *drill) newScratch() (string, error) {
 	return s, nil
 }
 
+// openScratch creates the scratch directory and the cold path that
+// restores into it; done closes the cold path and drops the directory.
+func (d *drill) openScratch(ctx context.Context) (dir string, cp *coldPath, done func(), err error) {
+	if dir, err = d.newScratch(); err != nil {
+		return "", nil, nil, err
+	}
+	if cp, err = d.newColdPath(ctx, dir); err != nil {
+		d.dropScratch(dir)
+		return "", nil, nil, err
+	}
+	return dir, cp, func() { cp.close(); d.dropScratch(dir) }, nil
+}
+
 func (d *drill) dropScratch(s string) {
 	if d.o.Keep {
 		d.rep.ScratchDir = s
@@ -513,45 +700,6 @@ func (d *drill) dropScratch(s string) {
 	if err := removeTree(s); err != nil {
 		d.rep.note("could not remove the scratch directory %s: %v", s, err)
 	}
-}
-
-// scratch is the non-destructive drill: restore into a new directory and
-// compare it with the live brain byte for byte.
-func (d *drill) scratch(ctx context.Context, blob string) error {
-	dir, err := d.newScratch()
-	if err != nil {
-		return err
-	}
-	defer d.dropScratch(dir)
-	cp, err := d.newColdPath(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer cp.close()
-	target := filepath.Join(dir, "brain")
-	res, err := d.restore(ctx, cp, blob, target)
-	if err != nil {
-		return err
-	}
-
-	t := time.Now()
-	live, err := scan(ctx, d.ac.BrainDir, false)
-	if err != nil {
-		d.rep.stage("compare", t, err, "")
-		return err
-	}
-	got, err := scan(ctx, target, false)
-	if err != nil {
-		d.rep.stage("compare", t, err, "")
-		return err
-	}
-	c, err := compare(live, got, blob, literal(d.ac.BrainDir, target))
-	d.recordCompare(t, c, err, "byte for byte")
-	if err != nil {
-		return err
-	}
-	d.rehash(ctx, target, res)
-	return d.verdict()
 }
 
 // recordCompare adds the compare stage and its findings to the report.
@@ -566,31 +714,93 @@ func (d *drill) recordCompare(t time.Time, c comparison, err error, how string) 
 }
 
 // rehash hashes the restored tree with hash.Dir, independently of the
-// extractor's manifest, and checks it against the restored lock and the
-// live brain's hash.
-func (d *drill) rehash(ctx context.Context, dir string, res snapshot.Restored) {
+// extractor's manifest, and checks it against the snapshot's claim (its
+// commit or restored lock) and, in the destructive drill, the live
+// brain's hash. It reports whether the tree hashed to the claim.
+func (d *drill) rehash(ctx context.Context, dir string, res snapshot.Restored) (hash.Result, bool) {
 	t := time.Now()
 	h, err := hash.Dir(ctx, dir, hash.Options{})
 	if err != nil {
 		d.rep.stage("rehash", t, err, "")
 		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: ".", Kind: "hash", Got: err.Error()})
-		return
+		return h, false
 	}
 	got := h.Digest.String()
 	var bad error
 	if got != res.BundleHash.String() {
 		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: bundlelock.FileName, Kind: "hash", Want: res.BundleHash.String(), Got: got})
-		bad = errors.New("differs from the restored lock")
+		bad = errors.New("differs from the snapshot's bundle hash")
 	}
-	if got != d.last.BundleHash {
-		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: ".", Kind: "hash", Want: d.last.BundleHash, Got: got})
-		bad = errors.New("differs from the live brain")
+	detail := fmt.Sprintf("%s = the snapshot's bundle hash (%d files)", short(got), h.Count)
+	if d.last.BundleHash != "" {
+		if got != d.last.BundleHash {
+			d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: ".", Kind: "hash", Want: d.last.BundleHash, Got: got})
+			bad = errors.New("differs from the live brain")
+		}
+		detail = fmt.Sprintf("%s = restored lock = live brain (%d files)", short(got), h.Count)
 	}
-	detail := fmt.Sprintf("%s = restored lock = live brain (%d files)", short(got), h.Count)
 	if bad != nil {
 		detail = fmt.Sprintf("%s %v", short(got), bad)
 	}
 	d.rep.stage("rehash", t, bad, detail)
+	return h, bad == nil
+}
+
+// checkTrees compares the restored tree with the v3 snapshot's own trees,
+// read again from its head: the same paths, and every file's size,
+// SHA-256 (from the re-hash) and mode, every directory's mode — what the
+// bundle hash does not cover (modes) checked against the snapshot itself,
+// not against the extractor's word.
+func (d *drill) checkTrees(ctx context.Context, cp *coldPath, blob, dir string, h hash.Result) {
+	t := time.Now()
+	r, err := cp.pipe.OpenV3(ctx, blob)
+	if err != nil {
+		d.rep.stage("trees", t, err, "")
+		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: ".", Kind: "trees", Got: err.Error()})
+		return
+	}
+	hashed := make(map[string]hash.File, len(h.Files))
+	for _, f := range h.Files {
+		hashed[f.Path] = f
+	}
+	files, dirs, before := 0, 0, len(d.rep.Mismatches)
+	bad := func(p, kind, want, got string) {
+		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: p, Kind: kind, Want: want, Got: got})
+	}
+	err = r.Walk(ctx, func(p string, e *repo.Entry) error {
+		switch e.Type {
+		case repo.EntryDir:
+			dirs++
+			st, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p)))
+			switch {
+			case err != nil || !st.IsDir():
+				bad(p, "trees", "directory", "missing")
+			case st.Mode().Perm() != e.Mode.Perm():
+				bad(p, "mode", fmt.Sprintf("%04o (snapshot)", e.Mode.Perm()), fmt.Sprintf("%04o", st.Mode().Perm()))
+			}
+		case repo.EntryFile:
+			files++
+			f, ok := hashed[p]
+			delete(hashed, p)
+			switch {
+			case !ok:
+				bad(p, "trees", "file", "missing")
+			case f.Size != e.Size || f.SHA256 != e.SHA256:
+				bad(p, "content", fmt.Sprintf("sha256 %x (snapshot)", e.SHA256[:8]), fmt.Sprintf("sha256 %x", f.SHA256[:8]))
+			case f.Mode.Perm() != e.Mode.Perm():
+				bad(p, "mode", fmt.Sprintf("%04o (snapshot)", e.Mode.Perm()), fmt.Sprintf("%04o", f.Mode.Perm()))
+			}
+		}
+		return nil
+	})
+	for p := range hashed {
+		bad(p, "trees", "none", "file not in the snapshot")
+	}
+	n := len(d.rep.Mismatches) - before
+	if err == nil && n > 0 {
+		err = fmt.Errorf("%d difference(s) from the snapshot's trees", n)
+	}
+	d.rep.stage("trees", t, err, fmt.Sprintf("%d files (size, sha256, mode) and %d directories (mode) as the snapshot's trees list them", files, dirs))
 }
 
 // verdict turns the mismatches found into the drill's error.
@@ -610,16 +820,11 @@ func (d *drill) destructive(ctx context.Context, blob string) (err error) {
 	if err != nil {
 		return err
 	}
-	dir, err := d.newScratch()
+	dir, cp, done, err := d.openScratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer d.dropScratch(dir)
-	cp, err := d.newColdPath(ctx, dir)
-	if err != nil {
-		return err
-	}
-	defer cp.close()
+	defer done()
 
 	t := time.Now()
 	side, err := moveAside(brain)

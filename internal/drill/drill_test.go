@@ -7,8 +7,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/repo"
@@ -229,9 +232,11 @@ func TestDrill(t *testing.T) {
 	brain := w.brain("alpha")
 	var blob string
 
-	t.Run("mode b snapshots, publishes and restores", func(t *testing.T) {
+	t.Run("destructive: snapshots, publishes, wipes and restores", func(t *testing.T) {
 		before := tree(t, brain)
+		beside := siblings(t, brain)
 		o := w.opts("alpha")
+		o.Destructive = true
 		rep, err := Run(t.Context(), o)
 		if err != nil {
 			t.Fatalf("%v\n%+v", err, rep)
@@ -239,11 +244,8 @@ func TestDrill(t *testing.T) {
 		if !rep.Passed() || rep.Snapshot != "snapshotted" || rep.TxHash == "" || rep.GasUsed == 0 {
 			t.Fatalf("report %+v", rep)
 		}
-		if got, want := stageNames(rep), "hash,pack,upload,verify,publish,ens-read,download,unpack,compare,rehash"; got != want {
+		if got, want := stageNames(rep), "hash,pack,upload,verify,publish,manifest,wipe,ens-read,download,unpack,compare,rehash,putback"; got != want {
 			t.Errorf("stages %s, want %s", got, want)
-		}
-		if rep.Files != 8 || rep.Bytes < 2<<20 || rep.BlobBytes <= rep.Bytes || len(rep.Mismatches) != 0 {
-			t.Errorf("sizes %d files %d bytes %d blob bytes, mismatches %v", rep.Files, rep.Bytes, rep.BlobBytes, rep.Mismatches)
 		}
 		blob = rep.BlobID
 		if got := w.pointer("alpha.hermes.eth"); got != blob {
@@ -256,41 +258,64 @@ func TestDrill(t *testing.T) {
 		if st.Last == nil || st.Last.BlobID != blob || st.Published != blob || st.Pending != nil {
 			t.Errorf("state not consistent with the publish: %+v", st)
 		}
-		emptyDir(t, o.ScratchDir)
 		// The snapshot step rewrote only the lock and receipts.
 		after := tree(t, brain)
 		for _, p := range []string{"bundle.lock.json", "receipts.ndjson"} {
 			delete(before, p)
 			delete(after, p)
 		}
-		diffTrees(t, "live brain", before, after)
+		diffTrees(t, "brain after the destructive drill", before, after)
+		if got := siblings(t, brain); strings.Join(got, ",") != strings.Join(beside, ",") {
+			t.Errorf("left beside the brain: %v, before %v", got, beside)
+		}
+		emptyDir(t, o.ScratchDir)
+	})
+
+	t.Run("mode b beside a daemon: no lock taken, nothing written", func(t *testing.T) {
+		// A daemon holds the state directory.
+		sd, err := compose.OpenState(w.dn.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sd.Close()
+		before, stBefore := tree(t, brain), tree(t, w.dn.Config.StateDir)
+		o := w.opts("alpha")
+		rep, err := Run(t.Context(), o)
+		if err != nil {
+			t.Fatalf("%v\n%+v", err, rep)
+		}
+		if got, want := stageNames(rep), "ens-read,download,unpack,rehash,trees,compare"; got != want {
+			t.Errorf("stages %s, want %s", got, want)
+		}
+		if rep.BlobID != blob || rep.Files != 8 || rep.Bytes < 2<<20 || rep.BlobBytes == 0 || len(rep.Mismatches) != 0 || len(rep.MovedOn) != 0 ||
+			rep.Taken.IsZero() || !strings.Contains(rep.Source, "ENS record") || rep.TxHash != "" {
+			t.Errorf("report %+v", rep)
+		}
+		diffTrees(t, "live brain", before, tree(t, brain))
+		diffTrees(t, "state directory", stBefore, tree(t, w.dn.Config.StateDir))
+		emptyDir(t, o.ScratchDir)
 		var text bytes.Buffer
 		rep.WriteText(&text)
 		t.Logf("\n%s", text.String())
-		if !strings.Contains(text.String(), "PASS:") {
+		if !strings.Contains(text.String(), "PASS:") || !strings.Contains(text.String(), "read-only") {
 			t.Errorf("human report:\n%s", text.String())
 		}
 	})
 
-	t.Run("unchanged brain: nothing uploaded, nothing touched", func(t *testing.T) {
-		before := tree(t, brain)
-		rep, err := Run(t.Context(), w.opts("alpha"))
-		if err != nil || rep.Snapshot != "unchanged" || rep.TxHash != "" || rep.BlobID != blob {
-			t.Fatalf("%v %+v", err, rep)
-		}
-		diffTrees(t, "live brain", before, tree(t, brain))
-	})
-
-	t.Run("mode a", func(t *testing.T) {
+	t.Run("mode a needs no chain", func(t *testing.T) {
 		o := w.opts("alpha")
+		o.Config = noChain(t, w.dn.Config)
 		o.Mode = ModeA
 		o.Keep = true
 		rep, err := Run(t.Context(), o)
 		if err != nil {
 			t.Fatalf("%v\n%+v", err, rep)
 		}
-		if strings.Contains(stageNames(rep), "ens-read") {
-			t.Errorf("mode a read ENS: %s", stageNames(rep))
+		if got, want := stageNames(rep), "head,download,unpack,rehash,trees,compare"; got != want {
+			t.Errorf("stages %s, want %s", got, want)
+		}
+		if rep.BlobID != blob || !strings.Contains(rep.Source, "state directory") || !strings.Contains(rep.Source, "published") {
+			t.Errorf("blob %s from %q, want %s from the state directory", rep.BlobID, rep.Source, blob)
 		}
 		if rep.ScratchDir == "" || !strings.HasPrefix(rep.ScratchDir, o.ScratchDir) {
 			t.Fatalf("scratch dir %q not kept", rep.ScratchDir)
@@ -298,12 +323,48 @@ func TestDrill(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(rep.ScratchDir, "brain", "memory.db")); err != nil {
 			t.Errorf("kept scratch: %v", err)
 		}
+		// Mode b without the chain: one error that says so.
+		o = w.opts("alpha")
+		o.Config = noChain(t, w.dn.Config)
+		if rep, err := Run(t.Context(), o); !errors.Is(err, ens.ErrUnavailable) || rep.Passed() {
+			t.Errorf("mode b without a chain: %v", err)
+		}
 	})
 
-	t.Run("an edit is snapshotted first", func(t *testing.T) {
+	t.Run("the brain moved on: told apart, not a failure", func(t *testing.T) {
+		writeFile(t, filepath.Join(brain, "skills/new.md"), []byte("a new skill\n"), 0o644)
+		writeFile(t, filepath.Join(brain, "system.md"), []byte("You are a test agent, revised.\n"), 0o644)
+		if err := os.Remove(filepath.Join(brain, "empty.txt")); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			os.Remove(filepath.Join(brain, "skills/new.md"))
+			writeFile(t, filepath.Join(brain, "system.md"), []byte("You are a test agent.\n"), 0o644)
+			writeFile(t, filepath.Join(brain, "empty.txt"), nil, 0o644)
+		}()
+		rep, err := Run(t.Context(), w.opts("alpha"))
+		if err != nil {
+			t.Fatalf("%v\n%+v", err, rep)
+		}
+		got := map[string]string{}
+		for _, m := range rep.MovedOn {
+			got[m.Path] = m.Kind
+		}
+		want := map[string]string{"skills/new.md": "missing", "system.md": "size", "empty.txt": "extra"}
+		if fmt.Sprint(got) != fmt.Sprint(want) || len(rep.Mismatches) != 0 {
+			t.Errorf("moved on %v (want %v), mismatches %v", got, want, rep.Mismatches)
+		}
+		var text bytes.Buffer
+		rep.WriteText(&text)
+		if !strings.Contains(text.String(), "moved on since the snapshot: 3 entries") {
+			t.Errorf("human report:\n%s", text.String())
+		}
+	})
+
+	t.Run("an edit is snapshotted first by the destructive drill", func(t *testing.T) {
 		writeFile(t, filepath.Join(brain, "skills/new.md"), []byte("a new skill\n"), 0o644)
 		o := w.opts("alpha")
-		o.Mode = ModeA
+		o.Destructive = true
 		rep, err := Run(t.Context(), o)
 		if err != nil {
 			t.Fatalf("%v\n%+v", err, rep)
@@ -315,25 +376,6 @@ func TestDrill(t *testing.T) {
 			t.Errorf("pointer %s, want %s", got, rep.BlobID)
 		}
 		blob = rep.BlobID
-	})
-
-	t.Run("destructive", func(t *testing.T) {
-		before := tree(t, brain)
-		beside := siblings(t, brain)
-		o := w.opts("alpha")
-		o.Destructive = true
-		rep, err := Run(t.Context(), o)
-		if err != nil {
-			t.Fatalf("%v\n%+v", err, rep)
-		}
-		if got, want := stageNames(rep), "hash,publish,manifest,wipe,ens-read,download,unpack,compare,rehash,putback"; got != want {
-			t.Errorf("stages %s, want %s", got, want)
-		}
-		diffTrees(t, "brain after destructive drill", before, tree(t, brain))
-		if got := siblings(t, brain); strings.Join(got, ",") != strings.Join(beside, ",") {
-			t.Errorf("left beside the brain: %v, before %v", got, beside)
-		}
-		emptyDir(t, o.ScratchDir)
 	})
 
 	t.Run("destructive: a failure after the wipe puts the brain back", func(t *testing.T) {
@@ -362,8 +404,8 @@ func TestDrill(t *testing.T) {
 	})
 
 	// The blob is now tampered with; the brain has not changed, so the
-	// snapshot step finds nothing to do and every restore reads those
-	// bytes.
+	// destructive drill's snapshot step finds nothing to do, and every
+	// restore reads those bytes.
 	t.Run("tampered blob fails", func(t *testing.T) {
 		before := tree(t, brain)
 		for _, mode := range []Mode{ModeB, ModeA} {
@@ -394,6 +436,21 @@ func TestDrill(t *testing.T) {
 	})
 }
 
+// noChain is cfg with the chain's RPC at an address where nothing
+// listens.
+func noChain(t *testing.T, cfg *config.Config) *config.Config {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := *cfg
+	c.Chain.RPC = "http://" + addr
+	return &c
+}
+
 func TestDrillAgentWithoutENS(t *testing.T) {
 	w := newWorld(t)
 	o := w.opts("solo")
@@ -401,17 +458,21 @@ func TestDrillAgentWithoutENS(t *testing.T) {
 		t.Fatalf("mode b without ENS name: %v", err)
 	}
 	o.Mode = ModeA
+	if _, err := Run(t.Context(), o); !errors.Is(err, ErrNoSnapshot) || !strings.Contains(err.Error(), "--blob") {
+		t.Fatalf("mode a before any snapshot: %v", err)
+	}
 	before := tree(t, w.brain("solo"))
+	o.Destructive = true
 	rep, err := Run(t.Context(), o)
 	if err != nil {
-		t.Fatalf("%v\n%+v", err, rep)
+		t.Fatalf("destructive: %v\n%+v", err, rep)
 	}
 	if strings.Contains(stageNames(rep), "publish") {
 		t.Errorf("published for an agent without a name: %s", stageNames(rep))
 	}
-	o.Destructive = true
-	if rep, err = Run(t.Context(), o); err != nil {
-		t.Fatalf("destructive: %v\n%+v", err, rep)
+	o.Destructive = false
+	if rep, err := Run(t.Context(), o); err != nil || !strings.Contains(rep.Source, "not published (no ENS name)") {
+		t.Fatalf("mode a: %v\n%+v", err, rep)
 	}
 	after := tree(t, w.brain("solo"))
 	for _, p := range []string{"bundle.lock.json", "receipts.ndjson"} {
@@ -419,6 +480,7 @@ func TestDrillAgentWithoutENS(t *testing.T) {
 		delete(after, p)
 	}
 	diffTrees(t, "solo brain", before, after)
+	o.Destructive = true
 
 	t.Run("refusals", func(t *testing.T) {
 		sd, err := compose.OpenState(w.dn.Config)
@@ -426,9 +488,15 @@ func TestDrillAgentWithoutENS(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = Run(t.Context(), o)
+		ro := o
+		ro.Destructive = false
+		rep, roErr := Run(t.Context(), ro)
 		sd.Close()
 		if !errors.Is(err, state.ErrLocked) || !strings.Contains(err.Error(), "stop hermesd") {
-			t.Errorf("with the state locked: %v", err)
+			t.Errorf("destructive with the state locked: %v", err)
+		}
+		if roErr != nil || !rep.Passed() {
+			t.Errorf("read-only with the state locked: %v", roErr)
 		}
 
 		lnk := filepath.Join(w.brain("solo"), "link")
@@ -440,7 +508,7 @@ func TestDrillAgentWithoutENS(t *testing.T) {
 			t.Errorf("destructive with a symlink: %v", err)
 		}
 		o.Destructive = false
-		rep, err := Run(t.Context(), o)
+		rep, err = Run(t.Context(), o)
 		if err != nil || !strings.Contains(strings.Join(rep.Notes, "\n"), "link is a symlink") {
 			t.Errorf("non-destructive with a symlink: %v, notes %v", err, rep.Notes)
 		}

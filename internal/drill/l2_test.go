@@ -38,7 +38,9 @@ func TestDrillL2(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // polling a condition
 		}
 	}()
-	rep, err := Run(t.Context(), w.opts("scout"))
+	o := w.opts("scout")
+	o.Destructive = true // the drill that publishes
+	rep, err := Run(t.Context(), o)
 	if err != nil {
 		t.Fatalf("%v\n%+v", err, rep)
 	}
@@ -66,5 +68,10 @@ func TestDrillL2(t *testing.T) {
 	st, err := state.LoadAgent(state.AgentPath(dn.Config.StateDir, "scout"))
 	if err != nil || st.Pending != nil || st.Published != rep.BlobID {
 		t.Fatalf("state %+v, %v", st, err)
+	}
+	// The read-only drill reads the same record through L1.
+	ro, err := Run(t.Context(), w.opts("scout"))
+	if err != nil || ro.BlobID != rep.BlobID {
+		t.Fatalf("read-only drill of the L2 record: %v\n%+v", err, ro)
 	}
 }

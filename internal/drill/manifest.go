@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	bundlehash "github.com/hermesd/hermesd/internal/hash"
@@ -47,16 +48,20 @@ type entry struct {
 	size   int64
 	sum    [32]byte // files, when the manifest was taken with sums
 	target string   // symlinks
+	// changed is when the entry last changed (its ctime where there is
+	// one): whether the live brain moved on since a snapshot.
+	changed time.Time
 }
 
 // manifest describes a tree without holding its data: path → type, mode,
 // size and (optionally) SHA-256. The top-level lock is small and kept
 // whole; the receipts export is kept as the multiset of its lines' hashes.
 type manifest struct {
-	root     string
-	rootPerm fs.FileMode
-	sums     bool
-	entries  map[string]entry // slash paths relative to root; root excluded
+	root        string
+	rootPerm    fs.FileMode
+	rootChanged time.Time
+	sums        bool
+	entries     map[string]entry // slash paths relative to root; root excluded
 
 	lock        []byte // top-level bundle.lock.json; nil when absent
 	receipts    map[[32]byte]int
@@ -78,7 +83,7 @@ func scan(ctx context.Context, root string, sums bool) (*manifest, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", root)
 	}
-	m := &manifest{root: root, rootPerm: st.Mode().Perm(), sums: sums, entries: map[string]entry{}}
+	m := &manifest{root: root, rootPerm: st.Mode().Perm(), rootChanged: changed(st), sums: sums, entries: map[string]entry{}}
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -98,7 +103,7 @@ func scan(ctx context.Context, root string, sums bool) (*manifest, error) {
 		if err != nil {
 			return err
 		}
-		e := entry{perm: info.Mode().Perm()}
+		e := entry{perm: info.Mode().Perm(), changed: changed(info)}
 		switch t := info.Mode().Type(); {
 		case t.IsDir():
 			e.kind = kindDir

@@ -18,7 +18,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Mode == ModeB {
 		how = "mode b: ENS pointer cold boot"
 	}
-	kind := "non-destructive (restored into a scratch directory)"
+	kind := "read-only (restored into a scratch directory)"
 	if r.Destructive {
 		kind = "DESTRUCTIVE (brain wiped and restored in place)"
 	}
@@ -29,12 +29,23 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "amnesia drill: %s, %s, %s\n", name, how, kind)
 	fmt.Fprintf(&b, "  brain   %s\n", r.BrainDir)
 	if r.BlobID != "" {
-		fmt.Fprintf(&b, "  blob    %s (%s)\n", r.BlobID, walrus.FormatSize(r.BlobBytes))
+		fmt.Fprintf(&b, "  blob    %s (%s)", r.BlobID, walrus.FormatSize(r.BlobBytes))
+		if r.Source != "" {
+			fmt.Fprintf(&b, ", from %s", r.Source)
+		}
+		b.WriteString("\n")
 	}
 	if r.BundleHash != "" {
-		what := "snapshot taken now"
-		if r.Snapshot == "unchanged" {
+		var what string
+		switch {
+		case r.Snapshot == "snapshotted":
+			what = "snapshot taken now"
+		case r.Snapshot == "unchanged":
 			what = "unchanged since its last snapshot"
+		case !r.Taken.IsZero():
+			what = "taken " + r.Taken.UTC().Format(time.RFC3339)
+		default:
+			what = "when taken not recorded"
 		}
 		fmt.Fprintf(&b, "  bundle  %s, version %d, %s\n", r.BundleHash, r.Version, what)
 	}
@@ -49,8 +60,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		ok, detail := "ok", s.Detail
 		if !s.OK {
 			ok = "FAIL"
-			if detail == "" {
-				detail = s.Error
+			if s.Error != "" {
+				detail = s.Error // what went wrong, not what success would have shown
 			}
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, roundDur(s.Took), ok, detail)
@@ -64,8 +75,20 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  - %s\n", n)
 		}
 	}
+	if len(r.MovedOn) > 0 {
+		b.WriteString("\nchanged in the live brain since the snapshot (it moved on; not failures):\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for i, m := range r.MovedOn {
+			if i == maxListed {
+				fmt.Fprintf(tw, "  … and %d more\n", len(r.MovedOn)-i)
+				break
+			}
+			fmt.Fprintf(tw, "  %s\t%s\tlive: %s\trestored: %s\n", m.Kind, m.Path, orNone(m.Want), orNone(m.Got))
+		}
+		tw.Flush()
+	}
 	if len(r.Mismatches) > 0 {
-		b.WriteString("\nmismatches:\n")
+		b.WriteString("\nmismatches (nothing explains them):\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		for _, m := range r.Mismatches {
 			fmt.Fprintf(tw, "  %s\t%s\tlive: %s\trestored: %s\n", m.Kind, m.Path, orNone(m.Want), orNone(m.Got))
@@ -83,12 +106,19 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "PASS: %d files (%s) restored byte for byte and mode for mode from %s; %s\n",
 			r.Files, walrus.FormatSize(r.Bytes), source(r.Mode), where)
+		if n := len(r.MovedOn); n > 0 {
+			fmt.Fprintf(&b, "      the live brain moved on since the snapshot: %d entr%s changed after it\n", n, plural(n, "y", "ies"))
+		}
 	} else {
 		fmt.Fprintf(&b, "FAIL: %s\n", r.Error)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// maxListed bounds the moved-on entries the text report lists (--json
+// has them all).
+const maxListed = 20
 
 func source(m Mode) string {
 	if m == ModeB {

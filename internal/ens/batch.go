@@ -266,5 +266,5 @@ func (c *Client) batchGuess(budget, perUpdate uint64) int {
 // retryable reports an error that passes with time: chain-wide ones, a
 // base fee above the cap, a transaction not mined in time.
 func retryable(err error) bool {
-	return chainWide(err) || errors.Is(err, ErrFeeTooHigh)
+	return chainWide(err) || errors.Is(err, ErrFeeTooHigh) || errors.Is(err, ErrTxDropped)
 }

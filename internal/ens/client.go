@@ -327,6 +327,37 @@ func (c *Client) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Head is a block: its number and hash.
+type Head struct {
+	Number uint64
+	Hash   common.Hash
+}
+
+// Head is the node's latest block (one eth_getBlockByNumber).
+func (c *Client) Head(ctx context.Context) (Head, error) {
+	return c.block(ctx, nil)
+}
+
+// Block is the node's canonical block at number; ethereum.NotFound
+// (wrapped) when the chain is not that long.
+func (c *Client) Block(ctx context.Context, number uint64) (Head, error) {
+	return c.block(ctx, new(big.Int).SetUint64(number))
+}
+
+func (c *Client) block(ctx context.Context, number *big.Int) (Head, error) {
+	if _, err := c.setup(ctx); err != nil {
+		return Head{}, err
+	}
+	h, err := c.node.HeaderByNumber(ctx, number)
+	if err != nil {
+		return Head{}, fmt.Errorf("ens: block header: %w", err)
+	}
+	if h == nil || h.Number == nil || !h.Number.IsUint64() {
+		return Head{}, fmt.Errorf("%w: block header without a number", ErrUnavailable)
+	}
+	return Head{Number: h.Number.Uint64(), Hash: h.Hash()}, nil
+}
+
 // ChainID is the node's chain id, or nil before the first successful
 // contact with the node.
 func (c *Client) ChainID() *big.Int {

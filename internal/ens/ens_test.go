@@ -551,3 +551,50 @@ func TestLimitsAndConfiguration(t *testing.T) {
 }
 
 func bigOne() *big.Int { return big.NewInt(1) }
+
+// TestGappedTransactionIsDropped: a transaction sent with a nonce the
+// chain is below (the client's counter ran ahead: the chain went back
+// under it) waits for nonces that never come; the client notices in
+// seconds, not at TxTimeout, fails it as ErrTxDropped (retryable), and the
+// next write takes its nonce from the chain (issue 28 item 4). So does
+// ResyncNonce, before anything is sent.
+func TestGappedTransactionIsDropped(t *testing.T) {
+	e := newEnv(t, "agent.eth")
+	ctx := t.Context()
+	c := newClient(t, e.chain, agentKey)
+	c.txTimeout = 5 * time.Minute // the default: what is not to be waited out
+	if _, err := c.Write(ctx, "agent.eth", blobID(1), ""); err != nil {
+		t.Fatal(err)
+	}
+	ahead := func(n uint64) {
+		ci := c.info.Load()
+		ci.nonces.mu.Lock()
+		ci.nonces.next += n
+		ci.nonces.mu.Unlock()
+	}
+	ahead(3)
+	start := time.Now()
+	_, err := c.Write(ctx, "agent.eth", blobID(2), blobID(1))
+	// ErrTxDropped, not the timeout's DeadlineExceeded: noticed, not
+	// waited out.
+	if !errors.Is(err, ErrTxDropped) || !retryable(err) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a gapped transaction: %v", err)
+	}
+	t.Logf("a gapped transaction failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if _, err := c.Write(ctx, "agent.eth", blobID(2), blobID(1)); err != nil {
+		t.Fatalf("the write after it: %v", err)
+	}
+	e.mustRead(t, "agent.eth", blobID(2))
+
+	ahead(3)
+	c.ResyncNonce()
+	want := e.nonce(t, agentKey)
+	res, err := c.Write(ctx, "agent.eth", blobID(3), blobID(2))
+	if err != nil {
+		t.Fatalf("the write after ResyncNonce: %v", err)
+	}
+	if tx, _, err := e.rpc.TransactionByHash(ctx, res.TxHash); err != nil || tx.Nonce() != want {
+		t.Fatalf("the write after ResyncNonce was sent with nonce %v (%v), the chain's is %d", tx.Nonce(), err, want)
+	}
+	e.mustRead(t, "agent.eth", blobID(3))
+}

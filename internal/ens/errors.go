@@ -59,6 +59,12 @@ var (
 	// ErrNoMulticall: WriteMany got several updates for a resolver without
 	// multicall(bytes[]); WriteBatches sends them one by one.
 	ErrNoMulticall = errors.New("ens: the resolver has no multicall")
+	// ErrTxDropped: a sent transaction can never be mined as it is: the
+	// node does not know it any more (a restarted node lost its pool), or
+	// it waits for a nonce the chain will not reach (the chain went back,
+	// a reorg or an older chain restored, below the nonce it was sent
+	// with). The client's nonce is read from the node again; send again.
+	ErrTxDropped = errors.New("ens: transaction dropped")
 
 	// CCIP-read (EIP-3668). A gateway that cannot be reached is
 	// ErrGatewayUnavailable, which matches ErrUnavailable (try again

@@ -227,6 +227,27 @@ func (n *node) SendTransaction(ctx context.Context, tx *types.Transaction) error
 	return n.do(ctx, "eth_sendRawTransaction", func(ctx context.Context, b Backend) error { return b.SendTransaction(ctx, tx) })
 }
 
+// errNoTxLookup: the backend cannot look a transaction up by hash.
+var errNoTxLookup = errors.New("ens: the backend cannot look up transactions")
+
+// TransactionKnown reports whether the node knows the transaction, mined
+// or waiting in its pool.
+func (n *node) TransactionKnown(ctx context.Context, hash common.Hash) (bool, error) {
+	return call(n, ctx, "eth_getTransactionByHash", func(b Backend, ctx context.Context) (bool, error) {
+		tb, ok := b.(interface {
+			TransactionByHash(context.Context, common.Hash) (*types.Transaction, bool, error)
+		})
+		if !ok {
+			return false, errNoTxLookup
+		}
+		_, _, err := tb.TransactionByHash(ctx, hash)
+		if errors.Is(err, ethereum.NotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
 func (n *node) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
 	return call(n, ctx, "eth_getTransactionReceipt", func(b Backend, ctx context.Context) (*types.Receipt, error) { return b.TransactionReceipt(ctx, hash) })
 }

@@ -457,7 +457,7 @@ func (c *Client) transact(ctx context.Context, ci *chainInfo, to common.Address,
 		return res, err
 	}
 	c.log.InfoContext(ctx, "ens: "+what+" transaction sent", "names", names, "tx", tx.Hash(), "nonce", tx.Nonce(), "gas", gas, "max_fee", feeCap, "tip", tip)
-	res, err := c.wait(ctx, ci, tx.Hash(), names, gas)
+	res, err := c.wait(ctx, ci, tx, tx.Hash(), names, gas)
 	if err == nil {
 		c.log.InfoContext(ctx, "ens: "+what+" transaction mined", "names", names, "tx", res.TxHash, "block", res.BlockNumber, "gas_used", res.GasUsed)
 	}
@@ -471,12 +471,24 @@ func (c *Client) WaitTx(ctx context.Context, hash common.Hash) (TxResult, error)
 	if err != nil {
 		return TxResult{TxHash: hash}, err
 	}
-	return c.wait(ctx, ci, hash, nil, 0)
+	return c.wait(ctx, ci, nil, hash, nil, 0)
 }
 
-func (c *Client) wait(ctx context.Context, ci *chainInfo, hash common.Hash, names []string, gasLimit uint64) (TxResult, error) {
+// ResyncNonce makes the next transaction take its nonce from the node's
+// pending nonce instead of the client's counter: after the chain went
+// back (a reorg, an older chain restored) the counter is ahead of it, and
+// a transaction sent with it would wait for nonces that never come.
+func (c *Client) ResyncNonce() {
+	if ci := c.info.Load(); ci != nil && ci.nonces != nil {
+		ci.nonces.invalidate()
+	}
+}
+
+// wait waits for hash's receipt; sent, when the client sent it, lets it
+// notice a transaction that can never be mined (ErrTxDropped).
+func (c *Client) wait(ctx context.Context, ci *chainInfo, sent *types.Transaction, hash common.Hash, names []string, gasLimit uint64) (TxResult, error) {
 	res := TxResult{Names: names, TxHash: hash}
-	r, err := c.waitReceipt(ctx, hash)
+	r, err := c.waitReceipt(ctx, sent, hash)
 	if err != nil {
 		if ci.nonces != nil {
 			ci.nonces.invalidate()
@@ -497,13 +509,18 @@ func (c *Client) wait(ctx context.Context, ci *chainInfo, hash common.Hash, name
 // to PollInterval. Node errors are retried until the timeout (public
 // endpoints fail transiently); the last one is reported, so a wait through
 // an outage also matches ErrUnavailable.
-func (c *Client) waitReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
+func (c *Client) waitReceipt(ctx context.Context, sent *types.Transaction, hash common.Hash) (*types.Receipt, error) {
 	wctx, cancel := context.WithTimeout(ctx, c.txTimeout)
 	defer cancel()
 	delay := max(c.poll/8, time.Millisecond)
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	var lastErr error
+	// Every dropCheck the transaction's chances are looked at; twice in a
+	// row hopeless (a node behind a load balancer may not know a
+	// transaction another one took a moment ago) ends the wait.
+	dropCheck := max(4*c.poll, 2*time.Second)
+	nextCheck, strikes := time.Now().Add(dropCheck), 0
 	for {
 		select {
 		case <-wctx.Done():
@@ -523,10 +540,36 @@ func (c *Client) waitReceipt(ctx context.Context, hash common.Hash) (*types.Rece
 		case err != nil && !errors.Is(err, ethereum.NotFound) && !strings.Contains(err.Error(), "indexing is in progress") && wctx.Err() == nil:
 			lastErr = err
 			c.log.DebugContext(ctx, "ens: receipt poll failed", "tx", hash, "err", err)
+		case errors.Is(err, ethereum.NotFound) && sent != nil && !time.Now().Before(nextCheck):
+			nextCheck = time.Now().Add(dropCheck)
+			if why := c.unmineable(wctx, sent); why == "" {
+				strikes = 0
+			} else if strikes++; strikes >= 2 {
+				return nil, fmt.Errorf("%w: transaction %s (nonce %d) %s", ErrTxDropped, hash, sent.Nonce(), why)
+			}
 		}
 		delay = min(2*delay, c.poll)
 		t.Reset(delay)
 	}
+}
+
+// unmineable says why a sent transaction without a receipt can never be
+// mined as it is ("" when it still can, or the node cannot tell): it
+// waits for a nonce below its own that the chain will not reach, or the
+// node does not know it.
+func (c *Client) unmineable(ctx context.Context, tx *types.Transaction) string {
+	next, err := c.node.PendingNonceAt(ctx, c.signer.Address())
+	if err != nil {
+		return ""
+	}
+	if next < tx.Nonce() {
+		return fmt.Sprintf("waits for nonce %d, the account's next on chain (the chain went back?)", next)
+	}
+	known, err := c.node.TransactionKnown(ctx, tx.Hash())
+	if err != nil || known {
+		return ""
+	}
+	return "is unknown to the node (dropped from its pool?)"
 }
 
 // fees: tip from eth_maxPriorityFeePerGas, fee cap = tip + 2×base fee,

@@ -80,6 +80,16 @@ type Restored struct {
 	Files    int              // hashed files
 	Bytes    int64            // plaintext bytes of hashed files
 	BlobSize int64            // the blob (v3: the head pack)
+	// Taken is when the snapshot began reading the brain (v3: its
+	// commit's time; v1/v2: its lock's lastUpdated, written before the
+	// archive), zero when not recorded: a file that differs from the
+	// snapshot changed at or after it.
+	Taken time.Time
+	// EndEpoch is the earliest end epoch of the packs a v3 snapshot's
+	// commit lists besides its head (0: none listed, or v1/v2, whose
+	// blob does not record its own): a bound the snapshot expires by at
+	// the latest, as its head pack, written last, ends after them.
+	EndEpoch uint64
 	// Downloaded and Ranges count what a v3 restore read: only the
 	// objects it needed, in closed range reads.
 	Downloaded int64
@@ -297,6 +307,9 @@ func (p *Pipeline) unpack(ctx context.Context, blobPath string, size int64, dir 
 		err = fmt.Errorf("%w: restored lock: %w", ErrHashMismatch, err)
 	default:
 		res.Lock = lock
+		if ms := lock.LastUpdated(); ms > 0 {
+			res.Taken = time.UnixMilli(ms)
+		}
 		want, perr := hash.ParseDigest(lock.BundleHash())
 		switch {
 		case perr != nil:

@@ -651,3 +651,45 @@ func TestV3TakeAsHash(t *testing.T) {
 		t.Fatalf("v2 without a Want: %v", err)
 	}
 }
+
+// TestV3HistoryEndEpochs: history shows a snapshot's end epoch with its
+// head pack's, though a commit does not list its own head, whenever a
+// newer commit lists it (issue 28 item 3: END EPOCH was "-" for all but
+// the newest entry); a head no newer commit uses is known only locally
+// (hermesd log reads the lock's lineage). A restore reports the bound its
+// commit records.
+func TestV3HistoryEndEpochs(t *testing.T) {
+	t.Parallel()
+	f := newV3Fix(t, 0)
+	var res []snapshot.Result
+	take := func() {
+		res = append([]snapshot.Result{f.take()}, res...)
+		f.clock.advance(epochLen) // the next head ends an epoch later
+	}
+	f.write("notes/0.md", randomBytes(10, 20<<10), 0o644)
+	take() // 2: its head holds notes/0
+	os.Remove(filepath.Join(f.brain, "notes", "0.md"))
+	f.write("notes/1.md", randomBytes(11, 20<<10), 0o644)
+	take() // 1: nothing of the first head is used any more
+	f.write("notes/2.md", randomBytes(12, 20<<10), 0o644)
+	take() // 0: uses the head of 1 (notes/1)
+	hist, err := f.p.History(t.Context(), res[0].BlobID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 3 {
+		t.Fatalf("history of %d entries", len(hist))
+	}
+	for i, want := range []uint64{res[0].EndEpoch, res[1].EndEpoch, 0} {
+		if e := hist[i]; e.BlobID != res[i].BlobID || e.EndEpoch != want {
+			t.Errorf("entry %d: %s ends with epoch %d, want %d (the snapshot's: %d)", i, e.BlobID, e.EndEpoch, want, res[i].EndEpoch)
+		}
+	}
+	if res[1].EndEpoch == res[2].EndEpoch || res[0].EndEpoch != res[1].EndEpoch {
+		t.Fatalf("end epochs %d %d %d: the test tells nothing", res[0].EndEpoch, res[1].EndEpoch, res[2].EndEpoch)
+	}
+	_, r := f.restore(res[0].BlobID)
+	if r.EndEpoch != res[0].EndEpoch {
+		t.Errorf("restore of the newest: end epoch %d, the snapshot's is %d", r.EndEpoch, res[0].EndEpoch)
+	}
+}

@@ -106,7 +106,8 @@ func (p *Pipeline) installV3(ctx context.Context, r *repo.Reader, target string,
 		if err != nil {
 			return Restored{}, err
 		}
-		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes}
+		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes, EndEpoch: c.MinEndEpoch(),
+			Taken: time.UnixMilli(c.Time)}
 		if opts.Path == "" {
 			res.Files, res.Bytes = int(c.Files), c.Bytes
 			if res.Lock, err = commitLock(tmp, c); err != nil {
@@ -157,8 +158,10 @@ type HistoryEntry struct {
 	// objects (v3), or the blob's size (v1/v2).
 	Added int64 `json:"added,omitempty"`
 	// EndEpoch is when the snapshot stops being restorable, when known:
-	// the blob's end epoch (v1/v2), the earliest of the listed packs' (v3;
-	// the head pack's own is not recorded).
+	// the blob's end epoch (v1/v2), the earliest of the listed packs' and
+	// of the head pack's (v3; a commit does not list its own head pack, so
+	// the head's end epoch is known from a newer commit that lists it, or
+	// from the agent's local record: see hermesd log).
 	EndEpoch uint64 `json:"endEpoch,omitempty"`
 	// Status is "restorable" (every blob it needs was read), "expired"
 	// (one is gone from Walrus), "damaged" (one fails verification) or
@@ -185,6 +188,10 @@ func (p *Pipeline) History(ctx context.Context, head string, limit int) ([]Histo
 func (p *Pipeline) history(ctx context.Context, head string, limit int) ([]HistoryEntry, error) {
 	var out []HistoryEntry
 	var newer *repo.Reader // the reader of out[len(out)-1], for its Changed
+	// The end epochs of packs that newer commits list: a commit does not
+	// list its own head pack, but the commits after it do while they
+	// still use it.
+	ends := map[string]uint64{}
 	full := func() bool { return limit > 0 && len(out) > limit }
 	for blob := head; blob != "" && !full(); {
 		f, err := p.BlobFormat(ctx, blob)
@@ -199,7 +206,7 @@ func (p *Pipeline) history(ctx context.Context, head string, limit int) ([]Histo
 		if f != FormatV3 {
 			return p.wholeHistory(ctx, out, blob, f, limit)
 		}
-		e, r, parent, perr := p.v3Entry(ctx, blob, len(out))
+		e, r, parent, perr := p.v3Entry(ctx, blob, len(out), ends)
 		if perr != nil {
 			return out, perr
 		}
@@ -223,7 +230,7 @@ func (p *Pipeline) history(ctx context.Context, head string, limit int) ([]Histo
 // v3Entry reads one v3 commit. A listed pack that is gone or damaged makes
 // the entry "expired" or "damaged" (with a nil reader); the head itself
 // failing is an error.
-func (p *Pipeline) v3Entry(ctx context.Context, blob string, n int) (HistoryEntry, *repo.Reader, string, error) {
+func (p *Pipeline) v3Entry(ctx context.Context, blob string, n int, ends map[string]uint64) (HistoryEntry, *repo.Reader, string, error) {
 	keys, err := p.keysFor(ctx, blob)
 	if err != nil {
 		return HistoryEntry{}, nil, "", err
@@ -246,6 +253,14 @@ func (p *Pipeline) v3Entry(ctx context.Context, blob string, n int) (HistoryEntr
 	}
 	e.BundleHash, e.Time = c.BundleHash.String(), time.UnixMilli(c.Time).UTC()
 	e.Files, e.Bytes, e.Added, e.EndEpoch = c.Files, c.Bytes, c.Added, c.MinEndEpoch()
+	if head := ends[blob]; head > 0 && (e.EndEpoch == 0 || head < e.EndEpoch) {
+		e.EndEpoch = head
+	}
+	for _, pk := range c.Packs {
+		if pk.EndEpoch > 0 {
+			ends[pk.BlobID] = pk.EndEpoch
+		}
+	}
 	if c.Parent == "" {
 		e.Changed = int(c.Files) // the first commit adds every file
 	}

@@ -88,7 +88,8 @@ func redactAll(urls []string) []string {
 // sequentially, so no locking is needed.
 type operation struct {
 	c         *Client
-	name      string // "store" or "read"
+	ctx       context.Context // the operation's; ends a backoff early
+	name      string          // "store" or "read"
 	endpoints []string
 	cur       int // index of the endpoint of the current attempt
 	next      int // index chosen for the next attempt by backoff
@@ -108,9 +109,10 @@ type operation struct {
 	prepare func(r *http.Request) error
 }
 
-func (c *Client) newOperation(name string, endpoints []string) *operation {
+func (c *Client) newOperation(ctx context.Context, name string, endpoints []string) *operation {
 	return &operation{
 		c:         c,
+		ctx:       ctx,
 		name:      name,
 		endpoints: endpoints,
 		notBefore: make([]time.Time, len(endpoints)),
@@ -209,14 +211,48 @@ func (o *operation) backoff(min, max time.Duration, attemptNum int, resp *http.R
 	if o.dialFails > 0 && o.dialFails < len(o.endpoints) {
 		wait = 0
 	}
-	if nb := o.notBefore[o.next].Sub(now); nb > wait {
-		wait = nb
+	asked := o.notBefore[o.next].Sub(now) // the server asked for at least this (Retry-After)
+	if asked < 0 {
+		asked = 0
+	}
+	if asked > wait {
+		wait = asked
 	}
 	o.report(true, wait)
 	o.c.log.Debug("walrus: retrying", "op", o.name, "endpoint", redact.URL(o.endpoint()),
 		"attempt", o.attempts, "status", o.lastStatus, "error", o.lastErr,
 		"backoff", wait, "next", redact.URL(o.endpoints[o.next]))
+	if wait > asked {
+		return o.sleep(wait, asked)
+	}
 	return wait
+}
+
+// sleep waits out a backoff here rather than in retryablehttp, so that
+// the store coming back (Config.Recovered) ends it early, though never
+// before floor (what the server asked for); it returns what is left for
+// retryablehttp to wait. Without Recovered the whole wait is left to
+// retryablehttp.
+func (o *operation) sleep(wait, floor time.Duration) time.Duration {
+	if o.c.cfg.Recovered == nil || o.ctx == nil {
+		return wait
+	}
+	back := o.c.cfg.Recovered()
+	if back == nil {
+		return wait
+	}
+	start := time.Now()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-o.ctx.Done(): // retryablehttp sees it before the next attempt
+	case <-back:
+		o.c.log.Debug("walrus: the store answers again; retrying now", "op", o.name,
+			"endpoint", redact.URL(o.endpoints[o.next]), "backoff_left", (wait - time.Since(start)).Round(time.Millisecond))
+		return max(floor-time.Since(start), 0)
+	}
+	return 0
 }
 
 // expBackoff is hermesd's one backoff (internal/backoff: min·2^attempt

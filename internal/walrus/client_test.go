@@ -834,3 +834,55 @@ func BenchmarkReadRange(b *testing.B) {
 		off = (off + 7*span) % (size - span)
 	}
 }
+
+// TestRecoveredEndsBackoff: a retry waiting out its backoff goes at once
+// when Config.Recovered says the store answers again (issue 28 item 7:
+// after an outage the backoff had grown to 50 s); a wait the server asked
+// for (Retry-After) is kept.
+func TestRecoveredEndsBackoff(t *testing.T) {
+	const backoff = time.Minute // what the retry would wait without the wake
+	s := startServer(t, localwalrus.Config{})
+	var mu sync.Mutex
+	back := make(chan struct{})
+	recovered := func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return back }
+	wake := func() { mu.Lock(); close(back); back = make(chan struct{}); mu.Unlock() }
+	retrying := make(chan struct{}, 8)
+	c := newClient(t, s, walrus.Config{RetryWaitMin: backoff, RetryWaitMax: backoff, Recovered: recovered,
+		OnAttempt: func(a walrus.Attempt) {
+			if a.Retry {
+				retrying <- struct{}{}
+			}
+		}})
+
+	for _, tc := range []struct {
+		name  string
+		fault localwalrus.Fault
+		least time.Duration // the retry comes no earlier
+	}{
+		{"backoff", localwalrus.Fault{Kind: localwalrus.FaultStatus, Status: 503}, 0},
+		{"Retry-After", localwalrus.Fault{Kind: localwalrus.FaultStatus, Status: 503, RetryAfter: "1"}, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.InjectNext(localwalrus.RoutePublisher, tc.fault)
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				_, err := c.Store(t.Context(), walrus.BytesBody([]byte("after the outage "+tc.name)))
+				done <- err
+			}()
+			<-retrying // the first attempt failed; the retry waits
+			wake()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(backoff / 2):
+				t.Fatalf("the retry still waits its backoff of %s after the store was back", backoff)
+			}
+			if took := time.Since(start); took < tc.least {
+				t.Errorf("retried after %s; the server asked for %s", took, tc.least)
+			}
+		})
+	}
+}

@@ -104,6 +104,14 @@ type Config struct {
 	// It runs on the operation's goroutine and must not block.
 	OnAttempt func(Attempt)
 
+	// Recovered, when set, returns a channel that is closed when the store
+	// is next seen to answer again after an outage (the daemon's prober,
+	// which probes while attempts fail). A retry waiting out its backoff
+	// stops waiting then, so an outage of minutes does not leave an
+	// operation waiting a backoff of many seconds more; a wait the server
+	// asked for (Retry-After) is kept.
+	Recovered func() <-chan struct{}
+
 	// Transport replaces the HTTP transport (tests). The client wraps it to
 	// enforce AttemptTimeout and IdleTimeout.
 	Transport http.RoundTripper

@@ -1,6 +1,7 @@
 package walrus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -200,7 +201,7 @@ func TestRetryAfter(t *testing.T) {
 	c.now = func() time.Time { return now }
 	c.jitter = func(int64) int64 { return 0 }
 	resp := &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"Tue, 01 Jan 2030 12:00:20 GMT"}}}
-	op := c.newOperation("store", []string{"a"})
+	op := c.newOperation(context.Background(), "store", []string{"a"})
 	if got := op.backoff(time.Millisecond, time.Second, 0, resp); got != 20*time.Second {
 		t.Errorf("HTTP-date Retry-After: wait %s, want 20s", got)
 	}
@@ -208,7 +209,7 @@ func TestRetryAfter(t *testing.T) {
 	if got := op.backoff(time.Millisecond, time.Second, 0, resp); got != 45*time.Second {
 		t.Errorf("capped Retry-After: wait %s, want 45s", got)
 	}
-	op = c.newOperation("store", []string{"a", "b"})
+	op = c.newOperation(context.Background(), "store", []string{"a", "b"})
 	resp.Header.Set("Retry-After", "10")
 	if got := op.backoff(time.Millisecond, time.Second, 0, resp); got >= 10*time.Second {
 		t.Errorf("failover to another endpoint waited %s", got)

@@ -152,7 +152,7 @@ func (c *Client) read(ctx context.Context, blobID string, dst io.Writer, rng *sp
 
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
-	op := c.newOperation("read", c.aggregators)
+	op := c.newOperation(ctx, "read", c.aggregators)
 	op.notFoundLeft = ro.notFoundRetries
 	rd := &reader{op: op, ro: &ro, rng: rng, bound: bound, total: -1, w: &countingWriter{w: dst}}
 	path := "/v1/blobs/" + url.PathEscape(blobID)

@@ -166,7 +166,7 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 	}
 	query := q.Encode()
 
-	op := c.newOperation("store", c.publishers)
+	op := c.newOperation(ctx, "store", c.publishers)
 	var sent atomic.Int64
 	op.attemptBytes = sent.Load
 	open := retryablehttp.ReaderFunc(func() (io.Reader, error) {
