@@ -36,8 +36,13 @@ type Config struct {
 	StartEpoch uint32
 	// MaxEpochsAhead bounds the epochs query parameter.
 	MaxEpochsAhead uint32
-	// MaxBodySize is the largest PUT body; larger ones get 413.
+	// MaxBodySize is the largest PUT /v1/blobs body; larger ones get 413.
 	MaxBodySize int64
+	// MaxQuiltBodySize is the largest PUT /v1/quilts body (default
+	// DefaultMaxQuiltBodySize); MaxQuiltSize bounds the laid-out quilt
+	// blob (default DefaultMaxQuiltSize).
+	MaxQuiltBodySize int64
+	MaxQuiltSize     int64
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Logger receives a debug line per request; nil discards.
@@ -102,6 +107,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodySize <= 0 {
 		cfg.MaxBodySize = DefaultMaxBodySize
 	}
+	if cfg.MaxQuiltBodySize <= 0 {
+		cfg.MaxQuiltBodySize = DefaultMaxQuiltBodySize
+	}
+	if cfg.MaxQuiltSize <= 0 {
+		cfg.MaxQuiltSize = DefaultMaxQuiltSize
+	}
 	s := &Server{cfg: cfg, now: cfg.Now, log: cfg.Logger}
 	if s.now == nil {
 		s.now = time.Now
@@ -122,6 +133,10 @@ func New(cfg Config) (*Server, error) {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("PUT /v1/blobs", s.putBlob)
 	s.mux.HandleFunc("GET /v1/blobs/{id}", s.getBlob)
+	s.mux.HandleFunc("PUT /v1/quilts", s.putQuilt)
+	s.mux.HandleFunc("GET /v1/blobs/by-quilt-patch-id/{id}", s.getPatchByID)
+	s.mux.HandleFunc("GET /v1/blobs/by-quilt-id/{quilt}/{identifier}", s.getPatchByIdentifier)
+	s.mux.HandleFunc("GET /v1/quilts/{quilt}/patches", s.listPatches)
 	s.mux.HandleFunc("GET /status", s.status)
 	s.mux.HandleFunc("GET /v1/api", s.apiDocs)
 	return s, nil
