@@ -78,6 +78,7 @@ var placement = map[string]layer{
 	"internal/ens":         formatLayer,
 	"internal/handover":    formatLayer,
 	"internal/localwalrus": formatLayer,
+	"internal/quilt":       formatLayer,
 	"internal/receipts":    formatLayer,
 	"internal/repo":        formatLayer,
 	"internal/seal":        formatLayer,

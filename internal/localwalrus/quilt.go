@@ -17,6 +17,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hermesd/hermesd/internal/quilt"
 )
 
 // The quilt geometry of QuiltV1 at 1000 shards: the quilt blob is a
@@ -79,31 +81,12 @@ func (l quiltLayout) size() int64 { return quiltColumns * l.col }
 func layoutQuilt(ps []*quiltPatch) quiltLayout {
 	slices.SortFunc(ps, func(a, b *quiltPatch) int { return strings.Compare(a.identifier, b.identifier) })
 	hdr := int64(quiltHeaderLen + 2)
-	var largest int64
-	for _, p := range ps {
+	sizes := make([]int64, len(ps))
+	for i, p := range ps {
 		hdr += indexEntryFixed + int64(len(p.identifier)) + int64(len(p.tagsJSON))
-		largest = max(largest, p.size)
+		sizes[i] = p.size
 	}
-	cols := func(col int64) int {
-		n := int((hdr + col - 1) / col)
-		for _, p := range ps {
-			n += int(max(1, (p.size+col-1)/col))
-		}
-		return n
-	}
-	// Symbol sizes are even (RS2): search half of it. At hi every patch
-	// takes one column, which fits as there are at most 666.
-	lo, hi := int64(1), (max(hdr, largest)+2*quiltRows-1)/(2*quiltRows)
-	hi = max(hi, 1)
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if cols(2*quiltRows*mid) <= quiltColumns {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	l := quiltLayout{col: 2 * quiltRows * lo}
+	l := quiltLayout{col: quilt.Column(hdr, sizes)}
 	l.indexCols = int((hdr + l.col - 1) / l.col)
 	next := l.indexCols
 	idx := make([]byte, 0, hdr)
