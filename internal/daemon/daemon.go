@@ -74,6 +74,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		cancel:  func() {},
 	}
 	svc.OnWalrusAttempt(d.observeWalrus)
+	svc.OnQuilt(newQuiltMetrics(d.metrics.reg).observe)
 	ok := false
 	defer func() {
 		if !ok {
@@ -300,8 +301,27 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 		return nil
 	}
 	d.closed = true
+	if d.svc.Quilts != nil {
+		// Packs waiting for their batch window are stored now, so their
+		// snapshots are published in the flush below.
+		d.svc.Quilts.Flush()
+	}
 	d.cancel()
-	d.wg.Wait() // agents stopped: no new snapshots while flushing
+	stopped := make(chan struct{})
+	go func() {
+		d.wg.Wait() // agents stopped: no new snapshots while flushing
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-flushCtx.Done():
+		// A quilt still being stored (an outage) does not hold the stop
+		// beyond its time limit: its packs fail and are retaken next time.
+		if d.svc.Quilts != nil {
+			d.svc.Quilts.Close()
+		}
+		<-stopped
+	}
 	d.bgWG.Wait()
 	var err error
 	if d.pub != nil {

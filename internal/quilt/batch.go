@@ -55,8 +55,9 @@ type Request struct {
 	// ErrSuperseded (see the package doc). Nil never fires.
 	Newer <-chan struct{}
 	// Idle, when set, is called as the pack starts waiting for its batch,
-	// and the function it returns once the wait is over (the agent's sync
-	// slot is not held while other agents' packs gather).
+	// and the function it returns once the wait is over, whatever its
+	// error (the agent's sync slot is not held while other agents' packs
+	// gather).
 	Idle func() (resume func(context.Context) error)
 }
 
@@ -248,16 +249,13 @@ func (b *Batcher) Put(ctx context.Context, req Request) (Result, error) {
 	if err := b.add(e); err != nil {
 		return Result{}, err
 	}
-	resume := func(context.Context) error { return nil }
 	if req.Idle != nil {
-		resume = req.Idle()
+		resume := req.Idle()
+		// Whether the caller gets its slot back or not (it is going
+		// away), the wait's outcome stands.
+		defer resume(ctx)
 	}
-	err := b.wait(ctx, e)
-	if rerr := resume(ctx); err == nil && rerr != nil {
-		// Stored and verified, but the caller is going away.
-		err = rerr
-	}
-	if err != nil {
+	if err := b.wait(ctx, e); err != nil {
 		return Result{}, err
 	}
 	return e.res, nil
@@ -368,12 +366,11 @@ func (b *Batcher) wait(ctx context.Context, e *entry) error {
 			if b.leave(e, false) {
 				return ctx.Err()
 			}
-			// Sent: the batch reads the pack until it is done.
+			// Sent: the batch reads the pack until it is done, and a pack
+			// stored and verified is the caller's (a daemon stopping
+			// still publishes it).
 			<-e.done
-			if e.err != nil {
-				return e.err
-			}
-			return ctx.Err()
+			return e.err
 		}
 	}
 }
