@@ -13,6 +13,13 @@ import (
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
+// QuiltStore is the Walrus client as the quilt batcher uses it (Build
+// makes the daemon's; tools and tests build their own batchers on it).
+func QuiltStore(c *walrus.Client) quilt.Store { return quiltStore{newStore(c)} }
+
+// Quilter adapts a quilt batcher to the pipeline's Quilter.
+func Quilter(b *quilt.Batcher) snapshot.Quilter { return quilter{b} }
+
 // quiltStore is the Walrus client as the quilt batcher uses it.
 type quiltStore struct{ s *walrusStore }
 
