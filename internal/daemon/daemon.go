@@ -37,11 +37,13 @@ type Daemon struct {
 	log     *slog.Logger
 	state   *state.Dir
 	metrics *metrics
-	hub     *watch.Hub
-	agents  []*agent.Agent
-	byID    map[string]*agent.Agent
-	pub     *publisher
-	probe   *prober
+	// quiltMetrics are the shared quilt batcher's series.
+	quiltMetrics *quiltMetrics
+	hub          *watch.Hub
+	agents       []*agent.Agent
+	byID         map[string]*agent.Agent
+	pub          *publisher
+	probe        *prober
 
 	api       *api
 	listeners []net.Listener
@@ -74,7 +76,8 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		cancel:  func() {},
 	}
 	svc.OnWalrusAttempt(d.observeWalrus)
-	svc.OnQuilt(newQuiltMetrics(d.metrics.reg).observe)
+	d.quiltMetrics = newQuiltMetrics(d.metrics.reg)
+	svc.OnQuilt(d.quiltMetrics.observe)
 	ok := false
 	defer func() {
 		if !ok {
