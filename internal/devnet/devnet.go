@@ -62,6 +62,9 @@ type Options struct {
 	// NoQuilts turns quilts off (walrus.quilts: false).
 	BatchWindow time.Duration
 	NoQuilts    bool
+	// WalrusOnRequest, when set, sees every request the Walrus server
+	// finished (tests).
+	WalrusOnRequest func(localwalrus.RequestInfo)
 	// Epochs each snapshot is stored for (default 5).
 	Epochs int
 	// HTTPListen for the daemon's health/metrics server ("" = off).
@@ -187,6 +190,7 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 		MaxBodySize:   1 << 40, // the devnet is not a public publisher
 		// Quilts up to the configuration's max_blob_size (1 GiB).
 		MaxQuiltBodySize: 1 << 30,
+		OnRequest:        o.WalrusOnRequest,
 		Logger:           o.Logger,
 	})
 	if err != nil {
