@@ -143,6 +143,8 @@ type e2eWorld struct {
 	logf   *os.File
 	runs   int
 	client *http.Client
+	// logLevel of the subprocesses ("": info).
+	logLevel string
 }
 
 func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
@@ -218,7 +220,11 @@ func (w *e2eWorld) env() []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env, "HERMESD_LOG_LEVEL=info")
+	level := w.logLevel
+	if level == "" {
+		level = "info"
+	}
+	return append(env, "HERMESD_LOG_LEVEL="+level)
 }
 
 // hermesdProc is one running hermesd subprocess.

@@ -294,6 +294,8 @@ func (b *Batcher) add(e *entry) error {
 	e.parent = bt
 	bt.entries = append(bt.entries, e)
 	bt.body += e.req.Size + partOverhead
+	b.log.Debug("pack waits for its quilt batch", "owner", e.req.Owner, "bytes", e.req.Size,
+		"packs", len(bt.entries), "window", b.cfg.Window)
 	if b.cfg.Window <= 0 || len(bt.entries) >= b.cfg.MaxPatches {
 		b.sendLocked(bt)
 	}
