@@ -34,6 +34,7 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 var (
@@ -497,16 +498,6 @@ func (w *e2eWorld) pointer(name string) string {
 	return v
 }
 
-// blobFile is where the local Walrus server keeps a blob's bytes.
-func (w *e2eWorld) blobFile(blobID string) string {
-	w.t.Helper()
-	raw, err := base64.RawURLEncoding.DecodeString(blobID)
-	if err != nil {
-		w.t.Fatalf("blob id %q: %v", blobID, err)
-	}
-	return filepath.Join(w.dn.Dir, "walrus", "blobs", hex.EncodeToString(raw)+".blob")
-}
-
 // dirHash is the bundle hash of a directory.
 func dirHash(t *testing.T, dir string) string {
 	t.Helper()
@@ -604,4 +595,74 @@ func listDir(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// packSpan is where the bytes of a blob, or of a quilt patch, lie on the
+// devnet Walrus server's disk: the blob's file whole, or the patch's range
+// of its quilt's file (found by reading the patch through the server).
+func packSpan(t *testing.T, dn *devnet.Devnet, id string) (file string, off, n int64) {
+	t.Helper()
+	path := func(blob string) string {
+		raw, err := base64.RawURLEncoding.DecodeString(blob)
+		if err != nil {
+			t.Fatalf("blob id %q: %v", blob, err)
+		}
+		return filepath.Join(dn.Dir, "walrus", "blobs", hex.EncodeToString(raw)+".blob")
+	}
+	if !walrus.IsPatchID(id) {
+		st, err := os.Stat(path(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path(id), 0, st.Size()
+	}
+	quilt, err := walrus.PatchQuilt(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(dn.Walrus.URL() + "/v1/blobs/by-quilt-patch-id/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	patch, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("read patch %s: %s %v", id, resp.Status, err)
+	}
+	whole, err := os.ReadFile(path(quilt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(whole, patch)
+	if i < 0 {
+		t.Fatalf("patch %s is not in its quilt's file", id)
+	}
+	return path(quilt), int64(i), int64(len(patch))
+}
+
+// packBytes reads a blob's or a quilt patch's bytes from the devnet Walrus
+// server's disk.
+func packBytes(t *testing.T, dn *devnet.Devnet, id string) []byte {
+	t.Helper()
+	file, off, n := packSpan(t, dn, id)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[off : off+n]
+}
+
+// flipPackByte inverts the byte in the middle of a blob's or a quilt
+// patch's bytes on the devnet Walrus server's disk.
+func flipPackByte(t *testing.T, dn *devnet.Devnet, id string, mask byte) {
+	t.Helper()
+	file, off, n := packSpan(t, dn, id)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[off+n/2] ^= mask
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

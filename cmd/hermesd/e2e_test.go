@@ -746,15 +746,7 @@ func TestE2ERestoreFailures(t *testing.T) {
 	}
 	flip := func(t *testing.T) {
 		t.Helper()
-		p := w.blobFile(alphaBlob)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[len(b)/2] ^= 0x20
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		flipPackByte(t, w.dn, alphaBlob, 0x20)
 	}
 
 	missingBlob := strings.Repeat("A", 43)

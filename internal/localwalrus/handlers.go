@@ -380,9 +380,8 @@ type alreadyCertifiedJSON struct {
 
 func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 	st := stateOf(r)
-	q, err := parsePublisherQuery(r.URL.RawQuery)
-	if err != nil {
-		writeText(w, http.StatusBadRequest, "Failed to deserialize query string: "+err.Error())
+	q, ok := storeQuery(w, r)
+	if !ok {
 		return
 	}
 	if r.ContentLength > s.cfg.MaxBodySize {
@@ -431,6 +430,17 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.writeStored(w, st, storeAnswer(out, blobID, n, q.epochs))
+}
+
+// storeQuery parses a store's query (a blob's or a quilt's), or answers
+// 400 as axum's extractor does and reports false.
+func storeQuery(w http.ResponseWriter, r *http.Request) (publisherQuery, bool) {
+	q, err := parsePublisherQuery(r.URL.RawQuery)
+	if err != nil {
+		writeText(w, http.StatusBadRequest, "Failed to deserialize query string: "+err.Error())
+		return q, false
+	}
+	return q, true
 }
 
 // checkStoreQuery checks what the daemon checks after taking a store's

@@ -252,9 +252,8 @@ func badQuilt(w http.ResponseWriter, format string, args ...any) {
 // the way, and registered like any blob.
 func (s *Server) putQuilt(w http.ResponseWriter, r *http.Request) {
 	st := stateOf(r)
-	q, err := parsePublisherQuery(r.URL.RawQuery)
-	if err != nil {
-		writeText(w, http.StatusBadRequest, "Failed to deserialize query string: "+err.Error())
+	q, ok := storeQuery(w, r)
+	if !ok {
 		return
 	}
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -498,6 +497,19 @@ func (s *Server) openQuilt(w http.ResponseWriter, id [32]byte) (*os.File, []*qui
 	return f, ps, true
 }
 
+// quiltOfPath opens the quilt the request's path names ({quilt}), or
+// answers 400 or 404 and reports false.
+func (s *Server) quiltOfPath(w http.ResponseWriter, r *http.Request, st *reqState) ([32]byte, *os.File, []*quiltPatch, bool) {
+	quilt, ok := decodeBlobID(r.PathValue("quilt"))
+	if !ok {
+		writeText(w, http.StatusBadRequest, "Invalid URL: failed to parse "+strconv.Quote(clipText(r.PathValue("quilt")))+" as a blob ID")
+		return quilt, nil, nil, false
+	}
+	st.info.BlobID = encodeBlobID(quilt)
+	f, ps, ok := s.openQuilt(w, quilt)
+	return quilt, f, ps, ok
+}
+
 func patchNotFound(w http.ResponseWriter) {
 	writeAPIError(w, http.StatusNotFound, "NOT_FOUND", "QUILT_PATCH_NOT_FOUND", "the requested quilt patch does not exist on Walrus")
 }
@@ -530,13 +542,7 @@ func (s *Server) getPatchByID(w http.ResponseWriter, r *http.Request) {
 // identifier.
 func (s *Server) getPatchByIdentifier(w http.ResponseWriter, r *http.Request) {
 	st := stateOf(r)
-	quilt, ok := decodeBlobID(r.PathValue("quilt"))
-	if !ok {
-		writeText(w, http.StatusBadRequest, "Invalid URL: failed to parse "+strconv.Quote(clipText(r.PathValue("quilt")))+" as a blob ID")
-		return
-	}
-	st.info.BlobID = encodeBlobID(quilt)
-	f, ps, ok := s.openQuilt(w, quilt)
+	quilt, f, ps, ok := s.quiltOfPath(w, r, st)
 	if !ok {
 		return
 	}
@@ -566,14 +572,7 @@ func (s *Server) sendPatch(w http.ResponseWriter, r *http.Request, st *reqState,
 
 // listPatches lists a quilt's patches.
 func (s *Server) listPatches(w http.ResponseWriter, r *http.Request) {
-	st := stateOf(r)
-	quilt, ok := decodeBlobID(r.PathValue("quilt"))
-	if !ok {
-		writeText(w, http.StatusBadRequest, "Invalid URL: failed to parse "+strconv.Quote(clipText(r.PathValue("quilt")))+" as a blob ID")
-		return
-	}
-	st.info.BlobID = encodeBlobID(quilt)
-	f, ps, ok := s.openQuilt(w, quilt)
+	quilt, f, ps, ok := s.quiltOfPath(w, r, stateOf(r))
 	if !ok {
 		return
 	}

@@ -230,38 +230,45 @@ async function readPatch(ctx, id) {
   }
 }
 
-async function fetchPatch(ctx, id) {
-  const url = `${ctx.aggregator}/v1/blobs/by-quilt-patch-id/${id}`;
+// get fetches url, retrying (three attempts in all) network errors, 429
+// and 5xx; what names the blob or patch in errors.
+async function get(url, headers, what) {
   for (let attempt = 1; ; attempt++) {
     let res;
     try {
-      res = await fetch(url, { redirect: 'error', signal: AbortSignal.timeout(120000) });
+      res = await fetch(url, { headers, redirect: 'error', signal: AbortSignal.timeout(120000) });
     } catch (e) {
       if (attempt < 3) { await sleep(500 * attempt); continue; }
-      io(`read patch ${id}: ${e.cause?.code || e.name}`);
+      io(`read ${what}: ${e.cause?.code || e.name}`);
     }
     if ((res.status === 429 || res.status >= 500) && attempt < 3) {
       await res.body?.cancel();
       await sleep(500 * attempt);
       continue;
     }
-    if (res.status === 404) { await res.body?.cancel(); fail(4)(`patch ${id}: not found`); }
-    if (res.status !== 200) { await res.body?.cancel(); io(`read patch ${id}: HTTP ${res.status}`); }
-    const etag = res.headers.get('etag');
-    if (etag && etag.replace(/"/g, '') !== id) { await res.body?.cancel(); verify(`patch ${id}: answered as ${JSON.stringify(etag)}`); }
-    const parts = [];
-    let n = 0;
-    for await (const part of res.body) {
-      n += part.length;
-      if (n > MAX_PATCH) io(`read patch ${id}: more than the ${MAX_PATCH} bytes a patch may hold`);
-      parts.push(part);
-    }
-    const len = res.headers.get('content-length');
-    if (len !== null && Number(len) !== n) io(`read patch ${id}: ${n} of ${len} bytes`);
-    ctx.stats.ranges++;
-    ctx.stats.downloaded += n;
-    return Buffer.concat(parts, n);
+    if (res.status === 404) { await res.body?.cancel(); fail(4)(`${what}: not found`); }
+    return res;
   }
+}
+
+async function fetchPatch(ctx, id) {
+  const url = `${ctx.aggregator}/v1/blobs/by-quilt-patch-id/${id}`;
+  const res = await get(url, {}, `patch ${id}`);
+  if (res.status !== 200) { await res.body?.cancel(); io(`read patch ${id}: HTTP ${res.status}`); }
+  const etag = res.headers.get('etag');
+  if (etag && etag.replace(/"/g, '') !== id) { await res.body?.cancel(); verify(`patch ${id}: answered as ${JSON.stringify(etag)}`); }
+  const parts = [];
+  let n = 0;
+  for await (const part of res.body) {
+    n += part.length;
+    if (n > MAX_PATCH) io(`read patch ${id}: more than the ${MAX_PATCH} bytes a patch may hold`);
+    parts.push(part);
+  }
+  const len = res.headers.get('content-length');
+  if (len !== null && Number(len) !== n) io(`read patch ${id}: ${n} of ${len} bytes`);
+  ctx.stats.ranges++;
+  ctx.stats.downloaded += n;
+  return Buffer.concat(parts, n);
 }
 
 // readRange fetches bytes first..last (inclusive) of a blob in one closed
@@ -276,40 +283,26 @@ async function readRange(ctx, blob, first, last) {
   }
   const want = last - first + 1;
   const url = `${ctx.aggregator}/v1/blobs/${blob}`;
-  for (let attempt = 1; ; attempt++) {
-    let res;
-    try {
-      res = await fetch(url, { headers: { Range: `bytes=${first}-${last}` }, redirect: 'error', signal: AbortSignal.timeout(120000) });
-    } catch (e) {
-      if (attempt < 3) { await sleep(500 * attempt); continue; }
-      io(`read blob ${blob}: ${e.cause?.code || e.name}`);
-    }
-    if ((res.status === 429 || res.status >= 500) && attempt < 3) {
-      await res.body?.cancel();
-      await sleep(500 * attempt);
-      continue;
-    }
-    if (res.status === 404) { await res.body?.cancel(); fail(4)(`blob ${blob}: not found`); }
-    if (res.status === 416) { await res.body?.cancel(); verify(`blob ${blob}: range ${first}-${last} is past its end (truncated)`); }
-    if (res.status !== 206) { await res.body?.cancel(); io(`read blob ${blob}: HTTP ${res.status}`); }
-    const m = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('content-range') ?? '');
-    if (!m || Number(m[1]) !== first || Number(m[2]) !== last) {
-      await res.body?.cancel();
-      io(`read blob ${blob}: unexpected Content-Range ${JSON.stringify(res.headers.get('content-range'))}`);
-    }
-    const total = Number(m[3]);
-    const buf = Buffer.alloc(want);
-    let n = 0;
-    for await (const part of res.body) {
-      if (n + part.length > want) { io(`read blob ${blob}: more than the ${want} bytes asked for`); }
-      buf.set(part, n);
-      n += part.length;
-    }
-    if (n !== want) io(`read blob ${blob}: ${n} of ${want} bytes`);
-    ctx.stats.ranges++;
-    ctx.stats.downloaded += n;
-    return { buf, total };
+  const res = await get(url, { Range: `bytes=${first}-${last}` }, `blob ${blob}`);
+  if (res.status === 416) { await res.body?.cancel(); verify(`blob ${blob}: range ${first}-${last} is past its end (truncated)`); }
+  if (res.status !== 206) { await res.body?.cancel(); io(`read blob ${blob}: HTTP ${res.status}`); }
+  const m = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('content-range') ?? '');
+  if (!m || Number(m[1]) !== first || Number(m[2]) !== last) {
+    await res.body?.cancel();
+    io(`read blob ${blob}: unexpected Content-Range ${JSON.stringify(res.headers.get('content-range'))}`);
   }
+  const total = Number(m[3]);
+  const buf = Buffer.alloc(want);
+  let n = 0;
+  for await (const part of res.body) {
+    if (n + part.length > want) { io(`read blob ${blob}: more than the ${want} bytes asked for`); }
+    buf.set(part, n);
+    n += part.length;
+  }
+  if (n !== want) io(`read blob ${blob}: ${n} of ${want} bytes`);
+  ctx.stats.ranges++;
+  ctx.stats.downloaded += n;
+  return { buf, total };
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
