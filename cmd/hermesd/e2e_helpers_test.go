@@ -7,8 +7,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +32,6 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
-	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 var (
@@ -598,46 +595,14 @@ func listDir(t *testing.T, dir string) []string {
 }
 
 // packSpan is where the bytes of a blob, or of a quilt patch, lie on the
-// devnet Walrus server's disk: the blob's file whole, or the patch's range
-// of its quilt's file (found by reading the patch through the server).
+// devnet Walrus server's disk.
 func packSpan(t *testing.T, dn *devnet.Devnet, id string) (file string, off, n int64) {
 	t.Helper()
-	path := func(blob string) string {
-		raw, err := base64.RawURLEncoding.DecodeString(blob)
-		if err != nil {
-			t.Fatalf("blob id %q: %v", blob, err)
-		}
-		return filepath.Join(dn.Dir, "walrus", "blobs", hex.EncodeToString(raw)+".blob")
-	}
-	if !walrus.IsPatchID(id) {
-		st, err := os.Stat(path(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return path(id), 0, st.Size()
-	}
-	quilt, err := walrus.PatchQuilt(id)
+	file, off, n, err := dn.Walrus.Locate(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(dn.Walrus.URL() + "/v1/blobs/by-quilt-patch-id/" + id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	patch, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("read patch %s: %s %v", id, resp.Status, err)
-	}
-	whole, err := os.ReadFile(path(quilt))
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := bytes.Index(whole, patch)
-	if i < 0 {
-		t.Fatalf("patch %s is not in its quilt's file", id)
-	}
-	return path(quilt), int64(i), int64(len(patch))
+	return file, off, n
 }
 
 // packBytes reads a blob's or a quilt patch's bytes from the devnet Walrus

@@ -619,3 +619,40 @@ func validHeaderValue(v string) bool {
 	}
 	return true
 }
+
+// Locate says where the bytes of a blob, or of a quilt patch, lie on
+// this server's disk: the file, and the offset and length in it (the
+// whole blob file, or the patch's range of its quilt's file). For tests
+// that damage stored bytes in place.
+func (s *Server) Locate(id string) (file string, off, n int64, err error) {
+	if quilt, start, end, ok := decodePatchID(id); ok {
+		m, path, err := s.store.lookup(quilt, s.Epoch())
+		if err != nil || m == nil {
+			return "", 0, 0, fmt.Errorf("localwalrus: quilt of patch %s: not found (%v)", id, err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return "", 0, 0, err
+		}
+		defer f.Close()
+		_, ps, err := parseQuiltIndex(f, m.Size)
+		if err != nil {
+			return "", 0, 0, err
+		}
+		for _, p := range ps {
+			if p.start == start && p.end == end {
+				return path, p.off, p.size, nil
+			}
+		}
+		return "", 0, 0, fmt.Errorf("localwalrus: patch %s: not in its quilt", id)
+	}
+	raw, ok := decodeBlobID(id)
+	if !ok {
+		return "", 0, 0, fmt.Errorf("localwalrus: %q is neither a blob id nor a patch id", id)
+	}
+	m, path, err := s.store.lookup(raw, s.Epoch())
+	if err != nil || m == nil {
+		return "", 0, 0, fmt.Errorf("localwalrus: blob %s: not found (%v)", id, err)
+	}
+	return path, 0, m.Size, nil
+}

@@ -371,3 +371,23 @@ func FuzzQuiltBody(f *testing.F) {
 		}
 	})
 }
+
+// TestLocate: a blob's and a patch's bytes are where Locate says.
+func TestLocate(t *testing.T) {
+	s := start(t, Config{})
+	_, qa := decodeQuilt(t, putQuiltReq(t, s, "", []quiltPart{{"a", []byte("first")}, {"b", []byte("second patch")}}, ""))
+	blob := decodeStore(t, put(t, s, "", []byte("a plain blob"))).NewlyCreated.BlobObject.BlobID
+	for id, want := range map[string]string{qa.StoredQuiltBlobs[1].QuiltPatchID: "second patch", blob: "a plain blob"} {
+		file, off, n, err := s.Locate(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(file)
+		if string(b[off:off+n]) != want {
+			t.Errorf("Locate(%s) = %q", id, b[off:off+n])
+		}
+	}
+	if _, _, _, err := s.Locate("nonsense"); err == nil {
+		t.Error("Locate of nonsense")
+	}
+}
