@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 func startBlobServer(t *testing.T, cfg localwalrus.Config) *localwalrus.Server {
@@ -112,6 +113,29 @@ func TestBlobPutGet(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
 		t.Fatalf("directory holds %v", ents)
+	}
+}
+
+// TestBlobGetPatch: blob get reads a quilt patch whole by its patch id.
+func TestBlobGetPatch(t *testing.T) {
+	s := startBlobServer(t, localwalrus.Config{})
+	c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := bytes.Repeat([]byte("a pack "), 300)
+	q, err := c.StoreQuilt(t.Context(), []walrus.QuiltPart{{Identifier: "p000", Body: walrus.BytesBody([]byte("other"))},
+		{Identifier: "p001", Body: walrus.BytesBody(content)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "patch")
+	sum := sha256.Sum256(content)
+	if _, _, err := runBlobCmd(t, "blob", "get", q.Patches[1].PatchID, "-o", out, "--aggregator="+s.URL(), "--sha256", hex.EncodeToString(sum[:])); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, content) {
+		t.Fatal("the patch read differs")
 	}
 }
 

@@ -328,8 +328,9 @@ func (s *Server) putQuilt(w http.ResponseWriter, r *http.Request) {
 	for i, p := range ps {
 		stored[i] = storedQuiltBlob{Identifier: p.identifier, QuiltPatchID: encodePatchID(id, p.start, p.end)}
 	}
-	// The cost of a quilt is its blob's: encodedLength and cost follow
-	// the laid-out size, as for any blob (see storeAnswer).
+	// Cost hook (issue 26, item 1): a quilt is charged as its blob, so
+	// storeAnswer's encodedLength and cost apply to the laid-out size;
+	// when they follow the RS2 formula, quilts do too.
 	s.writeStored(w, st, map[string]any{
 		"blobStoreResult":  storeAnswer(out, quiltID, l.size(), q.epochs),
 		"storedQuiltBlobs": stored,
