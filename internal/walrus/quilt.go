@@ -266,9 +266,8 @@ func (mb *multipartBody) open() (io.ReadCloser, error) { return &multipartReader
 // part 1, …, the closing head. Each part must give exactly its size.
 type multipartReader struct {
 	mb   *multipartBody
-	i    int  // the next head, or the part after heads[i-1]
-	head bool // reading heads[i] (rest in cur)
-	cur  []byte
+	i    int           // the next head; parts[i-1] is the part after heads[i-1]
+	cur  []byte        // the rest of the head being read
 	rc   io.ReadCloser // the open part
 	left int64         // of the open part
 }
