@@ -21,22 +21,11 @@ import (
 // the patch's size is the total; a range past its end is refused.
 func TestPatchRanges(t *testing.T) {
 	var patchReads atomic.Int32
-	s, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir(), OnRequest: func(ri localwalrus.RequestInfo) {
+	s, c := localWalrus(t, localwalrus.Config{OnRequest: func(ri localwalrus.RequestInfo) {
 		if ri.PatchID != "" {
 			patchReads.Add(1)
 		}
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := quilt.New(QuiltStore(c), quilt.Config{MaxBody: 10 << 20})
 	t.Cleanup(b.Close)
 	pack := bytes.Repeat([]byte("0123456789abcdef"), 4096)
@@ -94,18 +83,7 @@ func TestPatchRanges(t *testing.T) {
 // TestQuilterSuperseded: a pack that leaves its batch for a newer state
 // of its brain fails with snapshot.ErrSuperseded.
 func TestQuilterSuperseded(t *testing.T) {
-	s, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c := localWalrus(t, localwalrus.Config{})
 	b := quilt.New(QuiltStore(c), quilt.Config{Window: time.Hour, MaxBody: 10 << 20})
 	t.Cleanup(b.Close)
 	newer := make(chan struct{})
