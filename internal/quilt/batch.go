@@ -394,15 +394,9 @@ func (b *Batcher) leave(e *entry, superseded bool) bool {
 	bt.entries = slices.Delete(bt.entries, i, i+1)
 	bt.body -= e.req.Size + partOverhead
 	if superseded {
+		// The batch stays open, even empty, until its window ends: the
+		// newer pack joins it and keeps its deadline.
 		b.left[e.req.Owner] = bt
-	}
-	if len(bt.entries) == 0 {
-		// Nothing left to store: the batch ends here.
-		bt.sent = true
-		bt.timer.Stop()
-		if b.open[bt.epochs] == bt {
-			delete(b.open, bt.epochs)
-		}
 	}
 	return true
 }

@@ -342,6 +342,37 @@ func TestSupersede(t *testing.T) {
 	}
 }
 
+// TestSupersedeAlone: an agent alone in its batch is replaced in it: the
+// batch keeps its deadline, and one quilt holds the newest state only.
+func TestSupersedeAlone(t *testing.T) {
+	w := newWorld(t, nil)
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	b := w.batcher(t, quilt.Config{Window: time.Hour, Now: clock.now})
+	var last chan error
+	for i := range 3 {
+		newer := make(chan struct{})
+		req := request("solo", pack(i, 100+i))
+		req.Newer = newer
+		errc := make(chan error, 1)
+		go func() { _, err := b.Put(t.Context(), req); errc <- err }()
+		waitFor(t, "the pack", func() bool { return b.Pending() == 1 })
+		if i < 2 {
+			close(newer)
+			if err := <-errc; !errors.Is(err, quilt.ErrSuperseded) {
+				t.Fatalf("pack %d: %v", i, err)
+			}
+		}
+		last = errc
+	}
+	b.Flush()
+	if err := <-last; err != nil {
+		t.Fatal(err)
+	}
+	if w.stores.Load() != 1 {
+		t.Errorf("%d quilts for one agent's newest state", w.stores.Load())
+	}
+}
+
 func TestStoreFailsEveryPack(t *testing.T) {
 	w := newWorld(t, nil)
 	w.srv.SetFaults(localwalrus.Faults{Rate: 1, Target: localwalrus.RoutePublisher,
