@@ -43,7 +43,8 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		Escrow:        c.Seal.Escrow,
 		V1MaxSize:     int64(c.Encryption.V1MaxSize),
 		MaxBlobSize:   int64(c.Walrus.MaxBlobSize),
-		Store:         Store(s.Walrus),
+		Store:         s.blobStore(),
+		Quilts:        s.quilter(),
 		Epochs:        c.EpochsOf(ac),
 		EpochDuration: c.Walrus.EpochDuration.D(),
 		Repack: snapshot.RepackPolicy{
@@ -55,6 +56,23 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		Signer:   s.ReceiptSigner,
 		Log:      s.Log.With("agent", ac.ID),
 	}
+}
+
+// blobStore is the store every pipeline shares (services built in tests
+// without Build get one of their own).
+func (s *Services) blobStore() *walrusStore {
+	if s.store == nil {
+		s.store = newStore(s.Walrus)
+	}
+	return s.store
+}
+
+// quilter is the pipelines' Quilter; nil without quilts.
+func (s *Services) quilter() snapshot.Quilter {
+	if s.Quilts == nil {
+		return nil
+	}
+	return quilter{s.Quilts}
 }
 
 // OpenAgent opens agent id exactly as the daemon does, on a state
@@ -88,9 +106,10 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	pipe.CacheDir = dir // the v3 dedup index and epoch clock
 	// What the agent spends goes to the state directory's cost ledger:
 	// every store answer of its pipeline, its snapshots, its share of
-	// every pointer transaction.
+	// every pointer transaction. The store shares the services' patch
+	// cache. (Quilts are not recorded yet.)
 	acct := accounts{l: s.Ledger(sd), c: c, log: log}
-	pipe.Store = walrusStore{c: s.Walrus, stored: acct.stored(ac.ID)}
+	pipe.Store = s.blobStore().recording(acct.stored(ac.ID))
 	deps := agent.Deps{
 		State:    sd,
 		Pipeline: pipe,
