@@ -10,6 +10,7 @@ import (
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Pipeline builds the snapshot pipeline of agent ac: the one way hermesd
@@ -44,7 +45,7 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		V1MaxSize:     int64(c.Encryption.V1MaxSize),
 		MaxBlobSize:   int64(c.Walrus.MaxBlobSize),
 		Store:         s.blobStore(),
-		Quilts:        s.quilter(),
+		Quilts:        s.quilter(nil),
 		Epochs:        c.EpochsOf(ac),
 		EpochDuration: c.Walrus.EpochDuration.D(),
 		Repack: snapshot.RepackPolicy{
@@ -67,12 +68,13 @@ func (s *Services) blobStore() *walrusStore {
 	return s.store
 }
 
-// quilter is the pipelines' Quilter; nil without quilts.
-func (s *Services) quilter() snapshot.Quilter {
+// quilter is the pipelines' Quilter, handing each pack's share of its
+// quilt's charge to charged (when set); nil without quilts.
+func (s *Services) quilter(charged func(walruscost.Charge)) snapshot.Quilter {
 	if s.Quilts == nil {
 		return nil
 	}
-	return quilter{s.Quilts}
+	return quilter{b: s.Quilts, charged: charged}
 }
 
 // OpenAgent opens agent id exactly as the daemon does, on a state
@@ -105,11 +107,12 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	pipe := s.Pipeline(ac, sd.SpoolDir(), rl)
 	pipe.CacheDir = dir // the v3 dedup index and epoch clock
 	// What the agent spends goes to the state directory's cost ledger:
-	// every store answer of its pipeline, its snapshots, its share of
-	// every pointer transaction. The store shares the services' patch
-	// cache. (Quilts are not recorded yet.)
+	// every store answer of its pipeline (its share of a quilt's for a
+	// pack stored as a patch: the quilt's other packs' agents pay the
+	// rest), its snapshots, its share of every pointer transaction.
 	acct := accounts{l: s.Ledger(sd), c: c, log: log}
 	pipe.Store = s.blobStore().recording(acct.stored(ac.ID))
+	pipe.Quilts = s.quilter(acct.charged(ac.ID))
 	deps := agent.Deps{
 		State:    sd,
 		Pipeline: pipe,

@@ -11,6 +11,7 @@ import (
 	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/walrus"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // QuiltStore is the Walrus client as the quilt batcher uses it (Build
@@ -18,7 +19,7 @@ import (
 func QuiltStore(c *walrus.Client) quilt.Store { return quiltStore{newStore(c)} }
 
 // Quilter adapts a quilt batcher to the pipeline's Quilter.
-func Quilter(b *quilt.Batcher) snapshot.Quilter { return quilter{b} }
+func Quilter(b *quilt.Batcher) snapshot.Quilter { return quilter{b: b} }
 
 // quiltStore is the Walrus client as the quilt batcher uses it.
 type quiltStore struct{ s *walrusStore }
@@ -33,7 +34,8 @@ func (q quiltStore) StoreQuilt(ctx context.Context, parts []quilt.Part, epochs i
 		return quilt.Stored{}, err
 	}
 	st := quilt.Stored{QuiltID: r.BlobID, EndEpoch: uint64(r.EndEpoch), Epoch: uint64(r.RegisteredEpoch),
-		Size: r.Size, AlreadyCertified: r.AlreadyCertified, Attempts: r.Attempts, Patches: make([]string, len(r.Patches))}
+		Size: r.Size, AlreadyCertified: r.AlreadyCertified, Attempts: r.Attempts, Charge: r.Charge(),
+		Patches: make([]string, len(r.Patches))}
 	for i, p := range r.Patches {
 		st.Patches[i] = p.PatchID
 	}
@@ -45,12 +47,18 @@ func (q quiltStore) Compare(ctx context.Context, id string, open func() (io.Read
 }
 
 // quilter adapts the daemon's batcher to the pipeline's Quilter.
-type quilter struct{ b *quilt.Batcher }
+type quilter struct {
+	b *quilt.Batcher
+	// charged, when set, is handed every share of a quilt's charge that a
+	// pack of this pipeline owes (the agent's cost ledger).
+	charged func(walruscost.Charge)
+}
 
 func (q quilter) MaxPatch() int64 { return q.b.MaxPatch() }
 
 func (q quilter) StorePatch(ctx context.Context, r snapshot.PatchRequest) (snapshot.PatchStored, error) {
-	res, err := q.b.Put(ctx, quilt.Request{Owner: r.Owner, Open: r.Open, Size: r.Size, Epochs: r.Epochs, Newer: r.Newer, Idle: r.Idle})
+	res, err := q.b.Put(ctx, quilt.Request{Owner: r.Owner, Open: r.Open, Size: r.Size, Epochs: r.Epochs, Newer: r.Newer, Idle: r.Idle,
+		Charged: q.charged})
 	if errors.Is(err, quilt.ErrSuperseded) {
 		return snapshot.PatchStored{}, fmt.Errorf("%w: %w", snapshot.ErrSuperseded, err)
 	}

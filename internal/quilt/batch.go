@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Store is Walrus as a Batcher uses it (compose adapts the client).
@@ -38,6 +40,9 @@ type Stored struct {
 	Size             int64    // the quilt blob's size, when the publisher said
 	AlreadyCertified bool
 	Attempts         int
+	// Charge is what the store cost, as the publisher answered it (the
+	// quilt blob's encoded length, epochs and cost).
+	Charge walruscost.Charge
 }
 
 // Request is one pack to store as a patch.
@@ -59,6 +64,12 @@ type Request struct {
 	// error (the agent's sync slot is not held while other agents' packs
 	// gather).
 	Idle func() (resume func(context.Context) error)
+	// Charged, when set, is handed the pack's share of its quilt's charge
+	// (Charge.Split by pack bytes) once the quilt is stored, before the
+	// read-backs: the quilt is paid for whatever becomes of the pack
+	// after. It is called once per stored quilt the pack was in, never for
+	// a pack that left its batch or whose quilt was not stored.
+	Charged func(walruscost.Charge)
 }
 
 // Result is where a pack went.
@@ -88,8 +99,9 @@ type Batch struct {
 	QuiltID  string
 	Epochs   int
 	Patches  int
-	Bytes    int64         // the packs' bytes
-	Size     int64         // the quilt blob's, when the publisher said
+	Bytes    int64 // the packs' bytes
+	Size     int64 // the quilt blob's, when the publisher said
+	Charge   walruscost.Charge
 	Wait     time.Duration // from the batch's first pack to its store
 	Store    time.Duration // the store
 	Verify   time.Duration // the read-backs
@@ -426,7 +438,8 @@ func (b *Batcher) store1(bt *batch, entries []*entry) {
 		b.observe(rep)
 		return
 	}
-	rep.QuiltID, rep.Size, rep.Attempts = st.QuiltID, st.Size, st.Attempts
+	rep.QuiltID, rep.Size, rep.Attempts, rep.Charge = st.QuiltID, st.Size, st.Attempts, st.Charge
+	b.charge(entries, st.Charge)
 	t := b.cfg.Now()
 	sem := make(chan struct{}, b.cfg.Reads)
 	var wg sync.WaitGroup
@@ -458,12 +471,27 @@ func (b *Batcher) store1(bt *batch, entries []*entry) {
 	b.observe(rep)
 }
 
+// charge shares a stored quilt's charge among its packs by their bytes,
+// every share to its pack's Charged: the shares add up to the charge
+// exactly (walruscost.Charge.Split).
+func (b *Batcher) charge(entries []*entry, c walruscost.Charge) {
+	sizes := make([]uint64, len(entries))
+	for i, e := range entries {
+		sizes[i] = uint64(e.req.Size)
+	}
+	for i, share := range c.Split(sizes) {
+		if f := entries[i].req.Charged; f != nil {
+			f(share)
+		}
+	}
+}
+
 func (b *Batcher) observe(rep Batch) {
 	if rep.Err != nil {
 		b.log.Warn("quilt batch failed", "patches", rep.Patches, "failed", rep.Failed, "quilt", rep.QuiltID, "error", rep.Err)
 	} else {
 		b.log.Debug("quilt stored and verified", "quilt", rep.QuiltID, "patches", rep.Patches, "bytes", rep.Bytes,
-			"quilt_bytes", rep.Size, "wait", rep.Wait.Round(time.Millisecond), "store", rep.Store.Round(time.Millisecond),
+			"quilt_bytes", rep.Size, "frost", rep.Charge.FROST, "wait", rep.Wait.Round(time.Millisecond), "store", rep.Store.Round(time.Millisecond),
 			"verify", rep.Verify.Round(time.Millisecond))
 	}
 	if b.cfg.Observe != nil {

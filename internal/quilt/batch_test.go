@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -18,6 +19,7 @@ import (
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/walrus"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // walrusStore is the quilt.Store of a real Walrus client (compose has the
@@ -33,7 +35,8 @@ func (s walrusStore) StoreQuilt(ctx context.Context, parts []quilt.Part, epochs 
 	if err != nil {
 		return quilt.Stored{}, err
 	}
-	st := quilt.Stored{QuiltID: r.BlobID, EndEpoch: uint64(r.EndEpoch), Epoch: uint64(r.RegisteredEpoch), Attempts: r.Attempts}
+	st := quilt.Stored{QuiltID: r.BlobID, EndEpoch: uint64(r.EndEpoch), Epoch: uint64(r.RegisteredEpoch), Attempts: r.Attempts,
+		Size: r.Size, Charge: r.Charge()}
 	for _, p := range r.Patches {
 		st.Patches = append(st.Patches, p.PatchID)
 	}
@@ -379,8 +382,11 @@ func TestStoreFailsEveryPack(t *testing.T) {
 		Kinds: []localwalrus.Fault{{Kind: localwalrus.FaultStatus, Status: 503, RetryAfter: "0"}}})
 	b := w.batcher(t, quilt.Config{Window: time.Hour})
 	errs := make(chan error, 3)
+	var charged atomic.Int32
 	for i := range 3 {
-		go func() { _, err := b.Put(t.Context(), request(fmt.Sprint(i), pack(i, 10))); errs <- err }()
+		req := request(fmt.Sprint(i), pack(i, 10))
+		req.Charged = func(walruscost.Charge) { charged.Add(1) }
+		go func() { _, err := b.Put(t.Context(), req); errs <- err }()
 	}
 	waitFor(t, "three packs", func() bool { return b.Pending() == 3 })
 	b.Flush()
@@ -388,6 +394,9 @@ func TestStoreFailsEveryPack(t *testing.T) {
 		if err := <-errs; err == nil || walrus.Attempts(err) != 3 {
 			t.Errorf("a pack of a quilt that could not be stored: %v", err)
 		}
+	}
+	if n := charged.Load(); n != 0 {
+		t.Errorf("a quilt that was not stored charged %d packs", n)
 	}
 }
 
@@ -468,5 +477,100 @@ func TestCancelAndClose(t *testing.T) {
 	}
 	if w.stores.Load() != 0 {
 		t.Errorf("%d quilts stored", w.stores.Load())
+	}
+}
+
+// TestChargeShared: a stored quilt's charge, as the publisher answered
+// it, is shared among the packs in it by their bytes, exactly, once the
+// quilt is stored: a pack whose read-back then fails pays its share, a
+// pack that left its batch for a newer one pays nothing.
+func TestChargeShared(t *testing.T) {
+	altered := pack(2, 3000)
+	w := newWorld(t, func(agg string) string {
+		u, _ := url.Parse(agg)
+		rp := httputil.NewSingleHostReverseProxy(u)
+		rp.ModifyResponse = func(resp *http.Response) error {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if bytes.Equal(b, altered) {
+				b = bytes.Clone(b)
+				b[7] ^= 1
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			return nil
+		}
+		srv := httptest.NewServer(rp)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	})
+	var (
+		mu     sync.Mutex
+		shares = map[string][]walruscost.Charge{}
+		obs    []quilt.Batch
+	)
+	b := w.batcher(t, quilt.Config{Window: time.Hour, Observe: func(bt quilt.Batch) { mu.Lock(); obs = append(obs, bt); mu.Unlock() }})
+	put := func(owner string, data []byte, newer <-chan struct{}) chan error {
+		req := request(owner, data)
+		req.Newer = newer
+		req.Charged = func(c walruscost.Charge) { mu.Lock(); shares[owner] = append(shares[owner], c); mu.Unlock() }
+		errc := make(chan error, 1)
+		go func() { _, err := b.Put(t.Context(), req); errc <- err }()
+		return errc
+	}
+	// In this order (the order of the quilt's parts, and so of the split).
+	a := put("a", pack(1, 1000), nil)
+	waitFor(t, "a's pack", func() bool { return b.Pending() == 1 })
+	newer := make(chan struct{})
+	gone := put("gone", pack(9, 500), newer)
+	waitFor(t, "gone's pack", func() bool { return b.Pending() == 2 })
+	close(newer)
+	if err := <-gone; !errors.Is(err, quilt.ErrSuperseded) {
+		t.Fatalf("superseded: %v", err)
+	}
+	bad := put("b", altered, nil)
+	waitFor(t, "b's pack", func() bool { return b.Pending() == 2 })
+	c := put("c", pack(3, 6000), nil)
+	waitFor(t, "c's pack", func() bool { return b.Pending() == 3 })
+	b.Flush()
+	if err := <-a; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bad; !errors.Is(err, walrus.ErrMismatch) {
+		t.Fatalf("the altered patch: %v", err)
+	}
+	if err := <-c; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// One quilt of 10,000 bytes of packs laid out in 445,556 bytes:
+	// 66,034,000 encoded, 63 units for 3 epochs at the default price.
+	q := walruscost.NewBlob(66_034_000, 3, 63*(3*100_000+20_000))
+	if len(obs) != 1 || obs[0].Charge != q || obs[0].Size != 445_556 {
+		t.Fatalf("observed %+v, want one quilt charged %+v", obs, q)
+	}
+	want := map[string]walruscost.Charge{
+		"a": {New: true, Patch: true, EncodedBytes: 6_603_400, EncodedByteEpochs: 19_810_200, FROST: 2_016_000, SuiTx: 0.2},
+		"b": {New: true, Patch: true, EncodedBytes: 19_810_200, EncodedByteEpochs: 59_430_600, FROST: 6_048_000, SuiTx: 0.6},
+		"c": {New: true, Patch: true, EncodedBytes: 39_620_400, EncodedByteEpochs: 118_861_200, FROST: 12_096_000, SuiTx: 1.2},
+	}
+	var sum walruscost.Charge
+	for owner, w := range want {
+		got := shares[owner]
+		if len(got) != 1 || got[0].New != w.New || got[0].Patch != w.Patch || got[0].EncodedBytes != w.EncodedBytes ||
+			got[0].EncodedByteEpochs != w.EncodedByteEpochs || got[0].FROST != w.FROST || math.Abs(got[0].SuiTx-w.SuiTx) > 1e-9 {
+			t.Errorf("%s was charged %+v, want %+v", owner, got, w)
+			continue
+		}
+		sum.EncodedBytes += got[0].EncodedBytes
+		sum.EncodedByteEpochs += got[0].EncodedByteEpochs
+		sum.FROST += got[0].FROST
+		sum.SuiTx += got[0].SuiTx
+	}
+	if len(shares["gone"]) != 0 {
+		t.Errorf("a pack that left its batch was charged %+v", shares["gone"])
+	}
+	if sum.EncodedBytes != q.EncodedBytes || sum.EncodedByteEpochs != q.EncodedByteEpochs || sum.FROST != q.FROST || math.Abs(sum.SuiTx-2) > 1e-9 {
+		t.Errorf("the shares add up to %+v, the quilt cost %+v", sum, q)
 	}
 }

@@ -28,6 +28,14 @@
 // starved of durable snapshots). A change is therefore stored within
 // about 1.5 windows plus its snapshot's own time.
 //
+// Cost: once a quilt is stored, its charge as the publisher answered it
+// is shared among its packs in proportion to their bytes, exactly
+// (walruscost.Charge.Split), each share handed to its pack's
+// Request.Charged before the read-backs: a quilt is paid for whatever
+// becomes of its packs after (a read-back that fails, a snapshot
+// abandoned), while a pack that left its batch, or whose quilt was not
+// stored, pays nothing.
+//
 // A batch whose body has been sent is never withdrawn from: Put returns
 // only when its batch is done, since the batch reads the pack's bytes
 // (Request.Open) until then. Close fails the batches still open and waits
