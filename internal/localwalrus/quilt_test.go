@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 type quiltPart struct {
@@ -389,5 +391,59 @@ func TestLocate(t *testing.T) {
 	}
 	if _, _, _, err := s.Locate("nonsense"); err == nil {
 		t.Error("Locate of nonsense")
+	}
+}
+
+// TestQuiltStoreCost: a quilt is charged as the one blob it is stored as,
+// by the same formula and price as a blob: the documented quilt example,
+// a quilt blob of 1,782,224 bytes, encodes to 72,040,000 bytes (69 units).
+func TestQuiltStoreCost(t *testing.T) {
+	s := start(t, Config{})
+	// 300 patches of 4,500 bytes take two columns each at symbols of 8
+	// bytes (2,672-byte columns) but three at 6: the quilt is 667 × 334 ×
+	// 8 bytes.
+	var parts []quiltPart
+	for i := range 300 {
+		parts = append(parts, quiltPart{fmt.Sprintf("p%03d", i), bytes.Repeat([]byte{byte(i)}, 4500)})
+	}
+	r := putQuiltReq(t, s, "epochs=5", parts, "")
+	sr, qa := decodeQuilt(t, r)
+	if sr.NewlyCreated == nil || len(qa.StoredQuiltBlobs) != 300 {
+		t.Fatalf("quilt store: %s", r.body)
+	}
+	if size := sr.NewlyCreated.BlobObject.Size; size != 1_782_224 {
+		t.Fatalf("the quilt blob is %d bytes, want the documented example's 1,782,224", size)
+	}
+	var qc struct {
+		BlobStoreResult costOf `json:"blobStoreResult"`
+	}
+	if err := json.Unmarshal(r.body, &qc); err != nil {
+		t.Fatal(err)
+	}
+	nc := qc.BlobStoreResult.NewlyCreated
+	if nc == nil || nc.Cost == nil || nc.ResourceOperation.RegisterFromScratch == nil {
+		t.Fatalf("blobStoreResult lacks its cost or resource operation: %s", r.body)
+	}
+	rs := nc.ResourceOperation.RegisterFromScratch
+	if nc.BlobObject.Storage.StorageSize != 72_040_000 || rs.EncodedLength != 72_040_000 || rs.EpochsAhead != 5 {
+		t.Errorf("storageSize %d, encodedLength %d, epochsAhead %d; want 72,040,000, 72,040,000, 5",
+			nc.BlobObject.Storage.StorageSize, rs.EncodedLength, rs.EpochsAhead)
+	}
+	if want := uint64(69 * (5*100_000 + 20_000)); *nc.Cost != want {
+		t.Errorf("cost %d FROST, want %d", *nc.Cost, want)
+	}
+}
+
+// TestShardsBoundTheQuilt: a quilt is stored as one blob, so the laid-out
+// quilt is bounded by the largest blob the shards encode too.
+func TestShardsBoundTheQuilt(t *testing.T) {
+	s := start(t, Config{Shards: 4, MaxQuiltSize: 1 << 30})
+	max, _ := walruscost.MaxBlobSize(4)
+	if s.cfg.MaxQuiltSize != int64(max) {
+		t.Errorf("MaxQuiltSize %d at 4 shards, want %d", s.cfg.MaxQuiltSize, max)
+	}
+	// The smallest quilt of this server's layout (445,556 bytes) is over it.
+	if r := putQuiltReq(t, s, "epochs=1", []quiltPart{{"a", []byte("x")}}, ""); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "laid out") {
+		t.Errorf("a quilt 4 shards cannot encode: %d %s", r.status, r.body)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/walrus"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 func quiltParts(sizes ...int64) []walrus.QuiltPart {
@@ -55,6 +56,15 @@ func TestQuiltRoundTrip(t *testing.T) {
 	}
 	if res.AlreadyCertified || res.EndEpoch != s.Epoch()+2 || res.Bytes != 73_004 || res.Size < res.Bytes {
 		t.Errorf("result %+v", res.StoreResult)
+	}
+	// The quilt blob's store answer is parsed like a blob's: what the
+	// cost ledger records of it (its share per patch) is the quilt's
+	// charge by Walrus's formula, 445,556 bytes laid out here.
+	enc, _ := walruscost.EncodedLength(uint64(res.Size), walruscost.DefaultShards)
+	if want := walruscost.NewBlob(enc, 2, walruscost.DefaultPrice.Cost(enc, 2)); res.Size != 445_556 || res.Charge() != want ||
+		res.EpochsPaid != 2 || res.ResourceOperation != "registerFromScratch" || res.StartEpoch != s.Epoch() {
+		t.Errorf("quilt of %d bytes charged %+v (paid %d epochs from %d by %q), want %+v",
+			res.Size, res.Charge(), res.EpochsPaid, res.StartEpoch, res.ResourceOperation, want)
 	}
 	settle(t, s)
 	puts := rec.of(localwalrus.RoutePublisher)
