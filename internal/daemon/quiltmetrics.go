@@ -43,6 +43,12 @@ func newQuiltMetrics(reg *prometheus.Registry) *quiltMetrics {
 		}),
 	}
 	reg.MustRegister(q.quilts, q.packs, q.patches, q.wait, q.bytes)
+	// Every series from the start, at zero: rates and the dashboard see
+	// them before the first quilt (and with quilts off).
+	for _, r := range []string{"stored", "failed"} {
+		q.quilts.WithLabelValues(r)
+		q.packs.WithLabelValues(r)
+	}
 	return q
 }
 

@@ -338,9 +338,10 @@ func checkDashboard(t *testing.T, text string) {
 	if len(missing) > 0 {
 		t.Errorf("the dashboard reads metrics /metrics does not have: %v", missing)
 	}
-	// The dashboard shows spend, snapshots, pointer lag and errors.
+	// The dashboard shows spend, snapshots, quilts, pointer lag and errors.
 	for _, n := range []string{"hermesd_walrus_cost_frost_total", "hermesd_gas_fee_wei_total", "hermesd_sui_transactions_total",
-		"hermesd_snapshots_total", "hermesd_pointer_pending_age_seconds", "hermesd_unsaved_change_age_seconds", "hermesd_failures_total"} {
+		"hermesd_snapshots_total", "hermesd_quilts_total", "hermesd_quilt_patches_bucket", "hermesd_quilt_batch_wait_seconds_bucket",
+		"hermesd_pointer_pending_age_seconds", "hermesd_unsaved_change_age_seconds", "hermesd_failures_total"} {
 		if !used[n] {
 			t.Errorf("the dashboard does not show %s", n)
 		}
