@@ -83,9 +83,12 @@
 // URL-safe base64 without padding of the quilt's blob id (32 bytes) ‖
 // version 0x01 ‖ u16le first column ‖ u16le end column
 // (QuiltPatchInternalIdV1): 37 bytes, 50 characters. A laid-out quilt
-// larger than Config.MaxQuiltSize (1 GiB) is refused (400): widely
-// differing patch sizes widen every column. encodedLength and cost of a
-// quilt are those of its blob, from the laid-out size.
+// larger than Config.MaxQuiltSize (1 GiB, and at most the largest blob
+// Config.Shards encode) is refused (400): widely differing patch sizes
+// widen every column. A quilt is charged as the one blob it is stored
+// as: the blobStoreResult's encodedLength and cost are those of the
+// laid-out size, by the same formula and price as a blob's (the docs'
+// quilt example: 72,040,000 encoded bytes).
 //
 // Writes are durable: uploads stream to a temporary file (hashed on the
 // way, 1 MiB at a time, never held whole in memory), are fsynced and
