@@ -400,11 +400,10 @@ func TestStoreFailsEveryPack(t *testing.T) {
 	}
 }
 
-// TestReadBackDiffers: an aggregator that changes one patch's bytes fails
-// that pack alone, before any caller has a patch id.
-func TestReadBackDiffers(t *testing.T) {
-	altered := pack(1, 101)
-	w := newWorld(t, func(agg string) string {
+// altering puts a proxy in front of the aggregator that changes one byte
+// of any answer whose body is altered (a patch read back).
+func altering(t *testing.T, altered []byte) func(string) string {
+	return func(agg string) string {
 		u, _ := url.Parse(agg)
 		rp := httputil.NewSingleHostReverseProxy(u)
 		rp.ModifyResponse = func(resp *http.Response) error {
@@ -420,7 +419,14 @@ func TestReadBackDiffers(t *testing.T) {
 		srv := httptest.NewServer(rp)
 		t.Cleanup(srv.Close)
 		return srv.URL
-	})
+	}
+}
+
+// TestReadBackDiffers: an aggregator that changes one patch's bytes fails
+// that pack alone, before any caller has a patch id.
+func TestReadBackDiffers(t *testing.T) {
+	altered := pack(1, 101)
+	w := newWorld(t, altering(t, altered))
 	b := w.batcher(t, quilt.Config{Window: time.Hour})
 	res := make([]quilt.Result, 3)
 	errs := make([]error, 3)
@@ -486,23 +492,7 @@ func TestCancelAndClose(t *testing.T) {
 // pack that left its batch for a newer one pays nothing.
 func TestChargeShared(t *testing.T) {
 	altered := pack(2, 3000)
-	w := newWorld(t, func(agg string) string {
-		u, _ := url.Parse(agg)
-		rp := httputil.NewSingleHostReverseProxy(u)
-		rp.ModifyResponse = func(resp *http.Response) error {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if bytes.Equal(b, altered) {
-				b = bytes.Clone(b)
-				b[7] ^= 1
-			}
-			resp.Body = io.NopCloser(bytes.NewReader(b))
-			return nil
-		}
-		srv := httptest.NewServer(rp)
-		t.Cleanup(srv.Close)
-		return srv.URL
-	})
+	w := newWorld(t, altering(t, altered))
 	var (
 		mu     sync.Mutex
 		shares = map[string][]walruscost.Charge{}
