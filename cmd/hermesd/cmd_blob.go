@@ -192,7 +192,7 @@ func runBlobPut(ctx context.Context, env *cmdEnv, args []string) error {
 	return nil
 }
 
-const blobGetHelp = `Read blob ID into FILE. The blob streams to a temporary file beside FILE,
+const blobGetHelp = `Read blob ID (or quilt patch ID, whole) into FILE. The blob streams to a temporary file beside FILE,
 which replaces FILE only once every byte arrived (and, with --sha256, matched).
 An existing FILE is kept unless --force is given. The blob may be at most
 walrus.max_download_size (--max-size; default 16GiB): an aggregator
@@ -225,7 +225,7 @@ func runBlobGet(ctx context.Context, env *cmdEnv, args []string) error {
 	case *out == "":
 		return usageErrorf("blob get: -o FILE is required")
 	}
-	if err := walrus.ValidateBlobID(id); err != nil {
+	if err := walrus.ValidateRef(id); err != nil {
 		return withCode(exitUsage, err)
 	}
 	var want []byte

@@ -121,6 +121,29 @@ func TestBlobPutGet(t *testing.T) {
 	}
 }
 
+// TestBlobGetPatch: blob get reads a quilt patch whole by its patch id.
+func TestBlobGetPatch(t *testing.T) {
+	s := startBlobServer(t, localwalrus.Config{})
+	c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := bytes.Repeat([]byte("a pack "), 300)
+	q, err := c.StoreQuilt(t.Context(), []walrus.QuiltPart{{Identifier: "p000", Body: walrus.BytesBody([]byte("other"))},
+		{Identifier: "p001", Body: walrus.BytesBody(content)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "patch")
+	sum := sha256.Sum256(content)
+	if _, _, err := runBlobCmd(t, "blob", "get", q.Patches[1].PatchID, "-o", out, "--aggregator="+s.URL(), "--sha256", hex.EncodeToString(sum[:])); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, content) {
+		t.Fatal("the patch read differs")
+	}
+}
+
 func TestBlobErrors(t *testing.T) {
 	s := startBlobServer(t, localwalrus.Config{MaxBodySize: 1024})
 	dir := t.TempDir()

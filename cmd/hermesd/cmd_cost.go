@@ -21,10 +21,12 @@ import (
 func runCost(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "cost", "cost [-config FILE] [--json] [AGENT]",
 		`Show what the agents have spent — Walrus storage as the publishers charged
-it (blobs, encoded bytes, encoded bytes x epochs, WAL), the Sui transactions
-those stores took, and the gas of pointer transactions by chain (gas used x
-effective gas price) — and what they spend per day and per month at their
-recent rate: the last 24 clock hours (less when recording began later).
+it (blobs, quilt patches, encoded bytes, encoded bytes x epochs, WAL), the
+Sui transactions those stores took (a quilt's charge and transactions
+shared by its patches in proportion to their bytes), and the gas of
+pointer transactions by chain (gas used x effective gas price) — and what
+they spend per day and per month at their recent rate: the last 24 clock
+hours (less when recording began later).
 
 Beside it, what the same snapshots would cost the naive way: one blob
 holding the whole brain and one L1 setText (47,819 gas) per snapshot, priced
@@ -98,14 +100,15 @@ func printCost(w io.Writer, rep ledger.Report, one bool) {
 	printCostDetail(w, name, a, rep.Prices)
 }
 
-// printCostSummary is one line per agent, each line after indent.
+// printCostSummary is one line per agent, each line after indent. STORES
+// counts an agent's own blobs and its quilt patches (shares of quilts).
 func printCostSummary(w io.Writer, rep ledger.Report, indent string) {
 	width := len("TOTAL")
 	for _, a := range rep.Agents {
 		width = max(width, len(a.Agent))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s%-*s\tSNAPSHOTS\tBLOBS\tWAL\tWAL/MONTH\tSUI TX\tGAS ETH\tETH/MONTH\tUSD/MONTH\tNAIVE USD/MONTH\t\n", indent, width, "AGENT")
+	fmt.Fprintf(tw, "%s%-*s\tSNAPSHOTS\tSTORES\tWAL\tWAL/MONTH\tSUI TX\tGAS ETH\tETH/MONTH\tUSD/MONTH\tNAIVE USD/MONTH\t\n", indent, width, "AGENT")
 	for _, a := range append(slices.Clone(rep.Agents), rep.Total) {
 		name := a.Agent
 		if name == "" {

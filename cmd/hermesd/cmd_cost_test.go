@@ -95,7 +95,34 @@ agents:
 			t.Errorf("text lacks %q:\n%s", want, stdout)
 		}
 	}
-	// All agents: one line each and the total; a2 recorded nothing.
+	// a2's snapshot was a quilt patch: its share (3 of 4 parts by bytes)
+	// of the documented quilt example, 72,040,000 encoded bytes for 5
+	// epochs. The naive way still stores one whole-brain blob for it.
+	share := walruscost.NewBlob(72_040_000, 5, 69*520_000).Split([]uint64{1_000, 3_000})[1]
+	for _, s := range []ledger.Spend{ledger.Snapshot(ledger.NaiveBlobSize(5, 60_000), 5, 1000), ledger.Store(share)} {
+		if err := l.Record("a2", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, stderr, code = runCmd(t, "cost", "-config", cfg, "--json", "a2")
+	if code != 0 {
+		t.Fatalf("cost --json a2: exit %d: %s", code, stderr)
+	}
+	rep = ledger.Report{}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if a := rep.Agents[0]; a.Agent != "a2" || a.Recorded.FROST != 26_910_000 || a.Recorded.EncodedBytes != 54_030_000 ||
+		a.Hermesd.Spent.Blobs != 0 || a.Hermesd.Spent.Patches != 1 || a.Hermesd.Spent.SuiTransactions != 1.5 ||
+		a.Naive.Spent.Blobs != 1 || a.Naive.Spent.WAL != 0.03276 || a.Naive.Spent.SuiTransactions != 2 {
+		t.Errorf("a2's quilt share or its naive way: %s", stdout)
+	}
+	stdout, _, code = runCmd(t, "cost", "-config", cfg, "a2")
+	t.Logf("hermesd cost a2:\n%s", stdout)
+	if code != 0 || !strings.Contains(stdout, "quilt patches") || !strings.Contains(stdout, "0.0269") {
+		t.Errorf("a2: exit %d\n%s", code, stdout)
+	}
+	// All agents: one line each and the total.
 	stdout, _, code = runCmd(t, "cost", "-config", cfg)
 	t.Logf("hermesd cost:\n%s", stdout)
 	if code != 0 || !strings.Contains(stdout, "TOTAL") || !strings.Contains(stdout, "a2") || !strings.Contains(stdout, "all agents: recorded since") {

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"io/fs"
 	"net"
@@ -78,16 +76,6 @@ func (w *drillWorld) run(args ...string) (stdout string, code int, err error) {
 		w.t.Logf("hermesd %s → exit %d\n%s%s", strings.Join(args, " "), exitCode(err), out.String(), errOut.String())
 	}
 	return out.String(), exitCode(err), err
-}
-
-// blobFile is where the devnet's Walrus server keeps a blob's bytes.
-func (w *drillWorld) blobFile(id string) string {
-	w.t.Helper()
-	raw, err := base64.RawURLEncoding.DecodeString(id)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return filepath.Join(w.dn.Dir, "walrus", "blobs", hex.EncodeToString(raw)+".blob")
 }
 
 // noChainConfig is a copy of the devnet's configuration whose chain.rpc
@@ -251,15 +239,7 @@ func TestDrillCommand(t *testing.T) {
 	})
 
 	t.Run("tampered blob fails", func(t *testing.T) {
-		p := w.blobFile(blob)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[len(b)/2] ^= 0x80
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		flipPackByte(t, w.dn, blob, 0x80)
 		before := drillTree(t, w.brain)
 
 		out, code, err := w.run("alpha")

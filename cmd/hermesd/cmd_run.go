@@ -53,7 +53,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <
 	// Build reads and checks every secret and touches no network (the
 	// chain and Walrus are reached lazily, so an outage does not stop the
 	// start): all its errors are the configuration's.
-	svc, err := compose.Build(ctx, cfg, log, compose.Options{})
+	svc, err := compose.Build(ctx, cfg, log, compose.Options{Batch: true})
 	if err != nil {
 		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
 	}

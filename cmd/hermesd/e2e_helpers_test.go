@@ -7,8 +7,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,6 +169,8 @@ type e2eWorld struct {
 	// extraEnv is added to every process's environment (a user's
 	// export HERMESD_CONFIG=...).
 	extraEnv []string
+	// logLevel of the subprocesses ("": info).
+	logLevel string
 }
 
 func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
@@ -255,7 +255,11 @@ func (w *e2eWorld) env() []string {
 		}
 		env = append(env, kv)
 	}
-	return append(append(env, "HERMESD_LOG_LEVEL=info"), w.extraEnv...)
+	level := w.logLevel
+	if level == "" {
+		level = "info"
+	}
+	return append(append(env, "HERMESD_LOG_LEVEL="+level), w.extraEnv...)
 }
 
 // hermesdProc is one running hermesd subprocess.
@@ -538,16 +542,6 @@ func (w *e2eWorld) pointer(name string) string {
 	return v
 }
 
-// blobFile is where the local Walrus server keeps a blob's bytes.
-func (w *e2eWorld) blobFile(blobID string) string {
-	w.t.Helper()
-	raw, err := base64.RawURLEncoding.DecodeString(blobID)
-	if err != nil {
-		w.t.Fatalf("blob id %q: %v", blobID, err)
-	}
-	return filepath.Join(w.dn.Dir, "walrus", "blobs", hex.EncodeToString(raw)+".blob")
-}
-
 // dirHash is the bundle hash of a directory.
 func dirHash(t *testing.T, dir string) string {
 	t.Helper()
@@ -645,4 +639,42 @@ func listDir(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// packSpan is where the bytes of a blob, or of a quilt patch, lie on the
+// devnet Walrus server's disk.
+func packSpan(t *testing.T, dn *devnet.Devnet, id string) (file string, off, n int64) {
+	t.Helper()
+	file, off, n, err := dn.Walrus.Locate(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, off, n
+}
+
+// packBytes reads a blob's or a quilt patch's bytes from the devnet Walrus
+// server's disk.
+func packBytes(t *testing.T, dn *devnet.Devnet, id string) []byte {
+	t.Helper()
+	file, off, n := packSpan(t, dn, id)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[off : off+n]
+}
+
+// flipPackByte inverts the byte in the middle of a blob's or a quilt
+// patch's bytes on the devnet Walrus server's disk.
+func flipPackByte(t *testing.T, dn *devnet.Devnet, id string, mask byte) {
+	t.Helper()
+	file, off, n := packSpan(t, dn, id)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[off+n/2] ^= mask
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

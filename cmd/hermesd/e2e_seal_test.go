@@ -180,10 +180,7 @@ func TestE2ESeal(t *testing.T) {
 	spool := filepath.Join(w.dn.Config.StateDir, "spool")
 
 	// What is on Walrus: a bare Seal object for alpha, no plaintext.
-	raw, err := os.ReadFile(w.blobFile(alphaBlob))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := packBytes(t, w.dn, alphaBlob)
 	o, err := seal.ParseEncryptedObject(raw)
 	if err != nil {
 		t.Fatalf("alpha's blob is not a Seal object: %v", err)
@@ -411,10 +408,7 @@ func TestE2ESealEscrow(t *testing.T) {
 	}
 	settleAgentsWith(t, w, cfg, "alpha")
 	head := w.pointer("alpha.hermes.eth")
-	raw, err := os.ReadFile(w.blobFile(head))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := packBytes(t, w.dn, head)
 	// HRMS 0x03, flags head|escrow, a Seal object of a few hundred bytes.
 	if string(raw[:5]) != "HRMS\x03" || raw[5] != 0x03 {
 		t.Fatalf("head pack header %x: not a v3 head with a key escrow", raw[:8])

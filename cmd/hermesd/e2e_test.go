@@ -278,6 +278,14 @@ func TestE2EKill9DuringSnapshots(t *testing.T) {
 // msgRepack is logged when a v3 snapshot writes live objects again.
 const msgRepack = `msg="re-packing live objects"`
 
+// Debug lines of the quilt batcher: a pack starts waiting for its batch;
+// a batch is stored and verified, or fails.
+const (
+	msgBatched     = `msg="pack waits for its quilt batch"`
+	msgQuilted     = `msg="quilt stored and verified"`
+	msgQuiltFailed = `msg="quilt batch failed"`
+)
+
 func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 	seed := e2eSeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
@@ -287,7 +295,11 @@ func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 	spool := filepath.Join(w.dn.Config.StateDir, "spool")
 	bw := newBrainWriter(t, brain, rng)
 	wp := newWalrusProxy(t, w.dn.Walrus.URL())
-	cfg := rewriteConfig(t, w, w.dn.Walrus.URL(), wp.srv.URL, "encryption:\n", "encryption:\n  format: "+format+"\n")
+	// A batch window the kills can land in: a v3 head waits that long
+	// for its quilt (the debug log says when it starts waiting).
+	cfg := rewriteConfig(t, w, w.dn.Walrus.URL(), wp.srv.URL, "encryption:\n", "encryption:\n  format: "+format+"\n",
+		"batch_window: 100ms", "batch_window: 400ms")
+	w.logLevel = "debug"
 
 	restorer := w.restorer(id) // straight to the server
 	chain := w.ensClient(false)
@@ -314,7 +326,7 @@ func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 	}
 	if format == "v3" {
 		triggers[1] = trigger{"read", 30 * time.Millisecond}
-		triggers = append(triggers, trigger{"repack", 30 * time.Millisecond})
+		triggers = append(triggers, trigger{"repack", 30 * time.Millisecond}, trigger{"batch", 300 * time.Millisecond})
 	}
 	stages := map[string]int{}
 	repacks := 0
@@ -366,6 +378,8 @@ func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 			fired = p.waitLine(msgPublished, 1, 3*time.Second)
 		case "repack":
 			fired = p.waitLine(msgRepack, 1, 10*time.Second)
+		case "batch":
+			fired = p.waitLine(msgBatched, 1, 10*time.Second)
 		}
 		_, putsAtFire, _ = wp.state("upload")
 		upAtFire, _ = p.out.count(msgUploaded)
@@ -381,6 +395,10 @@ func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 		up, _ := p.out.count(msgUploaded)
 		pub, _ := p.out.count(msgPublished)
 		rp, _ := p.out.count(msgRepack)
+		batched, _ := p.out.count(msgBatched)
+		quilted, _ := p.out.count(msgQuilted)
+		failedQ, _ := p.out.count(msgQuiltFailed)
+		quilted += failedQ
 		putting, _, _ := wp.state("upload")
 		reading, _, _ := wp.state("read")
 		_, putsNow, _ := wp.state("upload")
@@ -393,6 +411,8 @@ func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 			stage = "read head" // the previous head, before packing
 		case reading > 0:
 			stage = "verify"
+		case batched > quilted:
+			stage = "batch" // a pack waits for its quilt
 		case spoolBusy(spool, id) && getsNow-gets > up:
 			stage = "record" // verified; lock and state being written
 		case spoolBusy(spool, id) && putsNow-puts > up:
@@ -726,15 +746,7 @@ func TestE2ERestoreFailures(t *testing.T) {
 	}
 	flip := func(t *testing.T) {
 		t.Helper()
-		p := w.blobFile(alphaBlob)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[len(b)/2] ^= 0x20
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		flipPackByte(t, w.dn, alphaBlob, 0x20)
 	}
 
 	missingBlob := strings.Repeat("A", 43)

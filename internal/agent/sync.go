@@ -39,24 +39,23 @@ const maxChangedRetries = 3
 // re-reading only what changed) and snapshot it if the hash moved since the
 // last verified snapshot. It is safe to call concurrently with Run.
 func (a *Agent) SyncOnce(ctx context.Context) (SyncResult, error) {
-	return a.sync(ctx, nil, true)
+	return a.sync(ctx, nil, true, nil)
 }
 
 // sync hashes (Update of the named paths, or a Rescan when rescan is set)
-// and snapshots if needed.
-func (a *Agent) sync(ctx context.Context, paths []string, rescan bool) (SyncResult, error) {
+// and snapshots if needed. newer, when it fires, says that a newer state
+// of the brain is ready (see snapshot.Input.Newer).
+func (a *Agent) sync(ctx context.Context, paths []string, rescan bool, newer <-chan struct{}) (SyncResult, error) {
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
-	if a.deps.Slots != nil {
-		select {
-		case a.deps.Slots <- struct{}{}:
-			defer func() { <-a.deps.Slots }()
-		case <-ctx.Done():
-			return SyncResult{}, ctx.Err()
-		}
+	slot := &slotHolder{slots: a.deps.Slots}
+	if err := slot.take(ctx); err != nil {
+		return SyncResult{}, err
 	}
+	defer slot.release()
+	in := snapshotHooks{newer: newer, idle: slot.idle}
 	start, before := a.deps.Now(), a.lastBlob()
-	res, err := a.syncLocked(ctx, paths, rescan)
+	res, err := a.syncLocked(ctx, paths, rescan, in)
 	if err != nil && ctx.Err() == nil && a.lastBlob() == before {
 		// Whatever failed before a snapshot was recorded (the state or
 		// spool directory unwritable, a SQLite copy, the hash, the
@@ -83,7 +82,7 @@ func (a *Agent) lastBlob() string {
 }
 
 // syncLocked is sync, holding syncMu and a slot.
-func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool) (SyncResult, error) {
+func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, in snapshotHooks) (SyncResult, error) {
 	// A sync starts from a saved state: a save that failed earlier is
 	// tried again first (Run also retries it on its own).
 	if err := a.SaveState(); err != nil {
@@ -109,7 +108,7 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool) (Sy
 			ov = pass.ov
 		}
 		if single {
-			out, err := a.takeAsHash(ctx, ov, t)
+			out, err := a.takeAsHash(ctx, ov, t, in)
 			pass.release()
 			if errors.Is(err, snapshot.ErrChanged) {
 				a.log.Debug("brain changed while the first snapshot read it; hashing it first", "error", err)
@@ -131,7 +130,7 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool) (Sy
 		a.noteHash(res)
 		a.deps.Observer.Hashed(a.cfg.ID, res.Count, res.Bytes, a.deps.Now().Sub(t))
 
-		out, err := a.snapshotIfMoved(ctx, res.Digest, ov)
+		out, err := a.snapshotIfMoved(ctx, res.Digest, ov, in)
 		pass.release()
 		if errors.Is(err, snapshot.ErrChanged) && attempt < maxChangedRetries {
 			a.log.Debug("brain changed while packing; re-hashing", "attempt", attempt+1)
@@ -141,7 +140,7 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool) (Sy
 	}
 }
 
-func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Overlay) (SyncResult, error) {
+func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Overlay, hooks snapshotHooks) (SyncResult, error) {
 	a.mu.Lock()
 	var last *state.Snapshot
 	if a.st.Last != nil {
@@ -194,8 +193,11 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 			snapshot.ErrTooLarge, h)
 	}
 
-	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h, Overlay: ov, Known: a.cache})
+	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h, Overlay: ov, Known: a.cache, Newer: hooks.newer, Idle: hooks.idle})
 	if err != nil {
+		if errors.Is(err, snapshot.ErrSuperseded) {
+			return SyncResult{}, err
+		}
 		if errors.Is(err, snapshot.ErrTooLarge) {
 			a.mu.Lock()
 			a.tooLarge = h
@@ -234,14 +236,14 @@ func (a *Agent) snapshotIsHash() bool {
 // the snapshot reads every file once, with the checks that it held still
 // (a file that did not is ErrChanged, and the caller hashes first after
 // all), and the hash cache takes over what it read.
-func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time) (SyncResult, error) {
+func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time, hooks snapshotHooks) (SyncResult, error) {
 	a.mu.Lock()
 	if a.unsavedSince.IsZero() {
 		a.unsavedSince = a.deps.Now()
 	}
 	a.mu.Unlock()
 	learn := a.cache.Learner(ov)
-	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Overlay: ov})
+	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Overlay: ov, Newer: hooks.newer, Idle: hooks.idle})
 	if errors.Is(err, snapshot.ErrEmpty) {
 		res, err := learn.Adopt(hash.Null)
 		if err != nil {
@@ -255,7 +257,9 @@ func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time) (
 		a.mu.Lock()
 		a.hashFirst = true
 		a.mu.Unlock()
-		a.takeFailed(err)
+		if !errors.Is(err, snapshot.ErrSuperseded) {
+			a.takeFailed(err)
+		}
 		return SyncResult{}, err
 	}
 	for _, f := range r.Reads {
@@ -279,7 +283,8 @@ func (a *Agent) recordSnapshot(r snapshot.Result) (SyncResult, error) {
 		"version", r.Version, "files", r.Files, "bytes", r.Bytes, "blob_bytes", r.Size, "uploaded", r.Uploaded,
 		"packs", r.Packs, "live_packs", r.LivePacks, "repacked", r.Repacked, "files_read", r.FilesRead,
 		"end_epoch", r.EndEpoch, "pack", r.Pack.Round(time.Millisecond), "prepare", r.Prepare.Round(time.Millisecond),
-		"upload", r.Upload.Round(time.Millisecond), "verify", r.Verify.Round(time.Millisecond))
+		"upload", r.Upload.Round(time.Millisecond), "verify", r.Verify.Round(time.Millisecond),
+		"quilted", r.Quilted, "batch_wait", r.BatchWait.Round(time.Millisecond))
 
 	a.mu.Lock()
 	a.unsavedSince = time.Time{}
@@ -510,8 +515,34 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 			continue
 		}
 
-		res, err := a.sync(ctx, pending, rescan)
+		newer, stopNewer := watchNewer(w)
+		res, err := a.sync(ctx, pending, rescan, newer)
+		// A batch of changes that became ready while the sync ran was
+		// taken here: it is synced next, at once.
+		more := stopNewer()
+		takeMore := func() {
+			if !more {
+				return
+			}
+			if b, ok := w.Take(); ok {
+				rescan = rescan || b.Rescan
+				pending = append(pending, b.Paths...)
+			}
+			if !needRetry {
+				needRetry = true
+				retry.Reset(0)
+			}
+		}
+		if errors.Is(err, snapshot.ErrSuperseded) {
+			// Not a failure: the snapshot gave way, while it waited for
+			// its quilt, to the newer state now in pending.
+			a.log.Debug("snapshot superseded by a newer state of the brain while it waited for its quilt")
+			more = true
+			takeMore()
+			continue
+		}
 		if err != nil {
+			takeMore()
 			if ctx.Err() != nil {
 				return
 			}
@@ -524,6 +555,7 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 			continue
 		}
 		pending, rescan = nil, false
+		takeMore()
 		if bo.Succeeded("sync recovered") > 0 {
 			a.mu.Lock()
 			a.lastErr = ""

@@ -80,6 +80,7 @@ var placement = map[string]layer{
 	"internal/handover":    formatLayer,
 	"internal/ledger":      formatLayer,
 	"internal/localwalrus": formatLayer,
+	"internal/quilt":       formatLayer,
 	"internal/receipts":    formatLayer,
 	"internal/repo":        formatLayer,
 	"internal/seal":        formatLayer,

@@ -86,3 +86,9 @@ func (a accounts) Paid(id string, f agent.TxFee) {
 func (a accounts) stored(id string) func(walrus.StoreResult) {
 	return func(r walrus.StoreResult) { a.record(id, ledger.Store(r.Charge())) }
 }
+
+// charged records agent id's share of a quilt one of its packs was
+// stored in (quilt.Request.Charged).
+func (a accounts) charged(id string) func(walruscost.Charge) {
+	return func(c walruscost.Charge) { a.record(id, ledger.Store(c)) }
+}

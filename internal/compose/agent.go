@@ -10,6 +10,7 @@ import (
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Pipeline builds the snapshot pipeline of agent ac: the one way hermesd
@@ -43,7 +44,8 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		Escrow:        c.Seal.Escrow,
 		V1MaxSize:     int64(c.Encryption.V1MaxSize),
 		MaxBlobSize:   int64(c.Walrus.MaxBlobSize),
-		Store:         Store(s.Walrus),
+		Store:         s.blobStore(),
+		Quilts:        s.quilter(nil),
 		Epochs:        c.EpochsOf(ac),
 		EpochDuration: c.Walrus.EpochDuration.D(),
 		Repack: snapshot.RepackPolicy{
@@ -55,6 +57,24 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		Signer:   s.ReceiptSigner,
 		Log:      s.Log.With("agent", ac.ID),
 	}
+}
+
+// blobStore is the store every pipeline shares (services built in tests
+// without Build get one of their own).
+func (s *Services) blobStore() *walrusStore {
+	if s.store == nil {
+		s.store = newStore(s.Walrus)
+	}
+	return s.store
+}
+
+// quilter is the pipelines' Quilter, handing each pack's share of its
+// quilt's charge to charged (when set); nil without quilts.
+func (s *Services) quilter(charged func(walruscost.Charge)) snapshot.Quilter {
+	if s.Quilts == nil {
+		return nil
+	}
+	return quilter{b: s.Quilts, charged: charged}
 }
 
 // OpenAgent opens agent id exactly as the daemon does, on a state
@@ -87,10 +107,12 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	pipe := s.Pipeline(ac, sd.SpoolDir(), rl)
 	pipe.CacheDir = dir // the v3 dedup index and epoch clock
 	// What the agent spends goes to the state directory's cost ledger:
-	// every store answer of its pipeline, its snapshots, its share of
-	// every pointer transaction.
+	// every store answer of its pipeline (its share of a quilt's for a
+	// pack stored as a patch: the quilt's other packs' agents pay the
+	// rest), its snapshots, its share of every pointer transaction.
 	acct := accounts{l: s.Ledger(sd), c: c, log: log}
-	pipe.Store = walrusStore{c: s.Walrus, stored: acct.stored(ac.ID)}
+	pipe.Store = s.blobStore().recording(acct.stored(ac.ID))
+	pipe.Quilts = s.quilter(acct.charged(ac.ID))
 	deps := agent.Deps{
 		State:    sd,
 		Pipeline: pipe,

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
@@ -15,6 +16,7 @@ import (
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -46,9 +48,15 @@ type Services struct {
 	// receipts.trusted and the receipt signer's own address.
 	Trusted []common.Address
 
+	// Quilts gathers the small packs of every agent into quilts; nil when
+	// walrus.quilts is off or the services only read.
+	Quilts *quilt.Batcher
+
+	store     *walrusStore // shared by every pipeline (one patch cache)
 	onAttempt *atomic.Pointer[func(walrus.Attempt)]
 	recovered *atomic.Pointer[func() <-chan struct{}]
 	ledgers   *ledgers
+	onQuilt   *atomic.Pointer[func(quilt.Batch)]
 }
 
 // Options adjust Build.
@@ -62,6 +70,10 @@ type Options struct {
 	// (restore --escrow), with only the Seal requester's Sui key; the
 	// pipelines hold no key until RecoverAgentKey sets one.
 	NoKey bool
+	// Batch makes small packs wait walrus.batch_window for other agents'
+	// (the daemon); without it a command that snapshots once stores each
+	// small pack at once, as a quilt of its own.
+	Batch bool
 }
 
 // Build creates the services the configuration asks for. Every secret is
@@ -71,7 +83,8 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)]),
-		recovered: new(atomic.Pointer[func() <-chan struct{}]), ledgers: &ledgers{}}
+		recovered: new(atomic.Pointer[func() <-chan struct{}]), ledgers: &ledgers{},
+		onQuilt: new(atomic.Pointer[func(quilt.Batch)])}
 	// Format seal needs no snapshot key; one that is configured still
 	// opens the agent's older v1/v2 snapshots.
 	if !opts.NoKey && (!c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal)) {
@@ -108,6 +121,23 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	}
 	if s.Walrus, err = walrus.New(wc); err != nil {
 		return nil, fmt.Errorf("walrus: %w", err)
+	}
+	s.store = newStore(s.Walrus)
+	if c.Walrus.Quilts && !opts.ReadOnly {
+		var window time.Duration
+		if opts.Batch {
+			window = c.Walrus.BatchWindow.D()
+		}
+		s.Quilts = quilt.New(quiltStore{s.store}, quilt.Config{
+			Window:  window,
+			MaxBody: int64(c.Walrus.MaxBlobSize),
+			Logger:  log.With("component", "quilt"),
+			Observe: func(b quilt.Batch) {
+				if f := s.onQuilt.Load(); f != nil {
+					(*f)(b)
+				}
+			},
+		})
 	}
 
 	if slices.ContainsFunc(c.Agents, func(a config.Agent) bool { return a.ENSName != "" }) {
@@ -166,8 +196,12 @@ func (s *Services) WithoutKeys() *Services {
 	return &c
 }
 
-// Close releases the chain connections.
+// Close stops the quilt batcher (failing packs still waiting) and
+// releases the chain connections.
 func (s *Services) Close() {
+	if s.Quilts != nil {
+		s.Quilts.Close()
+	}
 	if s.Chain != nil {
 		s.Chain.Close()
 	}
@@ -230,6 +264,10 @@ func (s *Services) OnWalrusAttempt(f func(walrus.Attempt)) { s.onAttempt.Store(&
 // outage (the daemon's prober): f returns a channel closed then, which
 // ends the backoff of every Walrus retry waiting for it.
 func (s *Services) OnWalrusRecovered(f func() <-chan struct{}) { s.recovered.Store(&f) }
+
+// OnQuilt sets who sees every quilt the batcher stores or fails to (the
+// daemon's metrics); f must not block.
+func (s *Services) OnQuilt(f func(quilt.Batch)) { s.onQuilt.Store(&f) }
 
 // LoadKey reads the snapshot encryption key a secret reference names. A
 // key that cannot be read is a start-up error: hermesd never uploads

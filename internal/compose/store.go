@@ -11,20 +11,33 @@ import (
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
-// Store adapts a Walrus client to the pipeline's BlobStore.
-func Store(c *walrus.Client) snapshot.BlobStore { return walrusStore{c: c} }
+// Store adapts a Walrus client to the pipeline's BlobStore. Blob ids
+// and quilt patch ids are both taken: a range of a patch is cut from the
+// whole patch, which is kept for further ranges (see MaxPatchRead).
+func Store(c *walrus.Client) snapshot.BlobStore { return newStore(c) }
+
+func newStore(c *walrus.Client) *walrusStore { return &walrusStore{c: c, patches: newPatchCache()} }
 
 type walrusStore struct {
-	c *walrus.Client
+	c       *walrus.Client
+	patches *patchCache
 	// stored, when set, sees every store answer (the cost ledger).
 	stored func(walrus.StoreResult)
+}
+
+// recording is a copy of s, sharing its patch cache, whose store answers
+// go to stored (one agent's account).
+func (s *walrusStore) recording(stored func(walrus.StoreResult)) *walrusStore {
+	c := *s
+	c.stored = stored
+	return &c
 }
 
 // verifyNotFoundRetries lets a read-back wait for an aggregator that has
 // not seen a just-certified blob yet.
 const verifyNotFoundRetries = 5
 
-func (s walrusStore) Put(ctx context.Context, path string, epochs int) (snapshot.Stored, error) {
+func (s *walrusStore) Put(ctx context.Context, path string, epochs int) (snapshot.Stored, error) {
 	body, err := walrus.FileBody(path)
 	if err != nil {
 		return snapshot.Stored{}, err
@@ -32,11 +45,11 @@ func (s walrusStore) Put(ctx context.Context, path string, epochs int) (snapshot
 	return s.store(ctx, body, epochs)
 }
 
-func (s walrusStore) PutReader(ctx context.Context, open func() (io.ReadCloser, error), size int64, epochs int) (snapshot.Stored, error) {
+func (s *walrusStore) PutReader(ctx context.Context, open func() (io.ReadCloser, error), size int64, epochs int) (snapshot.Stored, error) {
 	return s.store(ctx, readerBody{open, size}, epochs)
 }
 
-func (s walrusStore) store(ctx context.Context, body walrus.Body, epochs int) (snapshot.Stored, error) {
+func (s *walrusStore) store(ctx context.Context, body walrus.Body, epochs int) (snapshot.Stored, error) {
 	r, err := s.c.Store(ctx, body, walrus.WithEpochs(epochs))
 	if err != nil {
 		return snapshot.Stored{}, err
@@ -78,7 +91,7 @@ type notFoundError struct{ err error }
 func (e notFoundError) Error() string   { return e.err.Error() }
 func (e notFoundError) Unwrap() []error { return []error{snapshot.ErrBlobNotFound, e.err} }
 
-func (s walrusStore) Get(ctx context.Context, blobID, path string, max int64) (snapshot.Fetched, error) {
+func (s *walrusStore) Get(ctx context.Context, blobID, path string, max int64) (snapshot.Fetched, error) {
 	r, err := s.c.ReadToFile(ctx, blobID, path, readOpts(max)...)
 	if err != nil {
 		return snapshot.Fetched{}, notFound(err)
@@ -86,7 +99,7 @@ func (s walrusStore) Get(ctx context.Context, blobID, path string, max int64) (s
 	return snapshot.Fetched{Size: r.Size, Source: r.Aggregator, Attempts: r.Attempts}, nil
 }
 
-func (s walrusStore) Check(ctx context.Context, blobID string, size int64, sum [32]byte) error {
+func (s *walrusStore) Check(ctx context.Context, blobID string, size int64, sum [32]byte) error {
 	_, err := s.c.Verify(ctx, blobID, sum, size, walrus.WithNotFoundRetries(verifyNotFoundRetries))
 	return notFound(err)
 }
@@ -96,7 +109,7 @@ func (s walrusStore) Check(ctx context.Context, blobID string, size int64, sum [
 // SHA-256 sums proves, without a hash pass over every uploaded byte. When
 // what open returns maps its bytes in windows (a spooled pack on Linux),
 // they are compared in place instead of read through a buffer.
-func (s walrusStore) Compare(ctx context.Context, blobID string, open func() (io.ReadCloser, error), size int64) error {
+func (s *walrusStore) Compare(ctx context.Context, blobID string, open func() (io.ReadCloser, error), size int64) error {
 	rc, err := open()
 	if err != nil {
 		return err
@@ -179,12 +192,15 @@ func (w *compareWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s walrusStore) Stream(ctx context.Context, blobID string, w io.Writer, max int64) (int64, error) {
+func (s *walrusStore) Stream(ctx context.Context, blobID string, w io.Writer, max int64) (int64, error) {
 	r, err := s.c.Read(ctx, blobID, w, readOpts(max)...)
 	return r.Size, notFound(err)
 }
 
-func (s walrusStore) ReadRange(ctx context.Context, blobID string, off, length int64, w io.Writer) (int64, error) {
+func (s *walrusStore) ReadRange(ctx context.Context, blobID string, off, length int64, w io.Writer) (int64, error) {
+	if walrus.IsPatchID(blobID) {
+		return s.readPatchRange(ctx, blobID, off, length, w)
+	}
 	r, err := s.c.ReadRange(ctx, blobID, off, length, w)
 	return r.Total, notFound(err)
 }

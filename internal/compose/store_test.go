@@ -36,12 +36,12 @@ func (w *windowBody) Window(off, n int64) ([]byte, error) {
 	return w.b[off : off+n], nil
 }
 
-// TestCompare: the read-back check accepts the blob as stored and refuses
-// one that differs anywhere, is shorter or is longer, whether it compares
-// through a buffer, in mapped windows (several of them here), or reads on
-// from where a window could not be mapped.
-func TestCompare(t *testing.T) {
-	s, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
+// localWalrus runs a local Walrus server for the test and returns it
+// with a client of it that retries fast.
+func localWalrus(t *testing.T, cfg localwalrus.Config) (*localwalrus.Server, *walrus.Client) {
+	t.Helper()
+	cfg.Dir = t.TempDir()
+	s, err := localwalrus.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +54,15 @@ func TestCompare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, c
+}
+
+// TestCompare: the read-back check accepts the blob as stored and refuses
+// one that differs anywhere, is shorter or is longer, whether it compares
+// through a buffer, in mapped windows (several of them here), or reads on
+// from where a window could not be mapped.
+func TestCompare(t *testing.T) {
+	_, c := localWalrus(t, localwalrus.Config{})
 	st := Store(c)
 	ctx := context.Background()
 	stored := make([]byte, 2*compareWindow+12345)

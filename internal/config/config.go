@@ -146,7 +146,16 @@ type Walrus struct {
 	// advance (a whole-blob restore): an aggregator sending more is cut
 	// off at once.
 	MaxDownloadSize ByteSize `yaml:"max_download_size"`
+	// Quilts stores small v3 packs as patches of Walrus quilts shared by
+	// all agents of the daemon (docs/design.md §11); BatchWindow is how
+	// long a quilt gathers packs after its first one.
+	Quilts      bool     `yaml:"quilts"`
+	BatchWindow Duration `yaml:"batch_window"`
 }
+
+// MaxBatchWindow bounds walrus.batch_window: a pack waits that long in
+// memory before it is stored.
+const MaxBatchWindow = time.Hour
 
 // Chain configures the Ethereum side: RPC, ENS registry and the key that
 // signs setText transactions.
@@ -361,6 +370,12 @@ func Default() *Config {
 			// A whole-blob (v1/v2) restore of a brain with a 1 GiB
 			// memory.db is a 1 GiB download; v3 reads bounded ranges.
 			MaxDownloadSize: 16 << 30,
+			// 30 s: as long as a change may already wait for its
+			// debounce (max_lag), and a twentieth of pointer_interval, so
+			// the recovery point on chain hardly moves; a busy daemon then
+			// stores at most two quilts a minute, whatever its agents do.
+			Quilts:      true,
+			BatchWindow: Duration(30 * time.Second),
 		},
 		Chain: Chain{
 			ENSRegistry:    CanonicalENSRegistry,

@@ -243,6 +243,9 @@ func (c *Config) validateWalrus(v *validator) {
 	if w.EpochDuration <= 0 {
 		v.add("walrus.epoch_duration", "must be positive")
 	}
+	if w.BatchWindow < 0 || w.BatchWindow.D() > MaxBatchWindow {
+		v.add("walrus.batch_window", "%s is outside 0 … %s", w.BatchWindow, Duration(MaxBatchWindow))
+	}
 	if w.JWTTTL <= 0 {
 		v.add("walrus.jwt_ttl", "must be positive")
 	}

@@ -41,11 +41,13 @@ type Daemon struct {
 	ledger  *ledger.Ledger
 	now     func() time.Time
 	metrics *metrics
-	hub     *watch.Hub
-	agents  []*agent.Agent
-	byID    map[string]*agent.Agent
-	pub     *publisher
-	probe   *prober
+	// quiltMetrics are the shared quilt batcher's series.
+	quiltMetrics *quiltMetrics
+	hub          *watch.Hub
+	agents       []*agent.Agent
+	byID         map[string]*agent.Agent
+	pub          *publisher
+	probe        *prober
 	// walrusRetryAt is when a Walrus attempt last failed and was to be
 	// retried (unix nanoseconds): until a backoff started then has surely
 	// ended, the prober watches for the store to come back, before any
@@ -87,6 +89,8 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		cancel:  func() {},
 	}
 	svc.OnWalrusAttempt(d.observeWalrus)
+	d.quiltMetrics = newQuiltMetrics(d.metrics.reg)
+	svc.OnQuilt(d.quiltMetrics.observe)
 	ok := false
 	defer func() {
 		if !ok {
@@ -362,8 +366,27 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 		return nil
 	}
 	d.closed = true
+	if d.svc.Quilts != nil {
+		// Packs waiting for their batch window are stored now, so their
+		// snapshots are published in the flush below.
+		d.svc.Quilts.Flush()
+	}
 	d.cancel()
-	d.wg.Wait() // agents stopped: no new snapshots while flushing
+	stopped := make(chan struct{})
+	go func() {
+		d.wg.Wait() // agents stopped: no new snapshots while flushing
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-flushCtx.Done():
+		// A quilt still being stored (an outage) does not hold the stop
+		// beyond its time limit: its packs fail and are retaken next time.
+		if d.svc.Quilts != nil {
+			d.svc.Quilts.Close()
+		}
+		<-stopped
+	}
 	d.bgWG.Wait()
 	var err error
 	if d.pub != nil {

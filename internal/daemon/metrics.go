@@ -174,7 +174,7 @@ func newMetrics() *metrics {
 	}, agent)
 	m.stageDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hermesd_stage_duration_seconds",
-		Help:    "Duration of pipeline stages (hash, pack, upload, verify, publish, download, unpack).",
+		Help:    "Duration of pipeline stages (hash, pack, upload, verify, batch: waiting for a quilt, publish, download, unpack).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 	}, []string{"agent", "stage"})
 	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -34,6 +34,9 @@ func (o *observer) Snapshot(id string, r snapshot.Result) {
 	o.stageDuration.WithLabelValues(id, "pack").Observe(r.Pack.Seconds())
 	o.stageDuration.WithLabelValues(id, "upload").Observe(r.Upload.Seconds())
 	o.stageDuration.WithLabelValues(id, "verify").Observe(r.Verify.Seconds())
+	if r.Quilted > 0 {
+		o.stageDuration.WithLabelValues(id, "batch").Observe(r.BatchWait.Seconds())
+	}
 }
 
 func (o *observer) Unchanged(id string) {

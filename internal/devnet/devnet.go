@@ -63,6 +63,14 @@ type Options struct {
 	Quiet, MaxLag, PointerInterval time.Duration
 	// SnapshotInterval rate-limits uploads (default 0: none).
 	SnapshotInterval time.Duration
+	// BatchWindow is walrus.batch_window (default 100 ms: the agents'
+	// packs of one moment share a quilt, and nothing waits for long);
+	// NoQuilts turns quilts off (walrus.quilts: false).
+	BatchWindow time.Duration
+	NoQuilts    bool
+	// WalrusOnRequest, when set, sees every request the Walrus server
+	// finished (tests).
+	WalrusOnRequest func(localwalrus.RequestInfo)
 	// Epochs each snapshot is stored for (default 5).
 	Epochs int
 	// HTTPListen for the daemon's health/metrics server ("" = off).
@@ -123,6 +131,9 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 	}
 	if o.Epochs == 0 {
 		o.Epochs = 5
+	}
+	if o.BatchWindow == 0 {
+		o.BatchWindow = 100 * time.Millisecond
 	}
 	if o.Format == "seal" && o.SealServers == 0 {
 		return nil, errors.New("devnet: format seal needs SealServers")
@@ -202,7 +213,10 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 		EpochDuration: o.EpochDuration,
 		StartEpoch:    1,
 		MaxBodySize:   1 << 40, // the devnet is not a public publisher
-		Logger:        o.Logger,
+		// Quilts up to the configuration's max_blob_size (1 GiB).
+		MaxQuiltBodySize: 1 << 30,
+		OnRequest:        o.WalrusOnRequest,
+		Logger:           o.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("devnet walrus: %w", err)
@@ -268,6 +282,8 @@ walrus:
   retry_max: 8
   retry_wait_min: 100ms
   retry_wait_max: 2s
+  quilts: {{.Quilts}}
+  batch_window: {{.BatchWindow}}
 chain:
   rpc: {{.RPC}}
   chain_id: {{.ChainID}}
@@ -384,6 +400,8 @@ func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address)
 		"MaxLag":           o.MaxLag,
 		"PointerInterval":  o.PointerInterval,
 		"SnapshotInterval": o.SnapshotInterval,
+		"Quilts":           !o.NoQuilts,
+		"BatchWindow":      o.BatchWindow,
 		"Epochs":           o.Epochs,
 		"EpochDuration":    o.EpochDuration,
 		"Agents":           agents,

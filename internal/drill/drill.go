@@ -193,7 +193,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		return rep, fmt.Errorf("%w: agent %s has no ENS name, which mode b (ENS pointer cold boot) needs; use mode a", ErrOptions, ac.ID)
 	}
 	if o.BlobID != "" {
-		if err := walrus.ValidateBlobID(o.BlobID); err != nil {
+		if err := walrus.ValidateRef(o.BlobID); err != nil {
 			return rep, fmt.Errorf("%w: %w", ErrOptions, err)
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -78,19 +76,18 @@ func (w *world) pointer(name string) string {
 	return v
 }
 
-// tamper flips one byte in the middle of a stored blob.
+// tamper flips one byte in the middle of a stored blob (or quilt patch).
 func (w *world) tamper(blobID string) {
 	w.t.Helper()
-	raw, err := base64.RawURLEncoding.DecodeString(blobID)
+	p, off, n, err := w.dn.Walrus.Locate(blobID)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	p := filepath.Join(w.dn.Dir, "walrus", "blobs", hex.EncodeToString(raw)+".blob")
 	b, err := os.ReadFile(p)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	b[len(b)/2] ^= 0x01
+	b[off+n/2] ^= 0x01
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		w.t.Fatal(err)
 	}

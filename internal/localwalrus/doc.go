@@ -1,8 +1,9 @@
 // Package localwalrus is a Walrus-compatible publisher and aggregator for
 // the devnet and tests. It speaks the HTTP API of the real daemon
-// (PUT /v1/blobs, GET /v1/blobs/{id}, GET /status, GET /v1/api) with the
-// same query parameters, JSON shapes, status codes and size limit, and
-// keeps blobs on disk so a restarted server still has them.
+// (PUT /v1/blobs, GET /v1/blobs/{id}, the quilt API, GET /status,
+// GET /v1/api) with the same query parameters, JSON shapes, status codes
+// and size limits, and keeps blobs on disk so a restarted server still
+// has them.
 //
 // What is real: content addressing (identical bytes get the same id), the
 // epoch clock and expiry (a blob is readable until its exclusive end epoch
@@ -36,6 +37,58 @@
 //   - Every registration of a blob is kept in one metadata file beside the
 //     data; re-storing content registers a new object (or answers
 //     alreadyCertified as above) but never extends an existing one.
+//
+// Quilts (the documented quilt HTTP API):
+//   - PUT /v1/quilts?epochs=N (every blob-store query parameter applies):
+//     a multipart/form-data body, one part per blob whose field name is
+//     its identifier, and optionally a part _metadata holding a JSON array
+//     of {"identifier", "tags": {…}}. Identifiers are unique, start with a
+//     letter or digit (so never with "_"), are valid UTF-8 and at most
+//     64 KiB; all tags of a quilt together at most 64,000 bytes; at most
+//     666 blobs; the body at most Config.MaxQuiltBodySize (100 MiB, the
+//     real publisher's default; 413 beyond). Parts stream to a spool
+//     file; only identifiers and tags are held in memory. The answer is
+//     {"blobStoreResult": {newlyCreated|alreadyCertified}, "storedQuiltBlobs":
+//     [{"identifier", "quiltPatchId"}…]}, patches in quilt order.
+//   - GET /v1/blobs/by-quilt-patch-id/{patchId} and
+//     GET /v1/blobs/by-quilt-id/{quiltId}/{identifier}: one patch's bytes,
+//     whole (Range is not part of the documented patch API and is
+//     ignored: a client may still read ranges of the quilt blob itself),
+//     with X-Quilt-Patch-Identifier, ETag = the patch id, and each tag
+//     that is a valid header as a header. 404 QUILT_PATCH_NOT_FOUND for a
+//     patch the quilt does not have (or a blob that is not a quilt).
+//   - GET /v1/quilts/{quiltId}/patches: [{"identifier", "patch_id", "tags"}].
+//
+// The quilt layout is this server's own, shaped like QuiltV1 at 1000
+// shards (the real one is not specified here, and nothing depends on it
+// beyond the patch id's form): the quilt blob is a matrix of 334 rows ×
+// 667 columns of z-byte symbols, z the smallest even number with which
+// everything fits, stored column by column, so column c is bytes
+// [c·334·z, (c+1)·334·z) and the blob is 222,778·z bytes (the docs'
+// quilt example, 1,782,224 bytes, is z = 8). Patches are sorted by
+// identifier; the index takes the first columns, then each patch takes
+// whole columns of its own, max(1, ⌈size/(334·z)⌉) of them, its bytes
+// from the start of its first column, zero-padded to the end of its
+// last. The index is
+//
+//	u8 version (1) ‖ u32le length of the rest ‖ u16le count ‖ count ×
+//	  (u16le first column ‖ u16le end column ‖ u64le size ‖
+//	   u32le identifier length ‖ identifier ‖ u32le tags length ‖ tags JSON)
+//
+// (tags JSON with sorted keys, empty without tags). The same patches
+// therefore always give the same quilt bytes, hence the same quilt id:
+// a retried store of the same quilt is deduplicated like a blob. The
+// quilt blob is stored, expires and is read (GET /v1/blobs/{quiltId},
+// ranges included) like any blob. A patch id is, as the real one,
+// URL-safe base64 without padding of the quilt's blob id (32 bytes) ‖
+// version 0x01 ‖ u16le first column ‖ u16le end column
+// (QuiltPatchInternalIdV1): 37 bytes, 50 characters. A laid-out quilt
+// larger than Config.MaxQuiltSize (1 GiB, and at most the largest blob
+// Config.Shards encode) is refused (400): widely differing patch sizes
+// widen every column. A quilt is charged as the one blob it is stored
+// as: the blobStoreResult's encodedLength and cost are those of the
+// laid-out size, by the same formula and price as a blob's (the docs'
+// quilt example: 72,040,000 encoded bytes).
 //
 // Writes are durable: uploads stream to a temporary file (hashed on the
 // way, 1 MiB at a time, never held whole in memory), are fsynced and

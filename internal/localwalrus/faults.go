@@ -12,8 +12,8 @@ import (
 type Route uint8
 
 const (
-	RoutePublisher  Route = 1 << iota // PUT /v1/blobs
-	RouteAggregator                   // GET /v1/blobs/{id}
+	RoutePublisher  Route = 1 << iota // PUT /v1/blobs, PUT /v1/quilts
+	RouteAggregator                   // GET /v1/blobs/..., GET /v1/quilts/{id}/patches
 	RouteOther                        // everything else
 )
 
@@ -31,9 +31,11 @@ func (r Route) String() string {
 
 func routeOf(r *http.Request) Route {
 	switch {
-	case r.Method == http.MethodPut && r.URL.Path == "/v1/blobs":
+	case r.Method == http.MethodPut && (r.URL.Path == "/v1/blobs" || r.URL.Path == "/v1/quilts"):
 		return RoutePublisher
-	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && len(r.URL.Path) > len("/v1/blobs/") && r.URL.Path[:len("/v1/blobs/")] == "/v1/blobs/":
+	case (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		(len(r.URL.Path) > len("/v1/blobs/") && r.URL.Path[:len("/v1/blobs/")] == "/v1/blobs/" ||
+			len(r.URL.Path) > len("/v1/quilts/") && r.URL.Path[:len("/v1/quilts/")] == "/v1/quilts/"):
 		return RouteAggregator
 	}
 	return RouteOther
@@ -195,7 +197,8 @@ type RequestInfo struct {
 	Range    string      // the request's Range header
 	Status   int         // status sent; 0 if the connection was reset before any
 	Fault    FaultKind   // the fault applied, if any
-	BlobID   string      // stored or requested blob, when known
+	BlobID   string      // stored or requested blob (a quilt's, for its patches), when known
+	PatchID  string      // the quilt patch read, when known
 	BytesIn  int64       // request body bytes read
 	BytesOut int64       // response body bytes sent
 	// Start and End are wall-clock times (time.Now, not Config.Now), for

@@ -80,7 +80,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.info.Fault = FaultEndless
 		if route == RoutePublisher {
 			// Take the upload first, as a publisher would, bounded as ever.
-			n, _ := io.Copy(io.Discard, http.MaxBytesReader(rec, r.Body, s.cfg.MaxBodySize))
+			limit := s.cfg.MaxBodySize
+			if r.URL.Path == "/v1/quilts" {
+				limit = s.cfg.MaxQuiltBodySize
+			}
+			n, _ := io.Copy(io.Discard, http.MaxBytesReader(rec, r.Body, limit))
 			st.info.BytesIn = n
 		}
 		writeEndless(r.Context(), rec, route, fault.Length)
@@ -376,9 +380,8 @@ type alreadyCertifiedJSON struct {
 
 func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 	st := stateOf(r)
-	q, err := parsePublisherQuery(r.URL.RawQuery)
-	if err != nil {
-		writeText(w, http.StatusBadRequest, "Failed to deserialize query string: "+err.Error())
+	q, ok := storeQuery(w, r)
+	if !ok {
 		return
 	}
 	if r.ContentLength > s.cfg.MaxBodySize {
@@ -409,14 +412,7 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 		cut(st.rec, true)
 		return
 	}
-	// The daemon checks these after taking the body.
-	if q.deletable && q.permanent {
-		writeAPIError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "INVALID_BLOB_PERSISTENCE", "the blob cannot be defined as both deletable and permanent")
-		return
-	}
-	if q.epochs == 0 || q.epochs > s.cfg.MaxEpochsAhead {
-		writeAPIError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "MALFORMED_REQUEST",
-			fmt.Sprintf("the request is malformed: epochs must be between 1 and %d, got %d", s.cfg.MaxEpochsAhead, q.epochs))
+	if !s.checkStoreQuery(w, q) {
 		return
 	}
 	if err := f.Sync(); err != nil {
@@ -438,7 +434,40 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var resp any
+	s.writeStored(w, st, storeAnswer(out, blobID, n, q.epochs, encoded, price))
+}
+
+// storeQuery parses a store's query (a blob's or a quilt's), or answers
+// 400 as axum's extractor does and reports false.
+func storeQuery(w http.ResponseWriter, r *http.Request) (publisherQuery, bool) {
+	q, err := parsePublisherQuery(r.URL.RawQuery)
+	if err != nil {
+		writeText(w, http.StatusBadRequest, "Failed to deserialize query string: "+err.Error())
+		return q, false
+	}
+	return q, true
+}
+
+// checkStoreQuery checks what the daemon checks after taking a store's
+// body; it answers 400 and reports false for a request it refuses.
+func (s *Server) checkStoreQuery(w http.ResponseWriter, q publisherQuery) bool {
+	if q.deletable && q.permanent {
+		writeAPIError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "INVALID_BLOB_PERSISTENCE", "the blob cannot be defined as both deletable and permanent")
+		return false
+	}
+	if q.epochs == 0 || q.epochs > s.cfg.MaxEpochsAhead {
+		writeAPIError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "MALFORMED_REQUEST",
+			fmt.Sprintf("the request is malformed: epochs must be between 1 and %d, got %d", s.cfg.MaxEpochsAhead, q.epochs))
+		return false
+	}
+	return true
+}
+
+// storeAnswer is a store's answer, a blob's or a quilt's (the
+// blobStoreResult of a quilt answer): newlyCreated for a new
+// registration of the n bytes stored, with its encoded length and cost
+// (Server.charge), else alreadyCertified.
+func storeAnswer(out putOutcome, blobID string, n int64, epochs uint32, encoded, price uint64) any {
 	if out.already {
 		ac := alreadyCertifiedJSON{BlobID: blobID, EndEpoch: out.reg.EndEpoch}
 		if out.reg.Permanent {
@@ -446,31 +475,36 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 		} else {
 			ac.Object = out.reg.ObjectID
 		}
-		resp = map[string]any{"alreadyCertified": ac}
-	} else {
-		certified := out.reg.CertifiedEpoch
-		nc := newlyCreatedJSON{
-			BlobObject: blobObjectJSON{
-				ID:              out.reg.ObjectID,
-				RegisteredEpoch: out.reg.RegisteredEpoch,
-				BlobID:          blobID,
-				Size:            uint64(n),
-				EncodingType:    "RS2",
-				CertifiedEpoch:  &certified,
-				Storage: storageJSON{
-					ID:          out.reg.StorageID,
-					StartEpoch:  out.reg.RegisteredEpoch,
-					EndEpoch:    out.reg.EndEpoch,
-					StorageSize: encoded,
-				},
-				Deletable: !out.reg.Permanent,
-			},
-			Cost:             price,
-			SharedBlobObject: out.reg.SharedObjectID,
-		}
-		nc.ResourceOperation.RegisterFromScratch = registerFromScratchJSON{EncodedLength: encoded, EpochsAhead: q.epochs}
-		resp = map[string]any{"newlyCreated": nc}
+		return map[string]any{"alreadyCertified": ac}
 	}
+	certified := out.reg.CertifiedEpoch
+	nc := newlyCreatedJSON{
+		BlobObject: blobObjectJSON{
+			ID:              out.reg.ObjectID,
+			RegisteredEpoch: out.reg.RegisteredEpoch,
+			BlobID:          blobID,
+			Size:            uint64(n),
+			EncodingType:    "RS2",
+			CertifiedEpoch:  &certified,
+			Storage: storageJSON{
+				ID:          out.reg.StorageID,
+				StartEpoch:  out.reg.RegisteredEpoch,
+				EndEpoch:    out.reg.EndEpoch,
+				StorageSize: encoded,
+			},
+			Deletable: !out.reg.Permanent,
+		},
+		Cost:             price,
+		SharedBlobObject: out.reg.SharedObjectID,
+	}
+	nc.ResourceOperation.RegisterFromScratch = registerFromScratchJSON{EncodedLength: encoded, EpochsAhead: epochs}
+	return map[string]any{"newlyCreated": nc}
+}
+
+// writeStored sends a store's answer, as the request's fault has it:
+// whole, under a lying Content-Length, or cut off halfway (the store
+// itself happened).
+func (s *Server) writeStored(w http.ResponseWriter, st *reqState, resp any) {
 	if st.fault.Kind == FaultLyingLength {
 		// Stored, but the answer's Content-Length lies.
 		data, _ := json.Marshal(resp)
@@ -562,23 +596,8 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
 		}
 		rng = &br
 	}
-	m, path, err := s.store.lookup(id, s.Epoch())
-	if err != nil {
-		writeInternal(w, err)
-		return
-	}
-	var f *os.File
-	if m != nil {
-		// A concurrent request may have collected the blob at its expiry.
-		if f, err = os.Open(path); errors.Is(err, os.ErrNotExist) {
-			m = nil
-		} else if err != nil {
-			writeInternal(w, err)
-			return
-		}
-	}
-	if m == nil {
-		writeAPIError(w, http.StatusNotFound, "NOT_FOUND", "BLOB_NOT_FOUND", "the requested blob ID does not exist on Walrus, ensure that it was entered correctly")
+	m, f, ok := s.openBlob(w, id)
+	if !ok {
 		return
 	}
 	defer f.Close()
@@ -593,10 +612,42 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
 		start, length, status = rng.first, rng.last-rng.first+1, http.StatusPartialContent
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, m.Size))
 	}
+	s.sendBody(w, r, st, f, blobID, start, length, status)
+}
+
+// openBlob opens a blob readable now, or answers the request with 404
+// (or 500) and reports false.
+func (s *Server) openBlob(w http.ResponseWriter, id [32]byte) (*blobMeta, *os.File, bool) {
+	m, path, err := s.store.lookup(id, s.Epoch())
+	if err != nil {
+		writeInternal(w, err)
+		return nil, nil, false
+	}
+	var f *os.File
+	if m != nil {
+		// A concurrent request may have collected the blob at its expiry.
+		if f, err = os.Open(path); errors.Is(err, os.ErrNotExist) {
+			m = nil
+		} else if err != nil {
+			writeInternal(w, err)
+			return nil, nil, false
+		}
+	}
+	if m == nil {
+		writeAPIError(w, http.StatusNotFound, "NOT_FOUND", "BLOB_NOT_FOUND", "the requested blob ID does not exist on Walrus, ensure that it was entered correctly")
+		return nil, nil, false
+	}
+	return m, f, true
+}
+
+// sendBody answers a read with length bytes of f from start (a blob, a
+// range of it, or a quilt patch), as the request's fault has it: whole,
+// cut off, or under a lying Content-Length.
+func (s *Server) sendBody(w http.ResponseWriter, r *http.Request, st *reqState, f *os.File, etag string, start, length int64, status int) {
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "public, max-age=86400, stale-while-revalidate=3600")
-	h.Set("ETag", blobID)
+	h.Set("ETag", etag)
 	h.Set("Content-Type", contentType(r))
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	if _, err := f.Seek(start, io.SeekStart); err != nil {
@@ -652,6 +703,9 @@ Blob ids have the real shape but are not real RedStuff ids.</p>
 <ul>
 <li><code>PUT /v1/blobs?epochs=N[&amp;permanent=true][&amp;deletable=true][&amp;force=true][&amp;send_object_to=0x…|&amp;share=true][&amp;encoding_type=RS2]</code> — store the raw body</li>
 <li><code>GET /v1/blobs/{blobId}[?strict_consistency_check=true|skip_consistency_check=true]</code> — read; <code>Range: bytes=a-b</code> only</li>
+<li><code>PUT /v1/quilts?epochs=N[&amp;…as for blobs]</code> — store a quilt: multipart/form-data, one part per blob (field name = identifier), optional <code>_metadata</code> part</li>
+<li><code>GET /v1/blobs/by-quilt-patch-id/{patchId}</code>, <code>GET /v1/blobs/by-quilt-id/{quiltId}/{identifier}</code> — read one patch, whole</li>
+<li><code>GET /v1/quilts/{quiltId}/patches</code> — list a quilt's patches</li>
 <li><code>GET /status</code></li>
 </ul>
 </body></html>

@@ -37,9 +37,15 @@ type Config struct {
 	StartEpoch uint32
 	// MaxEpochsAhead bounds the epochs query parameter.
 	MaxEpochsAhead uint32
-	// MaxBodySize is the largest PUT body; larger ones get 413. A limit
-	// above the largest blob Shards encode is lowered to it.
+	// MaxBodySize is the largest PUT /v1/blobs body; larger ones get 413.
+	// A limit above the largest blob Shards encode is lowered to it.
 	MaxBodySize int64
+	// MaxQuiltBodySize is the largest PUT /v1/quilts body (default
+	// DefaultMaxQuiltBodySize); MaxQuiltSize bounds the laid-out quilt
+	// blob (default DefaultMaxQuiltSize, and at most the largest blob
+	// Shards encode).
+	MaxQuiltBodySize int64
+	MaxQuiltSize     int64
 	// Shards is the shard count a store's encoded length is computed for
 	// (walruscost.EncodedLength); 0 means walruscost.DefaultShards, as on
 	// mainnet and testnet.
@@ -112,6 +118,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodySize <= 0 {
 		cfg.MaxBodySize = DefaultMaxBodySize
 	}
+	if cfg.MaxQuiltBodySize <= 0 {
+		cfg.MaxQuiltBodySize = DefaultMaxQuiltBodySize
+	}
+	if cfg.MaxQuiltSize <= 0 {
+		cfg.MaxQuiltSize = DefaultMaxQuiltSize
+	}
 	if cfg.Shards == 0 {
 		cfg.Shards = walruscost.DefaultShards
 	}
@@ -122,8 +134,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("localwalrus: %w", err)
 	}
+	// No network stores a larger blob, and a quilt is stored as one.
 	if uint64(cfg.MaxBodySize) > maxBlob {
-		cfg.MaxBodySize = int64(maxBlob) // no network stores a larger blob
+		cfg.MaxBodySize = int64(maxBlob)
+	}
+	if uint64(cfg.MaxQuiltSize) > maxBlob {
+		cfg.MaxQuiltSize = int64(maxBlob)
 	}
 	s := &Server{cfg: cfg, now: cfg.Now, log: cfg.Logger}
 	if s.now == nil {
@@ -145,6 +161,10 @@ func New(cfg Config) (*Server, error) {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("PUT /v1/blobs", s.putBlob)
 	s.mux.HandleFunc("GET /v1/blobs/{id}", s.getBlob)
+	s.mux.HandleFunc("PUT /v1/quilts", s.putQuilt)
+	s.mux.HandleFunc("GET /v1/blobs/by-quilt-patch-id/{id}", s.getPatchByID)
+	s.mux.HandleFunc("GET /v1/blobs/by-quilt-id/{quilt}/{identifier}", s.getPatchByIdentifier)
+	s.mux.HandleFunc("GET /v1/quilts/{quilt}/patches", s.listPatches)
 	s.mux.HandleFunc("GET /status", s.status)
 	s.mux.HandleFunc("GET /v1/api", s.apiDocs)
 	return s, nil

@@ -116,6 +116,7 @@ type ChainProxy struct {
 	srv *httptest.Server
 
 	mu      sync.Mutex
+	onSend  func(body []byte)
 	mode    mode
 	delay   time.Duration
 	changed chan struct{} // closed and replaced when the mode changes
@@ -159,8 +160,16 @@ func NewChainProxy(t testing.TB, rpcURL string) *ChainProxy {
 			return
 		}
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		if bytes.Contains(body, []byte("eth_sendRawTransaction")) && !p.gate(w, r) {
-			return
+		if bytes.Contains(body, []byte("eth_sendRawTransaction")) {
+			p.mu.Lock()
+			f := p.onSend
+			p.mu.Unlock()
+			if f != nil {
+				f(body)
+			}
+			if !p.gate(w, r) {
+				return
+			}
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -233,6 +242,14 @@ func (p *ChainProxy) set(m mode, d time.Duration) {
 	p.mode, p.delay = m, d
 	close(p.changed)
 	p.changed = make(chan struct{})
+}
+
+// OnSend makes f see the JSON-RPC request of every transaction sent,
+// as it arrives, before the mode applies to it.
+func (p *ChainProxy) OnSend(f func(body []byte)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onSend = f
 }
 
 // Pass forwards transactions, the ones held until now included.

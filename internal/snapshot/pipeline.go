@@ -67,7 +67,10 @@ type Pipeline struct {
 	// limit here (v3 packs are then 10 MiB).
 	MaxBlobSize int64
 	Store       BlobStore
-	Epochs      int
+	// Quilts, when set, stores v3 packs of at most Quilts.MaxPatch()
+	// bytes as patches of quilts shared with other agents' packs.
+	Quilts Quilter
+	Epochs int
 
 	// CacheDir keeps the v3 dedup index and epoch clock between runs
 	// (the agent's state directory); "" keeps them in memory only.

@@ -47,6 +47,13 @@ type Input struct {
 	// does not read a file whose path, size and SHA-256 match the previous
 	// commit (the bundle check against Want vouches for the result).
 	Known repo.KnownFiles
+	// Newer, when set, fires when a newer state of the brain is ready to
+	// be snapshotted: a v3 snapshot whose pack waits for its quilt batch
+	// may then give way (ErrSuperseded). Idle, when set, is called as a
+	// pack starts waiting for its batch and the function it returns when
+	// the wait ends (the agent gives up its sync slot meanwhile).
+	Newer <-chan struct{}
+	Idle  func() (resume func(context.Context) error)
 }
 
 // ErrEmpty: a snapshot taken as the hash (zero Input.Want) found no file
@@ -91,6 +98,11 @@ type Result struct {
 	Upload   time.Duration
 	Verify   time.Duration
 	Attempts int // HTTP attempts for the upload
+	// Quilted (v3) is how many of the packs were stored as quilt patches,
+	// and BatchWait the time they waited for their batches (summed; part
+	// of Pack, not of Upload).
+	Quilted   int
+	BatchWait time.Duration
 	// Rekey: the parent was written under another key (an earlier
 	// owner's), so this v3 snapshot stores the whole brain under the
 	// agent's own key and shares no pack with it.

@@ -349,8 +349,11 @@ func (p *Pipeline) unreadableParent(blob string, err error) error {
 // before the builder may reference it, and accounts for the time spent.
 type packSink struct {
 	p                *Pipeline
+	in               *Input       // Newer and Idle, for packs stored as quilt patches
 	upload, verify   atomic.Int64 // nanoseconds, summed over packs
+	waited           atomic.Int64 // nanoseconds in quilt batches, summed
 	uploaded         atomic.Int64 // bytes
+	patches          atomic.Int64 // packs stored as quilt patches
 	attempts         atomic.Int64
 	epoch            atomic.Uint64 // the highest registration epoch the store reported
 	alreadyCertified atomic.Bool
@@ -362,13 +365,17 @@ func (s *packSink) StorePack(ctx context.Context, pk *repo.Pack) (repo.Stored, e
 		return repo.Stored{}, fmt.Errorf("%w: a pack of %d bytes is over the %d byte limit", ErrTooLarge, pk.Size, p.MaxBlobSize)
 	}
 	t := p.now()
-	st, err := p.Store.PutReader(ctx, pk.Open, pk.Size, p.Epochs)
+	var st Stored
+	var err error
+	quilted := p.Quilts != nil && pk.Size <= p.Quilts.MaxPatch()
+	if quilted {
+		st, err = s.storePatch(ctx, pk.Open, pk.Size)
+	} else {
+		st, err = p.Store.PutReader(ctx, pk.Open, pk.Size, p.Epochs)
+	}
 	if err != nil {
 		return repo.Stored{}, fmt.Errorf("upload pack: %w", err)
 	}
-	s.upload.Add(int64(p.now().Sub(t)))
-	s.uploaded.Add(pk.Size)
-	s.attempts.Add(int64(st.Attempts))
 	if st.AlreadyCertified {
 		s.alreadyCertified.Store(true)
 	}
@@ -378,6 +385,13 @@ func (s *packSink) StorePack(ctx context.Context, pk *repo.Pack) (repo.Stored, e
 			break
 		}
 	}
+	if quilted {
+		// Read back and compared with the rest of its quilt.
+		return repo.Stored{BlobID: st.BlobID, EndEpoch: st.EndEpoch}, nil
+	}
+	s.upload.Add(int64(p.now().Sub(t)))
+	s.uploaded.Add(pk.Size)
+	s.attempts.Add(int64(st.Attempts))
 	t = p.now()
 	if err := p.Store.Compare(ctx, st.BlobID, pk.Open, pk.Size); err != nil {
 		return repo.Stored{}, fmt.Errorf("verify upload of pack %s: %w", st.BlobID, err)
@@ -413,7 +427,7 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 	if len(plan.why) > 0 {
 		p.log().Info("re-packing live objects", "packs", len(plan.list), "before_epoch", plan.before, "why", plan.why)
 	}
-	sink := &packSink{p: p}
+	sink := &packSink{p: p, in: &in}
 	st.builder.Sink = sink
 	prepare := p.now().Sub(start)
 	staged, err := st.builder.Stage(ctx, repo.SnapshotInput{
@@ -484,6 +498,8 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 		Upload:           time.Duration(sink.upload.Load()),
 		Verify:           time.Duration(sink.verify.Load()),
 		Attempts:         int(sink.attempts.Load()),
+		Quilted:          int(sink.patches.Load()),
+		BatchWait:        time.Duration(sink.waited.Load()),
 		Rekey:            par.rekey,
 		Reads:            res.Reads,
 	}

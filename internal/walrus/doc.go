@@ -1,6 +1,14 @@
 // Package walrus is a client for the Walrus publisher and aggregator HTTP
 // API: it stores a blob with PUT /v1/blobs and reads it back, whole or in
-// closed byte ranges, with GET /v1/blobs/{id}.
+// closed byte ranges, with GET /v1/blobs/{id}; and it stores many small
+// blobs as one quilt (PUT /v1/quilts, StoreQuilt), reads each back alone
+// by its patch id (GET /v1/blobs/by-quilt-patch-id/{id}, whole: ranges of
+// a patch are not part of the documented API) and lists a quilt's patches.
+//
+// A patch id is told from a blob id by its length alone (IsPatchID): a
+// blob id is 43 characters (32 bytes), a patch id longer (the quilt's
+// 32-byte blob id followed by the patch's internal id, whose first byte
+// is the quilt version). Read, ReadToFile and Verify take either.
 //
 // Invariants:
 //   - Bodies stream. A store reads its body from a reopenable source (a spool
@@ -37,6 +45,16 @@
 //     with the numbers.
 //   - A publisher's answer: 1 MiB (Content-Length checked first). An error
 //     answer: 64 KiB read, 300 characters kept for messages.
+//   - A quilt: at most 666 parts and Config.MaxBlobSize of multipart body
+//     (Content-Length computed in advance; parts stream from their Body,
+//     and a part that yields other than its size fails the attempt). Its
+//     answer must name exactly the identifiers sent, once each, with
+//     patch ids of the quilt the answer names and no two alike, and a
+//     newly created quilt no smaller than its parts; anything else is
+//     ErrProtocol, not retried. A patch read must carry the patch id as
+//     ETag when it has one, and the identifier asked for
+//     (WithIdentifier); a list of patches is read up to 8 MiB and every
+//     patch id in it must be of that quilt.
 //   - Redirects: a store follows none (ErrRedirect); a read follows at most
 //     MaxRedirects (5), to http(s) only, and drops Authorization,
 //     Proxy-Authorization and Cookie once a hop leaves the configured

@@ -28,7 +28,8 @@ type readOptions struct {
 	notFoundRetries int
 	expected        int64 // the blob's size, -1 when unknown
 	expectedSet     bool
-	max             int64 // bound on the blob's size, 0 for Config.MaxReadSize
+	max             int64  // bound on the blob's size, 0 for Config.MaxReadSize
+	identifier      string // a patch's X-Quilt-Patch-Identifier (WithIdentifier)
 	// spaceDir, when set, is the directory whose filesystem must have room
 	// for the download (WithFreeSpace).
 	spaceDir string
@@ -94,8 +95,44 @@ const maxIgnoredRange = 1 << 20
 // aggregator, so dst sees every byte exactly once and in order. The blob's
 // size is bounded (WithExpectedSize, WithMaxSize, Config.MaxReadSize). On
 // error, dst may hold a prefix of the blob.
+//
+// blobID may also be a quilt patch id (IsPatchID): the patch is read with
+// GET /v1/blobs/by-quilt-patch-id/{id}, whole (ranges of a patch are not
+// part of the documented API: a cut-off read starts again and skips what
+// dst already has).
 func (c *Client) Read(ctx context.Context, blobID string, dst io.Writer, opts ...ReadOption) (ReadResult, error) {
-	return c.read(ctx, blobID, dst, nil, opts)
+	t, err := readTarget(blobID)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	return c.read(ctx, t, dst, nil, opts)
+}
+
+// target is what a read asks for: a blob, a quilt patch, or another
+// aggregator document.
+type target struct {
+	id   string // for results and errors
+	path string // below the aggregator's base URL
+	// whole: the answer is read whole, never with Range (a quilt patch,
+	// a list of patches); a resumed read skips what it already wrote.
+	whole bool
+	// patch: the answer's ETag, when present, must be id, and its
+	// X-Quilt-Patch-Identifier the identifier asked for (WithIdentifier).
+	patch bool
+}
+
+// readTarget is the target of Read: a blob id or a quilt patch id.
+func readTarget(id string) (target, error) {
+	if IsPatchID(id) {
+		if err := ValidatePatchID(id); err != nil {
+			return target{}, err
+		}
+		return target{id: id, path: "/v1/blobs/by-quilt-patch-id/" + url.PathEscape(id), whole: true, patch: true}, nil
+	}
+	if err := ValidateBlobID(id); err != nil {
+		return target{}, err
+	}
+	return target{id: id, path: "/v1/blobs/" + url.PathEscape(id)}, nil
 }
 
 // ReadRange writes the length bytes of the blob starting at off into dst,
@@ -110,20 +147,24 @@ func (c *Client) ReadRange(ctx context.Context, blobID string, off, length int64
 	if off < 0 || length <= 0 || off > math.MaxInt64-length {
 		return ReadResult{}, fmt.Errorf("%w: offset %d, length %d", ErrInvalidRange, off, length)
 	}
-	return c.read(ctx, blobID, dst, &span{off: off, n: length}, opts)
+	if IsPatchID(blobID) {
+		return ReadResult{}, fmt.Errorf("%w: %s is a quilt patch, which aggregators serve whole only: Read it", ErrInvalidRange, sanitize(blobID, 96))
+	}
+	if err := ValidateBlobID(blobID); err != nil {
+		return ReadResult{}, err
+	}
+	return c.read(ctx, target{id: blobID, path: "/v1/blobs/" + url.PathEscape(blobID)}, dst, &span{off: off, n: length}, opts)
 }
 
 // span is the part of a blob a ranged read wants: bytes [off, off+n).
 type span struct{ off, n int64 }
 
-func (c *Client) read(ctx context.Context, blobID string, dst io.Writer, rng *span, opts []ReadOption) (ReadResult, error) {
+func (c *Client) read(ctx context.Context, t target, dst io.Writer, rng *span, opts []ReadOption) (ReadResult, error) {
 	ro := readOptions{expected: -1}
 	for _, opt := range opts {
 		opt(&ro)
 	}
-	if err := ValidateBlobID(blobID); err != nil {
-		return ReadResult{}, err
-	}
+	blobID := t.id
 	if len(c.aggregators) == 0 {
 		return ReadResult{}, fmt.Errorf("%w: no aggregators configured", ErrConfig)
 	}
@@ -154,8 +195,8 @@ func (c *Client) read(ctx context.Context, blobID string, dst io.Writer, rng *sp
 	defer cancel()
 	op := c.newOperation(ctx, "read", c.aggregators)
 	op.notFoundLeft = ro.notFoundRetries
-	rd := &reader{op: op, ro: &ro, rng: rng, bound: bound, total: -1, w: &countingWriter{w: dst}}
-	path := "/v1/blobs/" + url.PathEscape(blobID)
+	rd := &reader{op: op, ro: &ro, t: t, rng: rng, bound: bound, total: -1, w: &countingWriter{w: dst}}
+	path := t.path
 	var attemptBase int64
 	op.onStart = func() { attemptBase = rd.w.n }
 	op.attemptBytes = func() int64 { return rd.w.n - attemptBase }
@@ -213,6 +254,7 @@ func (c *Client) read(ctx context.Context, blobID string, dst io.Writer, rng *sp
 type reader struct {
 	op    *operation
 	ro    *readOptions
+	t     target
 	rng   *span // nil for the whole blob
 	bound int64 // the blob may not be larger
 	total int64 // the blob's size once an answer told it, else -1
@@ -242,6 +284,9 @@ func (rd *reader) want() int64 {
 // rangeHeader is the Range of the next attempt: the rest of the span, or
 // the rest of the blob after a cut; "" for a fresh whole-blob read.
 func (rd *reader) rangeHeader() (string, error) {
+	if rd.t.whole {
+		return "", nil
+	}
 	if rd.rng != nil {
 		return fmt.Sprintf("bytes=%d-%d", rd.rng.off+rd.w.n, rd.rng.off+rd.rng.n-1), nil
 	}
@@ -282,6 +327,14 @@ func (rd *reader) handle(resp *http.Response) error {
 		return rd.op.statusError(resp)
 	}
 	defer resp.Body.Close()
+	if rd.t.whole && resp.StatusCode != http.StatusOK {
+		return protocolErrorf("%d answer to a request without Range", resp.StatusCode)
+	}
+	if rd.t.patch {
+		if err := rd.checkPatch(resp.Header); err != nil {
+			return err
+		}
+	}
 	// Where the body starts in the blob, and what the read needs of it.
 	var skip int64
 	first := rd.w.n
@@ -393,7 +446,7 @@ func (rd *reader) handle(resp *http.Response) error {
 // margin, failing with ErrNoSpace; a download of unknown size is checked
 // every 64 MiB.
 func (c *Client) ReadToFile(ctx context.Context, blobID, path string, opts ...ReadOption) (ReadResult, error) {
-	if err := ValidateBlobID(blobID); err != nil {
+	if _, err := readTarget(blobID); err != nil {
 		return ReadResult{}, err
 	}
 	dir := filepath.Dir(path)

@@ -132,13 +132,6 @@ type StoreResult struct {
 // Store uploads body to a publisher and returns the blob's id and lifetime.
 // The body is streamed from body.Open on each attempt, never buffered.
 func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (StoreResult, error) {
-	so := storeOptions{epochs: c.cfg.Epochs, permanent: c.cfg.Permanent}
-	for _, opt := range opts {
-		opt(&so)
-	}
-	if err := checkEpochs(so.epochs); err != nil {
-		return StoreResult{}, fmt.Errorf("%w: epochs: %v", ErrConfig, err)
-	}
 	size := body.Size()
 	if size < 0 {
 		return StoreResult{}, fmt.Errorf("walrus: body size %d is negative", size)
@@ -147,8 +140,51 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 		return StoreResult{}, fmt.Errorf("%w: blob is %s, over the publisher limit of %s: use a publisher that accepts larger bodies and raise walrus.max_blob_size, or shrink the brain",
 			ErrTooLarge, FormatSize(size), FormatSize(c.cfg.MaxBlobSize))
 	}
+	var result StoreResult
+	res, err := c.put(ctx, "/v1/blobs", "application/octet-stream", size, body.Open, func(data []byte) error {
+		r, err := c.parseStore(data)
+		if err != nil {
+			return err
+		}
+		if !r.AlreadyCertified && r.Size != size {
+			return protocolErrorf("publisher reports %d bytes stored, %d were sent", r.Size, size)
+		}
+		r.Size = size
+		result = r
+		return nil
+	}, opts)
+	if err != nil {
+		return StoreResult{}, err
+	}
+	result.Publisher, result.Attempts, result.Duration = res.Publisher, res.Attempts, res.Duration
+	c.log.Debug("walrus: stored blob", "blob_id", result.BlobID, "size", size, "end_epoch", result.EndEpoch,
+		"already_certified", result.AlreadyCertified, "publisher", result.Publisher,
+		"attempts", result.Attempts, "duration", result.Duration)
+	return result, nil
+}
+
+// putResult is what put tells about the request that succeeded.
+type putResult struct {
+	Publisher string
+	Attempts  int
+	Duration  time.Duration
+}
+
+// put sends a store request (PUT path, with the store query of opts) to
+// the publishers, retried and failed over, its body of size bytes opened
+// anew for each attempt, and hands a 200 answer (bounded) to handle,
+// whose error fails the attempt: retried unless permanent.
+func (c *Client) put(ctx context.Context, path, contentType string, size int64, open func() (io.ReadCloser, error),
+	handle func(data []byte) error, opts []StoreOption) (putResult, error) {
+	so := storeOptions{epochs: c.cfg.Epochs, permanent: c.cfg.Permanent}
+	for _, opt := range opts {
+		opt(&so)
+	}
+	if err := checkEpochs(so.epochs); err != nil {
+		return putResult{}, fmt.Errorf("%w: epochs: %v", ErrConfig, err)
+	}
 	if len(c.publishers) == 0 {
-		return StoreResult{}, fmt.Errorf("%w: no publishers configured", ErrConfig)
+		return putResult{}, fmt.Errorf("%w: no publishers configured", ErrConfig)
 	}
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
@@ -169,31 +205,31 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 	op := c.newOperation(ctx, "store", c.publishers)
 	var sent atomic.Int64
 	op.attemptBytes = sent.Load
-	open := retryablehttp.ReaderFunc(func() (io.Reader, error) {
+	body := retryablehttp.ReaderFunc(func() (io.Reader, error) {
 		sent.Store(0)
 		if size == 0 {
 			return http.NoBody, nil
 		}
-		rc, err := body.Open()
+		rc, err := open()
 		if err != nil {
 			return nil, fmt.Errorf("open blob body: %w", err)
 		}
 		return countBody(rc, &sent), nil
 	})
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPut, op.endpoint()+"/v1/blobs?"+query, open)
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPut, op.endpoint()+path+"?"+query, body)
 	if err != nil {
-		return StoreResult{}, fmt.Errorf("walrus store: %w", c.scrub.Error(err))
+		return putResult{}, fmt.Errorf("walrus store: %w", c.scrub.Error(err))
 	}
 	// retryablehttp only learns lengths from in-memory readers; without this
 	// the upload would go out chunked.
 	req.ContentLength = size
-	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Accept", "application/json")
 	if err := c.authorize(ctx, req.Request); err != nil {
-		return StoreResult{}, err
+		return putResult{}, err
 	}
 	op.prepare = func(r *http.Request) error {
-		u, err := url.Parse(op.endpoint() + "/v1/blobs?" + query)
+		u, err := url.Parse(op.endpoint() + path + "?" + query)
 		if err != nil {
 			return permanent(c.scrub.Error(err))
 		}
@@ -201,7 +237,6 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 		return c.authorize(r.Context(), r)
 	}
 
-	var result StoreResult
 	req.SetResponseHandler(func(resp *http.Response) error {
 		if resp.StatusCode != http.StatusOK {
 			return op.statusError(resp)
@@ -221,22 +256,7 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 			return permanent(fmt.Errorf("%w: %w: store response goes on past the %d bytes allowed",
 				ErrProtocol, ErrBodyTooLarge, maxStoreResponse))
 		}
-		r, err := parseStoreResponse(data)
-		if err != nil {
-			err = c.redactStoreError(err, data)
-		}
-		if errors.Is(err, errStoreFailed) {
-			return err
-		}
-		if err != nil {
-			return permanent(err)
-		}
-		if !r.AlreadyCertified && r.Size != size {
-			return protocolErrorf("publisher reports %d bytes stored, %d were sent", r.Size, size)
-		}
-		r.Size = size
-		result = r
-		return nil
+		return handle(data)
 	})
 
 	start := time.Now()
@@ -245,15 +265,26 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 		resp.Body.Close()
 	}
 	if err := op.finish(ctx, "", err); err != nil {
+		return putResult{}, err
+	}
+	return putResult{Publisher: redact.URL(op.endpoint()), Attempts: op.attempts, Duration: time.Since(start)}, nil
+}
+
+// parseStore parses a publisher's store result (the whole answer of a
+// blob store, the blobStoreResult of a quilt store), its errors redacted:
+// a failed store (the error variant) is retried, anything else not.
+func (c *Client) parseStore(data []byte) (StoreResult, error) {
+	r, err := parseStoreResponse(data)
+	if err != nil {
+		err = c.redactStoreError(err, data)
+	}
+	if errors.Is(err, errStoreFailed) {
 		return StoreResult{}, err
 	}
-	result.Publisher = redact.URL(op.endpoint())
-	result.Attempts = op.attempts
-	result.Duration = time.Since(start)
-	c.log.Debug("walrus: stored blob", "blob_id", result.BlobID, "size", size, "end_epoch", result.EndEpoch,
-		"already_certified", result.AlreadyCertified, "publisher", result.Publisher,
-		"attempts", result.Attempts, "duration", result.Duration)
-	return result, nil
+	if err != nil {
+		return StoreResult{}, permanent(err)
+	}
+	return r, nil
 }
 
 // redactStoreError gives a parse error of a publisher's answer a text

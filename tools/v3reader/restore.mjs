@@ -7,7 +7,7 @@
 // restore a snapshot without hermesd's Go code. Section numbers (§n) refer
 // to that document.
 //
-//   node restore.mjs --aggregator URL --blob HEAD_BLOB_ID --identity NAME
+//   node restore.mjs --aggregator URL --blob HEAD_BLOB_OR_PATCH_ID --identity NAME
 //                    (--key-file FILE | --agent-key-file FILE) --out DIR
 //
 // On success it prints one JSON line (root, bundle hash, counts) and exits
@@ -198,46 +198,111 @@ function openObject(ctx, stored, ref) {
 
 const BLOB_ID = /^[A-Za-z0-9_-]{1,128}$/;
 
-// readRange fetches bytes first..last (inclusive) of a blob in one closed
-// range request and returns them with the blob's total size. The body is
-// bounded by the range: a server sending more is refused.
-async function readRange(ctx, blob, first, last) {
-  const want = last - first + 1;
-  const url = `${ctx.aggregator}/v1/blobs/${blob}`;
+// A pack may be a quilt patch (§13): its reference is then longer than a
+// blob id's 43 characters. A patch is read whole, without Range, and its
+// ranges are cut from it; this reader holds at most MAX_PATCH of it.
+const BLOB_ID_LEN = 43;
+const MAX_PATCH = 16 * MiB;
+const isPatch = (ref) => ref.length > BLOB_ID_LEN;
+
+// readPatch fetches the whole quilt patch id (§13) and keeps it for the
+// next ranges, the newest patches up to MAX_KEPT bytes in all.
+const MAX_KEPT = 64 * MiB;
+async function readPatch(ctx, id) {
+  const kept = ctx.patches.get(id);
+  if (kept) return kept;
+  const p = fetchPatch(ctx, id);
+  ctx.patches.set(id, p);
+  try {
+    const buf = await p;
+    ctx.patchSizes.set(id, buf.length);
+    ctx.patchBytes += buf.length;
+    for (const [old, n] of ctx.patchSizes) { // oldest first
+      if (ctx.patchBytes <= MAX_KEPT || old === id) break;
+      ctx.patchBytes -= n;
+      ctx.patchSizes.delete(old);
+      ctx.patches.delete(old);
+    }
+    return buf;
+  } catch (e) {
+    ctx.patches.delete(id);
+    throw e;
+  }
+}
+
+// get fetches url, retrying (three attempts in all) network errors, 429
+// and 5xx; what names the blob or patch in errors.
+async function get(url, headers, what) {
   for (let attempt = 1; ; attempt++) {
     let res;
     try {
-      res = await fetch(url, { headers: { Range: `bytes=${first}-${last}` }, redirect: 'error', signal: AbortSignal.timeout(120000) });
+      res = await fetch(url, { headers, redirect: 'error', signal: AbortSignal.timeout(120000) });
     } catch (e) {
       if (attempt < 3) { await sleep(500 * attempt); continue; }
-      io(`read blob ${blob}: ${e.cause?.code || e.name}`);
+      io(`read ${what}: ${e.cause?.code || e.name}`);
     }
     if ((res.status === 429 || res.status >= 500) && attempt < 3) {
       await res.body?.cancel();
       await sleep(500 * attempt);
       continue;
     }
-    if (res.status === 404) { await res.body?.cancel(); fail(4)(`blob ${blob}: not found`); }
-    if (res.status === 416) { await res.body?.cancel(); verify(`blob ${blob}: range ${first}-${last} is past its end (truncated)`); }
-    if (res.status !== 206) { await res.body?.cancel(); io(`read blob ${blob}: HTTP ${res.status}`); }
-    const m = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('content-range') ?? '');
-    if (!m || Number(m[1]) !== first || Number(m[2]) !== last) {
-      await res.body?.cancel();
-      io(`read blob ${blob}: unexpected Content-Range ${JSON.stringify(res.headers.get('content-range'))}`);
-    }
-    const total = Number(m[3]);
-    const buf = Buffer.alloc(want);
-    let n = 0;
-    for await (const part of res.body) {
-      if (n + part.length > want) { io(`read blob ${blob}: more than the ${want} bytes asked for`); }
-      buf.set(part, n);
-      n += part.length;
-    }
-    if (n !== want) io(`read blob ${blob}: ${n} of ${want} bytes`);
-    ctx.stats.ranges++;
-    ctx.stats.downloaded += n;
-    return { buf, total };
+    if (res.status === 404) { await res.body?.cancel(); fail(4)(`${what}: not found`); }
+    return res;
   }
+}
+
+async function fetchPatch(ctx, id) {
+  const url = `${ctx.aggregator}/v1/blobs/by-quilt-patch-id/${id}`;
+  const res = await get(url, {}, `patch ${id}`);
+  if (res.status !== 200) { await res.body?.cancel(); io(`read patch ${id}: HTTP ${res.status}`); }
+  const etag = res.headers.get('etag');
+  if (etag && etag.replace(/"/g, '') !== id) { await res.body?.cancel(); verify(`patch ${id}: answered as ${JSON.stringify(etag)}`); }
+  const parts = [];
+  let n = 0;
+  for await (const part of res.body) {
+    n += part.length;
+    if (n > MAX_PATCH) io(`read patch ${id}: more than the ${MAX_PATCH} bytes a patch may hold`);
+    parts.push(part);
+  }
+  const len = res.headers.get('content-length');
+  if (len !== null && Number(len) !== n) io(`read patch ${id}: ${n} of ${len} bytes`);
+  ctx.stats.ranges++;
+  ctx.stats.downloaded += n;
+  return Buffer.concat(parts, n);
+}
+
+// readRange fetches bytes first..last (inclusive) of a blob in one closed
+// range request and returns them with the blob's total size. The body is
+// bounded by the range: a server sending more is refused. A quilt patch's
+// ranges come from the whole patch, whose length is the total (§13).
+async function readRange(ctx, blob, first, last) {
+  if (isPatch(blob)) {
+    const patch = await readPatch(ctx, blob);
+    if (last >= patch.length) verify(`patch ${blob}: range ${first}-${last} is past its end (truncated)`);
+    return { buf: Buffer.from(patch.subarray(first, last + 1)), total: patch.length };
+  }
+  const want = last - first + 1;
+  const url = `${ctx.aggregator}/v1/blobs/${blob}`;
+  const res = await get(url, { Range: `bytes=${first}-${last}` }, `blob ${blob}`);
+  if (res.status === 416) { await res.body?.cancel(); verify(`blob ${blob}: range ${first}-${last} is past its end (truncated)`); }
+  if (res.status !== 206) { await res.body?.cancel(); io(`read blob ${blob}: HTTP ${res.status}`); }
+  const m = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('content-range') ?? '');
+  if (!m || Number(m[1]) !== first || Number(m[2]) !== last) {
+    await res.body?.cancel();
+    io(`read blob ${blob}: unexpected Content-Range ${JSON.stringify(res.headers.get('content-range'))}`);
+  }
+  const total = Number(m[3]);
+  const buf = Buffer.alloc(want);
+  let n = 0;
+  for await (const part of res.body) {
+    if (n + part.length > want) { io(`read blob ${blob}: more than the ${want} bytes asked for`); }
+    buf.set(part, n);
+    n += part.length;
+  }
+  if (n !== want) io(`read blob ${blob}: ${n} of ${want} bytes`);
+  ctx.stats.ranges++;
+  ctx.stats.downloaded += n;
+  return { buf, total };
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -528,6 +593,9 @@ async function restore(opts) {
     objects: new Map(), // type + id -> { type, id, blob, off, len }
     trees: new Map(),
     stats: { ranges: 0, downloaded: 0 },
+    patches: new Map(), // quilt patch id -> Promise<Buffer> (§13)
+    patchSizes: new Map(), // of the patches fetched, oldest first
+    patchBytes: 0,
   };
 
   const out = path.resolve(opts.out);

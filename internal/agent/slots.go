@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// slotHolder is one sync's hold on a process-wide sync slot (Deps.Slots).
+// The slot bounds work on the cores; a snapshot whose packs wait for a
+// quilt batch gives it up meanwhile (idle), so that the other agents'
+// snapshots can join the batch, and takes it back afterwards.
+type slotHolder struct {
+	slots chan struct{} // nil: no bound
+
+	mu    sync.Mutex
+	held  bool
+	waits int // packs of this sync waiting for their batches
+}
+
+func (s *slotHolder) take(ctx context.Context) error {
+	if s.slots == nil {
+		return nil
+	}
+	select {
+	case s.slots <- struct{}{}:
+		s.held = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slotHolder) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held {
+		<-s.slots
+		s.held = false
+	}
+}
+
+// idle gives the slot up for a wait (the first of concurrent ones); the
+// function it returns ends the wait, the last one taking the slot back.
+// A sync that cannot take it back (it is being stopped) goes on without.
+func (s *slotHolder) idle() func(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waits++
+	if s.waits == 1 && s.held {
+		<-s.slots
+		s.held = false
+	}
+	return func(ctx context.Context) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.waits--; s.waits > 0 || s.slots == nil {
+			return nil
+		}
+		select {
+		case s.slots <- struct{}{}:
+			s.held = true
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// snapshotHooks are what a sync hands its snapshot: the signal of a newer
+// state and the slot's idle hook (snapshot.Input.Newer and Idle).
+type snapshotHooks struct {
+	newer <-chan struct{}
+	idle  func() func(context.Context) error
+}
+
+// watchNewer returns a channel closed when w has a batch of changes
+// ready while a sync runs (the sync's snapshot may then give way to a
+// newer one), and stop, which ends the watch and reports whether it
+// consumed w's ready signal: the caller then takes the batch itself.
+func watchNewer(w Watcher) (newer <-chan struct{}, stop func() bool) {
+	if w == nil {
+		return nil, func() bool { return false }
+	}
+	ch := make(chan struct{})
+	done, finished := make(chan struct{}), make(chan struct{})
+	var fired atomic.Bool
+	go func() {
+		defer close(finished)
+		select {
+		case <-w.Ready():
+			fired.Store(true)
+			close(ch)
+		case <-done:
+		}
+	}()
+	return ch, func() bool {
+		close(done)
+		<-finished
+		return fired.Load()
+	}
+}
