@@ -25,6 +25,14 @@
 #            backup, second backup after one edit, restore (each sample
 #            interleaved with restic's); bytes uploaded after one 4 KiB
 #            change inside a SQLite database (sqlite3 CLI)
+#   cost     what an agent costs per month, per fleet of 1, 100 and 1,000
+#            agents (~5 MiB brains, a real SQLite memory.db written through
+#            python3's sqlite3, changed ~4 KiB a minute in compressed time):
+#            encoded GB-months, WAL and USD, Sui transactions, ENS gas, for
+#            hermesd as configured, with quilts off (before issue 26), and
+#            the reference runtime's way, from the daemon's own ledgers
+#            against the local Walrus server and the devnet
+#            (scripts/benchtool/cost; about 12 minutes)
 #
 # The summary (with machine info and PASS/MISS lines for the targets) is
 # printed at the end and written to .bench/report.txt. The script exits
@@ -36,8 +44,9 @@
 #   BENCH_N      samples for hash figures (default 5)
 #   BENCH_NP     samples for pipeline and restic figures (default 3)
 #   BENCH_ONLY   comma list of sections to run (default all):
-#                hash,inc,cipher,walrus,snap,second,latency,v3,gas
-#                (BENCH_ONLY=gas alone needs no datasets and runs in seconds)
+#                hash,inc,cipher,walrus,snap,second,latency,v3,gas,cost
+#                (gas and cost need no datasets: BENCH_ONLY=gas runs in
+#                seconds, BENCH_ONLY=cost in about 12 minutes)
 #   BENCH_PROFILE 1 writes CPU profiles of the in-process figures (incremental
 #                hash, v2 cipher, snapshot, restore) to .bench/profiles/KEY.pprof
 #   BENCH_KEEP   1 keeps the run's scratch directory (.bench/work)
@@ -106,14 +115,39 @@ trap 'exit 130' INT TERM
 
 # --- gas: pointer updates on L1 and on an L2 ----------------------------------
 # On the devnet's real ENS contracts (Osaka rules), through hermesd's own
-# writer; needs no dataset, so BENCH_ONLY=gas stops here.
+# writer; needs no dataset.
 if want gas; then
 	say "gas: pointer updates, record on L1 vs on the devnet's L2"
 	go build -o "$BENCH/bin/benchtool-gas" ./scripts/benchtool/gas
 	"$BENCH/bin/benchtool-gas" -dir "$WORK/gas" | tee "$BENCH/gas.txt"
-	if [[ $ONLY == gas ]]; then
-		exit 0
+fi
+
+# --- cost: what an agent costs per month --------------------------------------
+# Fleets of 1, 100 and 1,000 agents on the devnet and the local Walrus server,
+# with the daemon in the same process (scripts/benchtool/cost says how time is
+# compressed and how the figures are taken); needs no dataset.
+if want cost; then
+	if ! python3 -c 'import sqlite3' 2>/dev/null && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+		say "installing python3 (Debian package; its sqlite3 module writes the agents' memory.db)"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 >&2 || die "apt-get install python3 failed"
 	fi
+	python3 -c 'import sqlite3' 2>/dev/null || die "python3 with its sqlite3 module is required for the cost figures (apt-get install python3), or set BENCH_ONLY"
+	COSTARGS=()
+	if [[ $SCALE == small ]]; then
+		COSTARGS=(-agents 1,10 -ticks 40,30 -tick 500ms,1s -b-ticks 40,12 -b-tick 500ms,2s -spread true,true -renewal-epochs 5)
+	fi
+	say "cost: per agent-month at 1, 100 and 1,000 agents (devnet, local Walrus and the daemon in process)"
+	go build -o "$BENCH/bin/benchtool-cost" ./scripts/benchtool/cost
+	"$BENCH/bin/benchtool-cost" -dir "$WORK/cost" -json "$BENCH/cost.json" "${COSTARGS[@]}" | tee "$BENCH/cost.txt"
+fi
+
+# Sections that need no dataset end here when they are all that was asked.
+nodata=1
+for s in ${ONLY//,/ }; do
+	[[ $s == gas || $s == cost ]] || nodata=0
+done
+if [[ $ONLY != all && $nodata == 1 ]]; then
+	exit 0
 fi
 
 # --- build -------------------------------------------------------------------
@@ -358,8 +392,10 @@ fi
 say "report"
 "$BT" report -results "$RESULTS" -out "$BENCH/report.txt" -scale "$SCALE" -data "$DATA" \
 	-load-start "$LOAD_START" -started "$STARTED"
-if want gas; then
-	{ echo; cat "$BENCH/gas.txt"; } >>"$BENCH/report.txt"
-	cat "$BENCH/gas.txt"
-fi
+for s in gas cost; do
+	if want $s; then
+		{ echo; cat "$BENCH/$s.txt"; } >>"$BENCH/report.txt"
+		cat "$BENCH/$s.txt"
+	fi
+done
 echo "(written to ${BENCH#"$ROOT"/}/report.txt; raw samples in ${RESULTS#"$ROOT"/})"

@@ -370,12 +370,14 @@ func Default() *Config {
 			// A whole-blob (v1/v2) restore of a brain with a 1 GiB
 			// memory.db is a 1 GiB download; v3 reads bounded ranges.
 			MaxDownloadSize: 16 << 30,
-			// 30 s: as long as a change may already wait for its
-			// debounce (max_lag), and a twentieth of pointer_interval, so
-			// the recovery point on chain hardly moves; a busy daemon then
-			// stores at most two quilts a minute, whatever its agents do.
+			// 2 m: with snapshot_interval 10m, agents whose uploads fall
+			// within two minutes of each other share a quilt; at 100
+			// busy agents that fills quilts to their body cap (measured
+			// by the cost bench, scripts/benchtool/cost: 167x cheaper
+			// Walrus storage than a blob per change, where 30 s gave 86x),
+			// and a lone agent's upload waits 2 minutes at most.
 			Quilts:      true,
-			BatchWindow: Duration(30 * time.Second),
+			BatchWindow: Duration(2 * time.Minute),
 		},
 		Chain: Chain{
 			ENSRegistry:    CanonicalENSRegistry,
@@ -401,6 +403,11 @@ func Default() *Config {
 			Quiet:           Duration(2 * time.Second),
 			MaxLag:          Duration(30 * time.Second),
 			PointerInterval: Duration(10 * time.Minute),
+			// As pointer_interval: what a cold restore finds moves at
+			// most every 10 minutes anyway, so uploading more often buys
+			// only a fresher snapshot for this machine's own restores,
+			// at a Walrus blob (or quilt share) each (docs/design.md §11).
+			SnapshotInterval: Duration(10 * time.Minute),
 		},
 	}
 }
