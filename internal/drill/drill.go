@@ -341,8 +341,8 @@ func (d *drill) head(ctx context.Context, cp *coldPath) (string, error) {
 	case d.o.Mode == ModeB:
 		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
 		if err == nil {
-			// The record is anyone's text until it is a blob id.
-			err = walrus.ValidateBlobID(v)
+			// The record is anyone's text until it is a blob or patch id.
+			err = walrus.ValidateRef(v) // a blob id or a quilt patch id
 		}
 		if err != nil {
 			d.rep.stage("ens-read", t, err, "")
