@@ -392,6 +392,7 @@ func infoOf(st *unix.Stat_t) Info {
 		Ctime: st.Ctim.Nano(),
 		Ino:   uint64(st.Ino),
 		Dev:   uint64(st.Dev),
+		Nlink: uint64(st.Nlink),
 		Mode:  modeOf(uint32(st.Mode)),
 	}
 }

@@ -363,7 +363,7 @@ func (s *Pipeline) pack(ctx context.Context, want hash.Digest, ov *fsys.Overlay)
 func toHashFiles(m tarball.Manifest) []hash.File {
 	files := make([]hash.File, 0, len(m.Files))
 	for _, f := range m.Files {
-		files = append(files, hash.File(f))
+		files = append(files, hash.File{Path: f.Path, Size: f.Size, Mode: f.Mode, SHA256: f.SHA256})
 	}
 	return files
 }
