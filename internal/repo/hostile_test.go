@@ -317,10 +317,24 @@ func TestTreeCycleAndDepth(t *testing.T) {
 }
 
 func TestDecodeTreeRejects(t *testing.T) {
+	// Revision 1 entries (no time) and revision 2 (a time: 8 more bytes
+	// before the size).
+	for _, rev := range []struct {
+		name  string
+		mtime int64
+		skip  int
+	}{{"rev1", NoTime, 0}, {"rev2", 1700000000123456789, 8}} {
+		t.Run(rev.name, func(t *testing.T) { decodeRejects(t, rev.mtime, rev.skip) })
+	}
+}
+
+func decodeRejects(t *testing.T, mtime int64, skip int) {
 	good := func() *Tree {
+		d := DirEntry("b", 0o755, ID{2})
+		d.Mtime = mtime
 		return &Tree{Entries: []Entry{
-			{Name: "a", Type: EntryFile, Mode: 0o644, Size: 1, SHA256: [32]byte{1}, Chunks: []ID{{1}}},
-			DirEntry("b", 0o755, ID{2}),
+			{Name: "a", Type: EntryFile, Mode: 0o644, Mtime: mtime, Size: 1, SHA256: [32]byte{1}, Chunks: []ID{{1}}},
+			d,
 		}}
 	}
 	enc := func(tr *Tree) []byte {
@@ -356,9 +370,23 @@ func TestDecodeTreeRejects(t *testing.T) {
 		"unknown type":    func() []byte { b := bytes.Clone(base); b[7] = 9; return b }(),
 		"size without chunks": func() []byte {
 			b := bytes.Clone(base)
-			binary.BigEndian.PutUint32(b[10+8+32:], 0)
+			binary.BigEndian.PutUint32(b[10+skip+8+32:], 0)
 			return b
 		}(),
+		// One entry of the other revision: a tree is one or the other.
+		"mixed revisions": func() []byte {
+			b := bytes.Clone(base)
+			if skip == 0 {
+				b[7] = codeFile // now reads 8 bytes of time the entry lacks
+			} else {
+				b[7] = codeFile1
+			}
+			return b
+		}(),
+	}
+	if skip == 0 {
+		// Special bits need a revision 2 entry.
+		cases["special bits in rev1"] = func() []byte { b := bytes.Clone(base); b[8] = 0x08; return b }()
 	}
 	for name, b := range cases {
 		if _, err := DecodeTree(b); !errors.Is(err, ErrCorrupt) {
