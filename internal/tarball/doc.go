@@ -33,7 +33,7 @@
 //
 // Write reads every file exactly once: the same bytes go into the archive
 // and into a SHA-256 recorded in the Manifest, from which the caller
-// computes the bundle hash (tarball.File converts to hash.File). A file
+// computes the bundle hash (from Path and SHA256, as hash.File). A file
 // whose size changes while it is archived, or that vanishes after the
 // directory listing, fails the write with ErrChanged; the caller retries.
 // With WriteOptions.Overlay the tree is archived as an fsys.Overlay shows
@@ -109,27 +109,41 @@ var (
 )
 
 // File is a regular file of an archive: its path relative to the root
-// ('/'-separated), size, permission bits (mode & 0o777) and the SHA-256 of
-// its contents. It has the same fields as hash.File, so hash.File(f)
-// converts it.
+// ('/'-separated), size, permission bits (mode & 0o777), the SHA-256 of
+// its contents, and, from Extract, its modification time (ns since the
+// epoch; 0 when the archive records none) and, for a hard link, the path
+// of the file it is another name of (Link).
 type File struct {
 	Path   string
 	Size   int64
 	Mode   fs.FileMode
 	SHA256 [32]byte
+	Mtime  int64
+	Link   string
 }
 
-// Dir is a directory of an archive (path without trailing '/').
+// Dir is a directory of an archive (path without trailing '/'; "" for the
+// root), its permission and special bits and its modification time (ns;
+// 0 when the archive records none).
 type Dir struct {
-	Path string
-	Mode fs.FileMode
+	Path  string
+	Mode  fs.FileMode
+	Mtime int64
 }
 
-// Skipped is an entry that was left out, and why ("symlink", "hard link",
-// "fifo", "socket", "device", ...).
+// Skipped is an entry that was left out, and why ("symlink", "fifo",
+// "socket", "device", ...).
 type Skipped struct {
 	Path   string
 	Reason string
+}
+
+// Stripped is a file Extract wrote without some of the special bits its
+// header records (fsys.Restorable: setuid and setgid on files).
+type Stripped struct {
+	Path     string
+	Mode     fs.FileMode // as archived (permission and special bits)
+	Restored fs.FileMode // as written
 }
 
 // Manifest lists what Write archived or Extract wrote, in archive order.
@@ -137,5 +151,13 @@ type Manifest struct {
 	Files   []File
 	Dirs    []Dir
 	Skipped []Skipped
-	Bytes   int64 // total size of Files
+	Bytes   int64 // total size of Files (hard links count their file's size)
+	// Root is the root directory's entry ("./") when the archive has one:
+	// its mode and time, for the caller to apply.
+	Root *Dir
+	// Links counts the Files that are hard links.
+	Links int
+	// Stripped lists the files Extract wrote without their setuid or
+	// setgid bits.
+	Stripped []Stripped
 }
