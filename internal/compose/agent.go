@@ -157,7 +157,7 @@ func (s *Services) Latest(ctx context.Context, ac *config.Agent) (blob, source s
 // PrepareOnce runs one agent's start-up path once — restore if the brain
 // is missing or empty, fill from the seed, hash, reconcile with the chain —
 // and stops (`hermesd restore`, init containers).
-func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, error) {
+func (s *Services) PrepareOnce(ctx context.Context, id string, opts agent.PrepareOptions) (agent.Status, error) {
 	sd, err := OpenState(s.Config)
 	if err != nil {
 		return agent.Status{}, err
@@ -167,7 +167,7 @@ func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, er
 	if err != nil {
 		return agent.Status{}, err
 	}
-	err = a.Prepare(ctx)
+	err = a.PrepareWith(ctx, opts)
 	st := a.Status()
 	if cerr := a.Close(); err == nil {
 		err = cerr

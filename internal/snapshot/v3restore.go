@@ -106,7 +106,13 @@ func (p *Pipeline) installV3(ctx context.Context, r *repo.Reader, target string,
 		if err != nil {
 			return Restored{}, err
 		}
-		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes}
+		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes, Links: got.Links}
+		for _, st := range got.Stripped {
+			res.Stripped = append(res.Stripped, stripped(st.Path, st.Mode, st.Restored))
+		}
+		if mode, mtime, ok := c.RootMeta(); ok && opts.Path == "" {
+			res.root = rootMeta{known: true, mode: mode, mtime: mtime}
+		}
 		if opts.Path == "" {
 			res.Files, res.Bytes = int(c.Files), c.Bytes
 			if res.Lock, err = commitLock(tmp, c); err != nil {
