@@ -326,3 +326,78 @@ func TestFidelityReferenceSnapshot(t *testing.T) {
 	}
 	sameFidelity(t, "reference", want, fidelity(t, target, time.Second))
 }
+
+// TestReferenceLineage: the reference runtime's lock inside each snapshot
+// names the snapshot before it (walrusSnapshotBlobId); hermesd log shows
+// that whole lineage, not only the newest entry, and still does once
+// hermesd has restored the brain and snapshotted it on top.
+func TestReferenceLineage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var ids, hashes []string
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(f.brain, "system.md"), []byte(fmt.Sprintf("state %d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		parent := ""
+		if i > 0 {
+			parent = ids[i-1]
+		}
+		blob := referenceBlob(t, f.brain, f.key, i+1, parent)
+		ids = append(ids, f.put(blob))
+		hashes = append(hashes, f.hash().String())
+	}
+	p := f.pipeline("alpha.eth")
+	check := func(head string, want []string) {
+		t.Helper()
+		es, err := p.History(t.Context(), head, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range es {
+			got = append(got, e.BlobID)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("history of %s: %q, want %q", head, got, want)
+		}
+		for i, e := range es {
+			// hermesd's own lineage entries are listed unread ("unknown");
+			// the ones the locks' chain gives were read.
+			if j := slices.Index(ids, e.BlobID); j >= 0 && (e.BundleHash != hashes[j] || e.Status != "restorable" && e.Status != "unknown") {
+				t.Errorf("entry %d: %+v, want bundle hash %s", i, e, hashes[j])
+			}
+		}
+	}
+	check(ids[2], []string{ids[2], ids[1], ids[0]})
+	if es, _ := p.History(t.Context(), ids[2], 2); len(es) != 2 {
+		t.Errorf("--limit 2: %d entries", len(es))
+	}
+
+	// hermesd restores the newest and snapshots on top (v1, as the
+	// reference reads): its lock's lineage names the restored blob, whose
+	// own lock goes on.
+	target := filepath.Join(t.TempDir(), "brain")
+	r, err := p.Restore(t.Context(), ids[2], target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := r.Lock.Clone()
+	lock.Uploaded(bundlelock.LineageEntry{BlobID: ids[2], BundleHash: r.BundleHash.String(), CreatedAt: 1700000000000})
+	if err := bundlelock.Write(filepath.Join(target, bundlelock.FileName), lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "system.md"), []byte("hermesd's state\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.BrainDir, p.Format, p.V1MaxSize = target, snapshot.FormatV1, 1<<20
+	h, err := hash.Dir(t.Context(), target, hash.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Take(t.Context(), snapshot.Input{Want: h.Digest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(res.BlobID, []string{res.BlobID, ids[2], ids[1], ids[0]})
+}
