@@ -93,6 +93,10 @@ type Config struct {
 	// received from the runtime.
 	ImportPolicy receipts.Policy
 	Trusted      []common.Address
+	// ReceiptRoute says which receipts are the agent's own (its token):
+	// others in a restored receipts.ndjson are quarantined with the
+	// reason, never imported (nil: all are).
+	ReceiptRoute *receipts.Route
 	// AllowSymlinks accepts a brain or seed directory that is or passes
 	// through a symbolic link (config allow_symlinks).
 	AllowSymlinks bool

@@ -238,7 +238,7 @@ func (a *Agent) findSnapshot(ctx context.Context) (blob, source string, err erro
 func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS bool) error {
 	rpath := filepath.Join(a.cfg.BrainDir, snapshot.ReceiptsFile)
 	if f, err := os.Open(rpath); err == nil && a.deps.Receipts != nil {
-		rep, err := a.deps.Receipts.Import(ctx, f, a.cfg.ImportPolicy, a.cfg.Trusted)
+		rep, err := a.deps.Receipts.ImportRouted(ctx, f, a.cfg.ImportPolicy, a.cfg.Trusted, a.cfg.ReceiptRoute)
 		f.Close()
 		if err != nil {
 			// The brain is in place; its receipts.ndjson is rewritten from

@@ -211,6 +211,12 @@ func TestValidate(t *testing.T) {
 		{"min live of all", func(c *Config) { c.Repository.MinLive = 1 }, "repository.min_live"},
 		{"negative min live", func(c *Config) { c.Repository.MinLive = -0.1 }, "repository.min_live"},
 		{"packs under the cap", func(c *Config) { c.Walrus.MaxBlobSize = 1 << 20 }, "walrus.max_blob_size"},
+		{"duplicate token", func(c *Config) {
+			three := uint64(3)
+			c.Agents[0].TokenID = &three
+			c.Agents = append(c.Agents, Agent{ID: "b", BrainDir: "/srv/b", TokenID: &three})
+		}, "agents[1].token_id"},
+		{"token JavaScript rounds", func(c *Config) { t := uint64(1<<53 + 1); c.Agents[0].TokenID = &t }, "agents[0].token_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -401,5 +407,41 @@ func TestFormatDefaults(t *testing.T) {
 	c.StateDir = "/var/lib/hermesd"
 	if err := c.Validate(); err != nil {
 		t.Errorf("v2 with a 1 MiB cap: %v", err)
+	}
+}
+
+// TestTokenIDBeyondJavaScript: a token id above 2^53 - 1 that a JavaScript
+// number holds exactly is allowed with a warning; one it rounds is
+// refused, whatever the format: every receipt hermesd signs carries it.
+func TestTokenIDBeyondJavaScript(t *testing.T) {
+	for _, tt := range []struct {
+		id      uint64
+		valid   bool
+		warning bool
+	}{
+		{3, true, false},
+		{1<<53 - 1, true, false},
+		{1 << 53, true, true},
+		{1<<53 + 1, false, false},
+		{1 << 60, true, true},
+		{1<<64 - 1, false, false},
+	} {
+		c := Default()
+		c.StateDir = "/var/lib/hermesd"
+		c.Walrus.Publishers = []string{"http://127.0.0.1:1"}
+		c.Walrus.Aggregators = []string{"http://127.0.0.1:1"}
+		c.Encryption.Key = SecretRef{File: "/etc/hermesd/snapshot.key"}
+		id := tt.id
+		c.Agents = []Agent{{ID: "a", BrainDir: "/srv/a", TokenID: &id}}
+		err := c.Validate()
+		if (err == nil) != tt.valid {
+			t.Errorf("%d: Validate() = %v", tt.id, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "not exactly representable as a JavaScript number") {
+			t.Errorf("%d: %v", tt.id, err)
+		}
+		if w := c.Warnings(); (len(w) > 0) != tt.warning || tt.warning && !strings.Contains(w[0], "above 2^53 - 1") {
+			t.Errorf("%d: warnings %q", tt.id, w)
+		}
 	}
 }

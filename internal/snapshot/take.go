@@ -149,7 +149,7 @@ func (s *Pipeline) recordLock(ctx context.Context, want hash.Digest, start time.
 		}
 	}
 	if s.Receipts != nil {
-		if err := s.Receipts.ExportFile(ctx, filepath.Join(s.BrainDir, ReceiptsFile)); err != nil {
+		if err := s.Receipts.ExportFile(ctx, filepath.Join(s.BrainDir, ReceiptsFile), tokenID(s.TokenID)); err != nil {
 			return nil, "", "", fmt.Errorf("export receipts: %w", err)
 		}
 	}
