@@ -268,16 +268,7 @@ type treeState map[string]string
 // special bits (less setuid and setgid on files, which restores strip),
 // contents, modification times (ns; not of the top-level lock and
 // receipts, which record none), hard links.
-func readTree(t testing.TB, root string) treeState { return readTreeOpts(t, root, treeOpts{}) }
-
-// treeOpts adjust readTreeOpts: raw keeps the special bits as they are;
-// prec rounds times (node sets them through a double of seconds).
-type treeOpts struct {
-	raw  bool
-	prec time.Duration
-}
-
-func readTreeOpts(t testing.TB, root string, o treeOpts) treeState {
+func readTree(t testing.TB, root string) treeState {
 	t.Helper()
 	st := treeState{}
 	type inode struct{ dev, ino uint64 }
@@ -304,13 +295,7 @@ func readTreeOpts(t testing.TB, root string, o treeOpts) treeState {
 		t.Fatal(err)
 	}
 	slices.SortFunc(paths, WalkCompare)
-	when := func(fi os.FileInfo) int64 {
-		ns := fi.ModTime().UnixNano()
-		if o.prec > 0 {
-			ns = (ns + int64(o.prec)/2) / int64(o.prec)
-		}
-		return ns
-	}
+	when := func(fi os.FileInfo) int64 { return fi.ModTime().UnixNano() }
 	for _, rel := range paths {
 		fi := info[rel]
 		mode := fi.Mode() & fsys.Meta
@@ -318,9 +303,7 @@ func readTreeOpts(t testing.TB, root string, o treeOpts) treeState {
 		case fi.IsDir():
 			st[rel+"/"] = fmt.Sprintf("%04o @%d", fsys.UnixMode(mode), when(fi))
 		case fi.Mode().IsRegular():
-			if !o.raw {
-				mode, _ = fsys.Restorable(mode, false)
-			}
+			mode, _ = fsys.Restorable(mode, false)
 			b, err := os.ReadFile(filepath.Join(root, rel))
 			if err != nil {
 				t.Fatal(err)
