@@ -14,9 +14,11 @@ import (
 
 var errNoFutimens = errors.New("fsys: no futimens")
 
-// futimens sets f's modification time through its descriptor
+// Futimens sets f's modification time through its descriptor
 // (utimensat(fd, NULL, ...), which is futimens(3)), the access time left
 // as it is.
+func Futimens(f *os.File, mtime time.Time) error { return futimens(f, mtime) }
+
 func futimens(f *os.File, mtime time.Time) error {
 	ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime.UnixNano())}
 	rc, err := f.SyscallConn()
