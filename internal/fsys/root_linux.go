@@ -15,6 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Inodes reports whether an Info carries the inode and device that tell
+// the names of one file (hard links) apart from copies.
+const Inodes = true
+
 // Root is an open directory, the root of a walk; Close releases it. The
 // zero Root holds nothing (its Close does nothing).
 type Root struct {

@@ -313,7 +313,7 @@ func readTree(t testing.TB, root string) treeState {
 			if rel != LockFile && rel != ReceiptsFile {
 				v += fmt.Sprintf(" @%d", when(fi))
 			}
-			if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+			if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 && fsys.Inodes {
 				k := inode{uint64(sys.Dev), uint64(sys.Ino)}
 				if f, ok := first[k]; ok {
 					v += " =" + f

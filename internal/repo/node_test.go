@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 )
 
@@ -180,7 +181,11 @@ func TestNodeReader(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("node output %q: %v", stdout, err)
 	}
-	if got.BundleHash != second.Commit.BundleHash.String() || got.Files != second.Commit.Files || got.Links != 2 ||
+	links := 2
+	if !fsys.Inodes {
+		links = 0 // the portable walker cannot tell a file's names: two files
+	}
+	if got.BundleHash != second.Commit.BundleHash.String() || got.Files != second.Commit.Files || got.Links != links ||
 		fmt.Sprint(got.Stripped) != "[bin/tool]" {
 		t.Errorf("node says %+v, commit says %s and %d files", got, second.Commit.BundleHash, second.Commit.Files)
 	}

@@ -178,7 +178,11 @@ func TestFidelityEveryFormat(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !r.Verified || r.BundleHash != want || r.Links != 2 {
+			links := 2
+			if !fsys.Inodes {
+				links = 0 // the portable walker cannot tell a file's names
+			}
+			if !r.Verified || r.BundleHash != want || r.Links != links {
 				t.Errorf("restored %+v", r)
 			}
 			if len(r.Stripped) != 1 || !strings.HasPrefix(r.Stripped[0], "bin/tool: setuid+setgid not restored (recorded 6755, restored 0755)") {
@@ -186,6 +190,13 @@ func TestFidelityEveryFormat(t *testing.T) {
 			}
 			got := fidelity(t, target, time.Nanosecond)
 			wantState := asRestored(before)
+			if !fsys.Inodes {
+				for k, v := range wantState {
+					if i := strings.Index(v, " ="); i >= 0 {
+						wantState[k] = v[:i] + v[i+strings.Index(v[i+1:], " ")+1:]
+					}
+				}
+			}
 			// The brain directory's time moved when the snapshot wrote the
 			// lock and receipts into it: only its mode is compared here.
 			got["."], wantState["."] = got["."][:4], wantState["."][:4]

@@ -116,11 +116,15 @@ func diffMeta(t *testing.T, what string, want, got map[string]string) {
 func TestFidelityOwnArchive(t *testing.T) {
 	src, _ := fidelityBrain(t)
 	data, wm := writeTar(t, src, WriteOptions{})
-	if wm.Links != 2 || wm.Root == nil || wm.Root.Mode != 0o700 {
+	links := 2
+	if !fsys.Inodes {
+		links = 0 // the portable walker cannot tell a file's names
+	}
+	if wm.Links != links || wm.Root == nil || wm.Root.Mode != 0o700 {
 		t.Fatalf("write manifest: %d links, root %+v", wm.Links, wm.Root)
 	}
 	for _, f := range wm.Files {
-		if (f.Path == "b.md" || f.Path == "z/c.md") != (f.Link == "a.md") {
+		if (f.Path == "b.md" || f.Path == "z/c.md") && fsys.Inodes != (f.Link == "a.md") {
 			t.Errorf("write manifest: %s links to %q", f.Path, f.Link)
 		}
 	}
@@ -138,12 +142,12 @@ func TestFidelityOwnArchive(t *testing.T) {
 	if m.Root == nil || m.Root.Mode != 0o700 || m.Root.Mtime != 0 {
 		t.Errorf("root %+v: want mode 0700, no time", m.Root)
 	}
-	if m.Links != 2 || fmt.Sprint(m.Stripped) != fmt.Sprint([]Stripped{{"bin/tool", 0o755 | fs.ModeSetuid | fs.ModeSetgid, 0o755}}) {
+	if m.Links != links || fmt.Sprint(m.Stripped) != fmt.Sprint([]Stripped{{"bin/tool", 0o755 | fs.ModeSetuid | fs.ModeSetgid, 0o755}}) {
 		t.Errorf("links %d, stripped %+v", m.Links, m.Stripped)
 	}
 	checkManifest(t, dst, m)
 	got := meta(t, dst)
-	want := meta(t, src)
+	want := ownLinks(meta(t, src))
 	want["bin/tool"] = strings.Replace(want["bin/tool"], "6755", "0755", 1)
 	for k, v := range got {
 		// No times in the archive: everything has the restore's time.
@@ -231,7 +235,7 @@ func TestFidelityReference(t *testing.T) {
 			}
 			// Hard links are links again; every time is 0: the archive
 			// has none (what the reference does with a time-less entry).
-			if link(g) != link(w) || secs(g) != 0 {
+			if link(g) != link(ownLinks(want)[k]) || secs(g) != 0 {
 				t.Errorf("%s: got %q (brain %q): want the same links and time 0", k, g, w)
 			}
 		}
@@ -242,6 +246,22 @@ func TestFidelityReference(t *testing.T) {
 			t.Errorf("the root: %s, want mode 0700 from the archive's ./", g)
 		}
 	})
+}
+
+// ownLinks is a tree's meta as hermesd's own walker sees it: without
+// hard links where it cannot tell them (fsys.Inodes).
+func ownLinks(m map[string]string) map[string]string {
+	if fsys.Inodes {
+		return m
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		if i := strings.Index(v, " ="); i >= 0 {
+			v = v[:i]
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func link(v string) string {
