@@ -23,12 +23,3 @@ func rootOnly(st fs.FileInfo, dir string) bool {
 	d, ok := ds.Sys().(*syscall.Stat_t)
 	return ok && d.Uid == 0 && ds.Mode().Perm()&0o022 == 0
 }
-
-// linksOf is the link count of a stat result (the portable
-// implementation's Info.Nlink).
-func linksOf(fi fs.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Nlink)
-	}
-	return 0
-}
