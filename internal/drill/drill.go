@@ -668,6 +668,12 @@ func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) 
 	for _, s := range res.Skipped {
 		d.rep.note("the archive entry %s was skipped", s)
 	}
+	for _, s := range res.Stripped {
+		d.rep.note("restored without a special bit: %s", s)
+	}
+	for _, s := range res.Notes {
+		d.rep.note("%s", s)
+	}
 	return res, nil
 }
 
