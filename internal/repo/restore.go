@@ -166,8 +166,13 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	// declare far more than its packs hold (a chunk listed many times, as
 	// in a brain of many identical files), so it must fit before a byte
 	// is written.
+	// A hard link takes no space: its bytes are its target's, counted once.
 	if err := diskspace.Check(filepath.Dir(filepath.Clean(dir)), pl.bytes); err != nil {
-		return Restored{}, fmt.Errorf("repo: the snapshot declares %d files of %s: %w", pl.files, diskspace.Format(pl.bytes), err)
+		links := ""
+		if len(pl.links) > 0 {
+			links = fmt.Sprintf(" (%d of them hard links, which take no space)", len(pl.links))
+		}
+		return Restored{}, fmt.Errorf("repo: the snapshot declares %d files%s of %s: %w", pl.files, links, diskspace.Format(pl.bytes), err)
 	}
 	if err := prepareTarget(dir); err != nil {
 		return Restored{}, err

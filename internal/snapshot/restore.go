@@ -236,7 +236,7 @@ func (p *Pipeline) restoreFile(ctx context.Context, blobPath string, size int64,
 
 // intoPlace is the one way a restore reaches its target: fill builds the
 // brain in a temporary directory beside it (after a check that need bytes
-// fit), and only a complete, verified tree is synced and renamed into
+// fit; a v3 fill checks its own exact need), and only a complete, verified tree is synced and renamed into
 // place; anything else is removed and the target is left as it was.
 //
 // The brain directory gets the mode and time the snapshot records (else

@@ -95,13 +95,11 @@ func (p *Pipeline) restoreV3(ctx context.Context, blobID, target string, opts Re
 
 func (p *Pipeline) installV3(ctx context.Context, r *repo.Reader, target string, opts RestoreOptions) (Restored, error) {
 	c := r.Commit()
-	need := c.Bytes
-	for _, f := range []*repo.FileRef{c.Lock, c.Receipts} {
-		if f != nil {
-			need += f.Size
-		}
-	}
-	return intoPlace(target, need, func(tmp string) (Restored, error) {
+	// repo.Restore checks that what it writes fits before it writes a
+	// byte: the files of opts.Path only, and a hard-linked file once. The
+	// commit's totals would count every name of a file (and every file
+	// for a single path), refusing restores that fit.
+	return intoPlace(target, 0, func(tmp string) (Restored, error) {
 		got, err := r.Restore(ctx, tmp, repo.RestoreOptions{Path: opts.Path, MaxBytes: p.Limits.MaxTotalSize})
 		if err != nil {
 			return Restored{}, err
