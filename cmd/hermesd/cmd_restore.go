@@ -153,7 +153,7 @@ so the daemon can go on writing under the same key.`)
 		}
 		id = e.BlobID
 	}
-	res, err := pipe.RestoreWith(ctx, id, *dir, snapshot.RestoreOptions{Unverified: *unverified, Path: *path})
+	res, err := pipe.RestoreWith(ctx, id, *dir, snapshot.RestoreOptions{Unverified: *unverified, Path: *path, PublicRoot: cfg.AllowUnsafeDirs})
 	if err != nil {
 		if errors.Is(err, snapshot.ErrNoLock) || errors.Is(err, snapshot.ErrHashMismatch) {
 			return fmt.Errorf("%w (to install it anyway, unverified: add --unverified)", err)

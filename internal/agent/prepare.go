@@ -172,7 +172,7 @@ func (a *Agent) restoreIfNeeded(ctx context.Context, opts PrepareOptions) (bool,
 		}
 	}
 	a.log.Info("brain missing; restoring", "blob", blob, "from", source)
-	r, err := a.deps.Pipeline.RestoreWith(ctx, blob, a.cfg.BrainDir, snapshot.RestoreOptions{Unverified: opts.Unverified})
+	r, err := a.deps.Pipeline.RestoreWith(ctx, blob, a.cfg.BrainDir, snapshot.RestoreOptions{Unverified: opts.Unverified, PublicRoot: a.cfg.AllowUnsafeDirs})
 	if err == nil && handover {
 		err = a.afterHandoverRestore(r)
 	}

@@ -631,7 +631,7 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 			return "", err
 		}
 	}
-	r, err := a.deps.Pipeline.RestoreWith(ctx, v, a.cfg.BrainDir, snapshot.RestoreOptions{})
+	r, err := a.deps.Pipeline.RestoreWith(ctx, v, a.cfg.BrainDir, snapshot.RestoreOptions{PublicRoot: a.cfg.AllowUnsafeDirs})
 	if err != nil {
 		if aside != "" {
 			os.RemoveAll(a.cfg.BrainDir) // nothing or an empty directory

@@ -412,3 +412,45 @@ func TestReferenceLineage(t *testing.T) {
 	}
 	check(res.BlobID, []string{res.BlobID, ids[2], ids[1], ids[0]})
 }
+
+// TestPublicRootNotRestored: a snapshot whose brain directory everyone
+// may write to (hermesd's v3 commit, the reference runtime's "./") comes
+// back without o+w, saying so, since a brain directory anyone may write
+// to is refused before every snapshot (allow_unsafe_dirs allows it, and
+// then the restore keeps it). The other bits are the snapshot's.
+func TestPublicRootNotRestored(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if err := os.Chmod(f.brain, 0o777|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	p := f.pipeline("alpha.eth")
+	p.Format, p.CacheDir = snapshot.FormatV3, t.TempDir()
+	res, err := p.Take(t.Context(), snapshot.Input{Want: f.hash()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3 := res.BlobID
+	ref := f.put(referenceBlob(t, f.brain, f.key, 1, ""))
+	for _, blob := range []string{v3, ref} {
+		for _, public := range []bool{false, true} {
+			target := filepath.Join(t.TempDir(), "brain")
+			r, err := p.RestoreWith(t.Context(), blob, target, snapshot.RestoreOptions{PublicRoot: public})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Stat(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, note := 0o775|fs.ModeSticky, true
+			if public {
+				want, note = 0o777|fs.ModeSticky, false
+			}
+			if got := st.Mode() & fsys.Meta; got != want || (len(r.Notes) > 0) != note ||
+				note && !strings.Contains(r.Notes[0], "writable by everyone") {
+				t.Errorf("%s, public %v: mode %v, notes %q; want %v", r.Format, public, got, r.Notes, want)
+			}
+		}
+	}
+}

@@ -143,6 +143,10 @@ type RestoreOptions struct {
 	// ('/'-separated, relative to the brain), every object and file
 	// verified; "" restores everything.
 	Path string
+	// PublicRoot keeps a brain directory mode that lets everyone write,
+	// when the snapshot records one (config allow_unsafe_dirs); without
+	// it the restore clears o+w and says so in Notes.
+	PublicRoot bool
 }
 
 // StageError says at which stage of a restore an error happened:
@@ -229,7 +233,7 @@ func (p *Pipeline) restoreFile(ctx context.Context, blobPath string, size int64,
 		return Restored{}, err
 	}
 	// The plaintext is never larger than the blob.
-	return intoPlace(target, size, func(tmp string) (Restored, error) {
+	return intoPlace(target, size, opts.PublicRoot, func(tmp string) (Restored, error) {
 		return p.unpack(ctx, blobPath, size, tmp, opts)
 	})
 }
@@ -243,8 +247,9 @@ func (p *Pipeline) restoreFile(ctx context.Context, blobPath string, size int64,
 // RootMode), except that an existing (empty) target directory is never
 // widened: a permission bit it lacks stays off, and Notes says so. A brain
 // kept 0700 does not come back world-readable because a snapshot or an
-// older format says 0755.
-func intoPlace(target string, need int64, fill func(tmp string) (Restored, error)) (Restored, error) {
+// older format says 0755. Nor does it come back writable by everyone
+// unless publicRoot (RestoreOptions.PublicRoot) allows it.
+func intoPlace(target string, need int64, publicRoot bool, fill func(tmp string) (Restored, error)) (Restored, error) {
 	parent := filepath.Dir(target)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return Restored{}, fmt.Errorf("create parent of %s: %w", target, err)
@@ -270,12 +275,21 @@ func intoPlace(target string, need int64, fill func(tmp string) (Restored, error
 	if res.root.known {
 		mode = res.root.mode
 	}
+	recorded := mode
 	if st, err := os.Lstat(target); err == nil && st.IsDir() {
 		if have := st.Mode().Perm(); mode.Perm()&^have != 0 {
 			res.Notes = append(res.Notes, fmt.Sprintf("kept %s at mode %04o: the snapshot's brain directory is %04o, and an existing directory is never widened",
 				target, fsys.UnixMode(mode&^(mode.Perm()&^have)), fsys.UnixMode(mode)))
 			mode &^= mode.Perm() &^ have
 		}
+	}
+	if mode&0o002 != 0 && !publicRoot {
+		// A brain directory anyone may write to is refused before every
+		// snapshot (anyone could plant files in them: allow_unsafe_dirs);
+		// a restore does not make one.
+		res.Notes = append(res.Notes, fmt.Sprintf("kept %s at mode %04o: the snapshot's brain directory is %04o, writable by everyone, which a brain directory may not be unless allow_unsafe_dirs is set",
+			target, fsys.UnixMode(mode&^0o002), fsys.UnixMode(recorded)))
+		mode &^= 0o002
 	}
 	if err := os.Chmod(tmp, mode); err != nil {
 		return Restored{}, err

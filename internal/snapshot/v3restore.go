@@ -99,7 +99,7 @@ func (p *Pipeline) installV3(ctx context.Context, r *repo.Reader, target string,
 	// byte: the files of opts.Path only, and a hard-linked file once. The
 	// commit's totals would count every name of a file (and every file
 	// for a single path), refusing restores that fit.
-	return intoPlace(target, 0, func(tmp string) (Restored, error) {
+	return intoPlace(target, 0, opts.PublicRoot, func(tmp string) (Restored, error) {
 		got, err := r.Restore(ctx, tmp, repo.RestoreOptions{Path: opts.Path, MaxBytes: p.Limits.MaxTotalSize})
 		if err != nil {
 			return Restored{}, err
