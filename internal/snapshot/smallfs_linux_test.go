@@ -2,10 +2,13 @@ package snapshot_test
 
 import (
 	"crypto/rand"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/hermesd/hermesd/internal/diskspace"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/smallfstest"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
@@ -36,6 +39,14 @@ func TestHardLinksFitSmallFilesystem(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, err := p.Restore(t.Context(), res.BlobID, filepath.Join(small, "brain"))
+		if !fsys.Inodes {
+			// The portable walker stores every name as a file of its
+			// own: 18 MiB that do not fit.
+			if !errors.Is(err, diskspace.ErrNoSpace) {
+				t.Fatalf("three copies of 6 MiB onto a 16 MiB filesystem: %v", err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("restore of 18 MiB in names, 6 MiB in bytes, onto 16 MiB: %v", err)
 		}
