@@ -193,6 +193,18 @@ func diffTrees(t *testing.T, what string, want, got map[string]node) {
 	}
 }
 
+// sameButSnapshot checks that the brain is as before the destructive
+// drill but for what its snapshot step rewrites: the lock and receipts.
+func sameButSnapshot(t *testing.T, before map[string]node, brain string) {
+	t.Helper()
+	after := tree(t, brain)
+	for _, p := range []string{"bundle.lock.json", "receipts.ndjson"} {
+		delete(before, p)
+		delete(after, p)
+	}
+	diffTrees(t, "brain after the destructive drill", before, after)
+}
+
 // siblings lists the brain's parent directory: the destructive drill must
 // leave nothing behind there.
 func siblings(t *testing.T, brain string) []string {
@@ -258,13 +270,7 @@ func TestDrill(t *testing.T) {
 		if st.Last == nil || st.Last.BlobID != blob || st.Published != blob || st.Pending != nil {
 			t.Errorf("state not consistent with the publish: %+v", st)
 		}
-		// The snapshot step rewrote only the lock and receipts.
-		after := tree(t, brain)
-		for _, p := range []string{"bundle.lock.json", "receipts.ndjson"} {
-			delete(before, p)
-			delete(after, p)
-		}
-		diffTrees(t, "brain after the destructive drill", before, after)
+		sameButSnapshot(t, before, brain)
 		if got := siblings(t, brain); strings.Join(got, ",") != strings.Join(beside, ",") {
 			t.Errorf("left beside the brain: %v, before %v", got, beside)
 		}
@@ -419,12 +425,7 @@ func TestDrill(t *testing.T) {
 			!strings.Contains(notes, "tools/suid: its special bits put back as they were before the wipe (6755; restored 0755)") {
 			t.Fatalf("report %+v", rep)
 		}
-		after := tree(t, brain)
-		for _, p := range []string{"bundle.lock.json", "receipts.ndjson"} {
-			delete(before, p)
-			delete(after, p)
-		}
-		diffTrees(t, "brain after the destructive drill", before, after)
+		sameButSnapshot(t, before, brain)
 		if !sameFile() {
 			t.Error("skills/alias.md is no longer a hard link of skills/reentrancy.md")
 		}
