@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/repo"
 )
 
@@ -66,7 +67,7 @@ not compared. A blob id may start with '-': put -- before A and B then.`)
 		// but a snapshot is still outside data: no escape sequences.
 		switch c.Kind {
 		case "M":
-			fmt.Fprintf(env.stdout, "M %s\t%s -> %s\n", sanitize(c.Path), c.Old.describe(), c.New.describe())
+			fmt.Fprintf(env.stdout, "M %s\t%s -> %s\n", sanitize(c.Path), sanitize(c.Old.describe()), sanitize(c.New.describe()))
 		default:
 			fmt.Fprintf(env.stdout, "%s %s\n", c.Kind, sanitize(c.Path))
 		}
@@ -83,14 +84,18 @@ type diffLine struct {
 
 type diffEntry struct {
 	Type   string `json:"type"` // file or dir
-	Mode   string `json:"mode"`
+	Mode   string `json:"mode"` // permission and special bits, octal ("" for a hard link: its file's)
 	Size   int64  `json:"size,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
+	Link   string `json:"link,omitempty"` // a hard link: the path of the file it is another name of
 }
 
 func (e *diffEntry) describe() string {
-	if e.Type == "dir" {
+	switch {
+	case e.Type == "dir":
 		return "dir " + e.Mode
+	case e.Link != "":
+		return fmt.Sprintf("hard link to %s, %d bytes", e.Link, e.Size)
 	}
 	return fmt.Sprintf("%s %d bytes", e.Mode, e.Size)
 }
@@ -99,9 +104,12 @@ func entryOf(e *repo.Entry) *diffEntry {
 	if e == nil {
 		return nil
 	}
-	d := &diffEntry{Type: "dir", Mode: fmt.Sprintf("%04o", uint32(e.Mode.Perm()))}
+	d := &diffEntry{Type: "dir", Mode: fmt.Sprintf("%04o", fsys.UnixMode(e.Mode))}
 	if e.Type == repo.EntryFile {
 		d.Type, d.Size, d.SHA256 = "file", e.Size, hex.EncodeToString(e.SHA256[:])
+	}
+	if e.Link != "" {
+		d.Mode, d.Link = "", e.Link
 	}
 	return d
 }

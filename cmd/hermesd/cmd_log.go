@@ -31,7 +31,10 @@ files, how many files changed since the parent (from the trees alone, no file
 content is downloaded), the bytes it added, and whether it is still
 restorable (every pack it needs is on Walrus) or expired. The walk follows
 each commit's parent; when it reaches a v1/v2 snapshot (an agent that
-started before format v3), that blob's lock lists the older lineage.
+started before format v3), that blob's lock lists the older lineage. A lock
+the agent runtime wrote names only the snapshot before its own
+(walrusSnapshotBlobId): that one's lock is read in turn, and so on, so a
+brain restored from the reference runtime shows its whole history.
 
 END EPOCH is the Walrus epoch at which a snapshot stops being restorable:
 the earliest end of the packs it needs. A v3 commit records the end epochs

@@ -51,6 +51,18 @@ func dashBlobID(seed byte) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// dashPatchID is a valid quilt patch id (the quilt's 32-byte blob id and
+// six bytes of patch id, version 1) that begins with "-".
+func dashPatchID(seed byte) string {
+	b := make([]byte, 38)
+	b[0] = 0xf8
+	for i := 1; i < len(b); i++ {
+		b[i] = seed + byte(i)
+	}
+	b[32] = 1
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
 func runPointerCmd(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -117,7 +129,7 @@ func TestPointerGetSet(t *testing.T) {
 	// Blob ids beginning with "-" where they are written, without "--":
 	// as VALUE before and after the flags, and as --expect's value, apart
 	// or after "=" (issue 28 item 3: "flag provided but not defined").
-	d1, d2 := dashBlobID(1), dashBlobID(2)
+	d1, d2, dp := dashBlobID(1), dashBlobID(2), dashPatchID(3)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -125,6 +137,8 @@ func TestPointerGetSet(t *testing.T) {
 		{[]string{"set", "agent.eth", d1, "--expect", v2, rpc, key, "--poll=20ms"}, d1},
 		{[]string{"set", "agent.eth", "--expect", d1, d2, rpc, key, "--poll=20ms"}, d2},
 		{[]string{"set", rpc, key, "--poll=20ms", "agent.eth", "--expect=" + d2, d1}, d1},
+		{[]string{"set", "agent.eth", dp, "--expect", d1, rpc, key, "--poll=20ms"}, dp}, // a quilt patch id
+		{[]string{"set", "agent.eth", "--expect", dp, d1, rpc, key, "--poll=20ms"}, d1},
 	} {
 		if _, stderr, err := runPointerCmd(t, tc.args...); err != nil {
 			t.Fatalf("pointer %s: %v %s", strings.Join(tc.args, " "), err, stderr)

@@ -191,9 +191,17 @@ const receiptsAddHelp = `Verify receipts and append the new ones (by callId) to 
 log, as the daemon's POST /v1/agents/{id}/receipts does. The input is
 ndjson or one JSON receipt, from FILE or standard input. Only receipts signed
 by a trusted operator enter the log (and so the snapshots). Everything else
-(unsigned, bad signature, unknown signer, not a receipt) follows --policy:
-quarantine it (set aside in receipts.log.quarantine beside the log, within
-its size bound) or reject the whole input (exit 3, log unchanged).
+(unsigned, bad signature, unknown signer, not a receipt, a tokenId beyond
+what JavaScript holds exactly) follows --policy: quarantine it (set aside in
+receipts.log.quarantine beside the log, within its size bound) or reject the
+whole input (exit 3, log unchanged).
+
+An agent's snapshots carry only its own token's receipts (agents[].token_id).
+With a configuration, a receipt of another configured agent's token goes to
+that agent's log; one of a token no agent holds follows --policy, with the
+reason. (With --state-dir and no configuration no token is known: every
+trusted receipt enters the log, and snapshots still export only the agent's
+own token's.)
 
 The daemon holds the state directory while it runs; stop it, or POST the
 receipts to it instead.`
@@ -269,7 +277,32 @@ func runReceiptsAdd(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	defer rl.Close()
-	rep, ierr := rl.Import(ctx, input, policy, trusted)
+	var route *receipts.Route
+	if cfg != nil {
+		// Receipts of another configured agent's token go to its log
+		// (this process holds the state directory); others are
+		// quarantined with the reason.
+		others := map[string]*receipts.Log{}
+		defer func() {
+			for _, l := range others {
+				if l != nil {
+					l.Close()
+				}
+			}
+		}()
+		route = compose.ReceiptRoute(cfg, *agentID, func(holder string) *receipts.Log {
+			if l, ok := others[holder]; ok {
+				return l
+			}
+			l, err := receipts.OpenLog(receipts.LogPath(stateDir, holder), receipts.Options{Logger: logger, Repair: true, Quarantine: quarantineLimits(cfg)})
+			if err != nil {
+				logger.Warn("cannot open the receipt log of the agent holding a token; its receipts are quarantined", "agent", holder, "error", err)
+			}
+			others[holder] = l
+			return l
+		})
+	}
+	rep, ierr := rl.ImportRouted(ctx, input, policy, trusted, route)
 	if *jsonOut {
 		out := struct {
 			Agent  string `json:"agent"`
@@ -302,6 +335,10 @@ func printImportReport(w io.Writer, agent string, rep receipts.ImportReport) {
 		agent, receiptsCount(rep.Lines, "line", "lines"), rep.Imported,
 		receiptsCount(rep.Duplicates, "duplicate", "duplicates"), rep.Quarantined, rep.Dropped, rep.Rejected,
 		receiptsCount(rep.Blank, "blank line", "blank lines"))
+	for _, f := range rep.Forwarded {
+		fmt.Fprintf(w, "  token %s belongs to agent %s: %d added to its log, %s\n", sanitize(f.TokenID), sanitize(f.Agent),
+			f.Imported, receiptsCount(f.Duplicates, "duplicate", "duplicates"))
+	}
 	for i, p := range rep.Problems {
 		if i == receiptsMaxDetail {
 			fmt.Fprintf(w, "  ... and %d more (see --json)\n", len(rep.Problems)-i)

@@ -284,6 +284,7 @@ receipts:
 agents:
   - id: a1
     brain_dir: ./brain
+    token_id: 3
 `, receiptsAddr(op)))
 	in := runtimeReceiptLine(t, "c1", 2, op) + "\n" + runtimeReceiptLine(t, "c2", 1, nil)
 	stdout, _, err := runReceiptsCmd(t, in, "receipts", "add", "-config", cfgPath, "--agent", "a1", "--json")
@@ -339,5 +340,62 @@ func TestReceiptsUsage(t *testing.T) {
 	stdout, _, err := runReceiptsCmd(t, "", "receipts", "help")
 	if err != nil || !strings.Contains(stdout, "receipts.log") {
 		t.Errorf("help: %v %q", err, stdout)
+	}
+}
+
+// TestReceiptsAddRoutesTokens: 'receipts add --agent auditor' (token 3)
+// with receipts of tokens 0, 1, 33, 123456789 and 2^40: token 33's go to
+// yield's log (the agent holding it), the others are quarantined with the
+// reason, and auditor's log gets token 3's only.
+func TestReceiptsAddRoutesTokens(t *testing.T) {
+	t.Setenv(config.EnvPath, "")
+	op := receiptKey("operator")
+	dir := t.TempDir()
+	cfgPath := writeReceiptsFile(t, dir, "hermesd.yml", fmt.Sprintf(`state_dir: ./state
+walrus:
+  publishers: ["http://127.0.0.1:1"]
+  aggregators: ["http://127.0.0.1:1"]
+encryption:
+  key: {file: ./snapshot.key}
+receipts:
+  trusted: [%q]
+agents:
+  - id: auditor
+    brain_dir: ./brains/auditor
+    token_id: 3
+  - id: yield
+    brain_dir: ./brains/yield
+    token_id: 33
+`, receiptsAddr(op)))
+	var lines []string
+	for i, tok := range []string{"3", "0", "1", "33", "123456789", "1099511627776", "3"} {
+		f := receipts.DigestFields{CallID: fmt.Sprintf("c%d", i), TokenID: tok, Subscriber: "0x9F2dC1b0E5bA3c47d1F08e6A2B4c5D7e8F901234",
+			OutputHash: "0x" + strings.Repeat("bb", 32), StateDeltaHash: "0x" + strings.Repeat("33", 32), TS: int64(i)}
+		sig, err := receipts.Sign(f, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprintf(`{"tokenId":%s,"subscriber":%q,"callId":%q,"outputHash":%q,"stateDeltaHash":%q,"ts":%d,"signature":%q}`,
+			tok, f.Subscriber, f.CallID, f.OutputHash, f.StateDeltaHash, f.TS, sig))
+	}
+	stdout, _, err := runReceiptsCmd(t, strings.Join(lines, "\n"), "receipts", "add", "-config", cfgPath, "--agent", "auditor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "2 added") || !strings.Contains(stdout, "4 quarantined") ||
+		!strings.Contains(stdout, "token 33 belongs to agent yield: 1 added to its log") ||
+		!strings.Contains(stdout, "no configured agent holds") {
+		t.Errorf("output:\n%s", stdout)
+	}
+	state := filepath.Join(dir, "state")
+	if got := receiptsInLog(t, state, "auditor"); fmt.Sprint(got) != "[c0 c6]" && fmt.Sprint(got) != "[c6 c0]" {
+		t.Errorf("auditor's log: %q", got)
+	}
+	if got := receiptsInLog(t, state, "yield"); fmt.Sprint(got) != "[c3]" {
+		t.Errorf("yield's log: %q", got)
+	}
+	stdout, _, err = runReceiptsCmd(t, "", "receipts", "quarantine", "list", "-config", cfgPath, "auditor")
+	if err != nil || strings.Count(stdout, "foreign-token") != 4 {
+		t.Errorf("quarantine: %v\n%s", err, stdout)
 	}
 }

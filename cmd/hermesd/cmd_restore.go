@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -34,10 +36,19 @@ latest, 1 = its parent), a blob id, or 0x and a bundle hash prefix. --path
 restores only that file or directory of a v3 snapshot (verified likewise).
 They need --dir, so a running brain is never overwritten.
 
---unverified (with --dir) installs a snapshot that has no bundle.lock.json,
-or whose files do not match it — e.g. one the reference runtime took while
-its brain was changing. The blob must still decrypt and authenticate; the
-output says what could not be checked and what the files hash to.
+--unverified installs a v1/v2 snapshot that has no bundle.lock.json, or
+whose files do not match it — e.g. one the reference runtime took while its
+brain was changing — into --dir, or as the brain itself when the brain
+directory is missing or empty (a cold restore the operator asks for). The
+blob must still decrypt and authenticate: a blob that fails its AEAD is
+never installed. The output says what could not be checked and what the
+files hash to. (A v3 snapshot is always verified: its commit is the claim.)
+
+Special bits: a restore gives files and directories their recorded
+permission bits, setgid and sticky bits, but not setuid or setgid on files
+(a set-id program is a privilege for whoever runs it): each file restored
+without them is listed. The brain directory gets the mode the snapshot
+records, but an existing directory is never widened (also listed).
 
 --escrow restores a v3 snapshot written with seal.escrow without the key
 file: the agent key is recovered from the head pack's key escrow by
@@ -52,7 +63,7 @@ so the daemon can go on writing under the same key.`)
 	at := fs.String("at", "", "restore a snapshot of the history: N (0 = latest), a blob id, or 0x + a bundle hash prefix")
 	path := fs.String("path", "", "restore only this file or directory of a v3 snapshot (with --dir)")
 	dir := fs.String("dir", "", "restore into this directory instead of the agent's brain directory")
-	unverified := fs.Bool("unverified", false, "with --dir: install a snapshot whose bundle hash cannot be verified, and say so")
+	unverified := fs.Bool("unverified", false, "install a snapshot whose bundle hash cannot be verified (it must still decrypt), and say so")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	escrow := fs.Bool("escrow", false, "recover the agent key from the head pack's key escrow with only seal.sui_key (no key file)")
 	writeKey := fs.String("write-key", "", "with --escrow: save the recovered agent key to this new file (for agents[].key.file)")
@@ -66,8 +77,8 @@ so the daemon can go on writing under the same key.`)
 	if *blob != "" && *at != "" {
 		return usageErrorf("--blob and --at are exclusive")
 	}
-	if (*blob != "" || *at != "" || *path != "" || *unverified) && *dir == "" {
-		return usageErrorf("--blob, --at, --path and --unverified restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
+	if (*blob != "" || *at != "" || *path != "") && *dir == "" {
+		return usageErrorf("--blob, --at and --path restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
 	}
 	if *escrow && (*at != "" || *unverified) {
 		return usageErrorf("--escrow takes --blob and --dir, not --at or --unverified")
@@ -110,13 +121,16 @@ so the daemon can go on writing under the same key.`)
 	cfg, ac, svc := oc.cfg, oc.agent, oc.svc
 
 	if *dir == "" {
-		st, err := svc.PrepareOnce(ctx, ac.ID)
+		st, err := svc.PrepareOnce(ctx, ac.ID, agent.PrepareOptions{Unverified: *unverified})
 		if err != nil {
 			return err
 		}
 		out.Dir, out.Origin, out.BundleHash = st.BrainDir, st.StartedAs, st.BundleHash
 		if st.Last != nil {
 			out.BlobID, out.EndEpoch = st.Last.BlobID, st.Last.EndEpoch
+		}
+		if r := st.Restore; r != nil && st.StartedAs == "restored" {
+			out.Links, out.Skipped, out.Stripped, out.Notes, out.Unverified = r.Links, r.Skipped, r.Stripped, r.Notes, r.Unchecked
 		}
 		return printRestore(env, out, *jsonOut)
 	}
@@ -139,8 +153,11 @@ so the daemon can go on writing under the same key.`)
 		}
 		id = e.BlobID
 	}
-	res, err := pipe.RestoreWith(ctx, id, *dir, snapshot.RestoreOptions{Unverified: *unverified, Path: *path})
+	res, err := pipe.RestoreWith(ctx, id, *dir, snapshot.RestoreOptions{Unverified: *unverified, Path: *path, PublicRoot: cfg.AllowUnsafeDirs})
 	if err != nil {
+		if errors.Is(err, snapshot.ErrNoLock) || errors.Is(err, snapshot.ErrHashMismatch) {
+			return fmt.Errorf("%w (to install it anyway, unverified: add --unverified)", err)
+		}
 		return err
 	}
 	out.Dir, out.Origin, out.BlobID = *dir, "restored", id
@@ -148,7 +165,7 @@ so the daemon can go on writing under the same key.`)
 	out.BlobBytes, out.Skipped, out.EndEpoch = res.BlobSize, res.Skipped, res.EndEpoch
 	out.Format, out.Path, out.Downloaded, out.Ranges = string(res.Format), *path, res.Downloaded, res.Ranges
 	out.DownloadMS, out.UnpackMS = res.Download.Milliseconds(), res.Unpack.Milliseconds()
-	out.Unverified = res.Unchecked
+	out.Unverified, out.Stripped, out.Notes, out.Links = res.Unchecked, res.Stripped, res.Notes, res.Links
 	return printRestore(env, out, *jsonOut)
 }
 
@@ -172,6 +189,12 @@ type restoreOutput struct {
 	DownloadMS int64    `json:"downloadMs,omitempty"`
 	UnpackMS   int64    `json:"unpackMs,omitempty"`
 	Skipped    []string `json:"skipped,omitempty"`
+	// Links counts the files restored as hard links of another name.
+	Links int `json:"links,omitempty"`
+	// Stripped lists the files restored without their setuid or setgid
+	// bits; Notes what else the operator should know.
+	Stripped []string `json:"stripped,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
 	// Unverified lists what an --unverified restore could not check.
 	Unverified []string `json:"unverified,omitempty"`
 	// Escrow says where the agent key came from with --escrow.
@@ -216,8 +239,17 @@ func printRestore(env *cmdEnv, o restoreOutput, asJSON bool) error {
 			fmt.Fprintf(env.stdout, "  agent key saved to %s (set agents[].key.file to it to go on writing under this key)\n", e.KeyFile)
 		}
 	}
+	if o.Links > 0 {
+		fmt.Fprintf(env.stdout, "  %s restored as hard links of another name\n", receiptsCount(o.Links, "file", "files"))
+	}
 	for _, s := range o.Skipped {
 		fmt.Fprintf(env.stdout, "  skipped: %s\n", sanitize(s))
+	}
+	for _, s := range o.Stripped {
+		fmt.Fprintf(env.stdout, "  stripped: %s\n", sanitize(s))
+	}
+	for _, s := range o.Notes {
+		fmt.Fprintf(env.stdout, "  note: %s\n", sanitize(s))
 	}
 	for _, s := range o.Unverified {
 		fmt.Fprintf(env.stdout, "  NOT VERIFIED: %s\n", sanitize(s))

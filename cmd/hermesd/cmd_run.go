@@ -66,6 +66,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <
 		return err // a locked state directory (5), a port in use (1), ...
 	}
 	log.Info("hermesd started", "version", buildVersion(), "agents", len(cfg.Agents), "state_dir", cfg.StateDir)
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration", "warning", w)
+	}
 	// The first signal cancels ctx (main's NotifyContext); a second one,
 	// counted here, aborts the pointer flush.
 	abort, done := make(chan struct{}), make(chan struct{})

@@ -177,6 +177,21 @@ func printStatus(w io.Writer, rep statusReport) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, phase, short(a.BundleHash), last, age, pub, pending)
 	}
 	tw.Flush()
+	// What a restore left out or could not verify is never silent.
+	for _, a := range rep.Agents {
+		r := a.Restore
+		if r == nil {
+			continue
+		}
+		for _, x := range []struct {
+			what  string
+			lines []string
+		}{{"NOT VERIFIED", r.Unchecked}, {"stripped", r.Stripped}, {"skipped", r.Skipped}, {"note", r.Notes}} {
+			for _, l := range x.lines {
+				fmt.Fprintf(w, "%s: restore of %s: %s: %s\n", a.ID, sanitize(r.BlobID), x.what, sanitize(l))
+			}
+		}
+	}
 	if rep.Cost != nil && len(rep.Cost.Agents) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Spend (per month at the recent rate; details: hermesd cost):")

@@ -143,7 +143,7 @@ func dashValue(fs *flag.FlagSet, a string) bool {
 	switch {
 	case name == "" || fs.Lookup(name) != nil || name == "h" || name == "help":
 		return false
-	case walrus.ValidateBlobID(a) == nil:
+	case walrus.ValidateRef(a) == nil:
 		return true
 	}
 	return strings.ContainsFunc(name, func(r rune) bool {

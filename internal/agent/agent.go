@@ -34,7 +34,7 @@ import (
 // Pipeline takes and restores the snapshots of this agent's brain.
 type Pipeline interface {
 	Take(ctx context.Context, in snapshot.Input) (snapshot.Result, error)
-	Restore(ctx context.Context, blobID, target string) (snapshot.Restored, error)
+	RestoreWith(ctx context.Context, blobID, target string, opts snapshot.RestoreOptions) (snapshot.Restored, error)
 	// Renewal says whether the last snapshot must be renewed although the
 	// brain did not change (v3: its packs near their end epoch), and when
 	// that will next be the case. It reads local files only.
@@ -93,6 +93,10 @@ type Config struct {
 	// received from the runtime.
 	ImportPolicy receipts.Policy
 	Trusted      []common.Address
+	// ReceiptRoute says which receipts are the agent's own (its token):
+	// others in a restored receipts.ndjson are quarantined with the
+	// reason, never imported (nil: all are).
+	ReceiptRoute *receipts.Route
 	// AllowSymlinks accepts a brain or seed directory that is or passes
 	// through a symbolic link (config allow_symlinks).
 	AllowSymlinks bool
@@ -202,7 +206,8 @@ type Agent struct {
 	dirty      bool // st differs from the state file (a save failed)
 	phase      Phase
 	reason     string
-	startedAs  string // what the last Prepare did: restored, fresh or existing
+	startedAs  string         // what the last Prepare did: restored, fresh or existing
+	restored   *RestoreReport // what the last restore reported, when there was one
 	lastHash   hash.Digest
 	lastHashAt time.Time
 	lastErr    string
@@ -345,6 +350,26 @@ type Status struct {
 	// when: what Published says is not known to be what the chain holds.
 	// The daemon fills it in.
 	PointerUnverified string `json:"pointerUnverified,omitempty"`
+	// Restore is what the last restore of this process reported beyond its
+	// success: what it stripped, skipped or could not verify.
+	Restore *RestoreReport `json:"restore,omitempty"`
+}
+
+// RestoreReport is what a restore said beyond its success.
+type RestoreReport struct {
+	BlobID   string `json:"blobId"`
+	Verified bool   `json:"verified"`
+	// Links counts the files restored as hard links of another name.
+	Links     int      `json:"links,omitempty"`
+	Stripped  []string `json:"stripped,omitempty"`  // files restored without their setuid/setgid bits
+	Skipped   []string `json:"skipped,omitempty"`   // archive entries not restored (symlinks, devices)
+	Notes     []string `json:"notes,omitempty"`     // e.g. the brain directory's mode kept narrower
+	Unchecked []string `json:"unchecked,omitempty"` // what an unverified restore could not check
+}
+
+func reportOf(r snapshot.Restored) *RestoreReport {
+	return &RestoreReport{BlobID: r.BlobID, Verified: r.Verified, Links: r.Links, Stripped: r.Stripped,
+		Skipped: r.Skipped, Notes: r.Notes, Unchecked: r.Unchecked}
 }
 
 // Status reports the agent's state.
@@ -370,6 +395,7 @@ func (a *Agent) Status() Status {
 		Transferred:  st.Transferred,
 		KeyID:        a.cfg.KeyID,
 		Records:      a.cfg.Records,
+		Restore:      a.restored,
 
 		PointerCheckedAt: a.checkedAt,
 	}

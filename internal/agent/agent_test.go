@@ -91,6 +91,32 @@ func TestPrepareRestoreOrFresh(t *testing.T) {
 			t.Fatalf("the seed replaced a brain that exists somewhere: %v", err)
 		}
 	})
+	t.Run("unverifiable snapshot: refused naming the override; installed, unverified, when asked", func(t *testing.T) {
+		r := newRig(t)
+		r.chain.set(r.name, "blobX")
+		r.pipe.noLock = true
+		a := r.open()
+		err := a.Prepare(t.Context())
+		if !errors.Is(err, ErrRestoreFailed) || !errors.Is(err, snapshot.ErrNoLock) || !strings.Contains(err.Error(), "hermesd restore "+a.ID()+" --unverified") {
+			t.Fatalf("Prepare = %v", err)
+		}
+		if _, err := os.Stat(r.brain); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a refused restore left a brain: %v", err)
+		}
+		if err := a.PrepareWith(t.Context(), PrepareOptions{Unverified: true}); err != nil {
+			t.Fatal(err)
+		}
+		s := a.Status()
+		if s.StartedAs != "restored" || s.Restore == nil || s.Restore.Verified || len(s.Restore.Unchecked) != 1 || len(s.Restore.Stripped) != 1 {
+			t.Fatalf("status %+v, restore %+v", s, s.Restore)
+		}
+		// The lock now records what the files hash to: the next snapshot
+		// starts from the state installed.
+		lock, err := bundlelock.Read(filepath.Join(r.brain, bundlelock.FileName))
+		if err != nil || lock.BlobID() != "blobX" || lock.BundleHash() != s.Last.BundleHash {
+			t.Fatalf("lock %v (%v), last %+v", lock, err, s.Last)
+		}
+	})
 	t.Run("chain unreachable with an empty brain: refuse", func(t *testing.T) {
 		r := newRig(t)
 		r.chain.readErr = errors.New("dial tcp: connection refused")

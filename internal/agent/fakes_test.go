@@ -40,6 +40,9 @@ type fakePipeline struct {
 	brain   string
 	nextID  int
 	hashes  bool // HashesWhileTaking
+	// noLock: restores are of a snapshot without a lock, refused unless
+	// unverified.
+	noLock bool
 }
 
 func (p *fakePipeline) HashesWhileTaking() bool { return p.hashes }
@@ -139,9 +142,19 @@ func (p *fakePipeline) store(h hash.Digest) (snapshot.Result, error) {
 	return snapshot.Result{BlobID: id, BundleHash: h, Version: lock.Version(), CreatedAt: time.Now(), EndEpoch: end}, nil
 }
 
-func (p *fakePipeline) Restore(ctx context.Context, blobID, target string) (snapshot.Restored, error) {
+func (p *fakePipeline) RestoreWith(ctx context.Context, blobID, target string, opts snapshot.RestoreOptions) (snapshot.Restored, error) {
 	if p.restore != nil {
 		return p.restore(ctx, blobID, target)
+	}
+	if p.noLock {
+		if !opts.Unverified {
+			return snapshot.Restored{}, snapshot.ErrNoLock
+		}
+		r, err := restoreInto(target, blobID)
+		os.Remove(filepath.Join(target, bundlelock.FileName))
+		r.Verified, r.Lock, r.Unchecked = false, nil, []string{snapshot.ErrNoLock.Error()}
+		r.Stripped = []string{"bin/tool: setuid not restored (recorded 4755, restored 0755)"}
+		return r, err
 	}
 	return restoreInto(target, blobID)
 }

@@ -29,7 +29,22 @@ var ErrRestoreFailed = errors.New("restore failed")
 // silently replaces a brain that exists somewhere. Then the brain is hashed
 // (unless its first snapshot will hash it as it reads it) and the
 // publication state reconciled with the chain.
-func (a *Agent) Prepare(ctx context.Context) error {
+func (a *Agent) Prepare(ctx context.Context) error { return a.PrepareWith(ctx, PrepareOptions{}) }
+
+// PrepareOptions adjust Prepare for an operator's one-off start-up
+// restore (`hermesd restore AGENT`).
+type PrepareOptions struct {
+	// Unverified installs a v1/v2/seal snapshot whose bundle hash cannot
+	// be verified (no lock, or files that do not match it) instead of
+	// refusing it, as `restore --unverified` asks. The blob must still
+	// decrypt and authenticate (AEAD): an unauthenticated blob is never
+	// installed. Status.Restore says what was not checked. The daemon
+	// never sets it.
+	Unverified bool
+}
+
+// PrepareWith is Prepare with options.
+func (a *Agent) PrepareWith(ctx context.Context, opts PrepareOptions) error {
 	if err := a.checkPaths(); err != nil {
 		a.setPhase(PhaseFailed, err.Error())
 		return err
@@ -40,7 +55,7 @@ func (a *Agent) Prepare(ctx context.Context) error {
 		return nil
 	}
 	a.removeCrashTemps()
-	created, err := a.restoreIfNeeded(ctx)
+	created, err := a.restoreIfNeeded(ctx, opts)
 	if err != nil {
 		a.setPhase(PhaseFailed, err.Error())
 		return err
@@ -107,7 +122,7 @@ func (a *Agent) removeCrashTemps() {
 
 // restoreIfNeeded restores a missing or file-less brain. It reports
 // whether the brain directory was (re)created.
-func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
+func (a *Agent) restoreIfNeeded(ctx context.Context, opts PrepareOptions) (bool, error) {
 	has, err := snapshot.HasFiles(a.cfg.BrainDir)
 	if err != nil {
 		return false, err
@@ -157,7 +172,7 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 		}
 	}
 	a.log.Info("brain missing; restoring", "blob", blob, "from", source)
-	r, err := a.deps.Pipeline.Restore(ctx, blob, a.cfg.BrainDir)
+	r, err := a.deps.Pipeline.RestoreWith(ctx, blob, a.cfg.BrainDir, snapshot.RestoreOptions{Unverified: opts.Unverified, PublicRoot: a.cfg.AllowUnsafeDirs})
 	if err == nil && handover {
 		err = a.afterHandoverRestore(r)
 	}
@@ -166,11 +181,15 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 		if handover && errors.Is(err, snapshot.ErrBlobNotFound) {
 			err = fmt.Errorf("the handover's head is gone from Walrus (expired?); ask the seller for a new handover: %w", err)
 		}
+		if errors.Is(err, snapshot.ErrNoLock) || errors.Is(err, snapshot.ErrHashMismatch) {
+			// Name the override: an operator who trusts the snapshot
+			// (say, one the reference runtime took while its brain was
+			// changing) can install it, saying so.
+			err = fmt.Errorf("%w (to install it anyway, unverified: hermesd restore %s --unverified)", err, a.cfg.ID)
+		}
 		return false, fmt.Errorf("%w: blob %s (from %s): %w", ErrRestoreFailed, blob, source, err)
 	}
-	for _, s := range r.Skipped {
-		a.log.Warn("restore skipped an archive entry", "entry", s)
-	}
+	a.noteRestore(r)
 	if err := a.afterRestore(ctx, r, source == SourceENS); err != nil {
 		return true, err
 	}
@@ -185,6 +204,26 @@ func (a *Agent) restoreIfNeeded(ctx context.Context) (bool, error) {
 		"unpack", r.Unpack.Round(time.Millisecond))
 	a.deps.Observer.Restore(a.cfg.ID, "restored", &r)
 	return true, nil
+}
+
+// noteRestore logs and keeps (Status.Restore) what a restore reported
+// beyond its success: never silent.
+func (a *Agent) noteRestore(r snapshot.Restored) {
+	for _, s := range r.Skipped {
+		a.log.Warn("restore skipped an archive entry", "entry", s)
+	}
+	for _, s := range r.Stripped {
+		a.log.Warn("restore stripped a special bit", "file", s)
+	}
+	for _, s := range r.Notes {
+		a.log.Warn("restore", "note", s)
+	}
+	for _, s := range r.Unchecked {
+		a.log.Warn("restore NOT VERIFIED", "unchecked", s)
+	}
+	a.mu.Lock()
+	a.restored = reportOf(r)
+	a.mu.Unlock()
 }
 
 // findSnapshot returns the blob to restore and where its id came from, or
@@ -206,7 +245,7 @@ func (a *Agent) findSnapshot(ctx context.Context) (blob, source string, err erro
 func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS bool) error {
 	rpath := filepath.Join(a.cfg.BrainDir, snapshot.ReceiptsFile)
 	if f, err := os.Open(rpath); err == nil && a.deps.Receipts != nil {
-		rep, err := a.deps.Receipts.Import(ctx, f, a.cfg.ImportPolicy, a.cfg.Trusted)
+		rep, err := a.deps.Receipts.ImportRouted(ctx, f, a.cfg.ImportPolicy, a.cfg.Trusted, a.cfg.ReceiptRoute)
 		f.Close()
 		if err != nil {
 			// The brain is in place; its receipts.ndjson is rewritten from
@@ -219,7 +258,14 @@ func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS b
 	}
 
 	lockPath := filepath.Join(a.cfg.BrainDir, bundlelock.FileName)
-	lock := r.Lock.Clone()
+	lock := &bundlelock.Lock{}
+	if r.Lock != nil {
+		lock = r.Lock.Clone()
+	}
+	if !r.Verified {
+		// An unverified restore: the lock records what the files are.
+		lock.Record(r.BundleHash.String(), a.deps.Now().UnixMilli())
+	}
 	created := time.UnixMilli(lock.LastUpdated())
 	if lock.LastUpdated() == 0 {
 		created = a.deps.Now()

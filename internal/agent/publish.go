@@ -631,7 +631,7 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 			return "", err
 		}
 	}
-	r, err := a.deps.Pipeline.Restore(ctx, v, a.cfg.BrainDir)
+	r, err := a.deps.Pipeline.RestoreWith(ctx, v, a.cfg.BrainDir, snapshot.RestoreOptions{PublicRoot: a.cfg.AllowUnsafeDirs})
 	if err != nil {
 		if aside != "" {
 			os.RemoveAll(a.cfg.BrainDir) // nothing or an empty directory
@@ -642,6 +642,7 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 		}
 		return "", fmt.Errorf("restore %s: %w", v, err)
 	}
+	a.noteRestore(r)
 	a.mu.Lock()
 	a.st.Hold, a.st.Pending = nil, nil
 	a.mu.Unlock()

@@ -339,7 +339,7 @@ func (a *Agent) markSaved() {
 func (a *Agent) recoverWiped(ctx context.Context, last *state.Snapshot) (SyncResult, error) {
 	a.log.Warn("brain directory is empty or gone; restoring it instead of snapshotting an empty brain",
 		"dir", a.cfg.BrainDir, "last_blob", last.BlobID)
-	created, err := a.restoreIfNeeded(ctx)
+	created, err := a.restoreIfNeeded(ctx, PrepareOptions{})
 	if err != nil {
 		a.setPhase(PhaseFailed, err.Error())
 		return SyncResult{}, err

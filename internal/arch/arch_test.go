@@ -105,6 +105,7 @@ var placement = map[string]layer{
 	"testnet/ethkey": toolLayer,
 
 	"internal/pointertest": testLayer,
+	"internal/smallfstest": testLayer,
 
 	"internal/arch": checkLayer,
 	"configs":       checkLayer,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/config"
@@ -153,6 +154,7 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		RefreshAfter:    c.RefreshAfterOf(ac),
 		ImportPolicy:    policy,
 		Trusted:         s.Trusted,
+		ReceiptRoute:    ReceiptRoute(c, ac.ID, nil),
 		AllowSymlinks:   c.AllowSymlinks,
 		AllowUnsafeDirs: c.AllowUnsafeDirs,
 		Self:            s.Self,
@@ -168,6 +170,36 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		return nil, fmt.Errorf("agent %s: %w", ac.ID, err)
 	}
 	return a, nil
+}
+
+// ReceiptRoute is agent id's receipts.Route under c: its token id, and
+// for every other token the configured agent holding it. logOf, when not
+// nil, returns that agent's receipt log, open in this process, for the
+// receipts to be handed to; without one (or when it returns nil) they are
+// quarantined with a reason naming the holder. (A restore names it only:
+// it imports the snapshot's own receipts.ndjson into its own agent.)
+func ReceiptRoute(c *config.Config, id string, logOf func(agentID string) *receipts.Log) *receipts.Route {
+	holders := map[string]string{}
+	own := ""
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		if a.TokenID == nil {
+			continue
+		}
+		t := strconv.FormatUint(*a.TokenID, 10)
+		if a.ID == id {
+			own = t
+		} else {
+			holders[t] = a.ID
+		}
+	}
+	return &receipts.Route{Agent: id, Token: own, Forward: func(token string) (*receipts.Log, string) {
+		h := holders[token]
+		if h == "" || logOf == nil {
+			return nil, h
+		}
+		return logOf(h), h
+	}}
 }
 
 // ErrNoSnapshot means an agent has no snapshot to read: no ENS record and
@@ -199,7 +231,7 @@ func (s *Services) Latest(ctx context.Context, ac *config.Agent) (blob, source s
 // PrepareOnce runs one agent's start-up path once — restore if the brain
 // is missing or empty, fill from the seed, hash, reconcile with the chain —
 // and stops (`hermesd restore`, init containers).
-func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, error) {
+func (s *Services) PrepareOnce(ctx context.Context, id string, opts agent.PrepareOptions) (agent.Status, error) {
 	sd, err := OpenState(s.Config)
 	if err != nil {
 		return agent.Status{}, err
@@ -209,7 +241,7 @@ func (s *Services) PrepareOnce(ctx context.Context, id string) (agent.Status, er
 	if err != nil {
 		return agent.Status{}, err
 	}
-	err = a.Prepare(ctx)
+	err = a.PrepareWith(ctx, opts)
 	st := a.Status()
 	if cerr := a.Close(); err == nil {
 		err = cerr

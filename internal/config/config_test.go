@@ -245,6 +245,12 @@ func TestValidate(t *testing.T) {
 		{"brain is /", func(c *Config) { c.Agents[0].BrainDir = "/" }, "agents[0].brain_dir"},
 		{"brain is home", func(c *Config) { c.Agents[0].BrainDir, _ = os.UserHomeDir() }, "agents[0].brain_dir"},
 		{"seed is /etc", func(c *Config) { c.Agents[0].SeedDir = "/etc" }, "agents[0].seed_dir"},
+		{"duplicate token", func(c *Config) {
+			three := uint64(3)
+			c.Agents[0].TokenID = &three
+			c.Agents = append(c.Agents, Agent{ID: "b", BrainDir: "/srv/b", TokenID: &three})
+		}, "agents[1].token_id"},
+		{"token JavaScript rounds", func(c *Config) { t := uint64(1<<53 + 1); c.Agents[0].TokenID = &t }, "agents[0].token_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -471,5 +477,41 @@ func TestCostSection(t *testing.T) {
 	}
 	if _, err := Parse(strings.NewReader("state_dir: /s\ncost:\n  usd: 1\n"), func(string) (string, bool) { return "", false }); err == nil {
 		t.Error("an unknown cost key was accepted")
+	}
+}
+
+// TestTokenIDBeyondJavaScript: a token id above 2^53 - 1 that a JavaScript
+// number holds exactly is allowed with a warning; one it rounds is
+// refused, whatever the format: every receipt hermesd signs carries it.
+func TestTokenIDBeyondJavaScript(t *testing.T) {
+	for _, tt := range []struct {
+		id      uint64
+		valid   bool
+		warning bool
+	}{
+		{3, true, false},
+		{1<<53 - 1, true, false},
+		{1 << 53, true, true},
+		{1<<53 + 1, false, false},
+		{1 << 60, true, true},
+		{1<<64 - 1, false, false},
+	} {
+		c := Default()
+		c.StateDir = "/var/lib/hermesd"
+		c.Walrus.Publishers = []string{"http://127.0.0.1:1"}
+		c.Walrus.Aggregators = []string{"http://127.0.0.1:1"}
+		c.Encryption.Key = SecretRef{File: "/etc/hermesd/snapshot.key"}
+		id := tt.id
+		c.Agents = []Agent{{ID: "a", BrainDir: "/srv/a", TokenID: &id}}
+		err := c.Validate()
+		if (err == nil) != tt.valid {
+			t.Errorf("%d: Validate() = %v", tt.id, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "not exactly representable as a JavaScript number") {
+			t.Errorf("%d: %v", tt.id, err)
+		}
+		if w := c.Warnings(); (len(w) > 0) != tt.warning || tt.warning && !strings.Contains(w[0], "above 2^53 - 1") {
+			t.Errorf("%d: warnings %q", tt.id, w)
+		}
 	}
 }

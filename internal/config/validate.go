@@ -477,6 +477,7 @@ func (c *Config) validateAgents(v *validator) {
 	}
 	ids := map[string]int{}
 	names := map[string]int{}
+	tokens := map[uint64]int{}
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		f := func(name string) string { return fmt.Sprintf("agents[%d].%s", i, name) }
@@ -505,6 +506,18 @@ func (c *Config) validateAgents(v *validator) {
 				names[n] = i
 			}
 		}
+		if a.TokenID != nil {
+			t := *a.TokenID
+			if j, dup := tokens[t]; dup {
+				// One iNFT, one agent: receipts of a token go to the
+				// agent holding it (docs/design.md §8).
+				v.add(f("token_id"), "%d is also agents[%d].token_id", t, j)
+			}
+			tokens[t] = i
+			if !TokenIDExact(t) {
+				v.add(f("token_id"), "%d is not exactly representable as a JavaScript number (it reads as %.0f): the agent runtime and every JavaScript verifier would file hermesd's receipts under another token and recover another signer, and hermesd refuses such receipts itself", t, float64(t))
+			}
+		}
 		if a.Epochs < 0 || a.Epochs > MaxEpochsAhead {
 			v.add(f("epochs"), "%d is outside 0..%d", a.Epochs, MaxEpochsAhead)
 		}
@@ -518,6 +531,32 @@ func (c *Config) validateAgents(v *validator) {
 			}
 		}
 	}
+}
+
+// MaxSafeTokenID is JavaScript's Number.MAX_SAFE_INTEGER, 2^53 − 1.
+const MaxSafeTokenID = 1<<53 - 1
+
+// TokenIDExact reports whether a JavaScript number holds t exactly (every
+// uint64 is below 10^21, so JavaScript prints an exact one back digit for
+// digit): true up to 2^53 − 1, and beyond for multiples of the float64
+// spacing there.
+func TokenIDExact(t uint64) bool {
+	f := float64(t)
+	return t <= MaxSafeTokenID || f < 1<<64 && uint64(f) == t
+}
+
+// Warnings lists what the configuration allows but an operator should
+// know; Load's caller shows them (hermesd run logs them at start).
+func (c *Config) Warnings() []string {
+	var w []string
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		if a.TokenID != nil && *a.TokenID > MaxSafeTokenID && TokenIDExact(*a.TokenID) {
+			w = append(w, fmt.Sprintf("agents[%d].token_id: %d is above 2^53 - 1: JavaScript holds it exactly, but not its neighbours (%d reads as %.0f), so check every JavaScript tool that handles it as a number",
+				i, *a.TokenID, *a.TokenID+1, float64(*a.TokenID+1)))
+		}
+	}
+	return w
 }
 
 // within reports whether path p is dir or inside it.

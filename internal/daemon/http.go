@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hermesd/hermesd/internal/agent"
+	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ledger"
 	"github.com/hermesd/hermesd/internal/receipts"
@@ -361,7 +362,14 @@ func (a *api) serveReceipts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := ag.Config()
-	rep, err := ag.Receipts().Import(r.Context(), spool, cfg.ImportPolicy, cfg.Trusted)
+	// Receipts of another agent's token go to that agent's log.
+	route := compose.ReceiptRoute(a.d.cfg, id, func(holder string) *receipts.Log {
+		if h, ok := a.d.byID[holder]; ok {
+			return h.Receipts()
+		}
+		return nil
+	})
+	rep, err := ag.Receipts().ImportRouted(r.Context(), spool, cfg.ImportPolicy, cfg.Trusted, route)
 	m := a.d.metrics.receiptsIngested
 	m.WithLabelValues(id, "rejected").Add(float64(rep.Rejected))
 	switch {
@@ -376,6 +384,10 @@ func (a *api) serveReceipts(w http.ResponseWriter, r *http.Request) {
 	m.WithLabelValues(id, "duplicate").Add(float64(rep.Duplicates))
 	m.WithLabelValues(id, "quarantined").Add(float64(rep.Quarantined))
 	m.WithLabelValues(id, "dropped").Add(float64(rep.Dropped))
+	for _, f := range rep.Forwarded {
+		m.WithLabelValues(f.Agent, "added").Add(float64(f.Imported))
+		m.WithLabelValues(f.Agent, "duplicate").Add(float64(f.Duplicates))
+	}
 	writeJSON(w, http.StatusOK, rep)
 }
 

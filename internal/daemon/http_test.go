@@ -776,3 +776,72 @@ func TestFailedSnapshotShowsInReadyz(t *testing.T) {
 	}
 	eventually(t, "big to recover", func() bool { code, _ := readyz(t, d); return code == http.StatusOK })
 }
+
+// tokenLine is receiptLine for another tokenId (raw JSON number text).
+func tokenLine(t *testing.T, callID, token string, key *ecdsa.PrivateKey) string {
+	t.Helper()
+	f := receipts.DigestFields{CallID: callID, TokenID: token, Subscriber: "0x9F2dC1b0E5bA3c47d1F08e6A2B4c5D7e8F901234",
+		OutputHash: "0x" + strings.Repeat("bb", 32), StateDeltaHash: "0x" + strings.Repeat("33", 32), TS: 1700000000}
+	sig, err := receipts.Sign(f, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`{"schemaVersion":"stratum/receipt/v2","tokenId":%s,"subscriber":%q,"callId":%q,"outputHash":%q,`+
+		`"stateDeltaHash":%q,"ts":1700000000,"signature":%q}`, token, f.Subscriber, callID, f.OutputHash, f.StateDeltaHash, sig)
+}
+
+// TestReceiptsOfOtherTokens: receipts posted to alpha (token 3) for beta's
+// token (33) go to beta's log; those of tokens no agent holds (0, 1,
+// 123456789, 2^40) and one JavaScript cannot read exactly (2^53 + 1) are
+// quarantined in alpha's, with the reason; alpha's snapshot carries its
+// own token's receipts only.
+func TestReceiptsOfOtherTokens(t *testing.T) {
+	t.Parallel()
+	three, thirtyThree := uint64(3), uint64(33)
+	w := newWorld(t, devnet.Agent{ID: "alpha", TokenID: &three}, devnet.Agent{ID: "beta", TokenID: &thirtyThree})
+	seedBrain(t, w.brain("alpha"))
+	seedBrain(t, w.brain("beta"))
+	token := withToken(t, w.dn.Config)
+	d := startDaemon(t, w, nil)
+	alpha, _ := d.Agent("alpha")
+	beta, _ := d.Agent("beta")
+	key := w.dn.SignerKey
+	var lines []string
+	for i, tok := range []string{"3", "0", "1", "33", "123456789", "1099511627776", "9007199254740993", "3", "33"} {
+		lines = append(lines, tokenLine(t, fmt.Sprintf("call-%d", i), tok, key))
+	}
+	ans := do(t, d, call{path: "/v1/agents/alpha/receipts", ctype: "application/x-ndjson", auth: "Bearer " + token,
+		body: strings.NewReader(strings.Join(lines, "\n"))})
+	rep := importReport(t, ans)
+	if ans.code != http.StatusOK || rep.Imported != 2 || rep.Routed != 2 || rep.Quarantined != 5 ||
+		len(rep.Forwarded) != 1 || rep.Forwarded[0].Agent != "beta" || rep.Forwarded[0].Imported != 2 {
+		t.Fatalf("HTTP %d: %+v", ans.code, rep)
+	}
+	statuses := map[receipts.Status]int{}
+	for _, p := range rep.Problems {
+		statuses[p.Status]++
+	}
+	if statuses[receipts.StatusForeignToken] != 4 || statuses[receipts.StatusAmbiguousToken] != 1 {
+		t.Errorf("problems %+v", rep.Problems)
+	}
+	if !alpha.Receipts().Has("call-0") || !alpha.Receipts().Has("call-7") || alpha.Receipts().Has("call-3") ||
+		!beta.Receipts().Has("call-3") || !beta.Receipts().Has("call-8") || beta.Receipts().Has("call-1") || alpha.Receipts().Has("call-1") {
+		t.Errorf("alpha holds %d, beta %d", alpha.Receipts().Len(), beta.Receipts().Len())
+	}
+
+	// A change to alpha's brain: its snapshot exports its own token's.
+	if err := os.WriteFile(filepath.Join(w.brain("alpha"), "note.md"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(w.brain("alpha"), "receipts.ndjson")
+	eventually(t, "alpha's snapshot with both of its receipts", func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.Contains(string(b), `"callId":"call-7"`)
+	})
+	b, _ := os.ReadFile(path)
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, `"tokenId":3,`) {
+			t.Errorf("alpha's receipts.ndjson holds %.80s", l)
+		}
+	}
+}

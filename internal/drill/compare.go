@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
 
@@ -19,7 +21,8 @@ type Mismatch struct {
 	Path string `json:"path"`
 	// Kind is missing (in the live brain, not restored), extra (restored,
 	// not in the live brain), type, mode, size, content, lock, receipts,
-	// or hash (the re-hash disagrees).
+	// hash (the re-hash disagrees), trees (v3: not as the snapshot's
+	// trees list it) or link (a hard link that is not one).
 	Kind string `json:"kind"`
 	Want string `json:"want,omitempty"` // the live brain's side
 	Got  string `json:"got,omitempty"`  // the restore's side
@@ -91,9 +94,15 @@ func compare(live, got *manifest, blob string, same contentFunc) (comparison, er
 			c.notes = append(c.notes, fmt.Sprintf("%s is a %s in both trees; not compared", p, l.kind))
 			continue
 		}
-		if l.perm != g.perm {
-			c.add(p, "mode", fmt.Sprintf("%04o", l.perm), fmt.Sprintf("%04o", g.perm))
+		if l.mode.Perm() != g.mode.Perm() {
+			c.add(p, "mode", modeString(l.mode), modeString(g.mode))
 			continue
+		}
+		if l.mode != g.mode {
+			c.notes = append(c.notes, specialNote(p, l, g))
+		}
+		if l.kind == kindFile && l.target != g.target {
+			c.notes = append(c.notes, linkNote(p, l, g))
 		}
 		if l.kind == kindDir {
 			c.dirs++
@@ -141,6 +150,38 @@ func compare(live, got *manifest, blob string, same contentFunc) (comparison, er
 		c.files++
 	}
 	return c, nil
+}
+
+// modeString is a mode as chmod writes it: permission and special bits.
+func modeString(m fs.FileMode) string { return fmt.Sprintf("%04o", fsys.UnixMode(m)) }
+
+// specialNote describes a difference in special bits alone, which is not a
+// failure: a restore never sets setuid or setgid on a file (the restore
+// lists each), and snapshots older than revision 2 trees and hermesd's
+// archives before 2026-11-27 record no special bits at all. What a v3
+// snapshot records is checked against its trees (the trees stage).
+func specialNote(p string, l, g entry) string {
+	why := "the snapshot may not record them"
+	if l.kind == kindFile && l.mode&^g.mode&^(fs.ModeSetuid|fs.ModeSetgid) == 0 && g.mode&^l.mode == 0 {
+		why = "a restore never sets setuid or setgid on a file"
+	}
+	return fmt.Sprintf("%s: special bits differ (live %s, restored %s): %s; not a failure",
+		p, modeString(l.mode), modeString(g.mode), why)
+}
+
+// linkNote describes a file whose hard links differ, which is not a
+// failure: its content is compared by itself, and snapshots older than
+// revision 2 trees (and hermesd's archives before 2026-11-27) store every
+// name of a file as a file of its own. What a v3 snapshot records is
+// checked against its trees.
+func linkNote(p string, l, g entry) string {
+	name := func(e entry) string {
+		if e.target == "" {
+			return "a file of its own"
+		}
+		return "a hard link of " + e.target
+	}
+	return fmt.Sprintf("%s: %s in the live brain, %s restored (the snapshot may not record hard links); not a failure", p, name(l), name(g))
 }
 
 func (c *comparison) add(path, kind, want, got string) {
@@ -209,11 +250,12 @@ func checkReceipts(live, got *manifest) (*Mismatch, string) {
 }
 
 // exact reports every difference between two summed manifests, the root's
-// mode included: the destructive drill's final check.
+// mode, special bits and hard links included: the destructive drill's
+// final check.
 func exact(want, got *manifest) []Mismatch {
 	var out []Mismatch
-	if want.rootPerm != got.rootPerm {
-		out = append(out, Mismatch{Path: ".", Kind: "mode", Want: fmt.Sprintf("%04o", want.rootPerm), Got: fmt.Sprintf("%04o", got.rootPerm)})
+	if want.rootMode != got.rootMode {
+		out = append(out, Mismatch{Path: ".", Kind: "mode", Want: modeString(want.rootMode), Got: modeString(got.rootMode)})
 	}
 	for _, p := range want.paths() {
 		w := want.entries[p]
@@ -223,10 +265,12 @@ func exact(want, got *manifest) []Mismatch {
 			out = append(out, Mismatch{Path: p, Kind: "missing", Want: w.kind.String()})
 		case w.kind != g.kind:
 			out = append(out, Mismatch{Path: p, Kind: "type", Want: w.kind.String(), Got: g.kind.String()})
-		case w.perm != g.perm:
-			out = append(out, Mismatch{Path: p, Kind: "mode", Want: fmt.Sprintf("%04o", w.perm), Got: fmt.Sprintf("%04o", g.perm)})
+		case w.mode != g.mode:
+			out = append(out, Mismatch{Path: p, Kind: "mode", Want: modeString(w.mode), Got: modeString(g.mode)})
 		case w.size != g.size || w.sum != g.sum:
 			out = append(out, Mismatch{Path: p, Kind: "content", Want: fmt.Sprintf("sha256 %x", w.sum[:8]), Got: fmt.Sprintf("sha256 %x", g.sum[:8])})
+		case w.kind == kindFile && w.target != g.target:
+			out = append(out, Mismatch{Path: p, Kind: "link", Want: linkString(w.target), Got: linkString(g.target)})
 		}
 	}
 	for _, p := range got.paths() {
@@ -235,6 +279,13 @@ func exact(want, got *manifest) []Mismatch {
 		}
 	}
 	return out
+}
+
+func linkString(target string) string {
+	if target == "" {
+		return "its own file"
+	}
+	return "hard link of " + target
 }
 
 // timestampGrace allows for the kernel's coarse clock: a change just

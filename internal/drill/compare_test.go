@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -120,12 +121,34 @@ func TestCompare(t *testing.T) {
 		"sub/b.md":        "bravo\n",
 		"receipts.ndjson": "{\"callId\":\"1\"}\n{\"callId\":\"2\"}",
 	}
+	link := func(t *testing.T, d string) {
+		if err := os.Link(filepath.Join(d, "a.md"), filepath.Join(d, "sub/c.md")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name  string
+		both  func(t *testing.T, dir string) // applied to both trees first
 		edit  func(t *testing.T, restored string)
 		kinds []string // mismatch kinds, in path order
+		note  string   // in the notes
 	}{
 		{name: "identical"},
+		// Issue 27: what a restore gives back by policy, or an older
+		// snapshot does not record, is a note.
+		{name: "a stripped setuid bit", note: "a.md: special bits differ (live 4755, restored 0755): a restore never sets setuid",
+			both: func(t *testing.T, d string) { os.Chmod(filepath.Join(d, "a.md"), 0o755|fs.ModeSetuid) },
+			edit: func(t *testing.T, d string) { os.Chmod(filepath.Join(d, "a.md"), 0o755) }},
+		{name: "a sticky bit not recorded", note: "sub: special bits differ (live 1755, restored 0755): the snapshot may not record them",
+			both: func(t *testing.T, d string) { os.Chmod(filepath.Join(d, "sub"), 0o755|fs.ModeSticky) },
+			edit: func(t *testing.T, d string) { os.Chmod(filepath.Join(d, "sub"), 0o755) }},
+		{name: "a link restored as a link", both: link},
+		{name: "a link restored as a file of its own", both: link,
+			note: "sub/c.md: a hard link of a.md in the live brain, a file of its own restored",
+			edit: func(t *testing.T, d string) {
+				os.Remove(filepath.Join(d, "sub/c.md"))
+				writeFile(t, filepath.Join(d, "sub/c.md"), []byte("alpha\n"), 0o644)
+			}},
 		{name: "content, same size", kinds: []string{"content"},
 			edit: func(t *testing.T, d string) { writeFile(t, filepath.Join(d, "a.md"), []byte("alphA\n"), 0o644) }},
 		{name: "size", kinds: []string{"size"},
@@ -144,7 +167,7 @@ func TestCompare(t *testing.T) {
 				os.Remove(filepath.Join(d, "a.md"))
 				os.Mkdir(filepath.Join(d, "a.md"), 0o755)
 			}},
-		{name: "fewer receipts restored is fine",
+		{name: "fewer receipts restored is fine", note: "the rest arrived after the snapshot",
 			edit: func(t *testing.T, d string) {
 				writeFile(t, filepath.Join(d, "receipts.ndjson"), []byte("{\"callId\":\"2\"}"), 0o644)
 			}},
@@ -158,6 +181,10 @@ func TestCompare(t *testing.T) {
 			name := tc.name + map[bool]string{false: "/literal", true: "/sha256"}[sums]
 			t.Run(name, func(t *testing.T) {
 				live, restored := writeTree(t, base), writeTree(t, base)
+				if tc.both != nil {
+					tc.both(t, live)
+					tc.both(t, restored)
+				}
 				if tc.edit != nil {
 					tc.edit(t, restored)
 				}
@@ -183,6 +210,9 @@ func TestCompare(t *testing.T) {
 				}
 				if !slices.Equal(kinds, tc.kinds) {
 					t.Errorf("mismatches %v, want kinds %v", c.mismatches, tc.kinds)
+				}
+				if notes := strings.Join(c.notes, "\n"); tc.note != "" && !strings.Contains(notes, tc.note) || tc.note == "" && notes != "" {
+					t.Errorf("notes %q, want %q", notes, tc.note)
 				}
 				if e := exact(lm, gm); sums && (len(e) == 0) != (tc.edit == nil) {
 					t.Errorf("exact: %v", e)

@@ -17,8 +17,9 @@
 // into a scratch directory, and checks it three ways: against the snapshot
 // itself (the pipeline verifies every object, file SHA-256 and the bundle
 // hash; the drill re-hashes the tree with hash.Dir, and for v3 compares
-// every file's size, SHA-256 and mode and every directory's mode with the
-// snapshot's trees), and against the live brain.
+// every file's size, SHA-256 and mode, every directory's mode, every hard
+// link and the brain directory's mode with the snapshot's trees), and
+// against the live brain.
 //
 // The live brain may have moved on since the snapshot (a daemon snapshots
 // it again shortly). Each difference between the restore and the live
@@ -34,10 +35,20 @@
 // sets of paths, entry types, permission bits of files and directories, and
 // file contents (non-destructive: literally, byte for byte against the live
 // file; destructive: by SHA-256 and size against a manifest taken before the
-// wipe, because the data is gone). The brain directory's own mode is not
-// part of the snapshot format (a restore creates it 0700); the destructive
-// drill puts it back. Two top-level files legitimately differ and get their
-// own rule:
+// wipe, because the data is gone). What a restore gives back by policy, or
+// an older snapshot does not record, is a note, never a difference:
+// special bits (a restore never sets setuid or setgid on a file and lists
+// each; snapshots before revision 2 trees and hermesd's archives before
+// 2026-11-27 record no special bits, links or brain directory mode), hard
+// links (a file under several names compares as its content; one restored
+// as a link is no difference at all), and a brain directory kept narrower
+// than the snapshot's (a restore never widens an existing one nor makes it
+// writable by everyone). What a v3 snapshot does record of them is checked
+// exactly against its trees. The destructive drill puts back what the
+// restore did not give (the directory's own mode, stripped special bits,
+// hard links stored as files), noting each, so the brain ends as it was;
+// its final check compares modes with their special bits and hard links.
+// Two top-level files legitimately differ and get their own rule:
 //
 //   - bundle.lock.json: the lock inside a blob was tarred before the upload,
 //     so it names the parent blob; after the verified upload the live lock

@@ -2,9 +2,11 @@ package drill
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -341,8 +344,8 @@ func (d *drill) head(ctx context.Context, cp *coldPath) (string, error) {
 	case d.o.Mode == ModeB:
 		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
 		if err == nil {
-			// The record is anyone's text until it is a blob id.
-			err = walrus.ValidateBlobID(v)
+			// The record is anyone's text until it is a blob or patch id.
+			err = walrus.ValidateRef(v) // a blob id or a quilt patch id
 		}
 		if err != nil {
 			d.rep.stage("ens-read", t, err, "")
@@ -668,6 +671,12 @@ func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) 
 	for _, s := range res.Skipped {
 		d.rep.note("the archive entry %s was skipped", s)
 	}
+	for _, s := range res.Stripped {
+		d.rep.note("restored without a special bit: %s", s)
+	}
+	for _, s := range res.Notes {
+		d.rep.note("%s", s)
+	}
 	return res, nil
 }
 
@@ -748,9 +757,14 @@ func (d *drill) rehash(ctx context.Context, dir string, res snapshot.Restored) (
 
 // checkTrees compares the restored tree with the v3 snapshot's own trees,
 // read again from its head: the same paths, and every file's size,
-// SHA-256 (from the re-hash) and mode, every directory's mode — what the
-// bundle hash does not cover (modes) checked against the snapshot itself,
-// not against the extractor's word.
+// SHA-256 (from the re-hash) and mode, every directory's mode, every hard
+// link a link to the file it names, and the brain directory's mode — what
+// the bundle hash does not cover checked against the snapshot itself, not
+// against the extractor's word. Modes are compared as a restore gives
+// them (fsys.Restorable: setuid and setgid are never set on files; the
+// restore lists each, and so does this report), and a brain directory
+// kept narrower than the snapshot's (an existing one is never widened,
+// nor made writable by everyone) is a note, not a difference.
 func (d *drill) checkTrees(ctx context.Context, cp *coldPath, blob, dir string, h hash.Result) {
 	t := time.Now()
 	r, err := cp.pipe.OpenV3(ctx, blob)
@@ -763,32 +777,58 @@ func (d *drill) checkTrees(ctx context.Context, cp *coldPath, blob, dir string, 
 	for _, f := range h.Files {
 		hashed[f.Path] = f
 	}
-	files, dirs, before := 0, 0, len(d.rep.Mismatches)
+	files, dirs, links, before := 0, 0, 0, len(d.rep.Mismatches)
 	bad := func(p, kind, want, got string) {
 		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: p, Kind: kind, Want: want, Got: got})
 	}
+	mode := func(p string, want, got fs.FileMode) {
+		if got != want {
+			bad(p, "mode", modeString(want)+" (snapshot)", modeString(got))
+		}
+	}
+	// The restored file behind each path met (a link's target comes
+	// before it in the walk), and the mode its file entry records.
+	met := map[string]hash.File{}
+	modes := map[string]fs.FileMode{}
 	err = r.Walk(ctx, func(p string, e *repo.Entry) error {
 		switch e.Type {
 		case repo.EntryDir:
 			dirs++
 			st, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p)))
-			switch {
-			case err != nil || !st.IsDir():
+			if err != nil || !st.IsDir() {
 				bad(p, "trees", "directory", "missing")
-			case st.Mode().Perm() != e.Mode.Perm():
-				bad(p, "mode", fmt.Sprintf("%04o (snapshot)", e.Mode.Perm()), fmt.Sprintf("%04o", st.Mode().Perm()))
+				break
 			}
+			want, _ := fsys.Restorable(e.Mode, true)
+			mode(p, want, st.Mode()&fsys.Meta)
 		case repo.EntryFile:
 			files++
 			f, ok := hashed[p]
 			delete(hashed, p)
+			recorded := e.Mode
+			if e.IsLink() {
+				links++
+				recorded = modes[e.Link]
+			}
 			switch {
 			case !ok:
 				bad(p, "trees", "file", "missing")
+				return nil
 			case f.Size != e.Size || f.SHA256 != e.SHA256:
 				bad(p, "content", fmt.Sprintf("sha256 %x (snapshot)", e.SHA256[:8]), fmt.Sprintf("sha256 %x", f.SHA256[:8]))
-			case f.Mode.Perm() != e.Mode.Perm():
-				bad(p, "mode", fmt.Sprintf("%04o (snapshot)", e.Mode.Perm()), fmt.Sprintf("%04o", f.Mode.Perm()))
+				return nil
+			}
+			want, _ := fsys.Restorable(recorded, false)
+			mode(p, want, f.Stat.Mode&fsys.Meta)
+			met[p] = f
+			if !e.IsLink() {
+				modes[p] = e.Mode
+				break
+			}
+			// A link restored as a link is the same file under two
+			// names (where the walk knows inodes).
+			if tf, ok := met[e.Link]; ok && fsys.Inodes && (tf.Stat.Dev != f.Stat.Dev || tf.Stat.Ino != f.Stat.Ino) {
+				bad(p, "link", "hard link of "+e.Link+" (snapshot)", "a file of its own")
 			}
 		}
 		return nil
@@ -796,11 +836,25 @@ func (d *drill) checkTrees(ctx context.Context, cp *coldPath, blob, dir string, 
 	for p := range hashed {
 		bad(p, "trees", "none", "file not in the snapshot")
 	}
+	root := ""
+	if want, _, ok := r.Commit().RootMeta(); ok {
+		root = " and the brain directory (mode)"
+		if st, serr := os.Lstat(dir); serr == nil {
+			switch got := st.Mode() & fsys.Meta; {
+			case got == want:
+			case got&^want == 0:
+				d.rep.note("the brain directory was restored at mode %s, narrower than the snapshot's %s (see the restore's note)", modeString(got), modeString(want))
+			default:
+				mode(".", want, got)
+			}
+		}
+	}
 	n := len(d.rep.Mismatches) - before
 	if err == nil && n > 0 {
 		err = fmt.Errorf("%d difference(s) from the snapshot's trees", n)
 	}
-	d.rep.stage("trees", t, err, fmt.Sprintf("%d files (size, sha256, mode) and %d directories (mode) as the snapshot's trees list them", files, dirs))
+	d.rep.stage("trees", t, err, fmt.Sprintf("%d files (size, sha256, mode; %d hard links, as links), %d directories (mode)%s as the snapshot's trees list them",
+		files, links, dirs, root))
 }
 
 // verdict turns the mismatches found into the drill's error.
@@ -970,8 +1024,11 @@ func (d *drill) claimedHash(ctx context.Context, blob string) (string, error) {
 	return lock.BundleHash(), nil
 }
 
-// finish copies back the two files that legitimately differ, restores the
-// root's mode, checks that the brain is now identical to the manifest, and
+// finish copies back the two files that legitimately differ, gives back
+// what a restore does not (the root's mode, special bits a restore strips
+// or an older snapshot does not record, hard links an older snapshot
+// stored as files of their own: compare found each noteworthy, not
+// wrong), checks that the brain is now identical to the manifest, and
 // deletes the moved-aside original.
 func (d *drill) finish(ctx context.Context, side *aside, pre, got *manifest) error {
 	for _, rel := range []string{bundlelock.FileName, snapshot.ReceiptsFile} {
@@ -983,7 +1040,24 @@ func (d *drill) finish(ctx context.Context, side *aside, pre, got *manifest) err
 			return fmt.Errorf("copy back %s: %w", rel, err)
 		}
 	}
-	if err := os.Chmod(d.ac.BrainDir, pre.rootPerm); err != nil {
+	for _, rel := range pre.paths() {
+		w, g := pre.entries[rel], got.entries[rel]
+		full := filepath.Join(d.ac.BrainDir, filepath.FromSlash(rel))
+		if w.kind == kindFile && w.target != g.target && w.target != "" && rel != bundlelock.FileName && rel != snapshot.ReceiptsFile {
+			// The same content (compare checked it), one file again.
+			if err := relink(filepath.Join(d.ac.BrainDir, filepath.FromSlash(w.target)), full); err != nil {
+				return fmt.Errorf("make %s a hard link of %s again: %w", rel, w.target, err)
+			}
+			d.rep.note("%s: made a hard link of %s again, as it was before the wipe", rel, w.target)
+		}
+		if w.mode != g.mode && w.mode.Perm() == g.mode.Perm() {
+			if err := os.Chmod(full, w.mode); err != nil {
+				return err
+			}
+			d.rep.note("%s: its special bits put back as they were before the wipe (%s; restored %s)", rel, modeString(w.mode), modeString(g.mode))
+		}
+	}
+	if err := os.Chmod(d.ac.BrainDir, pre.rootMode); err != nil {
 		return err
 	}
 	final, err := scan(ctx, d.ac.BrainDir, true)
@@ -1031,4 +1105,20 @@ func short(h string) string {
 		return h[:10] + "…" + h[len(h)-4:]
 	}
 	return h
+}
+
+// relink replaces name by a hard link of target: linked beside it under
+// a new name, then renamed over it, so name is never missing.
+func relink(target, name string) error {
+	var r [8]byte
+	rand.Read(r[:])
+	tmp := name + ".drill-" + hex.EncodeToString(r[:])
+	if err := os.Link(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }

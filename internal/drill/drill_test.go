@@ -190,6 +190,18 @@ func diffTrees(t *testing.T, what string, want, got map[string]node) {
 	}
 }
 
+// sameButSnapshot checks that the brain is as before the destructive
+// drill but for what its snapshot step rewrites: the lock and receipts.
+func sameButSnapshot(t *testing.T, before map[string]node, brain string) {
+	t.Helper()
+	after := tree(t, brain)
+	for _, p := range []string{"bundle.lock.json", "receipts.ndjson"} {
+		delete(before, p)
+		delete(after, p)
+	}
+	diffTrees(t, "brain after the destructive drill", before, after)
+}
+
 // siblings lists the brain's parent directory: the destructive drill must
 // leave nothing behind there.
 func siblings(t *testing.T, brain string) []string {
@@ -255,13 +267,7 @@ func TestDrill(t *testing.T) {
 		if st.Last == nil || st.Last.BlobID != blob || st.Published != blob || st.Pending != nil {
 			t.Errorf("state not consistent with the publish: %+v", st)
 		}
-		// The snapshot step rewrote only the lock and receipts.
-		after := tree(t, brain)
-		for _, p := range []string{"bundle.lock.json", "receipts.ndjson"} {
-			delete(before, p)
-			delete(after, p)
-		}
-		diffTrees(t, "brain after the destructive drill", before, after)
+		sameButSnapshot(t, before, brain)
 		if got := siblings(t, brain); strings.Join(got, ",") != strings.Join(beside, ",") {
 			t.Errorf("left beside the brain: %v, before %v", got, beside)
 		}
@@ -373,6 +379,72 @@ func TestDrill(t *testing.T) {
 			t.Errorf("pointer %s, want %s", got, rep.BlobID)
 		}
 		blob = rep.BlobID
+	})
+
+	// Issue 27 in issue 28's drills: a file under two names, a set-id
+	// program, setgid and sticky directories and a 0750 brain directory.
+	// The destructive drill snapshots them (revision 2 trees), restores
+	// them, and puts back what a restore strips (saying so): the brain
+	// ends as it was, links included. The read-only drill then finds no
+	// difference, only notes of what the restore stripped.
+	t.Run("links, special bits and the root: notes, not differences", func(t *testing.T) {
+		writeFile(t, filepath.Join(brain, "tools/suid"), []byte("#!/bin/sh\n"), 0o755|fs.ModeSetuid|fs.ModeSetgid)
+		if err := os.Link(filepath.Join(brain, "skills/reentrancy.md"), filepath.Join(brain, "skills/alias.md")); err != nil {
+			t.Fatal(err)
+		}
+		for p, m := range map[string]fs.FileMode{"shared": 0o775 | fs.ModeSetgid, "tmp": 0o777 | fs.ModeSticky} {
+			if err := os.Mkdir(filepath.Join(brain, p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(brain, p), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(brain, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		sameFile := func() bool {
+			a, err1 := os.Stat(filepath.Join(brain, "skills/reentrancy.md"))
+			b, err2 := os.Stat(filepath.Join(brain, "skills/alias.md"))
+			return err1 == nil && err2 == nil && os.SameFile(a, b)
+		}
+		before := tree(t, brain)
+
+		o := w.opts("alpha")
+		o.Destructive = true
+		rep, err := Run(t.Context(), o)
+		if err != nil {
+			t.Fatalf("%v\n%+v", err, rep)
+		}
+		notes := strings.Join(rep.Notes, "\n")
+		if rep.Snapshot != "snapshotted" || len(rep.Mismatches) != 0 ||
+			!strings.Contains(notes, "tools/suid: special bits differ (live 6755, restored 0755): a restore never sets setuid or setgid on a file") ||
+			!strings.Contains(notes, "tools/suid: its special bits put back as they were before the wipe (6755; restored 0755)") {
+			t.Fatalf("report %+v", rep)
+		}
+		sameButSnapshot(t, before, brain)
+		if !sameFile() {
+			t.Error("skills/alias.md is no longer a hard link of skills/reentrancy.md")
+		}
+		blob = rep.BlobID
+
+		rep, err = Run(t.Context(), w.opts("alpha"))
+		if err != nil {
+			t.Fatalf("%v\n%+v", err, rep)
+		}
+		notes = strings.Join(rep.Notes, "\n")
+		var trees string
+		for _, st := range rep.Stages {
+			if st.Name == "trees" {
+				trees = st.Detail
+			}
+		}
+		if rep.BlobID != blob || len(rep.Mismatches) != 0 || len(rep.MovedOn) != 0 ||
+			!strings.Contains(notes, "restored without a special bit: tools/suid: setuid+setgid not restored (recorded 6755, restored 0755)") ||
+			!strings.Contains(notes, "tools/suid: special bits differ") || strings.Contains(notes, "hard link") ||
+			!strings.Contains(trees, "1 hard links, as links") || !strings.Contains(trees, "and the brain directory") {
+			t.Errorf("read-only drill: report %+v", rep)
+		}
 	})
 
 	t.Run("destructive: a failure after the wipe puts the brain back", func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/fsys"
 	bundlehash "github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
@@ -43,11 +44,14 @@ func (k kind) String() string {
 
 // entry is what the manifest knows about one path.
 type entry struct {
-	kind   kind
-	perm   fs.FileMode
-	size   int64
-	sum    [32]byte // files, when the manifest was taken with sums
-	target string   // symlinks
+	kind kind
+	mode fs.FileMode // permission and special bits (fsys.Meta)
+	size int64
+	sum  [32]byte // files, when the manifest was taken with sums
+	// target is a symlink's target, and for a regular file with several
+	// names in the tree (hard links) the first of them in walk order; ""
+	// for that first name and for a file of one name.
+	target string
 	// changed is when the entry last changed (its ctime where there is
 	// one): whether the live brain moved on since a snapshot.
 	changed time.Time
@@ -58,7 +62,7 @@ type entry struct {
 // whole; the receipts export is kept as the multiset of its lines' hashes.
 type manifest struct {
 	root        string
-	rootPerm    fs.FileMode
+	rootMode    fs.FileMode // permission and special bits
 	rootChanged time.Time
 	sums        bool
 	entries     map[string]entry // slash paths relative to root; root excluded
@@ -83,7 +87,8 @@ func scan(ctx context.Context, root string, sums bool) (*manifest, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", root)
 	}
-	m := &manifest{root: root, rootPerm: st.Mode().Perm(), rootChanged: changed(st), sums: sums, entries: map[string]entry{}}
+	m := &manifest{root: root, rootMode: st.Mode() & fsys.Meta, rootChanged: changed(st), sums: sums, entries: map[string]entry{}}
+	names := map[fileID]string{} // the first name of each file with several
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -103,12 +108,19 @@ func scan(ctx context.Context, root string, sums bool) (*manifest, error) {
 		if err != nil {
 			return err
 		}
-		e := entry{perm: info.Mode().Perm(), changed: changed(info)}
+		e := entry{mode: info.Mode() & fsys.Meta, changed: changed(info)}
 		switch t := info.Mode().Type(); {
 		case t.IsDir():
 			e.kind = kindDir
 		case t.IsRegular():
 			e.kind, e.size = kindFile, info.Size()
+			if id, ok := linked(info); ok {
+				if first, seen := names[id]; seen {
+					e.target = first
+				} else {
+					names[id] = rel
+				}
+			}
 			if err := m.readFile(p, rel, &e); err != nil {
 				return err
 			}
@@ -211,7 +223,7 @@ func (m *manifest) bundleHash() bundlehash.Digest {
 	var files []bundlehash.File
 	for p, e := range m.entries {
 		if e.kind == kindFile {
-			files = append(files, bundlehash.File{Path: p, Size: e.size, Mode: e.perm, SHA256: e.sum})
+			files = append(files, bundlehash.File{Path: p, Size: e.size, Mode: e.mode.Perm(), SHA256: e.sum})
 		}
 	}
 	return bundlehash.FromFiles(files)

@@ -10,6 +10,9 @@ type Info struct {
 	Ctime int64 // ns since the epoch; 0 where the implementation has none
 	Ino   uint64
 	Dev   uint64
+	// Nlink is the number of names of the file (hard links); 0 where the
+	// implementation does not know (the portable one).
+	Nlink uint64
 	Mode  fs.FileMode // type and permission bits, setuid, setgid, sticky
 	// Overlay is set when the Info is that of a file an Overlay shows in
 	// place of the path, so that it never equals an Info of the tree's own.

@@ -15,6 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Inodes reports whether an Info carries the inode and device that tell
+// the names of one file (hard links) apart from copies.
+const Inodes = true
+
 // Root is an open directory, the root of a walk; Close releases it. The
 // zero Root holds nothing (its Close does nothing).
 type Root struct {
@@ -392,6 +396,7 @@ func infoOf(st *unix.Stat_t) Info {
 		Ctime: st.Ctim.Nano(),
 		Ino:   uint64(st.Ino),
 		Dev:   uint64(st.Dev),
+		Nlink: uint64(st.Nlink),
 		Mode:  modeOf(uint32(st.Mode)),
 	}
 }

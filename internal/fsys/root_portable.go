@@ -10,6 +10,11 @@ import (
 	"syscall"
 )
 
+// Inodes reports whether an Info carries the inode and device that tell
+// the names of one file (hard links) apart from copies: not here, so a
+// snapshot stores each name of a file as a file of its own.
+const Inodes = false
+
 // The portable implementation, on os.Root. os.Root never leaves its root
 // but follows symlinks that stay inside it, so paths are resolved here one
 // component at a time: Lstat the name, refuse a symlink, open it, and check
@@ -322,5 +327,5 @@ func closeDir(r Root, dir *os.Root) {
 }
 
 func infoOf(fi fs.FileInfo) Info {
-	return Info{Size: fi.Size(), Mtime: fi.ModTime().UnixNano(), Mode: fi.Mode()}
+	return Info{Size: fi.Size(), Mtime: fi.ModTime().UnixNano(), Mode: fi.Mode(), Nlink: linksOf(fi)}
 }

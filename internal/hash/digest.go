@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/crypto/sha3"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // Digest is a 32-byte Keccak-256 output: a bundle hash, a per-file leaf or
@@ -74,13 +76,16 @@ func clip(s string) string {
 
 // File is one regular file of a bundle: its key (path relative to the
 // bundle root, '/'-separated), size, permission bits (mode & 0o777) and the
-// SHA-256 of its contents. tarball.File has the same fields, so a tar or
-// extraction manifest converts with a plain conversion, hash.File(f).
+// SHA-256 of its contents. A Cache also gives the stat data the digest was
+// taken with (Stat: mode with special bits, mtime, inode, links), which a
+// v3 snapshot records for a file it does not read again; other sources
+// leave it zero.
 type File struct {
 	Path   string
 	Size   int64
 	Mode   fs.FileMode
 	SHA256 [32]byte
+	Stat   fsys.Info
 }
 
 // Files is a list of files in key order, as Dir returns them.

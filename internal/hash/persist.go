@@ -12,16 +12,21 @@ import (
 
 // Cache file format (all integers varint-encoded, as in encoding/binary):
 //
-//	magic   "hermesd-hash-cache/v1\n"
+//	magic   "hermesd-hash-cache/v2\n"
 //	count   uvarint
 //	count × entry: key length uvarint, key bytes, size varint,
 //	        mtime ns varint, ctime ns varint, inode uvarint, device uvarint,
-//	        mode uvarint, flags byte (bit 0: racy), sha256 [32]
+//	        links uvarint, mode uvarint, flags byte (bit 0: racy), sha256 [32]
 //	trailer sha256 of everything before it [32]
 //
 // Entries are in key order. The file is a cache: any defect makes Load
-// fail and the caller starts empty (one full read of the tree).
-const cacheMagic = "hermesd-hash-cache/v1\n"
+// fail and the caller starts empty (one full read of the tree). A v1 file
+// (no link count) loads with one link per file: a file with more is read
+// again by the next pass, as its stat no longer matches.
+const (
+	cacheMagic   = "hermesd-hash-cache/v2\n"
+	cacheMagicV1 = "hermesd-hash-cache/v1\n"
+)
 
 // maxCacheFile bounds what Load reads (about 10 M files).
 const maxCacheFile = 1 << 30
@@ -45,6 +50,7 @@ func (c *Cache) Save(w io.Writer) error {
 		sv(e.st.Ctime)
 		uv(e.st.Ino)
 		uv(e.st.Dev)
+		uv(e.st.Nlink)
 		uv(uint64(e.st.Mode))
 		var flags byte
 		if e.racy {
@@ -74,7 +80,11 @@ func (c *Cache) Load(r io.Reader) error {
 	if len(data) > maxCacheFile {
 		return fmt.Errorf("%w: larger than %d bytes", errCacheFormat, maxCacheFile)
 	}
-	if len(data) < len(cacheMagic)+sha256.Size || string(data[:len(cacheMagic)]) != cacheMagic {
+	if len(data) < len(cacheMagic)+sha256.Size {
+		return fmt.Errorf("%w: bad header", errCacheFormat)
+	}
+	v1 := string(data[:len(cacheMagicV1)]) == cacheMagicV1
+	if !v1 && string(data[:len(cacheMagic)]) != cacheMagic {
 		return fmt.Errorf("%w: bad header", errCacheFormat)
 	}
 	body, trailer := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
@@ -95,6 +105,10 @@ func (c *Cache) Load(r io.Reader) error {
 		e.st.Ctime = p.varint()
 		e.st.Ino = p.uvarint()
 		e.st.Dev = p.uvarint()
+		e.st.Nlink = 1
+		if !v1 {
+			e.st.Nlink = p.uvarint()
+		}
 		e.st.Mode = fs.FileMode(p.uvarint())
 		flags := p.bytes(1)
 		copy(e.sum[:], p.bytes(32))

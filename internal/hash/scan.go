@@ -53,7 +53,7 @@ type entry struct {
 }
 
 func (e *entry) file() File {
-	return File{Path: e.key, Size: e.size, Mode: e.st.Mode.Perm(), SHA256: e.sum}
+	return File{Path: e.key, Size: e.size, Mode: e.st.Mode.Perm(), SHA256: e.sum, Stat: e.st}
 }
 
 func isRacy(st fsys.Info, start time.Time) bool {

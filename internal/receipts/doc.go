@@ -20,6 +20,15 @@
 // other v values and high-s (malleated) signatures. An absent signature or
 // the runtime's "0x" placeholder is unsigned.
 //
+// tokenId is the JSON number's exact digits, never a float: the digest of
+// 9007199254740993 is not that of 9007199254740992. But the reference
+// runtime, its importer and every JavaScript verifier read a JSON number
+// as a double, so a tokenId JavaScript cannot hold exactly (JSExact:
+// beyond 2^53 − 1, most integers) would be filed there under another
+// token, with another digest and another recovered signer. Verify refuses
+// such a receipt (StatusAmbiguousToken) whatever its signature, and the
+// configuration refuses such a token_id.
+//
 // For a runtime receipt (stratum/receipt/v1, v2) the signature covers only
 // those six fields; everything else in it (model, transcript, ...) is
 // unauthenticated, as in the runtime. v1 receipts without stateDeltaHash do
@@ -79,6 +88,16 @@
 // whoever can post receipts grow every snapshot past the publisher's limit.
 // Append is for hermesd's own receipts and does not verify.
 //
+// An agent's snapshot carries only its own token's receipts, as the
+// reference runtime's export does. ImportRouted, given the agent's Route,
+// takes a trusted receipt of another token only to hand it to the log of
+// the configured agent holding that token (each log's lock held in turn,
+// never two at once); one it cannot hand over (no agent holds the token,
+// or the holder's log is not open here, as in a restore) follows the
+// policy like an untrusted line, with the reason (StatusForeignToken).
+// ExportToken writes one token's receipts, whatever else a log holds from
+// before.
+//
 // # The quarantine
 //
 // <log>.quarantine collects what is set aside, one JSON object per line
@@ -94,10 +113,10 @@
 //
 // # receipts.ndjson
 //
-// Export writes the receipts that carry a tokenId (the reference runtime's
-// importer throws on one without) newest first, one per line, the stored
-// bytes, joined by "\n" with no trailing newline (an empty file for none),
-// and replaces the file atomically. Import verifies every line, appends the
+// ExportFile writes the receipts of the agent's token (the reference
+// runtime's importer throws on one without a tokenId) newest first, one
+// per line, the stored bytes, joined by "\n" with no trailing newline (an
+// empty file for none), and replaces the file atomically. Import verifies every line, appends the
 // trusted new ones in reverse line order (so export → import → export is
 // byte-identical), counts blank lines and duplicates, applies a Policy to
 // the rest, and accounts for every line in a bounded report. VerifyLines

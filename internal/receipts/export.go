@@ -27,6 +27,19 @@ const ndjsonPerm = 0o644
 // which would fail the whole restore of the brain there. Receipts without
 // one stay in the log (Iterate lists them).
 func (l *Log) Export(ctx context.Context, w io.Writer) error {
+	return l.export(ctx, w, func(token string) bool { return token != "" })
+}
+
+// ExportToken is Export of the receipts whose tokenId is token (decimal,
+// exactly as written): an agent's snapshot carries its own token's
+// receipts only, as the reference runtime's export does. A log that holds
+// other tokens' receipts (imported before hermesd routed them) keeps them;
+// they are not written. An empty token writes nothing.
+func (l *Log) ExportToken(ctx context.Context, w io.Writer, token string) error {
+	return l.export(ctx, w, func(t string) bool { return t != "" && t == token })
+}
+
+func (l *Log) export(ctx context.Context, w io.Writer, want func(token string) bool) error {
 	order, entries, f, err := l.view()
 	if err != nil {
 		return err
@@ -40,7 +53,7 @@ func (l *Log) Export(ctx context.Context, w io.Writer) error {
 				return err
 			}
 		}
-		if !entries[i].token {
+		if !want(entries[i].token) {
 			continue
 		}
 		b, err := l.readRecord(rr, entries[i])
@@ -61,10 +74,10 @@ func (l *Log) Export(ctx context.Context, w io.Writer) error {
 	return nil
 }
 
-// ExportFile replaces path with the Export output atomically (temporary
-// file in the same directory, fsync, rename, fsync of the directory), mode
-// 0644.
-func (l *Log) ExportFile(ctx context.Context, path string) error {
+// ExportFile replaces path with the ExportToken output atomically
+// (temporary file in the same directory, fsync, rename, fsync of the
+// directory), mode 0644.
+func (l *Log) ExportFile(ctx context.Context, path, token string) error {
 	// receipts.ndjson lives in the brain, which the agent runtime hashes:
 	// its replacement must never be visible there.
 	af, err := atomicfile.CreateOutside(path, ndjsonPerm)
@@ -72,7 +85,7 @@ func (l *Log) ExportFile(ctx context.Context, path string) error {
 		return fmt.Errorf("receipts: export: %w", err)
 	}
 	defer af.Abort()
-	if err := l.Export(ctx, af); err != nil {
+	if err := l.ExportToken(ctx, af, token); err != nil {
 		return err
 	}
 	if err := af.Commit(); err != nil {

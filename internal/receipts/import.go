@@ -92,7 +92,7 @@ type LineResult struct {
 const MaxProblems = 100
 
 // ImportReport accounts for every line of the input:
-// Lines = Blank + Imported + Duplicates + Quarantined + Dropped + Rejected + Skipped.
+// Lines = Blank + Imported + Duplicates + Quarantined + Dropped + Rejected + Skipped + Routed.
 type ImportReport struct {
 	Lines    int `json:"lines"`
 	Blank    int `json:"blank"`
@@ -106,6 +106,11 @@ type ImportReport struct {
 	Dropped     int `json:"dropped"` // not trusted and not quarantined: the quarantine was full
 	Rejected    int `json:"rejected"`
 	Skipped     int `json:"skipped"` // trusted lines not imported because the import was rejected
+	// Routed counts the trusted receipts of another agent's token that
+	// were handed to that agent's log (ImportRouted); Forwarded says how
+	// each agent's went.
+	Routed    int         `json:"routed,omitempty"`
+	Forwarded []Forwarded `json:"forwarded,omitempty"`
 	// Problems lists, in line order, the first MaxProblems lines that were
 	// quarantined, dropped, rejected, or conflicting duplicates;
 	// ProblemsOmitted counts the rest.
@@ -113,6 +118,69 @@ type ImportReport struct {
 	ProblemsOmitted int          `json:"problemsOmitted,omitempty"`
 	// QuarantineFile is where quarantined lines went ("" if none).
 	QuarantineFile string `json:"quarantineFile,omitempty"`
+}
+
+// Forwarded is what became of the receipts an import handed to the agent
+// holding their token.
+type Forwarded struct {
+	Agent      string `json:"agent"`
+	TokenID    string `json:"tokenId"`
+	Imported   int    `json:"imported"`
+	Duplicates int    `json:"duplicates"` // already in that agent's log
+}
+
+// Route says whose receipts a log holds: an agent's snapshot carries only
+// its own token's receipts (Export), so Import takes a trusted receipt of
+// another token only to hand it to the agent holding that token.
+type Route struct {
+	// Agent is the log's agent, for reasons.
+	Agent string
+	// Token is its token id in decimal; "" when it has none (then every
+	// receipt with a tokenId belongs elsewhere).
+	Token string
+	// Forward returns the log of the agent holding token, and that agent's
+	// id; a nil log (with or without a holder) when the receipt cannot be
+	// handed over here, which quarantines it with the reason. Nil: no agent
+	// holds another token.
+	Forward func(token string) (log *Log, holder string)
+}
+
+// foreign returns where a receipt of token goes: -1 for this log, else an
+// index in im.dests; or why it goes nowhere.
+func (im *importer) foreign(token string) (int, string) {
+	rt := im.route
+	if rt == nil || token == "" || token == rt.Token {
+		return -1, ""
+	}
+	var dst *Log
+	holder := ""
+	if rt.Forward != nil {
+		dst, holder = rt.Forward(token)
+	}
+	own := "holds no token (agents[].token_id)"
+	if rt.Token != "" {
+		own = "holds token " + rt.Token
+	}
+	switch {
+	case dst != nil && dst != im.l:
+		for i, d := range im.dests {
+			if d.log == dst {
+				return i, ""
+			}
+		}
+		im.dests = append(im.dests, dest{log: dst, agent: holder, token: token})
+		return len(im.dests) - 1, ""
+	case holder != "":
+		return 0, fmt.Sprintf("a receipt of token %s, which agent %s holds: not imported into %s, which %s (add it to %s)", clip(token), holder, rt.Agent, own, holder)
+	}
+	return 0, fmt.Sprintf("a receipt of token %s, which no configured agent holds: not imported into %s, which %s", clip(token), rt.Agent, own)
+}
+
+// dest is another agent's log an import hands receipts to.
+type dest struct {
+	log   *Log
+	agent string
+	token string
 }
 
 // maxImportLine bounds one input line before trimming; past it the line is
@@ -138,6 +206,17 @@ const maxImportLine = MaxReceiptSize + 4096
 // exported receipts.ndjson into an empty log and exporting again
 // reproduces it byte for byte.
 func (l *Log) Import(ctx context.Context, r io.Reader, policy Policy, trusted []common.Address) (ImportReport, error) {
+	return l.ImportRouted(ctx, r, policy, trusted, nil)
+}
+
+// ImportRouted is Import for a log whose agent's token is known (route):
+// a trusted receipt whose tokenId is another token's is handed to the log
+// of the agent holding it (route.Forward), appended there in one batch
+// after this log's (each log's own lock held in turn, never two at once),
+// or, when it cannot be, follows policy like an untrusted line (status
+// foreign-token, with the reason). Receipts without a tokenId stay here,
+// as Import keeps them. A nil route is Import.
+func (l *Log) ImportRouted(ctx context.Context, r io.Reader, policy Policy, trusted []common.Address, route *Route) (ImportReport, error) {
 	l.importMu.Lock()
 	defer l.importMu.Unlock()
 	var rep ImportReport
@@ -151,7 +230,7 @@ func (l *Log) Import(ctx context.Context, r io.Reader, policy Policy, trusted []
 		return rep, err
 	}
 
-	im := &importer{l: l, policy: policy, rep: &rep, seen: make(map[string]crcLen)}
+	im := &importer{l: l, policy: policy, rep: &rep, seen: make(map[string]crcLen), route: route}
 	defer im.cleanup()
 	c := newChunker(r)
 	for {
@@ -302,10 +381,13 @@ type crcLen struct {
 
 type importer struct {
 	l        *Log
+	route    *Route
+	dests    []dest // other agents' logs receiving receipts
 	policy   Policy
 	rep      *ImportReport
 	seen     map[string]crcLen // callIds accepted from this input
 	accepted []entry           // spooled; off is the offset in the spool
+	to       []int32           // per accepted receipt: -1 this log, else an index in dests
 	skipped  int               // accepted after a rejection: not spooled
 	rejected []string          // the first few rejection reasons
 	spool    *os.File
@@ -366,10 +448,14 @@ func (im *importer) line(ln *inLine) error {
 		im.duplicate(ln.no, rec.CallID, ln.logCL != cl)
 		return nil
 	}
-	if ln.res.Status == StatusTrusted {
-		return im.accept(ln)
+	if ln.res.Status != StatusTrusted {
+		return im.untrusted(ln, ln.res.Status, ln.res.Reason, ln.res.Signer)
 	}
-	return im.untrusted(ln, ln.res.Status, ln.res.Reason, ln.res.Signer)
+	to, why := im.foreign(rec.TokenID)
+	if why != "" {
+		return im.untrusted(ln, StatusForeignToken, why, ln.res.Signer)
+	}
+	return im.accept(ln, to)
 }
 
 func (im *importer) problem(lineNo int, callID string, st Status, reason string, signer common.Address, a Action) {
@@ -434,9 +520,10 @@ func (im *importer) untrusted(ln *inLine, st Status, reason string, signer commo
 	return nil
 }
 
-// accept spools a trusted receipt for the final append (or, once the
-// import is rejected, only counts it).
-func (im *importer) accept(ln *inLine) error {
+// accept spools a trusted receipt for the final append to this log (to
+// -1) or to im.dests[to] (or, once the import is rejected, only counts
+// it).
+func (im *importer) accept(ln *inLine, to int) error {
 	rec := &ln.rec
 	n := int32(len(rec.raw))
 	im.seen[rec.CallID] = crcLen{ln.crc, n}
@@ -454,12 +541,17 @@ func (im *importer) accept(ln *inLine) error {
 	if _, err := im.spoolW.Write(rec.raw); err != nil {
 		return fmt.Errorf("receipts: import spool: %w", err)
 	}
-	im.accepted = append(im.accepted, entry{callID: rec.CallID, ts: rec.TS, off: im.spoolOff, n: n, crc: ln.crc, token: rec.has&fTokenID != 0})
+	im.accepted = append(im.accepted, entry{callID: rec.CallID, ts: rec.TS, off: im.spoolOff, n: n, crc: ln.crc, token: rec.TokenID})
+	im.to = append(im.to, int32(to))
+	if to >= 0 {
+		im.rep.Routed++
+	}
 	im.spoolOff += int64(n)
 	return nil
 }
 
-// commit appends the spooled receipts in reverse input order as one batch.
+// commit appends the spooled receipts in reverse input order as one batch
+// per log: this one's, then each other agent's.
 func (im *importer) commit() error {
 	if len(im.accepted) == 0 {
 		return nil
@@ -467,37 +559,55 @@ func (im *importer) commit() error {
 	if err := im.spoolW.Flush(); err != nil {
 		return fmt.Errorf("receipts: import spool: %w", err)
 	}
-	l := im.l
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.usableLocked(); err != nil {
-		return err
-	}
-	b := l.newBatch()
-	rr := &recordReader{f: im.spool}
-	for i := len(im.accepted) - 1; i >= 0; i-- {
-		a := &im.accepted[i]
-		if _, dup := l.index[a.callID]; dup { // appended since we checked
-			im.rep.Duplicates++
-			continue
-		}
-		buf, err := rr.read(a.off, int(a.n))
-		if err != nil {
-			return fmt.Errorf("receipts: import spool: %w", err)
-		}
-		if crc32.Checksum(buf, castagnoli) != a.crc {
-			return errors.New("receipts: import spool: checksum mismatch")
-		}
-		if err := b.add(buf, a.callID, a.ts, a.token); err != nil {
-			return err
-		}
-	}
-	added, err := b.commit()
+	added, dups, err := im.appendTo(im.l, -1)
 	if err != nil {
 		return err
 	}
 	im.rep.Imported = added
+	im.rep.Duplicates += dups
+	for i, d := range im.dests {
+		added, dups, err := im.appendTo(d.log, i)
+		if err != nil {
+			return fmt.Errorf("hand receipts of token %s to agent %s: %w", d.token, d.agent, err)
+		}
+		im.rep.Forwarded = append(im.rep.Forwarded, Forwarded{Agent: d.agent, TokenID: d.token, Imported: added, Duplicates: dups})
+	}
 	return nil
+}
+
+// appendTo appends the spooled receipts bound for l (to: -1 for the
+// import's own log, else a dest) as one batch, skipping those already in
+// it; it returns how many it added and skipped.
+func (im *importer) appendTo(l *Log, to int) (added, dups int, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return 0, 0, err
+	}
+	b := l.newBatch()
+	rr := &recordReader{f: im.spool}
+	for i := len(im.accepted) - 1; i >= 0; i-- {
+		if int(im.to[i]) != to {
+			continue
+		}
+		a := &im.accepted[i]
+		if _, dup := l.index[a.callID]; dup || b.has(a.callID) { // appended since we checked, or another agent's
+			dups++
+			continue
+		}
+		buf, err := rr.read(a.off, int(a.n))
+		if err != nil {
+			return 0, 0, fmt.Errorf("receipts: import spool: %w", err)
+		}
+		if crc32.Checksum(buf, castagnoli) != a.crc {
+			return 0, 0, errors.New("receipts: import spool: checksum mismatch")
+		}
+		if err := b.add(buf, a.callID, a.ts, a.token); err != nil {
+			return 0, 0, err
+		}
+	}
+	added, err = b.commit()
+	return added, dups, err
 }
 
 func (im *importer) rejection() error {

@@ -230,7 +230,7 @@ func TestExportEmptyAndFormat(t *testing.T) {
 	l := openTestLog(t, Options{})
 	path := filepath.Join(t.TempDir(), NDJSONName)
 	os.WriteFile(path, []byte("stale"), 0o600)
-	if err := l.ExportFile(context.Background(), path); err != nil {
+	if err := l.ExportFile(context.Background(), path, "3"); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(path); err != nil || len(b) != 0 {
@@ -238,7 +238,7 @@ func TestExportEmptyAndFormat(t *testing.T) {
 	}
 	rs := sampleReceipts(t, 3)
 	l.Append(rs...)
-	l.ExportFile(context.Background(), path)
+	l.ExportFile(context.Background(), path, "3")
 	b, _ := os.ReadFile(path)
 	want := rs[2].String() + "\n" + rs[1].String() + "\n" + rs[0].String()
 	if string(b) != want {
@@ -250,7 +250,7 @@ func TestExportEmptyAndFormat(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := l.ExportFile(ctx, path); !errors.Is(err, context.Canceled) {
+	if err := l.ExportFile(ctx, path, "3"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled export: %v", err)
 	}
 	if b2, _ := os.ReadFile(path); !bytes.Equal(b2, b) {

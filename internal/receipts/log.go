@@ -107,7 +107,7 @@ type entry struct {
 	off    int64 // offset of the JSON in the file
 	n      int32 // length of the JSON
 	crc    uint32
-	token  bool // the receipt has a tokenId (Export writes only those)
+	token  string // the receipt's tokenId, exactly as written; "" when it has none
 }
 
 // LogPath is where an agent's receipt log lives in the state directory:
@@ -262,7 +262,7 @@ func (l *Log) Append(recs ...Receipt) (added int, err error) {
 		if _, dup := l.index[r.CallID]; dup || b.has(r.CallID) {
 			continue
 		}
-		if err := b.add(r.raw, r.CallID, r.TS, r.has&fTokenID != 0); err != nil {
+		if err := b.add(r.raw, r.CallID, r.TS, r.TokenID); err != nil {
 			return 0, err
 		}
 	}
@@ -302,7 +302,7 @@ func (b *batch) has(callID string) bool {
 	return ok
 }
 
-func (b *batch) add(raw []byte, callID string, ts int64, token bool) error {
+func (b *batch) add(raw []byte, callID string, ts int64, token string) error {
 	if b.seen == nil {
 		b.seen = make(map[string]struct{})
 	}

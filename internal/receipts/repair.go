@@ -94,6 +94,7 @@ func (l *Log) load(repair bool) error {
 	br := bufio.NewReaderSize(io.NewSectionReader(l.f, hdrLen, size-hdrLen), int(min(256<<10, max(4096, size-hdrLen))))
 	var acc []byte
 	var pending, corrupt []badLine
+	tokens := map[string]string{} // one copy of each token id: an agent's receipts share a few
 	off, lastGoodEnd, lineNo := hdrLen, hdrLen, 1
 	for {
 		data, n, complete, tooLong, rerr := readLine(br, &acc, MaxReceiptSize+frameOverhead)
@@ -120,6 +121,11 @@ func (l *Log) load(repair bool) error {
 				l.recovery.DuplicateLines = append(l.recovery.DuplicateLines, lineNo)
 				l.logger.Warn("receipt log: duplicate callId ignored", "path", l.path, "line", lineNo, "callId", e.callID)
 			} else {
+				if t, ok := tokens[e.token]; ok {
+					e.token = t
+				} else if len(tokens) < 1024 {
+					tokens[e.token] = e.token
+				}
 				l.index[e.callID] = int32(len(l.entries))
 				l.entries = append(l.entries, e)
 			}
@@ -186,7 +192,7 @@ func decodeRecord(line []byte, off int64) (entry, string) {
 	if !bytes.Equal(r.raw, js) {
 		return entry{}, "record is not compact JSON"
 	}
-	return entry{callID: r.CallID, ts: r.TS, off: off + 9, n: int32(len(js)), crc: crc, token: r.has&fTokenID != 0}, ""
+	return entry{callID: r.CallID, ts: r.TS, off: off + 9, n: int32(len(js)), crc: crc, token: r.TokenID}, ""
 }
 
 // cutTail removes a torn final write. Complete lines in it go to the

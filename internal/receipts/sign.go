@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 	"strconv"
@@ -22,6 +23,9 @@ var (
 	ErrMissingFields = errors.New("receipts: digest fields missing")
 	ErrBadSignature  = errors.New("receipts: invalid signature")
 	ErrBinding       = errors.New("receipts: hermesd receipt fields do not match what was signed")
+	// ErrAmbiguousToken: the tokenId is not exactly representable as a
+	// JavaScript number (JSExact).
+	ErrAmbiguousToken = errors.New("receipts: tokenId is not exactly representable as a JavaScript number")
 )
 
 // Status is the outcome of verifying one receipt.
@@ -47,16 +51,25 @@ const (
 	StatusBadBinding
 	// StatusMalformed: the line is not a receipt at all (Import only).
 	StatusMalformed
+	// StatusAmbiguousToken: the tokenId is a number JavaScript cannot hold
+	// exactly (JSExact): the reference runtime and every JavaScript
+	// verifier would read another token and recover another signer.
+	StatusAmbiguousToken
+	// StatusForeignToken: a trusted receipt of a token the agent does not
+	// hold, that could not be handed to the agent holding it (ImportRouted).
+	StatusForeignToken
 )
 
 var statusNames = map[Status]string{
-	StatusTrusted:       "trusted",
-	StatusUnknownSigner: "unknown-signer",
-	StatusUnsigned:      "unsigned",
-	StatusMissingFields: "missing-fields",
-	StatusBadSignature:  "bad-signature",
-	StatusBadBinding:    "bad-binding",
-	StatusMalformed:     "malformed",
+	StatusTrusted:        "trusted",
+	StatusUnknownSigner:  "unknown-signer",
+	StatusUnsigned:       "unsigned",
+	StatusMissingFields:  "missing-fields",
+	StatusBadSignature:   "bad-signature",
+	StatusBadBinding:     "bad-binding",
+	StatusMalformed:      "malformed",
+	StatusAmbiguousToken: "ambiguous-token-id",
+	StatusForeignToken:   "foreign-token",
 }
 
 func (s Status) String() string {
@@ -230,6 +243,15 @@ func (r *Receipt) missingDigestFields() string {
 // ErrBadSignature, ErrBinding). A receipt that claims a hermesd schema
 // version this package does not know fails with ErrBinding.
 func Verify(r *Receipt, trusted []common.Address) (VerifyResult, error) {
+	if r.has&fTokenID != 0 {
+		if reads, ok := JSExact(r.TokenID); !ok {
+			// hermesd would verify the exact digits; everything written
+			// in JavaScript (the reference runtime's importer, viem)
+			// would verify, and file the receipt under, another token.
+			err := fmt.Errorf("%w: %s reads as %s there (beyond 2^53, JavaScript rounds), so the reference runtime would file it under that token and recover another signer", ErrAmbiguousToken, clip(r.TokenID), reads)
+			return VerifyResult{Status: StatusAmbiguousToken, Reason: err.Error()}, err
+		}
+	}
 	signer, err := Recover(r)
 	if err != nil {
 		res := VerifyResult{Reason: err.Error()}
@@ -257,6 +279,33 @@ func Verify(r *Receipt, trusted []common.Address) (VerifyResult, error) {
 		return VerifyResult{Status: StatusUnknownSigner, Signer: signer, Reason: err.Error()}, err
 	}
 	return VerifyResult{Status: StatusTrusted, Signer: signer}, nil
+}
+
+// MaxSafeTokenID is JavaScript's Number.MAX_SAFE_INTEGER, 2^53 − 1: every
+// integer up to it is exact as a JavaScript number; above it only some
+// are (JSExact).
+const MaxSafeTokenID = 1<<53 - 1
+
+// JSExact reports whether JavaScript reads the non-negative decimal
+// integer s (a receipt's tokenId, as written) as exactly s: whether
+// String(Number(s)) === s, which holds up to 2^53 − 1 and, beyond, only
+// for integers a float64 holds exactly and below 10^21 (where JavaScript
+// switches to exponent notation). reads is what JavaScript reads.
+func JSExact(s string) (reads string, ok bool) {
+	if len(s) <= 15 { // below 10^15 < 2^53
+		return s, true
+	}
+	n, good := new(big.Int).SetString(s, 10)
+	if !good || n.Sign() < 0 {
+		return "NaN", false
+	}
+	f, _ := new(big.Float).SetInt(n).Float64()
+	if f >= 1e21 || math.IsInf(f, 0) {
+		reads = strconv.FormatFloat(f, 'g', -1, 64) // JavaScript: 1e+21 and up in exponent form
+	} else {
+		reads = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return reads, reads == s
 }
 
 // ParseAddresses parses 0x-prefixed 40-hex-digit addresses (any case).

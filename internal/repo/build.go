@@ -247,6 +247,7 @@ type build struct {
 
 	fsroot   fsys.Root // the brain, through in.Overlay; open from Stage to Commit
 	root     *dirNode
+	rootInfo fsys.Info   // the brain directory's own stat, for the commit
 	bundle   hash.Digest // the root tree's bundle hash (finishTrees)
 	lock     *Entry
 	receipts *Entry
@@ -265,6 +266,11 @@ type build struct {
 
 	chunkedMu sync.Mutex
 	chunked   []chunkedFile
+
+	// linked are the files read that have more than one name
+	// (resolveLinks).
+	linkMu sync.Mutex
+	linked []linkedFile
 
 	files, dirs int   // in the commit's root tree (finishTrees)
 	bytes       int64 // their total size
@@ -487,7 +493,7 @@ func (bd *build) run(ctx context.Context) error {
 			prev, prevID = t, bd.in.Prev.Root
 		}
 		var err error
-		bd.root, _, err = bd.walkDir(gctx, "", prev, prevID, 0)
+		bd.root, bd.rootInfo, err = bd.walkDir(gctx, "", prev, prevID, 0)
 		return err
 	})
 	var readers sync.WaitGroup

@@ -116,7 +116,7 @@ func TestPageEdit(t *testing.T) {
 }
 
 func TestUnchangedUploadsNothingNew(t *testing.T) {
-	brain := richBrain(t)
+	brain := withoutLinks(t, richBrain(t))
 	f := newFx(t, 4<<20)
 	first := f.snap(brain, nil)
 	second := f.snap(brain, nil)
@@ -141,7 +141,7 @@ func TestUnchangedUploadsNothingNew(t *testing.T) {
 }
 
 func TestIncrementalReadsOnlyChanges(t *testing.T) {
-	brain := richBrain(t)
+	brain := withoutLinks(t, richBrain(t))
 	f := newFx(t, 4<<20)
 	first := f.snap(brain, nil)
 	editBrain(t, brain)
@@ -176,7 +176,7 @@ func TestIncrementalReadsOnlyChanges(t *testing.T) {
 // A directory exactly as in the previous commit keeps that commit's tree
 // (the same *Tree, not a copy); one whose file only changed mode does not.
 func TestUnchangedTreesShared(t *testing.T) {
-	brain := richBrain(t)
+	brain := withoutLinks(t, richBrain(t))
 	f := newFx(t, 4<<20)
 	first := f.snap(brain, nil)
 	if err := os.Chmod(filepath.Join(brain, "skills/a/b/c/deep.md"), 0o600); err != nil {

@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 )
 
@@ -65,10 +67,17 @@ func PackBound(files, bytes int64) int64 {
 // the head pack carrying the commit) that holds an object it references.
 // It is encoded as JSON inside the head pack's index.
 type Commit struct {
-	Format       string      `json:"format"`       // "hermesd/v3"
-	Identity     string      `json:"identity"`     // the agent identity
-	KeyID        string      `json:"keyId"`        // AgentKey.ID of the key that wrote it
-	Root         ID          `json:"root"`         // root tree id
+	Format   string `json:"format"`   // "hermesd/v3"
+	Identity string `json:"identity"` // the agent identity
+	KeyID    string `json:"keyId"`    // AgentKey.ID of the key that wrote it
+	Root     ID     `json:"root"`     // root tree id
+	// RootMode and RootMtime (since 2026-11-27, with revision 2 trees)
+	// are the brain directory's own permission and special bits (in the
+	// layout of stat(2): setuid 04000, setgid 02000, sticky 01000) and its
+	// mtime in nanoseconds since the epoch, as a decimal string (a JSON
+	// number would not hold it exactly). Both or neither.
+	RootMode     *uint32     `json:"rootMode,omitempty"`
+	RootMtime    string      `json:"rootMtime,omitempty"`
 	Parent       string      `json:"parent"`       // previous head blob id; "" for the first snapshot
 	ParentFormat string      `json:"parentFormat"` // "v1", "v2" or "v3"; "" iff Parent is ""
 	Time         int64       `json:"time"`         // ms since the Unix epoch
@@ -176,6 +185,15 @@ func (c *Commit) Validate() error {
 		return fmt.Errorf("commit: parent format %q: want v1, v2 or v3", clip(c.ParentFormat))
 	case c.Parent != "" && !ValidBlobID(c.Parent):
 		return fmt.Errorf("commit: parent %q is not a blob id", clip(c.Parent))
+	case (c.RootMode == nil) != (c.RootMtime == ""):
+		return fmt.Errorf("commit: rootMode and rootMtime go together")
+	case c.RootMode != nil && *c.RootMode&^0o7777 != 0:
+		return fmt.Errorf("commit: rootMode %#o has more than permission and special bits", *c.RootMode)
+	}
+	if c.RootMtime != "" {
+		if _, err := parseNanos(c.RootMtime); err != nil {
+			return fmt.Errorf("commit: rootMtime: %w", err)
+		}
 	}
 	for _, v := range []struct {
 		name string
@@ -269,6 +287,39 @@ func isKeyID(s string) bool {
 		return false
 	}
 	return strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// parseNanos reads a decimal int64 without a plus sign or leading zeros.
+func parseNanos(s string) (int64, error) {
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || len(digits) > 1 && digits[0] == '0' || strings.Trim(digits, "0123456789") != "" || s == "-0" {
+		return 0, fmt.Errorf("%q is not a decimal integer", clip(s))
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is out of range", clip(s))
+	}
+	return n, nil
+}
+
+// SetRoot records the brain directory's own mode (permission and special
+// bits) and mtime (ns since the epoch).
+func (c *Commit) SetRoot(mode fs.FileMode, mtime int64) {
+	m := fsys.UnixMode(mode)
+	c.RootMode, c.RootMtime = &m, strconv.FormatInt(mtime, 10)
+}
+
+// RootMeta returns the brain directory's recorded mode and mtime; ok is
+// false for a commit written before they were recorded.
+func (c *Commit) RootMeta() (mode fs.FileMode, mtime int64, ok bool) {
+	if c.RootMode == nil {
+		return 0, NoTime, false
+	}
+	mtime, err := parseNanos(c.RootMtime)
+	if err != nil {
+		return 0, NoTime, false
+	}
+	return fsys.FromUnixMode(*c.RootMode), mtime, true
 }
 
 // Pack returns the commit's pack entry for blobID, or nil.

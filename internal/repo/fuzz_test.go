@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -147,6 +148,7 @@ func TestCorpus(t *testing.T) {
 		}
 	}
 	write("FuzzDecodeHeader", "vector", cut(pack, HeaderSize))
+	write("FuzzDecodeHeader", "vector-rev1", cut(dec(vecPack1), HeaderSize))
 	write("FuzzDecodeHeader", "v2-prefix", []byte("HRMS\x02\x00\x00\x00"))
 	write("FuzzDecodeHeader", "short", cut(pack, 20))
 	write("FuzzDecodeHeader", "flags", flip(cut(pack, HeaderSize), 6))
@@ -162,17 +164,29 @@ func TestCorpus(t *testing.T) {
 	notHead := bytes.Clone(esc)
 	notHead[5] = flagEscrow
 	write("FuzzParseEscrow", "escrow-not-head", notHead)
-	write("FuzzDecodePackIndex", "vector", index, int64(495))
+	write("FuzzDecodePackIndex", "vector", index, int64(527))
+	write("FuzzDecodePackIndex", "vector-rev1", dec(vecIndex1), int64(495))
 	write("FuzzDecodePackIndex", "empty", []byte{0, 0, 0, 0, 0, 0, 0, 0}, int64(0))
-	write("FuzzDecodePackIndex", "wrong-datalen", index, int64(494))
-	write("FuzzDecodePackIndex", "truncated", cut(index, 100), int64(495))
-	write("FuzzDecodePackIndex", "huge-count", append([]byte{0xff, 0xff, 0xff, 0xff}, index[4:]...), int64(495))
+	write("FuzzDecodePackIndex", "wrong-datalen", index, int64(526))
+	write("FuzzDecodePackIndex", "truncated", cut(index, 100), int64(527))
+	write("FuzzDecodePackIndex", "huge-count", append([]byte{0xff, 0xff, 0xff, 0xff}, index[4:]...), int64(527))
+	// Revision 2 trees, revision 1 trees (every older snapshot's), and the
+	// tree of special bits and a hard link.
 	for id, tree := range vecTrees {
 		write("FuzzDecodeTree", "vector-"+id[:8], dec(tree))
 	}
+	for id, tree := range vecTrees1 {
+		write("FuzzDecodeTree", "vector-"+id[:8], dec(tree))
+	}
+	meta := dec(vecMetaTreeHex)
+	write("FuzzDecodeTree", "meta-link", meta)
+	write("FuzzDecodeTree", "meta-link-target-cut", cut(meta, len(meta)-1))
 	write("FuzzDecodeTree", "truncated", cut(dec(vecTrees[vecRootID]), 50))
 	write("FuzzDecodeTree", "flipped", flip(dec(vecTrees[vecRootID]), 9))
+	write("FuzzDecodeTree", "rev1-flipped", flip(dec(vecTrees1[vecRootID1]), 9))
 	write("FuzzDecodeCommit", "vector", []byte(vecCommit))
+	write("FuzzDecodeCommit", "vector-rev1", []byte(vecCommit1))
+	write("FuzzDecodeCommit", "root-mode-alone", []byte(strings.Replace(vecCommit, `,"rootMtime":"1700000004250000000"`, "", 1)))
 	write("FuzzDecodeCommit", "with-refs", []byte(`{"format":"hermesd/v3","identity":"a.eth","keyId":"0011223344556677","root":"`+vecRootID+`","parent":"abc_DEF-1","parentFormat":"v2","time":1,"bundleHash":"`+vecBundle+`","lockVersion":2,"files":1,"bytes":5,"added":9,"lock":{"mode":420,"size":2,"sha256":"`+vecNotesID+`","chunks":["`+vecNotesID+`"]},"receipts":null,"packs":[{"blobId":"A","size":100,"endEpoch":7,"indexLength":36}]}`))
 	write("FuzzDecodeCommit", "legacy-pack-sha256", []byte(`{"format":"hermesd/v3","identity":"a.eth","keyId":"0011223344556677","root":"`+vecRootID+`","parent":"abc_DEF-1","parentFormat":"v2","time":1,"bundleHash":"`+vecBundle+`","lockVersion":2,"files":1,"bytes":5,"added":9,"lock":null,"receipts":null,"packs":[{"blobId":"A","size":100,"endEpoch":7,"indexLength":36,"sha256":"`+vecNotesID+`"}]}`))
 	write("FuzzDecodeCommit", "unknown-field", []byte(`{"format":"hermesd/v3","extra":1}`))

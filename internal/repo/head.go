@@ -181,6 +181,7 @@ func (bd *build) commit(ctx context.Context, lockVersion int64) (*Result, error)
 		Time: max(t.UnixMilli(), 0), BundleHash: bd.bundle, LockVersion: lockVersion,
 		Added: bd.stats.bytesStored.Load(),
 	}
+	c.SetRoot(bd.rootInfo.Mode&fsys.Meta, bd.rootInfo.Mtime)
 	st := Stats{Files: bd.files, Dirs: bd.dirs, Bytes: bd.bytes}
 	c.Files, c.Bytes = int64(st.Files), st.Bytes
 	c.Lock, c.Receipts = fileRef(bd.lock), fileRef(bd.receipts)

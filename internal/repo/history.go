@@ -172,7 +172,7 @@ type ChangeKind uint8
 const (
 	Added ChangeKind = iota + 1
 	Removed
-	Modified // a file's content or a file's or directory's mode
+	Modified // a file's content, a file's or directory's mode, a file becoming a link or no longer one
 )
 
 func (k ChangeKind) String() string {
@@ -284,7 +284,7 @@ func Diff(ctx context.Context, a TreeSource, rootA ID, b TreeSource, rootB ID, f
 				if err == nil {
 					err = diff(ea.Subtree(), eb.Subtree(), p, depth+1)
 				}
-			case ea.Size != eb.Size || ea.SHA256 != eb.SHA256 || ea.Mode != eb.Mode:
+			case ea.Size != eb.Size || ea.SHA256 != eb.SHA256 || ea.Mode != eb.Mode || ea.Link != eb.Link:
 				err = fn(Change{Path: p, Kind: Modified, Old: ea, New: eb})
 			}
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -317,10 +318,24 @@ func TestTreeCycleAndDepth(t *testing.T) {
 }
 
 func TestDecodeTreeRejects(t *testing.T) {
+	// Revision 1 entries (no time) and revision 2 (a time: 8 more bytes
+	// before the size).
+	for _, rev := range []struct {
+		name  string
+		mtime int64
+		skip  int
+	}{{"rev1", NoTime, 0}, {"rev2", 1700000000123456789, 8}} {
+		t.Run(rev.name, func(t *testing.T) { decodeRejects(t, rev.mtime, rev.skip) })
+	}
+}
+
+func decodeRejects(t *testing.T, mtime int64, skip int) {
 	good := func() *Tree {
+		d := DirEntry("b", 0o755, ID{2})
+		d.Mtime = mtime
 		return &Tree{Entries: []Entry{
-			{Name: "a", Type: EntryFile, Mode: 0o644, Size: 1, SHA256: [32]byte{1}, Chunks: []ID{{1}}},
-			DirEntry("b", 0o755, ID{2}),
+			{Name: "a", Type: EntryFile, Mode: 0o644, Mtime: mtime, Size: 1, SHA256: [32]byte{1}, Chunks: []ID{{1}}},
+			d,
 		}}
 	}
 	enc := func(tr *Tree) []byte {
@@ -356,13 +371,107 @@ func TestDecodeTreeRejects(t *testing.T) {
 		"unknown type":    func() []byte { b := bytes.Clone(base); b[7] = 9; return b }(),
 		"size without chunks": func() []byte {
 			b := bytes.Clone(base)
-			binary.BigEndian.PutUint32(b[10+8+32:], 0)
+			binary.BigEndian.PutUint32(b[10+skip+8+32:], 0)
 			return b
 		}(),
+		// One entry of the other revision: a tree is one or the other.
+		"mixed revisions": func() []byte {
+			b := bytes.Clone(base)
+			if skip == 0 {
+				b[7] = codeFile // now reads 8 bytes of time the entry lacks
+			} else {
+				b[7] = codeFile1
+			}
+			return b
+		}(),
+	}
+	if skip == 0 {
+		// Special bits need a revision 2 entry.
+		cases["special bits in rev1"] = func() []byte { b := bytes.Clone(base); b[8] = 0x08; return b }()
 	}
 	for name, b := range cases {
 		if _, err := DecodeTree(b); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: got %v, want ErrCorrupt", name, err)
 		}
+	}
+}
+
+// TestHostileLinks: a hard link entry must name a file (not a link, not a
+// directory) that the walk meets before it, with its own size and
+// SHA-256; anything else fails the restore before a byte is written
+// outside, and a good one restores as a link.
+func TestHostileLinks(t *testing.T) {
+	sys := func(tr *Tree) *Entry { return tr.Find("system.md") }
+	link := func(name, target string, size int64, sum [32]byte) Entry {
+		return Entry{Name: name, Type: EntryFile, Size: size, SHA256: sum, Link: target}
+	}
+	insert := func(tr *Tree, es ...Entry) {
+		tr.Entries = append(tr.Entries, es...)
+		slices.SortFunc(tr.Entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	}
+	for _, tt := range []struct {
+		name string
+		mod  func(tr *Tree)
+		msg  string // "" for a good one
+	}{
+		{"good", func(tr *Tree) { s := sys(tr); insert(tr, link("zz", "system.md", s.Size, s.SHA256)) }, ""},
+		{"missing target", func(tr *Tree) { s := sys(tr); insert(tr, link("zz", "nothing.md", s.Size, s.SHA256)) }, "not in the snapshot"},
+		{"directory target", func(tr *Tree) { s := sys(tr); insert(tr, link("zz", "skills", s.Size, s.SHA256)) }, "not a file"},
+		{"target a link", func(tr *Tree) {
+			s := sys(tr)
+			insert(tr, link("zy", "system.md", s.Size, s.SHA256), link("zz", "zy", s.Size, s.SHA256))
+		}, "not a file"},
+		{"other content", func(tr *Tree) { s := sys(tr); insert(tr, link("zz", "system.md", s.Size, [32]byte{1})) }, "content is another"},
+		{"other size", func(tr *Tree) { s := sys(tr); insert(tr, link("zz", "system.md", s.Size+1, s.SHA256)) }, "content is another"},
+		{"target later", func(tr *Tree) { s := sys(tr); insert(tr, link("aa", "system.md", s.Size, s.SHA256)) }, "comes after it"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := smallRepo(t)
+			rewriteTreeAndSums(t, f, tt.mod)
+			err := restoreErr(t, f)
+			switch {
+			case tt.msg == "" && err != nil:
+				t.Fatal(err)
+			case tt.msg != "" && (!errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tt.msg)):
+				t.Fatalf("err = %v, want ErrCorrupt saying %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+// TestDecodeTreeRejectsLinkTargets: a link's target is a path within the
+// name policy, checked when the tree is decoded (an encoder refuses to
+// write one outside it).
+func TestDecodeTreeRejectsLinkTargets(t *testing.T) {
+	abc := sha256.Sum256([]byte("abc"))
+	tr := &Tree{Entries: []Entry{
+		{Name: "a", Type: EntryFile, Mode: 0o644, Size: 3, SHA256: abc, Chunks: []ID{abc}},
+		{Name: "b", Type: EntryFile, Size: 3, SHA256: abc, Link: "x/a"},
+	}}
+	base, err := tr.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeTree(base); err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.LastIndex(base, []byte("x/a"))
+	for name, target := range map[string]string{"dot-dot": "../", "absolute": "/x/", "empty name": "x//", "backslash": `x\a`, "nul": "x\x00a", "dot": "./a"} {
+		b := bytes.Clone(base)
+		copy(b[at:], target[:3])
+		if _, err := DecodeTree(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s (%q): %v", name, b[at:at+3], err)
+		}
+	}
+	// A mode on a link, a link with chunks: refused by both sides.
+	b := bytes.Clone(base)
+	i := bytes.LastIndexByte(b[:at], codeLink)
+	b[i+2] = 0o44
+	if _, err := DecodeTree(b); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("link with a mode: %v", err)
+	}
+	tr.Entries[1].Chunks = []ID{abc}
+	if _, err := tr.Encode(); err == nil {
+		t.Error("a link with chunks encodes")
 	}
 }

@@ -15,7 +15,9 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 )
 
@@ -44,8 +46,29 @@ func richBrain(t testing.TB) string {
 	if err := os.WriteFile(filepath.Join(dir, "memory.db"), randomBytes(7, 5<<20+777), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for p, m := range map[string]os.FileMode{"skills/reentrancy.md": 0o444, "system.md": 0o640, "patterns": 0o700, "empty/nested": 0o555, "zero": 0o600} {
+	writeFiles(t, dir, map[string]string{"bin/tool": "#!/bin/sh\n", "shared/": "", "tmp/x": "sticky"})
+	// Second names of files: the walk meets skills/alias.md before
+	// system.md, emoji/again.md before patterns/p00.md.
+	for _, l := range [][2]string{{"system.md", "skills/alias.md"}, {"patterns/p00.md", "emoji/again.md"}} {
+		if err := os.Link(filepath.Join(dir, l[0]), filepath.Join(dir, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, m := range map[string]os.FileMode{"skills/reentrancy.md": 0o444, "system.md": 0o640, "patterns": 0o700, "empty/nested": 0o555, "zero": 0o600,
+		"bin/tool": 0o755 | os.ModeSetuid | os.ModeSetgid, "shared": 0o775 | os.ModeSetgid, "tmp": 0o777 | os.ModeSticky} {
 		if err := os.Chmod(filepath.Join(dir, p), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// withoutLinks removes richBrain's second names of files: a file with
+// two names is read by every snapshot (resolveLinks), which the tests of
+// what a snapshot reuses do not want.
+func withoutLinks(t testing.TB, dir string) string {
+	for _, p := range []string{"skills/alias.md", "emoji/again.md"} {
+		if err := os.Remove(filepath.Join(dir, p)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,22 +171,35 @@ func TestNodeReader(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "node")
 	stdout := runReader(t, node, ws.url, f.head, testMaster, false, out)
-	mustEqualTree(t, brain, out)
+	mustEqualTreeNode(t, brain, out)
 	var got struct {
-		BundleHash string `json:"bundleHash"`
-		Files      int64  `json:"files"`
+		BundleHash string   `json:"bundleHash"`
+		Files      int64    `json:"files"`
+		Links      int      `json:"links"`
+		Stripped   []string `json:"stripped"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("node output %q: %v", stdout, err)
 	}
-	if got.BundleHash != second.Commit.BundleHash.String() || got.Files != second.Commit.Files {
+	links := 2
+	if !fsys.Inodes {
+		links = 0 // the portable walker cannot tell a file's names: two files
+	}
+	if got.BundleHash != second.Commit.BundleHash.String() || got.Files != second.Commit.Files || got.Links != links ||
+		fmt.Sprint(got.Stripped) != "[bin/tool]" {
 		t.Errorf("node says %+v, commit says %s and %d files", got, second.Commit.BundleHash, second.Commit.Files)
+	}
+	// The brain directory's own mode and time (hermesd's Restore leaves
+	// them to its caller; the reader applies the commit's).
+	bi, _ := os.Stat(brain)
+	if oi, err := os.Stat(out); err != nil || oi.Mode() != bi.Mode() || oi.ModTime().Sub(bi.ModTime()).Abs() > 10*time.Microsecond {
+		t.Errorf("restored root %v %v, brain %v %v (%v)", oi.Mode(), oi.ModTime(), bi.Mode(), bi.ModTime(), err)
 	}
 
 	// The agent key alone (a transferred agent) opens it too.
 	out2 := filepath.Join(t.TempDir(), "node2")
 	runReader(t, node, ws.url, f.head, DeriveAgentKey(testMaster, testIdentity).Bytes(), true, out2)
-	mustEqualTree(t, brain, out2)
+	mustEqualTreeNode(t, brain, out2)
 }
 
 // walrusStore speaks the Walrus HTTP API: PUT /v1/blobs (then a read-back

@@ -66,7 +66,12 @@ func (bd *build) readFile(ctx context.Context, j fileJob, cut **cutter, sum goha
 		e.Type = entryGone // replaced by something else since the listing
 		return nil
 	}
-	e.Mode = st.Mode.Perm()
+	e.Mode, e.Mtime = st.Mode&fsys.Meta, st.Mtime
+	if st.Nlink > 1 && st.Ino != 0 {
+		bd.linkMu.Lock()
+		bd.linked = append(bd.linked, linkedFile{e: e, path: j.path, dev: st.Dev, ino: st.Ino})
+		bd.linkMu.Unlock()
+	}
 	var r io.Reader = j.f
 	var prefix *[]byte
 	if st.Size <= MinChunk {

@@ -14,8 +14,10 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hermesd/hermesd/internal/diskspace"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 )
 
@@ -33,19 +35,31 @@ type RestoreOptions struct {
 // Restored describes a completed restore.
 type Restored struct {
 	Files, Dirs int
+	Links       int         // files restored as another name of a file (hard links)
 	Bytes       int64       // file bytes written (lock and receipts included)
 	BundleHash  hash.Digest // whole restores: the verified bundle hash
 	Downloaded  int64       // bytes read from the blob store by this Reader so far
 	Ranges      int64       // range requests made by this Reader so far
+	// Stripped lists the files whose setuid or setgid bits the restore
+	// did not set (fsys.Restorable).
+	Stripped []Stripped
+}
+
+// Stripped is a file restored without some of its recorded special bits.
+type Stripped struct {
+	Path     string
+	Mode     fs.FileMode // as recorded
+	Restored fs.FileMode // as restored
 }
 
 // rfile is a file to restore: a name in a directory of the plan
 // (dirs[dir], or the restore's root when dir is -1). Its path is joined
 // when it is written: one string a directory rather than one a file.
 type rfile struct {
-	name string
-	dir  int32
-	mode fs.FileMode
+	name  string
+	dir   int32
+	mode  fs.FileMode // as restored (fsys.Restorable)
+	mtime int64       // NoTime: not recorded
 }
 
 // oneFile is a file of one chunk. The chunk's id is the file's SHA-256
@@ -66,8 +80,14 @@ type multiFile struct {
 }
 
 type rdir struct {
-	path string
-	mode fs.FileMode
+	path  string
+	mode  fs.FileMode
+	mtime int64 // NoTime: not recorded
+}
+
+// rlink is a hard link to restore: the name path for the file target.
+type rlink struct {
+	path, target string
 }
 
 // restorePlan is what a restore or check needs: directories, files and
@@ -79,9 +99,12 @@ type restorePlan struct {
 	one    []oneFile   // sorted by chunk: pack and offset order
 	multi  []multiFile // in walk order
 	chunks []entryRef  // the multiFiles' chunks, file after file
+	links  []rlink
 	files  int64
 	bytes  int64
 	open   []int32 // planFiles: the directories being walked, innermost last
+
+	stripped []Stripped
 }
 
 func (pl *restorePlan) path(f *rfile) string {
@@ -93,13 +116,19 @@ func (pl *restorePlan) path(f *rfile) string {
 
 // Restore writes the commit (or the file or directory opts.Path) into dir,
 // which must not exist or be an empty directory; it is created 0700 and its
-// own mode is the caller's. Everything is verified before Restore returns
-// nil: the trees' bundle hash and totals against the commit (whole
-// restores), every object's id after decryption, every file's SHA-256.
-// Files and directories get exactly their recorded permission bits.
+// own mode and time are the caller's (Commit.RootMeta). Everything is
+// verified before Restore returns nil: the trees' bundle hash and totals
+// against the commit (whole restores), every object's id after
+// decryption, every file's SHA-256, every hard link's target. Files and
+// directories get exactly their recorded permission and special bits,
+// except setuid and setgid on files, which are stripped and listed
+// (fsys.Restorable), and their recorded modification times (none for a
+// revision 1 tree: then the time of the restore). Hard links are made as
+// links to the file they name.
 // Before writing, the totals are checked against the commit's, and dir's
-// filesystem must have room for them (diskspace.ErrNoSpace, with the
-// numbers). Nothing is written outside dir (os.Root), nothing is fsynced, and on
+// filesystem must have room for the bytes the plan writes, a hard-linked
+// file's once (diskspace.ErrNoSpace, with the numbers). Nothing is
+// written outside dir (os.Root), nothing is fsynced, and on
 // error dir may hold a partial tree: the caller restores into a temporary
 // directory, removes it on error, and syncs and renames it on success.
 //
@@ -137,8 +166,13 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	// declare far more than its packs hold (a chunk listed many times, as
 	// in a brain of many identical files), so it must fit before a byte
 	// is written.
+	// A hard link takes no space: its bytes are its target's, counted once.
 	if err := diskspace.Check(filepath.Dir(filepath.Clean(dir)), pl.bytes); err != nil {
-		return Restored{}, fmt.Errorf("repo: the snapshot declares %d files of %s: %w", pl.files, diskspace.Format(pl.bytes), err)
+		links := ""
+		if len(pl.links) > 0 {
+			links = fmt.Sprintf(" (%d of them hard links, which take no space)", len(pl.links))
+		}
+		return Restored{}, fmt.Errorf("repo: the snapshot declares %d files%s of %s: %w", pl.files, links, diskspace.Format(pl.bytes), err)
 	}
 	if err := prepareTarget(dir); err != nil {
 		return Restored{}, err
@@ -161,7 +195,7 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	}
 	for i := range pl.empty {
 		f := &pl.empty[i]
-		if err := rd.writeAt(pl.path(f), true, nil, 0, &f.mode); err != nil {
+		if err := rd.writeAt(pl.path(f), true, nil, 0, f); err != nil {
 			return Restored{}, fmt.Errorf("repo: restore: %w", err)
 		}
 	}
@@ -171,7 +205,7 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	at := func(k int) entryRef { return pl.one[k].chunk }
 	err = r.fetch(ctx, r.plan(len(pl.one), at, true), false, at, func(k int, plain []byte) error {
 		f := &pl.one[k].rfile
-		if err := rd.writeAt(pl.path(f), true, plain, 0, &f.mode); err != nil {
+		if err := rd.writeAt(pl.path(f), true, plain, 0, f); err != nil {
 			return fmt.Errorf("repo: restore: %w", err)
 		}
 		written.Add(1)
@@ -188,14 +222,30 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	if err := r.restoreInOrder(ctx, rd, pl); err != nil {
 		return Restored{}, err
 	}
+	// Hard links once every file is there: a target is a file the
+	// restore wrote (planFiles checked it), and linkat follows nothing.
+	for _, l := range pl.links {
+		if err := root.Link(l.target, l.path); err != nil {
+			return Restored{}, fmt.Errorf("repo: restore: hard link: %w", err)
+		}
+	}
+	// Directories last, deepest first: their modes (a read-only one was
+	// writable while filled) and times (every entry made in one changed
+	// its time).
 	dirs := slices.Clone(pl.dirs)
-	slices.SortFunc(dirs, func(a, b rdir) int { return strings.Compare(b.path, a.path) }) // deepest first
+	slices.SortFunc(dirs, func(a, b rdir) int { return strings.Compare(b.path, a.path) })
 	for _, d := range dirs {
 		if err := root.Chmod(d.path, d.mode); err != nil {
 			return Restored{}, fmt.Errorf("repo: restore: %w", err)
 		}
+		if d.mtime != NoTime {
+			if err := root.Chtimes(d.path, time.Time{}, time.Unix(0, d.mtime)); err != nil {
+				return Restored{}, fmt.Errorf("repo: restore: %w", err)
+			}
+		}
 	}
 	res.Files, res.Dirs, res.Bytes = int(pl.files), len(pl.dirs), pl.bytes
+	res.Links, res.Stripped = len(pl.links), pl.stripped
 	res.Downloaded, res.Ranges = r.Downloaded()
 	return res, nil
 }
@@ -215,9 +265,12 @@ func (r *Reader) planFiles(ctx context.Context, path string, files int64) (*rest
 			return err
 		}
 		if e.Type == EntryDir {
-			return pl.addDir(p, e.Mode)
+			return pl.addDir(p, e.Mode, e.Mtime)
 		}
-		return pl.addFile(r, p, rfile{name: e.Name, dir: d, mode: e.Mode}, e.Size, e.SHA256, e.Chunks)
+		if e.Link != "" {
+			return r.planLink(ctx, pl, p, d, e, path)
+		}
+		return pl.addFile(r, p, pl.rfile(p, d, e), e.Size, e.SHA256, e.Chunks)
 	}
 	if path == "" {
 		if err := Walk(ctx, r, c.Root, add); err != nil {
@@ -230,7 +283,7 @@ func (r *Reader) planFiles(ctx context.Context, path string, files int64) (*rest
 			if x.ref != nil {
 				limitFiles++
 				limitBytes += x.ref.Size
-				if err := pl.addFile(r, x.name, rfile{name: x.name, dir: -1, mode: x.ref.Mode}, x.ref.Size, x.ref.SHA256, x.ref.Chunks); err != nil {
+				if err := pl.addFile(r, x.name, rfile{name: x.name, dir: -1, mode: x.ref.Mode, mtime: NoTime}, x.ref.Size, x.ref.SHA256, x.ref.Chunks); err != nil {
 					return nil, err
 				}
 			}
@@ -252,7 +305,7 @@ func (r *Reader) planFiles(ctx context.Context, path string, files int64) (*rest
 			if _, err := pl.enter(a, ae.Name); err != nil {
 				return nil, err
 			}
-			if err := pl.addDir(a, ae.Mode); err != nil {
+			if err := pl.addDir(a, ae.Mode, ae.Mtime); err != nil {
 				return nil, err
 			}
 		}
@@ -295,12 +348,55 @@ func (pl *restorePlan) enter(p, name string) (int32, error) {
 	return 0, fmt.Errorf("repo: restore: %s: its directory is not planned", p)
 }
 
-func (pl *restorePlan) addDir(p string, mode fs.FileMode) error {
+func (pl *restorePlan) addDir(p string, mode fs.FileMode, mtime int64) error {
 	if len(pl.dirs) >= math.MaxInt32 {
 		return corruptf("too many directories")
 	}
-	pl.dirs = append(pl.dirs, rdir{path: p, mode: mode})
+	mode, _ = fsys.Restorable(mode, true)
+	pl.dirs = append(pl.dirs, rdir{path: p, mode: mode, mtime: mtime})
 	pl.open = append(pl.open, int32(len(pl.dirs)-1))
+	return nil
+}
+
+// rfile is the file to restore for e at path p in directory d, with the
+// mode a restore gives it; a stripped special bit is listed.
+func (pl *restorePlan) rfile(p string, d int32, e *Entry) rfile {
+	keep, stripped := fsys.Restorable(e.Mode, false)
+	if stripped != 0 {
+		pl.stripped = append(pl.stripped, Stripped{Path: p, Mode: e.Mode, Restored: keep})
+	}
+	return rfile{name: e.Name, dir: d, mode: keep, mtime: e.Mtime}
+}
+
+// planLink plans the hard link e at p (in directory d): its target must
+// be a file, not itself a link, that a walk meets before p, with e's size
+// and SHA-256. A restore of the subtree under (not "") that does not hold
+// the target writes the target's content under p instead.
+func (r *Reader) planLink(ctx context.Context, pl *restorePlan, p string, d int32, e *Entry, under string) error {
+	te, err := Lookup(ctx, r, r.commit.Root, e.Link)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return corruptf("%s: a hard link to %s, which is not in the snapshot", p, e.Link)
+	case err != nil:
+		return err
+	case te.Type != EntryFile || te.Link != "":
+		return corruptf("%s: a hard link to %s, which is not a file", p, e.Link)
+	case te.Size != e.Size || te.SHA256 != e.SHA256:
+		return corruptf("%s: a hard link to %s, whose content is another", p, e.Link)
+	case WalkCompare(e.Link, p) >= 0:
+		return corruptf("%s: a hard link to %s, which comes after it", p, e.Link)
+	}
+	if under != "" && !strings.HasPrefix(e.Link, strings.Trim(under, "/")+"/") {
+		// The other name is not restored: this one is the file.
+		f := pl.rfile(p, d, te)
+		f.name = e.Name
+		return pl.addFile(r, p, f, te.Size, te.SHA256, te.Chunks)
+	}
+	if pl.files >= maxJSONInt {
+		return corruptf("too many files")
+	}
+	pl.links = append(pl.links, rlink{path: p, target: e.Link})
+	pl.files++
 	return nil
 }
 
@@ -355,7 +451,7 @@ func (d *restoreDir) createRoot(path string) (*os.File, error) {
 }
 
 // writeAtRoot is restoreDir.writeAt through os.Root.
-func (d *restoreDir) writeAtRoot(path string, create bool, data []byte, off int64, mode *fs.FileMode) error {
+func (d *restoreDir) writeAtRoot(path string, create bool, data []byte, off int64, f *rfile) error {
 	flags := os.O_WRONLY
 	if create {
 		flags |= os.O_CREATE | os.O_EXCL
@@ -365,13 +461,24 @@ func (d *restoreDir) writeAtRoot(path string, create bool, data []byte, off int6
 		return err
 	}
 	_, err = fh.WriteAt(data, off)
-	if err == nil && mode != nil {
-		err = fh.Chmod(*mode)
+	if err == nil && f != nil {
+		err = d.finish(fh, path, f)
 	}
 	if cerr := fh.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// finish gives a written file its mode and time.
+func (d *restoreDir) finish(fh *os.File, path string, f *rfile) error {
+	if err := fh.Chmod(f.mode); err != nil {
+		return err
+	}
+	if f.mtime != NoTime {
+		return fsys.SetMtime(d.root, fh, path, time.Unix(0, f.mtime))
+	}
+	return nil
 }
 
 // restoreInOrder writes the files of several chunks: one ordered fetch of
@@ -411,7 +518,7 @@ func (r *Reader) restoreInOrder(ctx context.Context, rd *restoreDir, pl *restore
 		if off != f.size || !bytes.Equal(sum.Sum(nil), f.sum[:]) {
 			return corruptf("%s does not hash to its recorded SHA-256", pl.path(&f.rfile))
 		}
-		err := fh.Chmod(f.mode)
+		err := rd.finish(fh, pl.path(&f.rfile), &f.rfile)
 		if cerr := fh.Close(); err == nil {
 			err = cerr
 		}

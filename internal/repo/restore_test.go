@@ -1,10 +1,14 @@
 package repo
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // TestRestoreSharedChunks restores a brain whose files share chunks every
@@ -96,13 +100,7 @@ func TestRestoreSharedChunks(t *testing.T) {
 		if _, err := r.Restore(context.Background(), dir, RestoreOptions{Path: p}); err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		want := treeState{}
-		for k, v := range readTree(t, brain) {
-			if k == p || k == p+"/" || strings.HasPrefix(k, p+"/") || strings.HasPrefix(p, strings.TrimSuffix(k, "/")+"/") {
-				want[k] = v
-			}
-		}
-		diffTrees(t, want, readTree(t, dir))
+		diffTrees(t, readTree(t, brain).within(p), readTree(t, dir))
 	}
 
 	rep, err := r.Check(context.Background(), true)
@@ -111,5 +109,55 @@ func TestRestoreSharedChunks(t *testing.T) {
 	}
 	if rep.Chunks != len(distinct) || rep.Files != got.Files || rep.Bytes != got.Bytes {
 		t.Errorf("check: %d chunks, %d files, %d bytes; want %d, %d, %d", rep.Chunks, rep.Files, rep.Bytes, len(distinct), got.Files, got.Bytes)
+	}
+}
+
+// TestRestoreHardLinks: a brain with two files of two names each restores
+// them as links (one inode per file); a restore of a directory holding a
+// second name whose first is elsewhere writes the content there instead;
+// the trees say which names are links, with their targets' content.
+func TestRestoreHardLinks(t *testing.T) {
+	if !fsys.Inodes {
+		t.Log("the portable walker stores each name of a file as a file")
+	}
+	brain := richBrain(t)
+	f := newFx(t, 4<<20)
+	res := f.snap(brain, nil)
+	dir, got := f.restore()
+	mustEqualTree(t, brain, dir)
+	want := 0
+	if fsys.Inodes {
+		want = 2
+	}
+	if got.Links != want || len(got.Stripped) != 1 || got.Stripped[0].Path != "bin/tool" || got.Stripped[0].Restored != 0o755 {
+		t.Fatalf("restored %+v", got)
+	}
+	r := f.open()
+	for p, target := range map[string]string{"system.md": "skills/alias.md", "patterns/p00.md": "emoji/again.md", "skills/alias.md": ""} {
+		e, err := Lookup(context.Background(), r, res.Commit.Root, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fsys.Inodes {
+			target = ""
+		}
+		if e.Link != target || e.Size == 0 {
+			t.Errorf("%s: link %q (size %d), want %q", p, e.Link, e.Size, target)
+		}
+	}
+	// patterns/p00.md's first name is emoji/again.md: restoring patterns
+	// alone writes its content; restoring the root links it.
+	part := filepath.Join(t.TempDir(), "part")
+	pr, err := r.Restore(context.Background(), part, RestoreOptions{Path: "patterns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Links != 0 {
+		t.Errorf("a partial restore made %d links to files it did not restore", pr.Links)
+	}
+	diffTrees(t, readTree(t, brain).within("patterns"), readTree(t, part))
+	b, err := os.ReadFile(filepath.Join(part, "patterns", "p00.md"))
+	if want, _ := os.ReadFile(filepath.Join(brain, "emoji", "again.md")); err != nil || !bytes.Equal(b, want) {
+		t.Errorf("patterns/p00.md: %v", err)
 	}
 }

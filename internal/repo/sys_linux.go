@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // retry calls f again while it fails with EINTR.
@@ -67,10 +70,10 @@ func (d *restoreDir) create(path string) (*os.File, error) {
 }
 
 // writeAt writes data at off in the file at path (created, exclusively,
-// when create is set) and, when mode is not nil, sets its permission bits.
-func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, mode *fs.FileMode) error {
+// when create is set) and, when f is not nil, gives it f's mode and time.
+func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, f *rfile) error {
 	if noOpenat2.Load() {
-		return d.writeAtRoot(path, create, data, off, mode)
+		return d.writeAtRoot(path, create, data, off, f)
 	}
 	how := unix.OpenHow{
 		Flags:   unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
@@ -85,7 +88,7 @@ func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, m
 	case nil:
 	case unix.ENOSYS, unix.EPERM:
 		noOpenat2.Store(true)
-		return d.writeAtRoot(path, create, data, off, mode)
+		return d.writeAtRoot(path, create, data, off, f)
 	default:
 		return &fs.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -97,9 +100,15 @@ func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, m
 		}
 		data, off = data[n:], off+int64(n)
 	}
-	if mode != nil {
-		if _, err := retry(func() (struct{}, error) { return struct{}{}, unix.Fchmod(fd, uint32(*mode)) }); err != nil {
-			return &fs.PathError{Op: "chmod", Path: path, Err: err}
+	if f == nil {
+		return nil
+	}
+	if _, err := retry(func() (struct{}, error) { return struct{}{}, unix.Fchmod(fd, fsys.UnixMode(f.mode)) }); err != nil {
+		return &fs.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	if f.mtime != NoTime {
+		if err := fsys.FutimensFD(fd, time.Unix(0, f.mtime)); err != nil {
+			return &fs.PathError{Op: "futimens", Path: path, Err: err}
 		}
 	}
 	return nil

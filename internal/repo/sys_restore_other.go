@@ -3,7 +3,6 @@
 package repo
 
 import (
-	"io/fs"
 	"os"
 )
 
@@ -18,8 +17,8 @@ func openRestoreDir(root *os.Root, _ string) (*restoreDir, error) {
 
 func (d *restoreDir) close() {}
 
-func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, mode *fs.FileMode) error {
-	return d.writeAtRoot(path, create, data, off, mode)
+func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, f *rfile) error {
+	return d.writeAtRoot(path, create, data, off, f)
 }
 
 // create creates the file at path, exclusively, for writing.

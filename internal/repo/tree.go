@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // MaxNameLen bounds one file or directory name in bytes.
@@ -16,11 +18,27 @@ const MaxNameLen = 1024
 // EntryType says what a tree entry is.
 type EntryType uint8
 
-// Entry types (docs/format-v3.md §5).
+// Entry types (docs/format-v3.md §5). A hard link is an EntryFile whose
+// Link is set.
 const (
 	EntryFile EntryType = 1
 	EntryDir  EntryType = 2
 )
+
+// Tree encodings of the entry types (docs/format-v3.md §5). Trees of
+// revision 1 hold only the first two; revision 2 trees (written since
+// 2026-11-27) only the last three.
+const (
+	codeFile1 = 0x01 // revision 1: file, permission bits, no time
+	codeDir1  = 0x02 // revision 1: directory, permission bits, no time
+	codeFile  = 0x03 // file with its mtime and special bits
+	codeDir   = 0x04 // directory with its mtime and special bits
+	codeLink  = 0x05 // another name of a file met earlier in the walk
+)
+
+// NoTime is the Mtime of an entry of a revision 1 tree, which records no
+// times: a restore leaves such a file with the time it is written.
+const NoTime int64 = math.MinInt64
 
 func (t EntryType) String() string {
 	switch t {
@@ -34,18 +52,30 @@ func (t EntryType) String() string {
 
 // Entry is one name of a directory: a regular file with its size, the
 // SHA-256 of its whole content and its chunk ids in order, or a directory
-// with its subtree id. Mode holds only permission bits (mode & 0o777).
+// with its subtree id. Mode holds the permission bits and the setuid,
+// setgid and sticky bits (fsys.Meta); Mtime the modification time in
+// nanoseconds since the Unix epoch (NoTime in revision 1 trees).
+//
+// A file with Link set is a hard link: another name of the file at path
+// Link (from the root tree), which the walk meets first. It carries that
+// file's size and SHA-256 (so the bundle hash and diffs need no other
+// tree) but no chunks, mode or time: those are the other name's.
 type Entry struct {
-	Name string
-	Type EntryType
-	Mode fs.FileMode
-	Size int64 // file only
+	Name  string
+	Type  EntryType
+	Mode  fs.FileMode
+	Mtime int64
+	Size  int64 // file only
 	// SHA256 is a file's content SHA-256, a directory's subtree id
 	// (Subtree): one field for both keeps a brain's trees 32 bytes a file
 	// smaller in memory.
 	SHA256 [32]byte
-	Chunks []ID // file only; empty iff Size == 0
+	Chunks []ID   // file only; empty iff Size == 0 (or Link is set)
+	Link   string // file only: a hard link of the file at this path
 }
+
+// IsLink reports whether e is another name of a file met earlier.
+func (e *Entry) IsLink() bool { return e.Link != "" }
 
 // DirEntry returns the entry of a directory whose tree is subtree.
 func DirEntry(name string, mode fs.FileMode, subtree ID) Entry {
@@ -83,7 +113,11 @@ const (
 	entryFixedLen   = 2 + 1 + 2  // name length, type, mode
 	fileFixedLen    = 8 + 32 + 4 // size, sha256, chunk count
 	dirFixedLen     = 32         // subtree id
+	timeLen         = 8          // i64 mtime (revision 2)
+	linkFixedLen    = 8 + 32 + 2 // size, sha256, target length
 	minTreeEntryLen = entryFixedLen + 1 + dirFixedLen
+	// MaxLinkLen bounds a hard link's target path.
+	MaxLinkLen = 4095
 )
 
 // CheckName validates one name against the format's policy, the same as
@@ -118,13 +152,46 @@ func (t *Tree) encodedLen() int {
 	for i := range t.Entries {
 		e := &t.Entries[i]
 		n += entryFixedLen + len(e.Name)
-		if e.Type == EntryDir {
-			n += dirFixedLen
-		} else {
-			n += fileFixedLen + 32*len(e.Chunks)
+		switch {
+		case e.Link != "":
+			n += linkFixedLen + len(e.Link)
+		case e.Type == EntryDir:
+			n += timeLen + dirFixedLen
+		default:
+			n += timeLen + fileFixedLen + 32*len(e.Chunks)
 		}
 	}
 	return n
+}
+
+// code returns the entry's type byte, and whether it is of revision 1 (a
+// file or directory without a time).
+func (e *Entry) code() (byte, bool, error) {
+	switch {
+	case e.Link != "":
+		if e.Type != EntryFile {
+			return 0, false, fmt.Errorf("repo: %s: a %s cannot be a hard link", e.Name, e.Type)
+		}
+		return codeLink, false, nil
+	case e.Mtime == NoTime:
+		if e.Mode&^0o777 != 0 {
+			return 0, true, fmt.Errorf("repo: %s: an entry without a time has only permission bits, not %v", e.Name, e.Mode)
+		}
+		switch e.Type {
+		case EntryFile:
+			return codeFile1, true, nil
+		case EntryDir:
+			return codeDir1, true, nil
+		}
+	default:
+		switch e.Type {
+		case EntryFile:
+			return codeFile, false, nil
+		case EntryDir:
+			return codeDir, false, nil
+		}
+	}
+	return 0, false, fmt.Errorf("repo: %s: unknown entry type %d", e.Name, e.Type)
 }
 
 func (t *Tree) appendEncoding(b []byte) ([]byte, error) {
@@ -137,6 +204,7 @@ func (t *Tree) appendEncoding(b []byte) ([]byte, error) {
 		b = nb
 	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(t.Entries)))
+	var first bool // the first entry's revision is 1
 	for i := range t.Entries {
 		e := &t.Entries[i]
 		if err := CheckName(e.Name); err != nil {
@@ -145,15 +213,30 @@ func (t *Tree) appendEncoding(b []byte) ([]byte, error) {
 		if i > 0 && t.Entries[i-1].Name >= e.Name {
 			return nil, fmt.Errorf("repo: tree entries out of order or duplicate at %q", e.Name)
 		}
-		if e.Mode&^0o777 != 0 {
-			return nil, fmt.Errorf("repo: %s: mode %v has more than permission bits", e.Name, e.Mode)
+		code, rev1, err := e.code()
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			first = rev1
+		} else if rev1 != first {
+			return nil, fmt.Errorf("repo: tree mixes entries with and without times at %q", e.Name)
+		}
+		if e.Mode&^fsys.Meta != 0 {
+			return nil, fmt.Errorf("repo: %s: mode %v has more than permission and special bits", e.Name, e.Mode)
+		}
+		if code == codeLink && (e.Mode != 0 || e.Mtime != 0 || len(e.Chunks) != 0) {
+			return nil, fmt.Errorf("repo: %s: a hard link has no mode, time or chunks of its own", e.Name)
 		}
 		b = binary.BigEndian.AppendUint16(b, uint16(len(e.Name)))
 		b = append(b, e.Name...)
-		b = append(b, byte(e.Type))
-		b = binary.BigEndian.AppendUint16(b, uint16(e.Mode))
-		switch e.Type {
-		case EntryFile:
+		b = append(b, code)
+		b = binary.BigEndian.AppendUint16(b, uint16(fsys.UnixMode(e.Mode)))
+		if !rev1 && code != codeLink {
+			b = binary.BigEndian.AppendUint64(b, uint64(e.Mtime))
+		}
+		switch code {
+		case codeFile1, codeFile:
 			if e.Size < 0 || (e.Size == 0) != (len(e.Chunks) == 0) || int64(len(e.Chunks)) > e.Size && e.Size > 0 {
 				return nil, fmt.Errorf("repo: %s: size %d does not fit %d chunks", e.Name, e.Size, len(e.Chunks))
 			}
@@ -166,13 +249,36 @@ func (t *Tree) appendEncoding(b []byte) ([]byte, error) {
 			for _, c := range e.Chunks {
 				b = append(b, c[:]...)
 			}
-		case EntryDir:
+		case codeDir1, codeDir:
 			b = append(b, e.SHA256[:]...)
-		default:
-			return nil, fmt.Errorf("repo: %s: unknown entry type %d", e.Name, e.Type)
+		case codeLink:
+			if err := checkLinkTarget(e.Link); err != nil {
+				return nil, fmt.Errorf("repo: %s: %w", e.Name, err)
+			}
+			if e.Size < 0 {
+				return nil, fmt.Errorf("repo: %s: size %d out of range", e.Name, e.Size)
+			}
+			b = binary.BigEndian.AppendUint64(b, uint64(e.Size))
+			b = append(b, e.SHA256[:]...)
+			b = binary.BigEndian.AppendUint16(b, uint16(len(e.Link)))
+			b = append(b, e.Link...)
 		}
 	}
 	return b, nil
+}
+
+// checkLinkTarget checks a hard link's target path: 1 to MaxLinkLen
+// bytes, '/'-separated names each within the name policy.
+func checkLinkTarget(p string) error {
+	if p == "" || len(p) > MaxLinkLen {
+		return fmt.Errorf("%w: hard link target of %d bytes", ErrName, len(p))
+	}
+	for name := range strings.SplitSeq(p, "/") {
+		if err := CheckName(name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ID returns the tree's id, SHA-256 of its encoding.
@@ -185,9 +291,11 @@ func (t *Tree) ID() (ID, error) {
 }
 
 // DecodeTree parses a tree's bytes. Everything is checked: the entry count
-// against the bytes present, names (policy, order, uniqueness), types,
-// modes, sizes against chunk counts, and no trailing bytes. Errors match
-// ErrCorrupt.
+// against the bytes present, names (policy, order, uniqueness), types
+// (revision 1 and 2 entries never mixed), modes, sizes against chunk
+// counts, link targets' syntax, and no trailing bytes. Errors match
+// ErrCorrupt. (Whether a link's target exists is the walk's to check:
+// trees do not see each other.)
 func DecodeTree(b []byte) (*Tree, error) {
 	if len(b) < treeHeaderLen {
 		return nil, corruptf("tree: %d bytes, shorter than its header", len(b))
@@ -198,6 +306,7 @@ func DecodeTree(b []byte) (*Tree, error) {
 		return nil, corruptf("tree: %d entries cannot fit in %d bytes", n, len(rest))
 	}
 	t := &Tree{Entries: make([]Entry, n)}
+	rev := 0 // the revision of the entries so far
 	for i := range t.Entries {
 		e := &t.Entries[i]
 		if len(rest) < entryFixedLen {
@@ -214,15 +323,41 @@ func DecodeTree(b []byte) (*Tree, error) {
 		if i > 0 && t.Entries[i-1].Name >= e.Name {
 			return nil, corruptf("tree: entry %q out of order or duplicate", e.Name)
 		}
-		e.Type = EntryType(rest[2+nl])
+		code := rest[2+nl]
 		mode := binary.BigEndian.Uint16(rest[3+nl:])
-		if mode&^0o777 != 0 {
-			return nil, corruptf("tree: %q: mode %#o has more than permission bits", e.Name, mode)
-		}
-		e.Mode = fs.FileMode(mode)
 		rest = rest[entryFixedLen+nl:]
-		switch e.Type {
-		case EntryFile:
+		r := 2
+		if code == codeFile1 || code == codeDir1 {
+			r = 1
+		}
+		if rev != 0 && r != rev {
+			return nil, corruptf("tree: %q: entries with and without times in one tree", e.Name)
+		}
+		rev = r
+		switch code {
+		case codeFile1, codeDir1:
+			if mode&^0o777 != 0 {
+				return nil, corruptf("tree: %q: mode %#o has more than permission bits", e.Name, mode)
+			}
+			e.Mtime = NoTime
+		case codeFile, codeDir:
+			if mode&^0o7777 != 0 {
+				return nil, corruptf("tree: %q: mode %#o has more than permission and special bits", e.Name, mode)
+			}
+			if len(rest) < timeLen {
+				return nil, corruptf("tree: %q truncated", e.Name)
+			}
+			e.Mtime = int64(binary.BigEndian.Uint64(rest))
+			rest = rest[timeLen:]
+		case codeLink:
+			if mode != 0 {
+				return nil, corruptf("tree: %q: a hard link with mode %#o", e.Name, mode)
+			}
+		}
+		e.Mode = fsys.FromUnixMode(uint32(mode))
+		switch code {
+		case codeFile1, codeFile:
+			e.Type = EntryFile
 			if len(rest) < fileFixedLen {
 				return nil, corruptf("tree: %q truncated", e.Name)
 			}
@@ -246,14 +381,35 @@ func DecodeTree(b []byte) (*Tree, error) {
 				}
 				rest = rest[32*int(k):]
 			}
-		case EntryDir:
+		case codeDir1, codeDir:
+			e.Type = EntryDir
 			if len(rest) < dirFixedLen {
 				return nil, corruptf("tree: %q truncated", e.Name)
 			}
 			copy(e.SHA256[:], rest)
 			rest = rest[dirFixedLen:]
+		case codeLink:
+			e.Type = EntryFile
+			if len(rest) < linkFixedLen {
+				return nil, corruptf("tree: %q truncated", e.Name)
+			}
+			size := binary.BigEndian.Uint64(rest)
+			copy(e.SHA256[:], rest[8:40])
+			tl := int(binary.BigEndian.Uint16(rest[40:]))
+			rest = rest[linkFixedLen:]
+			if size > math.MaxInt64 {
+				return nil, corruptf("tree: %q: size %d out of range", e.Name, size)
+			}
+			if tl > len(rest) {
+				return nil, corruptf("tree: %q: link target of %d bytes truncated", e.Name, tl)
+			}
+			e.Size, e.Link = int64(size), string(rest[:tl])
+			rest = rest[tl:]
+			if err := checkLinkTarget(e.Link); err != nil {
+				return nil, fmt.Errorf("%w: tree: %q: %w", ErrCorrupt, e.Name, err)
+			}
 		default:
-			return nil, corruptf("tree: %q: unknown entry type %d", e.Name, e.Type)
+			return nil, corruptf("tree: %q: unknown entry type %d", e.Name, code)
 		}
 	}
 	if len(rest) != 0 {

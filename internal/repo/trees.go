@@ -1,9 +1,11 @@
 package repo
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 
 	"github.com/hermesd/hermesd/internal/hash"
 )
@@ -23,6 +25,9 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, error) {
 		c.e.Chunks = ids
 	}
 	bd.chunked = nil
+	if err := bd.resolveLinks(); err != nil {
+		return hash.Digest{}, err
+	}
 	var enc []byte
 	var walk func(d *dirNode, path string) error
 	walk = func(d *dirNode, path string) error {
@@ -134,4 +139,68 @@ func (bd *build) checkTrees(ctx context.Context) error {
 		return fmt.Errorf("%w: the snapshot's files hash to %s, expected %s", ErrChanged, bd.bundle, want)
 	}
 	return bd.checkRacy(ctx)
+}
+
+// linkedFile is a file read that has more than one name (st_nlink > 1).
+type linkedFile struct {
+	e        *Entry
+	path     string
+	dev, ino uint64
+}
+
+// resolveLinks makes every name of a file that the walk meets after the
+// file's first name a hard link entry naming that first name (tar and
+// restic restore hard links as links, and so does hermesd: an agent that
+// writes through one name sees the change through the other). Names
+// outside the brain are not its business: a file with one name in it is a
+// file. Both names were read; their contents must agree, or the file
+// changed in between (ErrChanged).
+func (bd *build) resolveLinks() error {
+	ls := slices.DeleteFunc(bd.linked, func(l linkedFile) bool { return l.e.Type != EntryFile })
+	bd.linked = nil
+	if len(ls) < 2 {
+		return nil
+	}
+	slices.SortFunc(ls, func(a, b linkedFile) int {
+		if c := cmp.Compare(a.dev, b.dev); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.ino, b.ino); c != 0 {
+			return c
+		}
+		return WalkCompare(a.path, b.path)
+	})
+	for i := 0; i < len(ls); {
+		first, j := ls[i], i+1
+		for ; j < len(ls) && ls[j].dev == first.dev && ls[j].ino == first.ino; j++ {
+			e := ls[j].e
+			if e.Size != first.e.Size || e.SHA256 != first.e.SHA256 {
+				return fmt.Errorf("%w: %s and %s are one file, read with different contents", ErrChanged, first.path, ls[j].path)
+			}
+			e.Link, e.Mode, e.Mtime, e.Chunks = first.path, 0, 0, nil
+		}
+		i = j
+	}
+	return nil
+}
+
+// WalkCompare orders two '/'-separated paths as a depth-first walk in name
+// order meets them (Walk, tree order): by their names, component by
+// component, bytewise.
+func WalkCompare(a, b string) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		switch {
+		case x == '/':
+			return -1 // a's name ends here: a prefix of b's
+		case y == '/':
+			return +1
+		}
+		return cmp.Compare(x, y)
+	}
+	return cmp.Compare(len(a), len(b))
 }

@@ -35,12 +35,28 @@ func vectorBrain(t testing.TB) string {
 		"skills/reentrancy.md": "---\nname: reentrancy\n---\nLook for re-entrant calls.\n",
 		"notes/":               "",
 	})
-	for p, m := range map[string]os.FileMode{"system.md": 0o644, "skills/reentrancy.md": 0o600, "skills": 0o755, "notes": 0o700} {
+	for p, m := range map[string]os.FileMode{"system.md": 0o644, "skills/reentrancy.md": 0o600, "skills": 0o755, "notes": 0o700, ".": 0o755} {
 		if err := os.Chmod(filepath.Join(dir, p), m); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Times last: each entry made in a directory moved its time.
+	for p, ns := range vectorTimes {
+		if err := os.Chtimes(filepath.Join(dir, p), time.Time{}, time.Unix(0, ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return dir
+}
+
+// vectorTimes are the tiny brain's modification times (ns since the
+// epoch), the root's included.
+var vectorTimes = map[string]int64{
+	"system.md":            1700000000_000000000,
+	"skills/reentrancy.md": 1700000001_500000000,
+	"skills":               1700000002_000000000,
+	"notes":                1700000003_000000000,
+	".":                    1700000004_250000000,
 }
 
 // vectorSnapshot builds the vector head pack: one reader and one sealer,
@@ -98,24 +114,49 @@ const (
 	vecPoly        = 0x2255c2e83935b7
 	vecBundle      = "0x686d75608202ced471e2bafb0c9a0212e40808a8c359e375c62f1f4129893276"
 	vecNotesID     = "df3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b81119"
-	vecSkillsID    = "5361d1372e6daebbf6ad270d225b88d0f79ab11102f4c1ef4064c13c72416c62"
-	vecRootID      = "32886d0f37c3cb29904b5eb323b919f4deb5ad1d1e2601323419a93dc6f00aa5"
-	vecCommitID    = "e61f112ac5c50c9283ad9955e34c4adffe1f6d2e94ba3be3b2e6f0bcf48b9728"
-	vecPackSHA     = "5594775ed8d5436083a903ec89761bffea964f8279ac70b427a9b153a3909932"
-	vecHeader      = "48524d5303010000561b1e386fb6b3e10000027e00000000000001ef"
+	vecSkillsID    = "100476149b0b758833e1256cb0c13d6fa77543b442fd75a40b66d4efd0483112"
+	vecRootID      = "0f106ba4da165c2fbd3bfbbdbd2027628ca123a03e3ca964d225e231333bb01c"
+	vecCommitID    = "922f7cfdba94e42d2d0fbffbe84085fbb4f55a660cc6291099647bf86b42893a"
+	vecPackSHA     = "214abffe9659da1f7673454692b85ac167c37bc2e1be0225c68fe55a4c366cfd"
+	vecHeader      = "48524d5303010000561b1e386fb6b3e1000002af000000000000020f"
 	vecSystemChunk = "0c0d0e0f1011121314151617bebd1b1d8c142aec8e43d3546eb3e2a516b024cfc030f82139ab83939f651b4554eb72c5c740"
-	vecCommit      = `{"format":"hermesd/v3","identity":"auditor.hermes.eth","keyId":"561b1e386fb6b3e1","root":"32886d0f37c3cb29904b5eb323b919f4deb5ad1d1e2601323419a93dc6f00aa5","parent":"","parentFormat":"","time":1700000000000,"bundleHash":"0x686d75608202ced471e2bafb0c9a0212e40808a8c359e375c62f1f4129893276","lockVersion":1,"files":2,"bytes":74,"added":495,"lock":null,"receipts":null,"packs":[]}`
+	vecCommit      = `{"format":"hermesd/v3","identity":"auditor.hermes.eth","keyId":"561b1e386fb6b3e1","root":"0f106ba4da165c2fbd3bfbbdbd2027628ca123a03e3ca964d225e231333bb01c","rootMode":493,"rootMtime":"1700000004250000000","parent":"","parentFormat":"","time":1700000000000,"bundleHash":"0x686d75608202ced471e2bafb0c9a0212e40808a8c359e375c62f1f4129893276","lockVersion":1,"files":2,"bytes":74,"added":527,"lock":null,"receipts":null,"packs":[]}`
 )
 
 var vecTrees = map[string]string{
-	vecNotesID: "00000000",
-	vecSkillsID: "00000001000d7265656e7472616e63792e6d640101800000000000000034887d4c26df1a103714828d7001b32ffc432e13d8" +
+	vecNotesID:  "00000000",
+	vecSkillsID: "00000001000d7265656e7472616e63792e6d6403018017979cfe8f922f000000000000000034887d4c26df1a103714828d7001b32ffc432e13d877956b62e983c74a6145a2ff00000001887d4c26df1a103714828d7001b32ffc432e13d877956b62e983c74a6145a2ff",
+	vecRootID:   "0000000300056e6f7465730401c017979cfee8fa5e00df3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b811190006736b696c6c730401ed17979cfead5f9400100476149b0b758833e1256cb0c13d6fa77543b442fd75a40b66d4efd0483112000973797374656d2e6d640301a417979cfe362a0000000000000000001673e9074adee429622ed5c87d868ba3d48275f7a96e83611a46549b69e4685be90000000173e9074adee429622ed5c87d868ba3d48275f7a96e83611a46549b69e4685be9",
+}
+
+const vecIndex = "0000000501887d4c26df1a103714828d7001b32ffc432e13d877956b62e983c74a6145a2ff0000000000000000000000500173e9074adee429622ed5c87d868ba3d48275f7a96e83611a46549b69e4685be900000000000000500000003202df3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b8111900000000000000820000002002100476149b0b758833e1256cb0c13d6fa77543b442fd75a40b66d4efd048311200000000000000a200000086020f106ba4da165c2fbd3bfbbdbd2027628ca123a03e3ca964d225e231333bb01c0000000000000128000000e7000001aa7b22666f726d6174223a226865726d6573642f7633222c226964656e74697479223a2261756469746f722e6865726d65732e657468222c226b65794964223a2235363162316533383666623662336531222c22726f6f74223a2230663130366261346461313635633266626433626662626462643230323736323863613132336130336533636139363464323235653233313333336262303163222c22726f6f744d6f6465223a3439332c22726f6f744d74696d65223a2231373030303030303034323530303030303030222c22706172656e74223a22222c22706172656e74466f726d6174223a22222c2274696d65223a313730303030303030303030302c2262756e646c6548617368223a22307836383664373536303832303263656434373165326261666230633961303231326534303830386138633335396533373563363266316634313239383933323736222c226c6f636b56657273696f6e223a312c2266696c6573223a322c226279746573223a37342c226164646564223a3532372c226c6f636b223a6e756c6c2c227265636569707473223a6e756c6c2c227061636b73223a5b5d7d"
+
+const vecPack = "48524d5303010000561b1e386fb6b3e1000002af000000000000020f3c3d3e3f404142434445464732edfc353c4475c2feacb710865a997f126144007c417bce82561647967bd1db4fc19efcf40d95abd42ec49f3c1b46ea3f8b5a18fcc244a3724b7b1337e622b0fa530ca46088865852174ff61aa3787815335cb651b0094cd0696115f3d3fe703f592787b734d780d9abe38c09c81a29ce1c65bc3dc6def3c8754dcf3f05eef393184d66851f4acb99ef3dbf9c25e0369d96a0a048de800ba6aabc6393103d356f5b19d31bc27c6f6b7f8d7219a00677c5b9068f23912f0979f71ea02c18a766b3498e7b6eb2eaacc2871727b3a319bc81b92c9eab3d8aa9b46bb4dcadd63cd240147f9f5819e723006664265e1ed6a86d6cc6aeb892421090e7bb75c3d901849585c39dc5fb725d0c31203926c34c1a4b532d1f0e98986f409b6569c98e35138a7199aca4b86493e2c0fd972776510f56ffb6c40a99ed2633af36965b9db597278ab71ab3a93bd682d9ebfb1214de365afeedb6994589a1faee2b9b1ce2496da1fd0111913010fdbb4d35467cc1bd799ac584b30376aa6c09c4d988f0e5c55193a1aba07b38aceb7eaedd32eeb07b3f1ef8f4a994833a965453662d530af1af4f36ac10bb1b4e0760b58426d18fa67d3a72fa2498dcbd2dedb55ca9bb5199bf9928443fadfb6fac15ebe3451bccd6b6ed4ec7c04b805f274b6f0562f65c39a7c9e6d8bad1108cb44f74486e71df4e33548ed3487da3aa4522b957ffca23443712bc7a41a104b32dee96576e7476ab72994c93171063a8ddd90a700cf534515c4048870bcb8f3d54c81e85c774583c278f6e1d4d33bdfde2923fb5b7d79f3755248a42bdfacea923b1cb4c55c0dda976f86f1c1215508c4f8d263e4b4557acc386d1b2beec5f732265b50e3506030b51832d4212d8c38f175c52a811e570169412e31c2aa6ddbbd4f1ecf58089edcfe12f927c1cacfa2073f8deb6165ae6bcd51bf147000102030405060708090a0b95e7c9c42f719d404979e037e79745337b22b11dbf38ec90a89ba07cfee4a9c1eed4de30fa3afbf1e994827c8090992154300799a321aafeb1f1ae047ebe4c4777b2f70d0c0d0e0f1011121314151617bebd1b1d8c142aec8e43d3546eb3e2a516b024cfc030f82139ab83939f651b4554eb72c5c74018191a1b1c1d1e1f202122230a36d2bf21e46a58eb362d0c07ec95a1ef411e642425262728292a2b2c2d2e2feffe7bcc195c5e17d39ede3fa9ba5fb44528cc567566776e9a09bca6ecf29cc0f3e3dc5f383c55eb0717c62a3be907c19e35cd5a8dde2a38c6708fd7e168a1d07985d2a7548aaa726c5cd8a99c1f4efea9780216d54a53a1df030b5f98b77710f02bfa48cc93d19929783d8e690a093a885215a5e451a73f1677303132333435363738393a3b1b61d1d20d0aa68e884200a2cbf1435e5991ecffdceb9d2a53254275da848f749b141a98593ca3f96b610c53f8ddf2666d3122f827d5fe0ff61ebd0e2e38c3280a67c7db998aa283a75693f117dac1a8c92e461e7d7642450d8d15c1a980e003572ab739b73b4b588b295e0c738315b6583659d3a584e79101d5384144a58881c1da8a20c48492717bc16c615f78affeb11234556feb3b1c6e5223772837eae3a0a9ab321a7061104b897a42da52f7333883db66f1442325c2548246dc7899ea9c8d4eab9d52a0459fb14dd17680edfce4e8361b624f2b2e218e11"
+
+// The document's revision 1 fixture (docs/format-v3.md §12.2): the tiny
+// brain as hermesd wrote it before trees recorded times, special bits and
+// links. No writer produces it any more; every reader must restore it.
+const (
+	vecBundle1      = "0x686d75608202ced471e2bafb0c9a0212e40808a8c359e375c62f1f4129893276"
+	vecNotesID1     = "df3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b81119"
+	vecSkillsID1    = "5361d1372e6daebbf6ad270d225b88d0f79ab11102f4c1ef4064c13c72416c62"
+	vecRootID1      = "32886d0f37c3cb29904b5eb323b919f4deb5ad1d1e2601323419a93dc6f00aa5"
+	vecCommitID1    = "e61f112ac5c50c9283ad9955e34c4adffe1f6d2e94ba3be3b2e6f0bcf48b9728"
+	vecPackSHA1     = "5594775ed8d5436083a903ec89761bffea964f8279ac70b427a9b153a3909932"
+	vecHeader1      = "48524d5303010000561b1e386fb6b3e10000027e00000000000001ef"
+	vecSystemChunk1 = "0c0d0e0f1011121314151617bebd1b1d8c142aec8e43d3546eb3e2a516b024cfc030f82139ab83939f651b4554eb72c5c740"
+	vecCommit1      = `{"format":"hermesd/v3","identity":"auditor.hermes.eth","keyId":"561b1e386fb6b3e1","root":"32886d0f37c3cb29904b5eb323b919f4deb5ad1d1e2601323419a93dc6f00aa5","parent":"","parentFormat":"","time":1700000000000,"bundleHash":"0x686d75608202ced471e2bafb0c9a0212e40808a8c359e375c62f1f4129893276","lockVersion":1,"files":2,"bytes":74,"added":495,"lock":null,"receipts":null,"packs":[]}`
+)
+
+var vecTrees1 = map[string]string{
+	vecNotesID1: "00000000",
+	vecSkillsID1: "00000001000d7265656e7472616e63792e6d640101800000000000000034887d4c26df1a103714828d7001b32ffc432e13d8" +
 		"77956b62e983c74a6145a2ff00000001887d4c26df1a103714828d7001b32ffc432e13d877956b62e983c74a6145a2ff",
-	vecRootID: "0000000300056e6f7465730201c0df3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b811190006736b696c6c730201ed5361d1372e6daebbf6ad270d225b88d0f79ab11102f4c1ef4064c13c72416c62000973797374656d2e6d64" +
+	vecRootID1: "0000000300056e6f7465730201c0df3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b811190006736b696c6c730201ed5361d1372e6daebbf6ad270d225b88d0f79ab11102f4c1ef4064c13c72416c62000973797374656d2e6d64" +
 		"0101a4000000000000001673e9074adee429622ed5c87d868ba3d48275f7a96e83611a46549b69e4685be90000000173e9074adee429622ed5c87d868ba3d48275f7a96e83611a46549b69e4685be9",
 }
 
-const vecIndex = "0000000501887d4c26df1a103714828d7001b32ffc432e13d877956b62e983c7" +
+const vecIndex1 = "0000000501887d4c26df1a103714828d7001b32ffc432e13d877956b62e983c7" +
 	"4a6145a2ff0000000000000000000000500173e9074adee429622ed5c87d868b" +
 	"a3d48275f7a96e83611a46549b69e4685be900000000000000500000003202df" +
 	"3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b8111900" +
@@ -136,7 +177,7 @@ const vecIndex = "0000000501887d4c26df1a103714828d7001b32ffc432e13d877956b62e983
 	"223a6e756c6c2c227265636569707473223a6e756c6c2c227061636b73223a5b" +
 	"5d7d"
 
-const vecPack = "48524d5303010000561b1e386fb6b3e10000027e00000000000001ef3c3d3e3f" +
+const vecPack1 = "48524d5303010000561b1e386fb6b3e10000027e00000000000001ef3c3d3e3f" +
 	"404142434445464732edfc353c4475c2feacb710865a997f126144007c417bce" +
 	"82561647967bd1db4fc19efcf40d95abd42ec49f3c1b46ea3f8b5a18fcc244a3" +
 	"724b7b1337e622b0fa530ca46088865852174ff61aa3787815335cb651b0094c" +
@@ -229,7 +270,7 @@ func TestVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !h.Head || h.IndexLength != 638 || h.DataLength != 495 || hex.EncodeToString(h.KeyID[:]) != vecKeyID {
+	if !h.Head || h.IndexLength != 687 || h.DataLength != 527 || hex.EncodeToString(h.KeyID[:]) != vecKeyID {
 		t.Errorf("header %+v", h)
 	}
 	eq("index plaintext", hex.EncodeToString(ix.Encode()), vecIndex)
@@ -248,7 +289,7 @@ func TestVectors(t *testing.T) {
 	}
 	flat := strings.Join(strings.Fields(string(doc)), "")
 	for _, v := range []string{vecAgentKey, vecObjectKey, vecKeyID, "0x2255c2e83935b7", vecBundle, vecCommitID, vecPackSHA,
-		vecIndex, vecPack, vecSystemChunk, vecCommit, strings.ReplaceAll("48524d5303010000 561b1e386fb6b3e1 0000027e 00000000000001ef", " ", "")} {
+		vecIndex, vecPack, vecSystemChunk, vecCommit, strings.ReplaceAll("48524d5303010000 561b1e386fb6b3e1 000002af 000000000000020f", " ", "")} {
 		if !strings.Contains(flat, strings.Join(strings.Fields(v), "")) {
 			t.Errorf("docs/format-v3.md does not state %.40s...", v)
 		}
@@ -266,4 +307,133 @@ func mustID(t testing.TB, s string) ID {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// TestVectorsRevision1 restores the revision 1 fixture: trees without
+// times, special bits or links, a commit without the root's mode. Every
+// older snapshot must still restore, with its recorded permission bits
+// and the restore's own times.
+func TestVectorsRevision1(t *testing.T) {
+	for id, hx := range vecTrees1 {
+		b, err := hex.DecodeString(hx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := DecodeTree(b)
+		if err != nil {
+			t.Fatalf("tree %s: %v", id, err)
+		}
+		for _, e := range tr.Entries {
+			if e.Mtime != NoTime || e.Mode&^0o777 != 0 || e.Link != "" {
+				t.Errorf("tree %s: %q decodes as %+v", id, e.Name, e)
+			}
+		}
+		again, err := tr.Encode()
+		if err != nil || hex.EncodeToString(again) != hx {
+			t.Errorf("tree %s re-encodes as %x (%v)", id, again, err)
+		}
+	}
+	c, err := DecodeCommit([]byte(vecCommit1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := c.RootMeta(); ok {
+		t.Error("a revision 1 commit has root metadata")
+	}
+	if enc, err := c.Encode(); err != nil || string(enc) != vecCommit1 {
+		t.Errorf("commit re-encodes as %s (%v)", enc, err)
+	}
+
+	pack, err := hex.DecodeString(vecPack1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newDirStore(t)
+	st.put(t, "rev1head", pack)
+	r, err := Open(context.Background(), st, testKeys(t, testIdentity), "rev1head", ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Minute)
+	dir := filepath.Join(t.TempDir(), "out")
+	res, err := r.Restore(context.Background(), dir, RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BundleHash.String() != vecBundle1 || res.Files != 2 || res.Links != 0 || len(res.Stripped) != 0 {
+		t.Errorf("restored %+v", res)
+	}
+	for p, want := range map[string]os.FileMode{"system.md": 0o644, "skills/reentrancy.md": 0o600, "skills": 0o755 | os.ModeDir, "notes": 0o700 | os.ModeDir} {
+		fi, err := os.Lstat(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", p, fi.Mode(), want)
+		}
+		if fi.ModTime().Before(before) {
+			t.Errorf("%s: mtime %v; a revision 1 tree records none, so the restore's time is kept", p, fi.ModTime())
+		}
+	}
+
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "format-v3.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(string(doc)), "")
+	for _, v := range []string{vecCommitID1, vecPackSHA1, vecPack1, vecCommit1} {
+		if !strings.Contains(flat, strings.Join(strings.Fields(v), "")) {
+			t.Errorf("docs/format-v3.md does not state %.40s...", v)
+		}
+	}
+	for id, tree := range vecTrees1 {
+		if !strings.Contains(flat, tree+id) {
+			t.Errorf("docs/format-v3.md does not state tree %s", id)
+		}
+	}
+}
+
+// vecMetaTree exercises what revision 2 adds: a setuid file, a setgid and
+// sticky directory, a hard link, times.
+func vecMetaTree() *Tree {
+	abc := sha256.Sum256([]byte("abc"))
+	return &Tree{Entries: []Entry{
+		{Name: "a", Type: EntryFile, Mode: 0o755 | os.ModeSetuid, Mtime: 1700000005_000000001, Size: 3, SHA256: abc, Chunks: []ID{abc}},
+		{Name: "b", Type: EntryDir, Mode: 0o775 | os.ModeSetgid | os.ModeSticky, Mtime: -1, SHA256: mustID(nil, vecNotesID)},
+		{Name: "c", Type: EntryFile, Size: 3, SHA256: abc, Link: "a"},
+	}}
+}
+
+const (
+	vecMetaTreeHex = "000000030001610309ed17979cff602ff2010000000000000003ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad00000001ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad0001620407fdffffffffffffffffdf3f619804a92fdb4057192dc43dd748ea778adc52bc498ce80524c014b811190001630500000000000000000003ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad000161"
+	vecMetaTreeID  = "0c72a0aba205594495b2cd7373d19600c103058197de23250757102c90e9353d"
+)
+
+func TestTreeVectorMeta(t *testing.T) {
+	tr := vecMetaTree()
+	b, err := tr.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ID(sha256.Sum256(b))
+	if *printVectors {
+		fmt.Printf("meta tree %s\n  %x\n", id, b)
+	}
+	if hex.EncodeToString(b) != vecMetaTreeHex || id.String() != vecMetaTreeID {
+		t.Errorf("meta tree %s\n  %x", id, b)
+	}
+	back, err := DecodeTree(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(back.Entries) != fmt.Sprint(tr.Entries) {
+		t.Errorf("decoded %+v\nwant %+v", back.Entries, tr.Entries)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "format-v3.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flat := strings.Join(strings.Fields(string(doc)), ""); !strings.Contains(flat, vecMetaTreeHex+vecMetaTreeID) {
+		t.Error("docs/format-v3.md does not state the revision 2 tree vector")
+	}
 }

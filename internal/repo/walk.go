@@ -47,22 +47,22 @@ type fileJob struct {
 // and permission bits, or a nil node when the directory vanished before it
 // could be listed: it is left out, like a vanished file. prev is the
 // directory's tree in the previous commit (nil if none), prevID its id.
-func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID, depth int) (*dirNode, fs.FileMode, error) {
+func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID, depth int) (*dirNode, fsys.Info, error) {
 	if depth >= MaxDepth {
-		return nil, 0, fmt.Errorf("%w: %s: directories nested deeper than %d", ErrTooLarge, displayPath(rel), MaxDepth)
+		return nil, fsys.Info{}, fmt.Errorf("%w: %s: directories nested deeper than %d", ErrTooLarge, displayPath(rel), MaxDepth)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, err
+		return nil, fsys.Info{}, err
 	}
 	ents, info, err := bd.fsroot.ReadDir(rel)
 	if err != nil {
 		if rel != "" && fsys.IsGone(err) {
-			return nil, 0, nil
+			return nil, fsys.Info{}, nil
 		}
-		return nil, 0, fmt.Errorf("repo: read directory %s: %w", displayPath(rel), err)
+		return nil, fsys.Info{}, fmt.Errorf("repo: read directory %s: %w", displayPath(rel), err)
 	}
 	if len(ents) > maxDirEntries {
-		return nil, 0, fmt.Errorf("%w: %s: more than %d entries", ErrTooLarge, displayPath(rel), maxDirEntries)
+		return nil, fsys.Info{}, fmt.Errorf("%w: %s: more than %d entries", ErrTooLarge, displayPath(rel), maxDirEntries)
 	}
 	slices.SortFunc(ents, func(a, b fsys.Entry) int { return strings.Compare(a.Name, b.Name) }) // bytewise: the tree order
 	// Never grown: readers hold pointers to its elements.
@@ -75,7 +75,7 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 			return false
 		}
 		pe := &prev.Entries[i]
-		return pe.Name == e.Name && pe.Type == e.Type && pe.Mode == e.Mode
+		return pe.Name == e.Name && pe.Type == e.Type && pe.Mode == e.Mode && pe.Mtime == e.Mtime && pe.Link == ""
 	}
 	for _, ent := range ents {
 		name := ent.Name
@@ -88,11 +88,11 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 			continue // symlink, socket, fifo, device: skipped like the hasher
 		}
 		if err := CheckName(name); err != nil {
-			return nil, 0, fmt.Errorf("%w (at %q)", err, p)
+			return nil, fsys.Info{}, fmt.Errorf("%w (at %q)", err, p)
 		}
 		if rel == "" && (name == LockFile || name == ReceiptsFile) {
 			if isDir {
-				return nil, 0, fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
+				return nil, fsys.Info{}, fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
 			}
 			continue // read after the trees (sideFile)
 		}
@@ -106,15 +106,15 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 			if pe != nil && pe.Type == EntryDir {
 				subID = pe.Subtree()
 				if sub, err = bd.in.Trees.Tree(ctx, subID); err != nil {
-					return nil, 0, fmt.Errorf("load previous tree of %s: %w", p, err)
+					return nil, fsys.Info{}, fmt.Errorf("load previous tree of %s: %w", p, err)
 				}
 			}
-			c, mode, err := bd.walkDir(ctx, p, sub, subID, depth+1)
+			c, di, err := bd.walkDir(ctx, p, sub, subID, depth+1)
 			if err != nil {
-				return nil, 0, err
+				return nil, fsys.Info{}, err
 			}
 			if c != nil {
-				d.tree.Entries = append(d.tree.Entries, Entry{Name: name, Type: EntryDir, Mode: mode})
+				d.tree.Entries = append(d.tree.Entries, Entry{Name: name, Type: EntryDir, Mode: di.Mode & fsys.Meta, Mtime: di.Mtime})
 				d.subs = append(d.subs, c)
 				same = same && c.same && sameAs(&d.tree.Entries[len(d.tree.Entries)-1])
 			} else {
@@ -125,7 +125,7 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 		d.tree.Entries = append(d.tree.Entries, Entry{Name: name, Type: EntryFile})
 		e := &d.tree.Entries[len(d.tree.Entries)-1]
 		if k, ok := bd.reusable(p, pe); ok {
-			e.Mode, e.Size, e.SHA256, e.Chunks = k.Mode.Perm(), pe.Size, pe.SHA256, pe.Chunks
+			e.Mode, e.Mtime, e.Size, e.SHA256, e.Chunks = k.Stat.Mode&fsys.Meta, k.Stat.Mtime, pe.Size, pe.SHA256, pe.Chunks
 			bd.stats.filesReused.Add(1)
 			bd.stats.chunksReused.Add(int64(len(pe.Chunks)))
 			same = same && sameAs(e)
@@ -133,26 +133,29 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 		}
 		same = false
 		if err := bd.submit(ctx, p, e); err != nil {
-			return nil, 0, err
+			return nil, fsys.Info{}, err
 		}
 	}
 	if same && len(d.tree.Entries) == len(prev.Entries) {
 		// Nothing differs: keep prev (the fresh entries go now).
 		d = &dirNode{tree: prev, subs: d.subs, id: prevID, same: true}
 	}
-	return d, info.Mode.Perm(), nil
+	return d, info, nil
 }
 
 // reusable returns the hash cache's entry for the file at path when the
 // file may keep the previous commit's entry pe without being read: the
-// cache vouches for the same size and SHA-256, and every chunk is in a
-// live pack that is not being repacked (or was sealed in this snapshot).
+// cache vouches for the same size and SHA-256 and has the stat data the
+// tree records (mode, mtime), the file has one name (a file of several is
+// read, so that its names are found: resolveLinks), and every chunk is
+// in a live pack that is not being repacked (or was sealed in this
+// snapshot).
 func (bd *build) reusable(path string, pe *Entry) (hash.File, bool) {
-	if pe == nil || pe.Type != EntryFile || bd.in.Known == nil {
+	if pe == nil || pe.Type != EntryFile || pe.Link != "" || bd.in.Known == nil {
 		return hash.File{}, false
 	}
 	k, ok := bd.in.Known.Lookup(path)
-	if !ok || k.Size != pe.Size || k.SHA256 != pe.SHA256 {
+	if !ok || k.Size != pe.Size || k.SHA256 != pe.SHA256 || k.Stat == (fsys.Info{}) || k.Stat.Nlink > 1 {
 		return hash.File{}, false
 	}
 	for _, id := range pe.Chunks {

@@ -14,6 +14,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/diskspace"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/tarball"
 )
@@ -35,9 +36,11 @@ var (
 	ErrHostile = errors.New("snapshot archive refused")
 )
 
-// RootMode is the mode of a restored brain directory: what the reference
-// runtime's `mkdir -p` and tar give it. (A temporary directory is created
-// 0700 and would keep that mode otherwise.)
+// RootMode is the mode of a brain directory hermesd creates, and of a
+// restored one when the snapshot does not record its own (v3 commits and
+// hermesd's archives before 2026-11-27): what the reference runtime's
+// `mkdir -p` gives it. (A temporary directory is created 0700 and would
+// keep that mode otherwise.)
 const RootMode fs.FileMode = 0o755
 
 // Limits bound what a restore accepts from an untrusted blob.
@@ -94,13 +97,37 @@ type Restored struct {
 	// objects it needed, in closed range reads.
 	Downloaded int64
 	Ranges     int64
-	Skipped    []string // archive entries skipped (links, devices), with reasons
+	Skipped    []string // archive entries skipped (symlinks, devices), with reasons
+	// Stripped lists the files restored without the setuid or setgid bit
+	// the snapshot records (fsys.Restorable), one line each.
+	Stripped []string
+	// Links counts the files restored as another name of a file (hard
+	// links).
+	Links int
+	// Notes says what else the restore did that the operator should know
+	// (the brain directory's mode kept narrower than the snapshot's).
+	Notes []string
 	// Unchecked says what an unverified restore could not check.
 	Unchecked []string
 	Source    string // where the blob came from
 	Attempts  int    // download attempts
 	Download  time.Duration
 	Unpack    time.Duration // decrypt + extract + verify + sync + rename
+
+	root rootMeta // the brain directory's own, from the snapshot (fill)
+}
+
+// rootMeta is what a snapshot records of the brain directory itself.
+type rootMeta struct {
+	known bool
+	mode  fs.FileMode // permission and special bits
+	mtime int64       // ns since the epoch; 0: none
+}
+
+// stripped formats one file restored without recorded special bits.
+func stripped(path string, recorded, restored fs.FileMode) string {
+	return fmt.Sprintf("%s: %s not restored (recorded %04o, restored %04o)", path,
+		fsys.SpecialString(recorded&^restored), fsys.UnixMode(recorded), fsys.UnixMode(restored))
 }
 
 // RestoreOptions adjust a restore.
@@ -116,6 +143,10 @@ type RestoreOptions struct {
 	// ('/'-separated, relative to the brain), every object and file
 	// verified; "" restores everything.
 	Path string
+	// PublicRoot keeps a brain directory mode that lets everyone write,
+	// when the snapshot records one (config allow_unsafe_dirs); without
+	// it the restore clears o+w and says so in Notes.
+	PublicRoot bool
 }
 
 // StageError says at which stage of a restore an error happened:
@@ -202,16 +233,23 @@ func (p *Pipeline) restoreFile(ctx context.Context, blobPath string, size int64,
 		return Restored{}, err
 	}
 	// The plaintext is never larger than the blob.
-	return intoPlace(target, size, func(tmp string) (Restored, error) {
+	return intoPlace(target, size, opts.PublicRoot, func(tmp string) (Restored, error) {
 		return p.unpack(ctx, blobPath, size, tmp, opts)
 	})
 }
 
 // intoPlace is the one way a restore reaches its target: fill builds the
 // brain in a temporary directory beside it (after a check that need bytes
-// fit), and only a complete, verified tree is synced and renamed into
+// fit; a v3 fill checks its own exact need), and only a complete, verified tree is synced and renamed into
 // place; anything else is removed and the target is left as it was.
-func intoPlace(target string, need int64, fill func(tmp string) (Restored, error)) (Restored, error) {
+//
+// The brain directory gets the mode and time the snapshot records (else
+// RootMode), except that an existing (empty) target directory is never
+// widened: a permission bit it lacks stays off, and Notes says so. A brain
+// kept 0700 does not come back world-readable because a snapshot or an
+// older format says 0755. Nor does it come back writable by everyone
+// unless publicRoot (RestoreOptions.PublicRoot) allows it.
+func intoPlace(target string, need int64, publicRoot bool, fill func(tmp string) (Restored, error)) (Restored, error) {
 	parent := filepath.Dir(target)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return Restored{}, fmt.Errorf("create parent of %s: %w", target, err)
@@ -233,8 +271,34 @@ func intoPlace(target string, need int64, fill func(tmp string) (Restored, error
 	if err != nil {
 		return Restored{}, err
 	}
-	if err := os.Chmod(tmp, RootMode); err != nil {
+	mode := RootMode
+	if res.root.known {
+		mode = res.root.mode
+	}
+	recorded := mode
+	if st, err := os.Lstat(target); err == nil && st.IsDir() {
+		if have := st.Mode().Perm(); mode.Perm()&^have != 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("kept %s at mode %04o: the snapshot's brain directory is %04o, and an existing directory is never widened",
+				target, fsys.UnixMode(mode&^(mode.Perm()&^have)), fsys.UnixMode(mode)))
+			mode &^= mode.Perm() &^ have
+		}
+	}
+	if mode&0o002 != 0 && !publicRoot {
+		// A brain directory anyone may write to is refused before every
+		// snapshot (anyone could plant files in them: allow_unsafe_dirs);
+		// a restore does not make one.
+		res.Notes = append(res.Notes, fmt.Sprintf("kept %s at mode %04o: the snapshot's brain directory is %04o, writable by everyone, which a brain directory may not be unless allow_unsafe_dirs is set",
+			target, fsys.UnixMode(mode&^0o002), fsys.UnixMode(recorded)))
+		mode &^= 0o002
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
 		return Restored{}, err
+	}
+	if res.root.mtime != 0 {
+		// After every entry is made in it (its own time moved with each).
+		if err := os.Chtimes(tmp, time.Time{}, time.Unix(0, res.root.mtime)); err != nil {
+			return Restored{}, err
+		}
 	}
 	if err := syncTree(tmp); err != nil {
 		return Restored{}, err
@@ -297,6 +361,13 @@ func (p *Pipeline) unpack(ctx context.Context, blobPath string, size int64, dir 
 	}
 	for _, w := range man.Skipped {
 		res.Skipped = append(res.Skipped, w.Path+" ("+w.Reason+")")
+	}
+	for _, st := range man.Stripped {
+		res.Stripped = append(res.Stripped, stripped(st.Path, st.Mode, st.Restored))
+	}
+	res.Links = man.Links
+	if man.Root != nil {
+		res.root = rootMeta{known: true, mode: man.Root.Mode, mtime: man.Root.Mtime}
 	}
 
 	lock, err := bundlelock.Read(filepath.Join(dir, bundlelock.FileName))

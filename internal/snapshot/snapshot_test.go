@@ -16,6 +16,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/receipts"
@@ -133,6 +134,7 @@ func same(t *testing.T, a, b string) {
 		t.Fatalf("trees differ: %s vs %s", ra.Digest, rb.Digest)
 	}
 	for i := range ra.Files {
+		ra.Files[i].Stat, rb.Files[i].Stat = fsys.Info{}, fsys.Info{} // where and when, not what
 		if ra.Files[i] != rb.Files[i] {
 			t.Errorf("%s: %+v vs %+v", ra.Files[i].Path, ra.Files[i], rb.Files[i])
 		}

@@ -161,7 +161,7 @@ func (s *Pipeline) recordLock(ctx context.Context, want hash.Digest, start time.
 		}
 	}
 	if s.Receipts != nil {
-		if err := s.Receipts.ExportFile(ctx, filepath.Join(s.BrainDir, ReceiptsFile)); err != nil {
+		if err := s.Receipts.ExportFile(ctx, filepath.Join(s.BrainDir, ReceiptsFile), tokenID(s.TokenID)); err != nil {
 			return nil, "", "", fmt.Errorf("export receipts: %w", err)
 		}
 	}
@@ -375,7 +375,7 @@ func (s *Pipeline) pack(ctx context.Context, want hash.Digest, ov *fsys.Overlay)
 func toHashFiles(m tarball.Manifest) []hash.File {
 	files := make([]hash.File, 0, len(m.Files))
 	for _, f := range m.Files {
-		files = append(files, hash.File(f))
+		files = append(files, hash.File{Path: f.Path, Size: f.Size, Mode: f.Mode, SHA256: f.SHA256})
 	}
 	return files
 }

@@ -434,30 +434,48 @@ func flipByte(t *testing.T, file string, off int64) {
 	}
 }
 
-// TestV3IndependentReaderDocVector: the head pack printed in
-// docs/format-v3.md §12, stored on a local Walrus server, restores with the
-// reader to the document's tiny brain.
+// TestV3IndependentReaderDocVector: the head packs printed in
+// docs/format-v3.md §12 — revision 2, and the revision 1 fixture of §12.2 —
+// stored on a local Walrus server, restore with the reader to the
+// document's tiny brain: revision 2 with its recorded times and root mode,
+// revision 1 with the restore's times and root mode 0755.
 func TestV3IndependentReaderDocVector(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("../../docs/format-v3.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(doc), "The whole head pack")
-	if !ok {
-		t.Fatal("format-v3.md has no whole head pack vector")
-	}
-	var hexPack strings.Builder
-	for _, line := range strings.Split(rest, "\n")[3:] {
-		if !strings.HasPrefix(line, "    ") {
-			break
+	rest := string(doc)
+	for _, rev := range []struct {
+		name  string
+		size  int
+		times map[string]int64 // recorded mtimes (ns); nil: none
+	}{
+		{"revision 2", 1242, map[string]int64{".": 1700000004_250000000, "notes": 1700000003_000000000, "skills": 1700000002_000000000,
+			"skills/reentrancy.md": 1700000001_500000000, "system.md": 1700000000_000000000}},
+		{"revision 1", 1161, nil},
+	} {
+		var ok bool
+		_, rest, ok = strings.Cut(rest, "The whole head pack")
+		if !ok {
+			t.Fatalf("format-v3.md has no %s head pack vector", rev.name)
 		}
-		hexPack.WriteString(strings.TrimSpace(line))
+		var hexPack strings.Builder
+		for _, line := range strings.Split(rest, "\n")[3:] {
+			if !strings.HasPrefix(line, "    ") {
+				break
+			}
+			hexPack.WriteString(strings.TrimSpace(line))
+		}
+		pack, err := hex.DecodeString(hexPack.String())
+		if err != nil || len(pack) != rev.size {
+			t.Fatalf("%s: vector pack of %d bytes: %v", rev.name, len(pack), err)
+		}
+		docVector(t, rev.name, pack, rev.times)
 	}
-	pack, err := hex.DecodeString(hexPack.String())
-	if err != nil || len(pack) != 1161 {
-		t.Fatalf("vector pack of %d bytes: %v", len(pack), err)
-	}
+}
+
+func docVector(t *testing.T, name string, pack []byte, times map[string]int64) {
 	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -487,10 +505,11 @@ func TestV3IndependentReaderDocVector(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "restored")
+	start := time.Now().Add(-time.Second)
 	s := restoreWithReader(t, "--aggregator", srv.URL(), "--blob", localwalrus.BlobID(pack),
 		"--identity", "auditor.hermes.eth", "--key-file", keyFile, "--out", out)
 	if s.BundleHash != "0x686d75608202ced471e2bafb0c9a0212e40808a8c359e375c62f1f4129893276" || s.Files != 2 || s.Bytes != 74 {
-		t.Errorf("reader summary %+v", s)
+		t.Errorf("%s: reader summary %+v", name, s)
 	}
 	sum := func(s string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(s))) }
 	want := map[string]string{
@@ -503,5 +522,17 @@ func TestV3IndependentReaderDocVector(t *testing.T) {
 	got := entriesOf(t, out)
 	got["."] = strings.TrimSuffix(got["./"], "/")
 	delete(got, "./")
-	sameListing(t, "doc vector", want, got)
+	sameListing(t, name, want, got)
+	for _, p := range []string{".", "notes", "skills", "skills/reentrancy.md", "system.md"} {
+		fi, err := os.Stat(filepath.Join(out, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch want, ok := times[p]; {
+		case !ok && fi.ModTime().Before(start):
+			t.Errorf("%s: %s dated %v: no time is recorded, so the restore's stays", name, p, fi.ModTime())
+		case ok && fi.ModTime().Sub(time.Unix(0, want)).Abs() > 5*time.Microsecond:
+			t.Errorf("%s: %s dated %v, recorded %v", name, p, fi.ModTime(), time.Unix(0, want))
+		}
+	}
 }

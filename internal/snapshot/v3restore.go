@@ -95,19 +95,23 @@ func (p *Pipeline) restoreV3(ctx context.Context, blobID, target string, opts Re
 
 func (p *Pipeline) installV3(ctx context.Context, r *repo.Reader, target string, opts RestoreOptions) (Restored, error) {
 	c := r.Commit()
-	need := c.Bytes
-	for _, f := range []*repo.FileRef{c.Lock, c.Receipts} {
-		if f != nil {
-			need += f.Size
-		}
-	}
-	return intoPlace(target, need, func(tmp string) (Restored, error) {
+	// repo.Restore checks that what it writes fits before it writes a
+	// byte: the files of opts.Path only, and a hard-linked file once. The
+	// commit's totals would count every name of a file (and every file
+	// for a single path), refusing restores that fit.
+	return intoPlace(target, 0, opts.PublicRoot, func(tmp string) (Restored, error) {
 		got, err := r.Restore(ctx, tmp, repo.RestoreOptions{Path: opts.Path, MaxBytes: p.Limits.MaxTotalSize})
 		if err != nil {
 			return Restored{}, err
 		}
-		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes, EndEpoch: c.MinEndEpoch(),
-			Taken: time.UnixMilli(c.Time)}
+		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes, Links: got.Links,
+			EndEpoch: c.MinEndEpoch(), Taken: time.UnixMilli(c.Time)}
+		for _, st := range got.Stripped {
+			res.Stripped = append(res.Stripped, stripped(st.Path, st.Mode, st.Restored))
+		}
+		if mode, mtime, ok := c.RootMeta(); ok && opts.Path == "" {
+			res.root = rootMeta{known: true, mode: mode, mtime: mtime}
+		}
 		if opts.Path == "" {
 			res.Files, res.Bytes = int(c.Files), c.Bytes
 			if res.Lock, err = commitLock(tmp, c); err != nil {
@@ -283,7 +287,12 @@ func changedFiles(ctx context.Context, older, newer *repo.Reader) (int, error) {
 	return n, err
 }
 
-// wholeHistory appends a v1/v2 blob and the lineage its lock records.
+// wholeHistory appends a v1/v2 blob and the lineage its lock records:
+// hermesd's lineage (every earlier snapshot, in the newest lock), then
+// the chain of walrusSnapshotBlobId the reference runtime's locks make.
+// The lock inside a snapshot names the snapshot before it, so a brain
+// the reference runtime snapshotted (and hermesd restored) lists its
+// earlier snapshots by reading each one's lock in turn.
 func (p *Pipeline) wholeHistory(ctx context.Context, out []HistoryEntry, blob string, f Format, limit int) ([]HistoryEntry, error) {
 	lock, err := p.ReadLock(ctx, blob)
 	if err != nil {
@@ -291,15 +300,65 @@ func (p *Pipeline) wholeHistory(ctx context.Context, out []HistoryEntry, blob st
 	}
 	out = append(out, HistoryEntry{N: len(out), BlobID: blob, Format: f, BundleHash: lock.BundleHash(),
 		Time: time.UnixMilli(lock.LastUpdated()).UTC(), Changed: -1, Status: "restorable"})
+	seen := map[string]bool{blob: true}
+	full := func() bool { return limit > 0 && len(out) >= limit }
+	// tail is the oldest snapshot listed so far and parent what its lock
+	// says came before it ("" when not known yet).
+	tail, parent := blob, lock.BlobID()
 	for _, l := range lock.Lineage() {
-		if limit > 0 && len(out) >= limit {
-			break
+		if full() {
+			return out, nil
 		}
-		if l.BlobID == blob {
+		if seen[l.BlobID] {
 			continue
 		}
+		seen[l.BlobID] = true
 		out = append(out, HistoryEntry{N: len(out), BlobID: l.BlobID, BundleHash: l.BundleHash,
 			Time: time.UnixMilli(l.CreatedAt).UTC(), Added: l.Size, EndEpoch: l.EndEpoch, Changed: -1, Status: "unknown"})
+		tail, parent = l.BlobID, ""
 	}
-	return out, nil
+	return p.lockChain(ctx, out, tail, parent, seen, limit), nil
 }
+
+// lockChain follows walrusSnapshotBlobId from tail, the oldest snapshot
+// listed (parent: what tail's lock names, "" to read it), reading one lock
+// per step: at most MaxLineage steps, never a blob twice. A step that
+// cannot be read ends the walk (an expired blob is listed as such).
+func (p *Pipeline) lockChain(ctx context.Context, out []HistoryEntry, tail, parent string, seen map[string]bool, limit int) []HistoryEntry {
+	for range bundlelock.MaxLineage {
+		if parent == "" {
+			l, err := p.ReadLock(ctx, tail)
+			if err != nil {
+				return out // listed already; what came before is not known
+			}
+			parent = l.BlobID()
+		}
+		if parent == "" || seen[parent] || !validBlobID(parent) || limit > 0 && len(out) >= limit {
+			return out
+		}
+		seen[parent] = true
+		e := HistoryEntry{N: len(out), BlobID: parent, Changed: -1, Status: "restorable",
+			Detail: "listed from the lock of " + tail}
+		f, err := p.BlobFormat(ctx, parent)
+		var l *bundlelock.Lock
+		if err == nil {
+			e.Format = f
+			l, err = p.ReadLock(ctx, parent)
+		}
+		switch {
+		case errors.Is(err, ErrBlobNotFound):
+			e.Status, e.Detail = "expired", "the blob is gone from Walrus; older snapshots cannot be listed from it"
+			return append(out, e)
+		case err != nil:
+			e.Status, e.Detail = "unknown", "cannot read its lock: "+err.Error()
+			return append(out, e)
+		}
+		e.BundleHash, e.Time = l.BundleHash(), time.UnixMilli(l.LastUpdated()).UTC()
+		out = append(out, e)
+		tail, parent = parent, l.BlobID()
+	}
+	return out
+}
+
+// validBlobID is repo.ValidBlobID: a lock's blob id is untrusted text.
+func validBlobID(s string) bool { return repo.ValidBlobID(s) }

@@ -585,7 +585,12 @@ func (c *copier) pass(ctx context.Context, rel string, src *os.File, deadline ti
 	if prefix < 0 && (after.Size != before.Size || after.Mtim != before.Mtim || after.Ctim != before.Ctim) {
 		return fmt.Errorf("%w: %s was written", ErrNotFrozen, rel)
 	}
-	return dst.Chmod(os.FileMode(after.Mode & 0o777))
+	// The copy stands for the database in snapshots (fsys.Overlay): it
+	// shows its mode, special bits included, and its modification time.
+	if err := dst.Chmod(fsys.FromUnixMode(after.Mode)); err != nil {
+		return err
+	}
+	return fsys.Futimens(dst, time.Unix(after.Mtim.Unix()))
 }
 
 // patch writes data at off into dst where dst's bytes differ (compared by

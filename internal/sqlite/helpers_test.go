@@ -239,7 +239,7 @@ func snapshotAndRestore(t testing.TB, ctx context.Context, brain string, cache *
 	man := <-written
 	files := make([]hash.File, len(man.Files))
 	for i, f := range man.Files {
-		files[i] = hash.File(f)
+		files[i] = hash.File{Path: f.Path, Size: f.Size, Mode: f.Mode, SHA256: f.SHA256}
 	}
 	if got := hash.FromFiles(files); got != want {
 		t.Fatalf("the archive holds %s, the overlay hashed %s", got, want)

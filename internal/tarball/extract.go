@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hermesd/hermesd/internal/fsys"
 )
@@ -61,14 +62,15 @@ const (
 )
 
 type extractor struct {
-	root   *os.Root
-	opts   ExtractOptions
-	seen   map[string]node
-	dirIdx map[string]int // index in m.Dirs
-	m      Manifest
-	total  int64 // sum of the sizes of the files so far
-	sums   *sumPipe
-	stream *blockReader
+	root    *os.Root
+	opts    ExtractOptions
+	seen    map[string]node
+	dirIdx  map[string]int // index in m.Dirs
+	fileIdx map[string]int // index in m.Files, of files hard links may name
+	m       Manifest
+	total   int64 // sum of the sizes of the files so far
+	sums    *sumPipe
+	stream  *blockReader
 
 	// written counts the bytes written to files. It can never exceed what
 	// was read from the archive stream (checked on every chunk), so a
@@ -85,8 +87,9 @@ type extractor struct {
 
 // Extract unpacks the tar stream r into dir, which must be an empty
 // directory or not exist yet (its parent must); it is created with mode
-// 0700 and its mode is never taken from the archive. See the package
-// documentation for what is accepted, skipped and rejected.
+// 0700, and the archive's "./" entry (its mode and time) is reported in
+// Manifest.Root for the caller to apply. See the package documentation for
+// what is accepted, skipped and rejected.
 //
 // Extract reads r to its very end: after the end-of-archive marker only
 // zero padding (up to 1 MiB) may follow, anything else is ErrFormat; a
@@ -139,20 +142,30 @@ func Extract(ctx context.Context, r io.Reader, dir string, opts ExtractOptions) 
 	if err := x.applyDirModes(); err != nil {
 		return Manifest{}, err
 	}
-	for i, s := range x.sums.finish() {
-		x.m.Files[i].SHA256 = s
+	sums := x.sums.finish()
+	k := 0
+	for i := range x.m.Files {
+		f := &x.m.Files[i]
+		if f.Link != "" {
+			// Another name of a file listed before it.
+			f.SHA256 = x.m.Files[x.fileIdx[f.Link]].SHA256
+			continue
+		}
+		f.SHA256 = sums[k]
+		k++
 	}
 	return x.m, nil
 }
 
 func newExtractor(root *os.Root, opts ExtractOptions, stream *blockReader) *extractor {
 	return &extractor{
-		root:   root,
-		opts:   opts.withDefaults(),
-		seen:   map[string]node{},
-		dirIdx: map[string]int{},
-		sums:   newSumPipe(),
-		stream: stream,
+		root:    root,
+		opts:    opts.withDefaults(),
+		seen:    map[string]node{},
+		dirIdx:  map[string]int{},
+		fileIdx: map[string]int{},
+		sums:    newSumPipe(),
+		stream:  stream,
 	}
 }
 
@@ -179,9 +192,19 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, tr *tar.Reader) 
 		return x.file(ctx, name, hdr, tr)
 	case tar.TypeDir:
 		if name == "" {
-			return nil // "./": the root's mode is the caller's, not the archive's
+			// "./": the root, which the caller renames into place.
+			if x.m.Root != nil {
+				return fmt.Errorf("%w: %q: a second entry for the root", ErrDuplicate, clip(hdr.Name))
+			}
+			x.m.Root = &Dir{Mode: headerMode(hdr), Mtime: headerTime(hdr)}
+			return nil
 		}
-		return x.dir(name, fs.FileMode(hdr.Mode).Perm())
+		return x.dir(name, headerMode(hdr), headerTime(hdr))
+	case tar.TypeLink:
+		if name == "" {
+			return fmt.Errorf("%w: %q: the root is not a file", ErrUnsafePath, hdr.Name)
+		}
+		return x.link(name, hdr)
 	case tar.TypeXGlobalHeader:
 		return nil // metadata only
 	}
@@ -192,8 +215,6 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, tr *tar.Reader) 
 	switch hdr.Typeflag {
 	case tar.TypeSymlink:
 		reason = "symlink"
-	case tar.TypeLink:
-		reason = "hard link"
 	case tar.TypeChar, tar.TypeBlock:
 		reason = "device"
 	case tar.TypeFifo:
@@ -296,11 +317,26 @@ func (x *extractor) parents(name string, create bool) error {
 	return nil
 }
 
-func (x *extractor) dir(name string, mode fs.FileMode) error {
+// headerMode is a header's permission and special bits.
+func headerMode(hdr *tar.Header) fs.FileMode {
+	return fsys.FromUnixMode(uint32(hdr.Mode & 0o7777))
+}
+
+// headerTime is a header's modification time in ns since the epoch; 0
+// (the epoch itself, as hermesd's deterministic archives write every
+// header) means none is recorded.
+func headerTime(hdr *tar.Header) int64 {
+	if hdr.ModTime.IsZero() || hdr.ModTime.Unix() == 0 && hdr.ModTime.Nanosecond() == 0 {
+		return 0
+	}
+	return hdr.ModTime.UnixNano()
+}
+
+func (x *extractor) dir(name string, mode fs.FileMode, mtime int64) error {
 	switch x.seen[name] {
 	case nodeImplicitDir:
 		x.seen[name] = nodeDir
-		x.m.Dirs[x.dirIdx[name]].Mode = mode
+		x.m.Dirs[x.dirIdx[name]].Mode, x.m.Dirs[x.dirIdx[name]].Mtime = mode, mtime
 		return nil
 	case absent:
 	default:
@@ -316,7 +352,40 @@ func (x *extractor) dir(name string, mode fs.FileMode) error {
 	}
 	x.seen[name] = nodeDir
 	x.dirIdx[name] = len(x.m.Dirs)
-	x.m.Dirs = append(x.m.Dirs, Dir{Path: name, Mode: mode})
+	x.m.Dirs = append(x.m.Dirs, Dir{Path: name, Mode: mode, Mtime: mtime})
+	return nil
+}
+
+// link makes name another name of a regular file this archive wrote
+// before (GNU tar's hard link entry). The target is looked up in what was
+// extracted, never on disk: it must be a regular file of this archive,
+// so a link can neither reach outside the target, nor name a directory,
+// a skipped entry or a path not yet written; linkat follows no symlink.
+// Its data, if any, is not read.
+func (x *extractor) link(name string, hdr *tar.Header) error {
+	if x.seen[name] != absent {
+		return fmt.Errorf("%w: %s", ErrDuplicate, name)
+	}
+	target, err := cleanName(hdr.Linkname)
+	if err != nil {
+		return err
+	}
+	ti, ok := x.fileIdx[target]
+	if !ok || x.seen[target] != nodeFile {
+		return fmt.Errorf("%w: %s is a hard link to %q, which is not a file extracted before it", ErrUnsafePath, name, clip(hdr.Linkname))
+	}
+	if err := x.parents(name, true); err != nil {
+		return err
+	}
+	if err := x.root.Link(target, name); err != nil {
+		return fmt.Errorf("tarball: %w", err)
+	}
+	t := x.m.Files[ti]
+	x.seen[name] = nodeFile
+	x.fileIdx[name] = len(x.m.Files)
+	x.m.Files = append(x.m.Files, File{Path: name, Size: t.Size, Mode: t.Mode, Mtime: t.Mtime, Link: t.Path})
+	x.m.Bytes += t.Size
+	x.m.Links++
 	return nil
 }
 
@@ -361,9 +430,15 @@ func (x *extractor) file(ctx context.Context, name string, hdr *tar.Header, tr *
 	if err == nil && n != size {
 		err = fmt.Errorf("%w: %s: %d of %d bytes", ErrTruncated, name, n, size)
 	}
+	mode, stripped := fsys.Restorable(headerMode(hdr), false)
+	mtime := headerTime(hdr)
 	if err == nil {
-		// fchmod: exactly the archive's bits, whatever the umask.
-		err = f.Chmod(fs.FileMode(hdr.Mode).Perm())
+		// fchmod: exactly the archive's bits, whatever the umask (less
+		// setuid and setgid: fsys.Restorable).
+		err = f.Chmod(mode)
+	}
+	if err == nil && mtime != 0 {
+		err = fsys.SetMtime(dir, f, base, time.Unix(0, mtime))
 	}
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("tarball: %w", cerr)
@@ -371,7 +446,11 @@ func (x *extractor) file(ctx context.Context, name string, hdr *tar.Header, tr *
 	if err != nil {
 		return err
 	}
-	x.m.Files = append(x.m.Files, File{Path: name, Size: size, Mode: fs.FileMode(hdr.Mode).Perm()}) // SHA256 filled in at the end
+	if stripped != 0 {
+		x.m.Stripped = append(x.m.Stripped, Stripped{Path: name, Mode: mode | stripped, Restored: mode})
+	}
+	x.fileIdx[name] = len(x.m.Files)
+	x.m.Files = append(x.m.Files, File{Path: name, Size: size, Mode: mode.Perm(), Mtime: mtime}) // SHA256 filled in at the end
 	x.m.Bytes += size
 	return nil
 }
@@ -406,14 +485,20 @@ func (x *extractor) copy(ctx context.Context, name string, f *os.File, tr *tar.R
 	return n, nil
 }
 
-// applyDirModes sets every directory's final mode, deepest first, so
-// that search permission on the parents lasts until the children are done.
+// applyDirModes sets every directory's final mode and time, deepest
+// first, so that search permission on the parents lasts until the
+// children are done, and no entry made later changes a time set.
 func (x *extractor) applyDirModes() error {
 	dirs := slices.Clone(x.m.Dirs)
 	slices.SortFunc(dirs, func(a, b Dir) int { return strings.Compare(b.Path, a.Path) })
 	for _, d := range dirs {
 		if err := x.root.Chmod(d.Path, d.Mode); err != nil {
 			return fmt.Errorf("tarball: %w", err)
+		}
+		if d.Mtime != 0 {
+			if err := x.root.Chtimes(d.Path, time.Time{}, time.Unix(0, d.Mtime)); err != nil {
+				return fmt.Errorf("tarball: %w", err)
+			}
 		}
 	}
 	return nil

@@ -91,12 +91,36 @@ func TestExtractHostile(t *testing.T) {
 		{name: "too many entries", opts: ExtractOptions{MaxEntries: 3},
 			members: func(string) []member { return []member{dirm("d/"), reg("d/a", "1"), reg("d/b", "2"), reg("d/c", "3")} }, wantErr: ErrLimit},
 
-		{name: "hard link skipped", members: func(string) []member {
-			return []member{reg("a", "hello"), {hdr: tar.Header{Typeflag: tar.TypeLink, Name: "h", Linkname: "a"}}}
-		}, want: []string{"a"}, skipped: []Skipped{{"h", "hard link"}}},
-		{name: "hard link out skipped", members: func(string) []member {
-			return []member{{hdr: tar.Header{Typeflag: tar.TypeLink, Name: "h", Linkname: "../../../etc/passwd"}}}
-		}, skipped: []Skipped{{"h", "hard link"}}},
+		{name: "hard link made", members: func(string) []member {
+			return []member{reg("a", "hello"), hardlink("d/h", "a"), hardlink("./h2", "./d/h")}
+		}, want: []string{"a", "d", "d/h", "h2"}},
+		{name: "hard link out", members: func(string) []member {
+			return []member{hardlink("h", "../../../etc/passwd")}
+		}, wantErr: ErrUnsafePath},
+		{name: "hard link absolute", members: func(c string) []member {
+			return []member{hardlink("h", c+"/x")}
+		}, wantErr: ErrUnsafePath},
+		{name: "hard link to nothing", members: func(string) []member {
+			return []member{hardlink("h", "a"), reg("a", "later")}
+		}, wantErr: ErrUnsafePath},
+		{name: "hard link to a directory", members: func(string) []member {
+			return []member{dirm("d/"), hardlink("h", "d")}
+		}, wantErr: ErrUnsafePath},
+		{name: "hard link to the root", members: func(string) []member {
+			return []member{reg("a", "x"), hardlink("h", "./")}
+		}, wantErr: ErrUnsafePath},
+		{name: "hard link to a symlink", members: func(c string) []member {
+			return []member{symlink("s", c+"/x"), hardlink("h", "s")}
+		}, wantErr: ErrUnsafePath},
+		{name: "hard link over a file", members: func(string) []member {
+			return []member{reg("a", "x"), reg("b", "y"), hardlink("b", "a")}
+		}, wantErr: ErrDuplicate},
+		{name: "write beneath a hard link", members: func(string) []member {
+			return []member{reg("a", "x"), hardlink("h", "a"), reg("h/x", "evil")}
+		}, wantErr: ErrDuplicate},
+		{name: "hard link is the root", members: func(string) []member {
+			return []member{reg("a", "x"), hardlink("./", "a")}
+		}, wantErr: ErrUnsafePath},
 		{name: "symlink skipped", members: func(c string) []member { return []member{symlink("link", c), reg("a", "x")} },
 			want: []string{"a"}, skipped: []Skipped{{"link", "symlink"}}},
 		{name: "devices and fifo skipped", members: func(string) []member {
@@ -301,6 +325,10 @@ func TestExtractTarget(t *testing.T) {
 	if ents, _ := os.ReadDir(empty); len(ents) != 1 {
 		t.Errorf("empty target holds %d entries", len(ents))
 	}
+}
+
+func hardlink(name, target string) member {
+	return member{hdr: tar.Header{Typeflag: tar.TypeLink, Name: name, Linkname: target, Mode: 0o644}}
 }
 
 func gnuTar(t *testing.T) string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hermesd/hermesd/internal/fsys"
 )
@@ -26,6 +27,10 @@ func FuzzExtract(f *testing.F) {
 		f.Add(a)
 	}
 	f.Add(archive(f, reg(`a\b`, "x")))
+	f.Add(archive(f, reg("a", "x"), hardlink("d/b", "a"), hardlink("c", "d/b")))
+	f.Add(archive(f, dirm("d/"), hardlink("h", "d"), hardlink("../h", "a")))
+	f.Add(archive(f, member{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "s", Mode: 0o6755, ModTime: time.Unix(1, 5)}, body: "x"},
+		member{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o1700, ModTime: time.Unix(-5, 0)}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		target, _, check := sandbox(t)
 		m, err := Extract(t.Context(), bytes.NewReader(data), target, ExtractOptions{MaxEntrySize: 1 << 20, MaxTotalSize: 4 << 20, MaxEntries: 200})

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/fsys"
 )
 
 // entry describes one path of a test tree.
@@ -146,9 +148,9 @@ func checkManifest(t testing.TB, root string, m Manifest, ignore ...string) {
 	for _, f := range m.Files {
 		files[f.Path] = f
 	}
-	dirs := map[string]fs.FileMode{}
+	dirs := map[string]Dir{}
 	for _, d := range m.Dirs {
-		dirs[d.Path] = d.Mode
+		dirs[d.Path] = d
 	}
 	seen := 0
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -165,14 +167,15 @@ func checkManifest(t testing.TB, root string, m Manifest, ignore ...string) {
 		case fi.Mode().IsRegular():
 			f, ok := files[rel]
 			b, _ := os.ReadFile(p)
-			if !ok || f.Size != int64(len(b)) || f.SHA256 != sha256.Sum256(b) || f.Mode != fi.Mode().Perm() {
-				t.Errorf("file %s: manifest %+v (present %v), disk %d bytes mode %v", rel, f, ok, len(b), fi.Mode())
+			if !ok || f.Size != int64(len(b)) || f.SHA256 != sha256.Sum256(b) || f.Mode != fi.Mode().Perm() ||
+				f.Mtime != 0 && f.Mtime != fi.ModTime().UnixNano() {
+				t.Errorf("file %s: manifest %+v (present %v), disk %d bytes mode %v time %v", rel, f, ok, len(b), fi.Mode(), fi.ModTime())
 			}
 			seen++
 		case fi.IsDir():
-			mode, ok := dirs[rel]
-			if !ok || mode != fi.Mode().Perm() {
-				t.Errorf("dir %s: manifest mode %v (present %v), disk %v", rel, mode, ok, fi.Mode())
+			d, ok := dirs[rel]
+			if !ok || d.Mode != fi.Mode()&fsys.Meta || d.Mtime != 0 && d.Mtime != fi.ModTime().UnixNano() {
+				t.Errorf("dir %s: manifest %+v (present %v), disk %v %v", rel, d, ok, fi.Mode(), fi.ModTime())
 			}
 		default:
 			t.Errorf("%s: unexpected %v on disk", rel, fi.Mode())

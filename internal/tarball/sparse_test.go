@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -130,9 +131,16 @@ func sparseArchives() map[string][]byte {
 func diskBytes(t testing.TB, root string) int64 {
 	t.Helper()
 	var n int64
+	seen := map[uint64]bool{} // a file of several names (hard links) once
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					if seen[st.Ino] {
+						return nil
+					}
+					seen[st.Ino] = true
+				}
 				n += fi.Size()
 			}
 		}

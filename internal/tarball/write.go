@@ -67,12 +67,23 @@ type batch struct {
 
 type writer struct {
 	root    fsys.Root
+	links   map[devIno]firstName // files with several names: the first archived
 	free    chan *batch
 	work    chan *batch // to readers
 	ordered chan *batch // to the writer, in archive order
 	walkErr error       // set before ordered is closed
 	skipped []Skipped   // walker-owned until ordered is closed
 	pipe    *hashPipe
+}
+
+type devIno struct{ dev, ino uint64 }
+
+// firstName is the first name of a file with several names the archive
+// holds: the later ones are hard link entries naming it.
+type firstName struct {
+	rel, name string
+	size      int64
+	sum       [32]byte
 }
 
 // Write archives the tree at root into w (see the package documentation
@@ -195,10 +206,14 @@ func (wr *writer) walk(ctx context.Context) {
 			}
 			return fmt.Errorf("tarball: read directory %s: %w", displayPath(rel), err)
 		}
+		// The root is "./", as GNU tar names it: it carries the brain
+		// directory's own mode.
+		name := "./"
 		if rel != "" {
-			if err := add(job{name: rel + "/", rel: rel, dir: true, mode: info.Mode.Perm()}); err != nil {
-				return err
-			}
+			name = rel + "/"
+		}
+		if err := add(job{name: name, rel: rel, dir: true, mode: info.Mode & fsys.Meta}); err != nil {
+			return err
 		}
 		slices.SortFunc(ents, func(a, b fsys.Entry) int {
 			return compareEntry(a.Name, a.Type.IsDir(), b.Name, b.Type.IsDir())
@@ -317,15 +332,26 @@ func (wr *writer) emit(ctx context.Context, tw *tar.Writer, j *job, m *Manifest)
 		return j.err
 	}
 	if j.dir {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: j.name, Mode: int64(j.mode), ModTime: epoch, Format: tar.FormatGNU}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: j.name, Mode: int64(fsys.UnixMode(j.mode)), ModTime: epoch, Format: tar.FormatGNU}); err != nil {
 			return fmt.Errorf("tarball: write %s: %w", j.name, err)
 		}
-		m.Dirs = append(m.Dirs, Dir{Path: j.rel, Mode: j.mode})
+		if j.rel == "" {
+			m.Root = &Dir{Mode: j.mode}
+		} else {
+			m.Dirs = append(m.Dirs, Dir{Path: j.rel, Mode: j.mode})
+		}
 		return nil
 	}
 	size := j.info.Size
-	mode := j.info.Mode.Perm()
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: j.name, Size: size, Mode: int64(mode), ModTime: epoch, Format: tar.FormatGNU}); err != nil {
+	mode := j.info.Mode & fsys.Meta
+	var key devIno
+	if j.info.Nlink > 1 && j.info.Ino != 0 {
+		key = devIno{j.info.Dev, j.info.Ino}
+		if first, ok := wr.links[key]; ok {
+			return wr.emitLink(tw, j, first, mode, m)
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: j.name, Size: size, Mode: int64(fsys.UnixMode(mode)), ModTime: epoch, Format: tar.FormatGNU}); err != nil {
 		return fmt.Errorf("tarball: write %s: %w", j.name, err)
 	}
 	if j.stream {
@@ -335,8 +361,34 @@ func (wr *writer) emit(ctx context.Context, tw *tar.Writer, j *job, m *Manifest)
 	} else if _, err := tw.Write(j.data); err != nil {
 		return fmt.Errorf("tarball: write %s: %w", j.name, err)
 	}
-	m.Files = append(m.Files, File{Path: j.rel, Size: size, Mode: mode, SHA256: j.sum})
+	if key != (devIno{}) {
+		if wr.links == nil {
+			wr.links = map[devIno]firstName{}
+		}
+		wr.links[key] = firstName{rel: j.rel, name: j.name, size: size, sum: j.sum}
+	}
+	m.Files = append(m.Files, File{Path: j.rel, Size: size, Mode: mode.Perm(), SHA256: j.sum})
 	m.Bytes += size
+	return nil
+}
+
+// emitLink writes another name of a file already archived as a hard link
+// entry ('1') naming the first, as GNU tar does; its content is not
+// archived again. Its manifest entry has the first name's size and
+// SHA-256 (the bundle hash hashes every name).
+func (wr *writer) emitLink(tw *tar.Writer, j *job, first firstName, mode fs.FileMode, m *Manifest) error {
+	if j.stream {
+		j.f.Close()
+		j.f, j.stream = fsys.File{}, false
+	} else if j.info.Size != first.size || j.sum != first.sum {
+		return fmt.Errorf("%w: %s and %s are one file, read with different contents", ErrChanged, first.rel, j.rel)
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: j.name, Linkname: first.name, Mode: int64(fsys.UnixMode(mode)), ModTime: epoch, Format: tar.FormatGNU}); err != nil {
+		return fmt.Errorf("tarball: write %s: %w", j.name, err)
+	}
+	m.Files = append(m.Files, File{Path: j.rel, Size: first.size, Mode: mode.Perm(), SHA256: first.sum, Link: first.rel})
+	m.Bytes += first.size
+	m.Links++
 	return nil
 }
 

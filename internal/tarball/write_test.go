@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -56,12 +57,19 @@ func TestWriteDeterministic(t *testing.T) {
 		return nil
 	})
 
+	// The root's mode is archived ("./"), as any directory's: the same
+	// tree has the same root mode.
+	for _, r := range []string{a, b} {
+		if err := os.Chmod(r, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ta, ma := writeTar(t, a, WriteOptions{})
 	tb, mb := writeTar(t, b, WriteOptions{Workers: 1})
 	if !bytes.Equal(ta, tb) {
 		t.Fatalf("archives of the same tree differ (%d vs %d bytes)", len(ta), len(tb))
 	}
-	if fmt.Sprint(ma) != fmt.Sprint(mb) {
+	if !reflect.DeepEqual(ma, mb) {
 		t.Fatalf("manifests differ:\n%+v\n%+v", ma, mb)
 	}
 	if again, _ := writeTar(t, a, WriteOptions{Workers: 3}); !bytes.Equal(ta, again) {
@@ -75,7 +83,8 @@ func TestWriteDeterministic(t *testing.T) {
 			want = append(want, e.path)
 		}
 	}
-	slices.Sort(want) // byte order of full entry names
+	slices.Sort(want)                      // byte order of full entry names
+	want = append([]string{"./"}, want...) // the root first, with its own mode
 	var got []string
 	tr := tar.NewReader(bytes.NewReader(ta))
 	for {
@@ -87,7 +96,7 @@ func TestWriteDeterministic(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = append(got, h.Name)
-		var spec entry
+		spec := entry{mode: 0o750} // the root's (chmod above)
 		for _, e := range ents {
 			if e.path == h.Name {
 				spec = e

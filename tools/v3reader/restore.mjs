@@ -415,8 +415,18 @@ function parseCommit(ctx, bytes) {
   } catch {
     verify('commit: not UTF-8 JSON');
   }
+  // rootMode and rootMtime: revision 2, together or not at all (§7).
   exactMembers(c, ['format', 'identity', 'keyId', 'root', 'parent', 'parentFormat', 'time', 'bundleHash',
-    'lockVersion', 'files', 'bytes', 'added', 'lock', 'receipts', 'packs'], 'commit');
+    'lockVersion', 'files', 'bytes', 'added', 'lock', 'receipts', 'packs'], 'commit', ['rootMode', 'rootMtime']);
+  if (('rootMode' in c) !== ('rootMtime' in c)) verify('commit: rootMode and rootMtime go together');
+  let root = null;
+  if ('rootMode' in c) {
+    if (!isNum(c.rootMode) || c.rootMode > 0o7777) verify('commit: bad rootMode');
+    if (typeof c.rootMtime !== 'string' || !/^(0|-?[1-9][0-9]*)$/.test(c.rootMtime)) verify('commit: bad rootMtime');
+    const t = BigInt(c.rootMtime);
+    if (t < -(1n << 63n) || t >= 1n << 63n) verify('commit: rootMtime out of range');
+    root = { mode: c.rootMode, mtime: t };
+  }
   if (c.format !== 'hermesd/v3') verify(`commit: format ${JSON.stringify(c.format)}`);
   if (c.identity !== ctx.identity) auth(`commit: written for ${JSON.stringify(String(c.identity))}, not ${JSON.stringify(ctx.identity)}`);
   if (c.keyId !== ctx.keys.keyId.toString('hex')) auth(`commit: key id ${JSON.stringify(String(c.keyId))} is not this key's`);
@@ -441,7 +451,7 @@ function parseCommit(ctx, bytes) {
     if (i > 0 && !(c.packs[i - 1].blobId < p.blobId)) verify(`${what}: packs not sorted by blob id, or duplicate`);
     return p;
   });
-  return { ...c, lock, receipts, packs };
+  return { ...c, lock, receipts, packs, rootMeta: root };
 }
 
 // ---------------------------------------------------------------- trees (§5)
@@ -456,13 +466,22 @@ function checkName(nb, what) {
   return s;
 }
 
+// checkLinkTarget: a hard link's target path (§5), '/'-joined names.
+function checkLinkTarget(tb, what) {
+  if (tb.length < 1 || tb.length > 4095) verify(`${what}: link target of ${tb.length} bytes`);
+  let t;
+  try { t = utf8.decode(tb); } catch { verify(`${what}: link target is not UTF-8`); }
+  for (const n of t.split('/')) checkName(enc(n), `${what}: link target`);
+  return t;
+}
+
 function parseTree(p, id) {
   const what = `tree ${id}`;
   if (p.length < 4) verify(`${what}: ${p.length} bytes`);
   const count = p.readUInt32BE(0);
   if (count > (p.length - 4) / 38) verify(`${what}: ${count} entries do not fit in ${p.length} bytes`);
   const entries = [];
-  let at = 4, prev = null;
+  let at = 4, prev = null, rev = 0;
   const need = (n) => { if (at + n > p.length) verify(`${what}: truncated entry`); };
   for (let i = 0; i < count; i++) {
     need(2);
@@ -474,23 +493,45 @@ function parseTree(p, id) {
     prev = nb;
     const type = p[at];
     const mode = p.readUInt16BE(at + 1); at += 3;
-    if (mode & ~0o777) verify(`${what}: ${JSON.stringify(name)} has mode bits beyond 0777`);
-    if (type === 0x02) {
+    const q = JSON.stringify(name);
+    if (type < 0x01 || type > 0x05) verify(`${what}: ${q} has unknown entry type ${type}`);
+    // One revision per tree (§5): types 1-2 are revision 1, 3-5 revision 2.
+    const r = type <= 0x02 ? 1 : 2;
+    if (rev && r !== rev) verify(`${what}: ${q}: entries of both revisions in one tree`);
+    rev = r;
+    if (r === 1 && (mode & ~0o777)) verify(`${what}: ${q} has mode bits beyond 0777`);
+    if (r === 2 && (mode & ~0o7777)) verify(`${what}: ${q} has mode bits beyond 07777`);
+    if (type === 0x05 && mode !== 0) verify(`${what}: ${q}: a hard link with a mode`);
+    let mtime = null;
+    if (type === 0x03 || type === 0x04) {
+      need(8);
+      mtime = p.readBigInt64BE(at); at += 8;
+    }
+    if (type === 0x02 || type === 0x04) {
       need(32);
-      entries.push({ name, dir: true, mode, id: p.subarray(at, at + 32).toString('hex') });
+      entries.push({ name, dir: true, mode, mtime, id: p.subarray(at, at + 32).toString('hex') });
       at += 32;
-    } else if (type === 0x01) {
+    } else if (type === 0x01 || type === 0x03) {
       need(44);
       const size = p.readBigUInt64BE(at);
       const sum = p.subarray(at + 8, at + 40).toString('hex');
       const n = p.readUInt32BE(at + 40); at += 44;
-      if (size > BigInt(Number.MAX_SAFE_INTEGER)) verify(`${what}: ${JSON.stringify(name)} of ${size} bytes is beyond this reader`);
-      if (n > (p.length - at) / 32) verify(`${what}: ${JSON.stringify(name)} has ${n} chunks that do not fit`);
+      if (size > BigInt(Number.MAX_SAFE_INTEGER)) verify(`${what}: ${q} of ${size} bytes is beyond this reader`);
+      if (n > (p.length - at) / 32) verify(`${what}: ${q} has ${n} chunks that do not fit`);
       const chunks = [];
       for (let j = 0; j < n; j++, at += 32) chunks.push(p.subarray(at, at + 32).toString('hex'));
-      entries.push({ name, dir: false, mode, size: Number(size), sha256: sum, chunks });
+      entries.push({ name, dir: false, mode, mtime, size: Number(size), sha256: sum, chunks });
     } else {
-      verify(`${what}: ${JSON.stringify(name)} has unknown entry type ${type}`);
+      // 0x05: another name of a file met earlier in the walk (§5).
+      need(42);
+      const size = p.readBigUInt64BE(at);
+      const sum = p.subarray(at + 8, at + 40).toString('hex');
+      const tl = p.readUInt16BE(at + 40); at += 42;
+      if (size > BigInt(Number.MAX_SAFE_INTEGER)) verify(`${what}: ${q} of ${size} bytes is beyond this reader`);
+      need(tl);
+      const link = checkLinkTarget(p.subarray(at, at + tl), `${what}: ${q}`);
+      at += tl;
+      entries.push({ name, dir: false, mode: 0, mtime: null, size: Number(size), sha256: sum, chunks: [], link });
     }
   }
   if (at !== p.length) verify(`${what}: ${p.length - at} trailing bytes`);
@@ -533,10 +574,20 @@ async function loadTree(ctx, id, rel, depth, ancestors, out) {
     const p = rel ? `${rel}/${e.name}` : e.name;
     if (depth === 0 && (e.name === 'bundle.lock.json' || e.name === 'receipts.ndjson')) verify(`root tree holds ${e.name}`);
     if (e.dir) {
-      out.dirs.push({ path: p, mode: e.mode, depth: depth + 1 });
+      out.dirs.push({ path: p, mode: e.mode, mtime: e.mtime, depth: depth + 1 });
       if (out.dirs.length > MAX_DIRS) verify(`the trees hold more than ${MAX_DIRS} directories`);
       await loadTree(ctx, e.id, p, depth + 1, ancestors, out);
     } else {
+      if (e.link !== undefined) {
+        // §5, §9 step 5: a file (not a link) the walk met before, with
+        // this size and SHA-256.
+        const t = out.byPath.get(e.link);
+        if (!t) verify(`${p}: a hard link to ${e.link}, which is no file met before it`);
+        if (t.size !== e.size || t.sha256 !== e.sha256) verify(`${p}: a hard link to ${e.link}, whose content is another`);
+        out.links.push({ path: p, target: e.link });
+      } else {
+        out.byPath.set(p, e);
+      }
       out.files.push({ ...e, path: p });
       out.bytes += e.size;
       if (out.files.length > ctx.commit.files || out.bytes > ctx.commit.bytes) verify('the trees hold more than the commit counts');
@@ -557,6 +608,22 @@ function bundleHash(files) {
 }
 
 // ---------------------------------------------------------------- restore
+
+// fileMode is the mode a restore gives a file recorded with mode m: as
+// hermesd does (§9 step 8), everything but setuid and setgid, which are
+// listed in stripped.
+function fileMode(ctx, path, m) {
+  if (m & 0o6000) ctx.stripped.push(path);
+  return m & ~0o6000;
+}
+
+// setTime sets a recorded mtime (ns, a BigInt). node's utimes takes
+// seconds as a double: exact to about a microsecond, not a nanosecond.
+function setTime(p, ns) {
+  if (ns === null || ns === undefined) return; // revision 1: none recorded
+  const s = Number(ns) / 1e9;
+  fs.utimesSync(p, fs.statSync(p).atime, s);
+}
 
 // writeFile downloads a file's chunks (adjacent ranges of one pack
 // coalesced), checks each id and the file's SHA-256, and writes it.
@@ -582,7 +649,8 @@ async function writeFile(ctx, dst, f, refs, what) {
   } finally {
     fs.closeSync(fd);
   }
-  fs.chmodSync(dst, f.mode);
+  fs.chmodSync(dst, fileMode(ctx, what, f.mode));
+  setTime(dst, f.mtime);
 }
 
 async function restore(opts) {
@@ -596,6 +664,7 @@ async function restore(opts) {
     patches: new Map(), // quilt patch id -> Promise<Buffer> (§13)
     patchSizes: new Map(), // of the patches fetched, oldest first
     patchBytes: 0,
+    stripped: [],
   };
 
   const out = path.resolve(opts.out);
@@ -614,7 +683,7 @@ async function restore(opts) {
   }
 
   // Steps 5-6: the trees, then the counts and bundle hash, before any chunk.
-  const tree = { dirs: [], files: [], bytes: 0 };
+  const tree = { dirs: [], files: [], bytes: 0, byPath: new Map(), links: [] };
   await loadTree(ctx, ctx.commit.root, '', 0, new Set(), tree);
   if (tree.files.length !== ctx.commit.files || tree.bytes !== ctx.commit.bytes) {
     verify(`the trees hold ${tree.files.length} files and ${tree.bytes} bytes, the commit says ${ctx.commit.files} and ${ctx.commit.bytes}`);
@@ -622,7 +691,7 @@ async function restore(opts) {
   const bh = '0x' + bundleHash(tree.files).toString('hex');
   if (bh !== ctx.commit.bundleHash) verify(`bundle hash ${bh} of the trees is not the commit's ${ctx.commit.bundleHash}`);
   const top = [['bundle.lock.json', ctx.commit.lock], ['receipts.ndjson', ctx.commit.receipts]].filter(([, r]) => r);
-  const plan = [...tree.files, ...top.map(([name, r]) => ({ ...r, path: name }))]
+  const plan = [...tree.files.filter((f) => f.link === undefined), ...top.map(([name, r]) => ({ ...r, path: name, mtime: null }))]
     .map((f) => ({ f, refs: checkFile(ctx, f, f.path) }));
 
   // Steps 7-9 into a new temporary directory, moved into place at the end.
@@ -631,9 +700,17 @@ async function restore(opts) {
   try {
     for (const d of tree.dirs) fs.mkdirSync(path.join(tmp, d.path), { mode: 0o700 });
     for (const { f, refs } of plan) await writeFile(ctx, path.join(tmp, f.path), f, refs, f.path);
-    for (const d of [...tree.dirs].sort((a, b) => b.depth - a.depth)) fs.chmodSync(path.join(tmp, d.path), d.mode);
-    // The root's mode is not stored (§5); hermesd restores it as 0755.
-    fs.chmodSync(tmp, 0o755);
+    // Hard links once their files exist (§9 step 8).
+    for (const l of tree.links) fs.linkSync(path.join(tmp, l.target), path.join(tmp, l.path));
+    for (const d of [...tree.dirs].sort((a, b) => b.depth - a.depth)) {
+      fs.chmodSync(path.join(tmp, d.path), d.mode);
+      setTime(path.join(tmp, d.path), d.mtime);
+    }
+    // The brain directory (§9 step 10): revision 2 records it; revision 1
+    // does not, and hermesd restores it as 0755.
+    const rm = ctx.commit.rootMeta;
+    fs.chmodSync(tmp, rm ? rm.mode : 0o755);
+    if (rm) setTime(tmp, rm.mtime);
     fs.renameSync(tmp, out);
   } catch (e) {
     fs.rmSync(tmp, { recursive: true, force: true, maxRetries: 2 });
@@ -644,7 +721,8 @@ async function restore(opts) {
   return {
     head: opts.blob, commit: commitId, root: ctx.commit.root, parent: ctx.commit.parent,
     parentFormat: ctx.commit.parentFormat, time: ctx.commit.time, bundleHash: bh,
-    files: tree.files.length, bytes: tree.bytes, dirs: tree.dirs.length,
+    files: tree.files.length, bytes: tree.bytes, dirs: tree.dirs.length, links: tree.links.length,
+    stripped: ctx.stripped,
     lock: !!ctx.commit.lock, receipts: !!ctx.commit.receipts, packs: ctx.commit.packs.length + 1,
     ranges: ctx.stats.ranges, downloaded: ctx.stats.downloaded,
   };

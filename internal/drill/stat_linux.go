@@ -16,3 +16,15 @@ func changed(info fs.FileInfo) time.Time {
 	}
 	return info.ModTime()
 }
+
+// fileID tells the names of one file apart from other files.
+type fileID struct{ dev, ino uint64 }
+
+// linked returns the identity of a regular file that has several names.
+func linked(info fs.FileInfo) (fileID, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || st.Nlink < 2 {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), st.Ino}, true
+}
