@@ -370,12 +370,11 @@ func Default() *Config {
 			// A whole-blob (v1/v2) restore of a brain with a 1 GiB
 			// memory.db is a 1 GiB download; v3 reads bounded ranges.
 			MaxDownloadSize: 16 << 30,
-			// 2 m: with snapshot_interval 10m, agents whose uploads fall
-			// within two minutes of each other share a quilt; at 100
-			// busy agents that fills quilts to their body cap (measured
-			// by the cost bench, scripts/benchtool/cost: 167x cheaper
-			// Walrus storage than a blob per change, where 30 s gave 86x),
-			// and a lone agent's upload waits 2 minutes at most.
+			// 2 m: where quilts fill. Measured by the cost bench
+			// (scripts/benchtool/cost; docs/design.md §11), per busy
+			// agent-month in a fleet of 100: 30 s cost twice as much, 5 m
+			// saved another 12 % and made a lone agent's newest snapshot
+			// five minutes older.
 			Quilts:      true,
 			BatchWindow: Duration(2 * time.Minute),
 		},
@@ -403,10 +402,11 @@ func Default() *Config {
 			Quiet:           Duration(2 * time.Second),
 			MaxLag:          Duration(30 * time.Second),
 			PointerInterval: Duration(10 * time.Minute),
-			// As pointer_interval: what a cold restore finds moves at
-			// most every 10 minutes anyway, so uploading more often buys
-			// only a fresher snapshot for this machine's own restores,
-			// at a Walrus blob (or quilt share) each (docs/design.md §11).
+			// As pointer_interval: a cold restore finds only what the
+			// pointer names, so uploading more often buys it nothing and
+			// costs a quilt share each (a sixth of the Walrus cost for a
+			// busy agent, measured; docs/design.md §11). A change after a
+			// quieter spell is not held.
 			SnapshotInterval: Duration(10 * time.Minute),
 		},
 	}

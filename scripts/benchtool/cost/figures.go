@@ -56,7 +56,7 @@ type figures struct {
 	Ledger       ledger.Spend
 	Served, Lost served
 	Setup        time.Duration
-	Took   time.Duration
+	Took         time.Duration
 }
 
 func (f *figures) gbMonths() float64 { return f.ByteEpochs * epochDays / ledger.DaysPerMonth / 1e9 }

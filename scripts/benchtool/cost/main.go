@@ -74,24 +74,24 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	dir      string
-	fleets   []int
-	ticks    []int           // per fleet: (a) and the variants
-	tick     []time.Duration
-	bTicks   []int // per fleet: (b)
-	bTick    []time.Duration
-	spread   []bool // per fleet: spread the agents' rhythms (modeRun)
+	dir    string
+	fleets []int
+	ticks  []int // per fleet: (a) and the variants
+	tick   []time.Duration
+	bTicks []int // per fleet: (b)
+	bTick  []time.Duration
+	spread []bool // per fleet: spread the agents' rhythms (modeRun)
 	// renewalEpochs are the epochs the renewal of an unchanged brain is
 	// measured at, renewalEpoch the short epoch it runs with.
 	renewalEpochs []int
 	renewalEpoch  time.Duration
-	modes    []mode
-	python   string
-	prices   prices
-	jsonOut  string
-	verbose  bool
-	keepWork   bool
-	cpuProfile string
+	modes         []mode
+	python        string
+	prices        prices
+	jsonOut       string
+	verbose       bool
+	keepWork      bool
+	cpuProfile    string
 }
 
 func parse(args []string) (*options, error) {
