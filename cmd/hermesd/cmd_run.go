@@ -86,7 +86,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <
 			}
 		}
 	}()
-	d.Start(ctx)
+	// The daemon runs until Close, not until the signal: its stop takes
+	// the agents' last snapshots before it stops them.
+	d.Start(context.WithoutCancel(ctx))
 	<-ctx.Done()
 
 	limit := cfg.ShutdownTimeout.D()

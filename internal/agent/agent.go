@@ -200,6 +200,10 @@ type Agent struct {
 	// saveFailed tells Run that a state save failed: Run owns retrying
 	// it (with backoff) until it succeeds.
 	saveFailed chan struct{}
+	// final carries Final's request for a last sync to Run; runExit
+	// (under mu; nil before the first Run) is closed when Run returns.
+	final   chan finalRequest
+	runExit chan struct{}
 
 	mu         sync.Mutex
 	st         *state.AgentState
@@ -266,6 +270,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 
 		rewatch:    make(chan struct{}, 1),
 		saveFailed: make(chan struct{}, 1),
+		final:      make(chan finalRequest),
 	}
 	a.freeze = newFreezer(a)
 	a.loadCache()

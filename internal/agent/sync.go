@@ -358,6 +358,40 @@ func (a *Agent) recoverWiped(ctx context.Context, last *state.Snapshot) (SyncRes
 	return SyncResult{Outcome: Restored, Hash: res.Digest}, nil
 }
 
+// finalRequest is Final's request to Run.
+type finalRequest struct {
+	ctx  context.Context
+	done chan error // buffered: Run never waits for Final
+}
+
+// Final has Run take a last snapshot for a clean stop: of changes still in
+// the debounce or held back by snapshot_interval (an unchanged brain
+// uploads nothing). It returns at once when Run is not running (the agent
+// never became ready, or its loop was stopped), and when ctx ends. The pointer of that snapshot is
+// pending like any other; the daemon's stop flushes it.
+func (a *Agent) Final(ctx context.Context) error {
+	a.mu.Lock()
+	exit := a.runExit
+	a.mu.Unlock()
+	if exit == nil {
+		return nil
+	}
+	req := finalRequest{ctx: ctx, done: make(chan error, 1)}
+	select {
+	case a.final <- req:
+	case <-exit:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Watcher is the source of change batches for one brain (a subscription
 // to the process's watch hub).
 type Watcher interface {
@@ -372,6 +406,11 @@ type Watch func(dir string, opts watch.Options) (Watcher, error)
 // Run watches the brain and syncs until ctx is done. Prepare must have
 // succeeded. It owns its subscription; it returns when ctx is cancelled.
 func (a *Agent) Run(ctx context.Context, subscribe Watch) {
+	exit := make(chan struct{})
+	a.mu.Lock()
+	a.runExit = exit
+	a.mu.Unlock()
+	defer close(exit)
 	var w Watcher
 	defer func() {
 		if w != nil {
@@ -480,6 +519,22 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 				startWatch()
 				rescan = true
 			}
+		case req := <-a.final:
+			// A clean stop: store what the debounce or snapshot_interval
+			// still holds back, looking at the whole brain (a batch may
+			// be in the debounce), so a machine that goes away with the
+			// daemon loses nothing written before the stop.
+			if w != nil {
+				if b, ok := w.Take(); ok {
+					pending = append(pending, b.Paths...)
+				}
+			}
+			_, err := a.sync(req.ctx, pending, true, nil)
+			if err == nil {
+				pending, rescan = nil, false
+			}
+			req.done <- err
+			continue
 		case <-a.saveFailed:
 			if !resaveArmed {
 				resaveArmed = true
@@ -509,7 +564,15 @@ func (a *Agent) Run(ctx context.Context, subscribe Watch) {
 		}
 		if next := uploaded.Add(a.cfg.MinInterval); a.cfg.MinInterval > 0 && a.deps.Now().Before(next) {
 			// Uploads are rate-limited (snapshot_interval): collect the
-			// changes and sync once the interval has passed.
+			// changes and sync once the interval has passed. Held
+			// changes are unsaved ones (status, the unsaved-age metric).
+			if len(pending) > 0 || rescan {
+				a.mu.Lock()
+				if a.unsavedSince.IsZero() {
+					a.unsavedSince = a.deps.Now()
+				}
+				a.mu.Unlock()
+			}
 			needRetry = true
 			retry.Reset(next.Sub(a.deps.Now()))
 			continue

@@ -366,6 +366,7 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 		return nil
 	}
 	d.closed = true
+	d.finalSnapshots(flushCtx)
 	if d.svc.Quilts != nil {
 		// Packs waiting for their batch window are stored now, so their
 		// snapshots are published in the flush below.
@@ -410,6 +411,50 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 		err = cerr
 	}
 	return err
+}
+
+// finalSnapshots has every running agent store what it still holds back
+// (the debounce, snapshot_interval) before the stop, within ctx: with
+// uploads minutes apart, a stop must not leave the last minutes of a brain
+// only on a machine that may go away with the daemon. Their small packs
+// wait for a quilt like any other: whatever waits is stored as soon as no
+// more packs arrived for a moment, so the agents share as few quilts as
+// the stop allows.
+func (d *Daemon) finalSnapshots(ctx context.Context) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, a := range d.agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.Final(ctx); err != nil {
+				d.log.Warn("last snapshot before the stop failed; the next start takes it", "agent", a.ID(), "error", err)
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	if d.svc.Quilts == nil {
+		<-done
+		return
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := 0
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			n := d.svc.Quilts.Pending()
+			if n > 0 && n == last {
+				d.svc.Quilts.Flush()
+			}
+			last = n
+		}
+	}
 }
 
 func (d *Daemon) closeAgents() error {
