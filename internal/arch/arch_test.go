@@ -106,6 +106,7 @@ var placement = map[string]layer{
 
 	"internal/pointertest": testLayer,
 	"internal/smallfstest": testLayer,
+	"internal/nodetest":    testLayer,
 
 	"internal/arch": checkLayer,
 	"configs":       checkLayer,

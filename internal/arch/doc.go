@@ -18,8 +18,8 @@
 //   - the daemon and the drill, which do not import each other, and on top
 //     the CLI; all three build their services through compose;
 //   - tools (scripts/..., testnet/ethkey), which nothing else imports, and
-//     test support (pointertest, smallfstest), which only test files
-//     import.
+//     test support (pointertest, smallfstest, nodetest), which only test
+//     files import.
 //
 // A package imports only packages below it (test files may import
 // anything). hash, tarball and the v3 builder share fsys's walker and

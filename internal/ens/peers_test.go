@@ -1,17 +1,15 @@
 package ens
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/hermesd/hermesd/internal/devchain"
+	"github.com/hermesd/hermesd/internal/nodetest"
 )
 
 // TestPeersResolutionTests reproduces, on the local chain, every case of
@@ -137,10 +135,6 @@ type viemResult struct {
 // scripts/fetch-ens-tools.sh, which needCCIPArtifacts runs when missing).
 func runViem(t *testing.T, task map[string]any) []viemResult {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node not found (%v): the peer tests run viem, which needs Node.js 20+ on PATH", err)
-	}
 	tools, err := devchain.ToolsDir()
 	if err != nil {
 		t.Fatal(err)
@@ -148,38 +142,7 @@ func runViem(t *testing.T, task map[string]any) []viemResult {
 	if _, err := os.Stat(filepath.Join(tools, "node_modules", "viem", "package.json")); err != nil {
 		t.Fatalf("viem is not installed in %s (scripts/fetch-ens-tools.sh): %v", tools, err)
 	}
-	script, err := os.ReadFile(filepath.Join("testdata", "viem.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Bare imports resolve from the script's directory: run it from there.
-	f, err := os.CreateTemp(tools, ".viem-*.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(f.Name()) })
-	if _, err := f.Write(script); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	in, err := json.Marshal(task)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), node, f.Name())
-	cmd.Dir = tools
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node viem.mjs: %v\n%s", err, stderr.String())
-	}
 	var res []viemResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("node viem.mjs: bad output (%v): %.500s", err, out)
-	}
+	nodetest.RunModule(t, tools, filepath.Join("testdata", "viem.mjs"), "the peer tests' viem", task, &res)
 	return res
 }

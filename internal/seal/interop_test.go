@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hermesd/hermesd/internal/nodetest"
 	"github.com/hermesd/hermesd/internal/seal"
 	"github.com/hermesd/hermesd/internal/sealserver"
 )
@@ -77,43 +77,10 @@ type task map[string]any
 // runSDK runs tasks through interop.mjs and returns one result per task.
 func runSDK(t *testing.T, tasks []task) []map[string]any {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node not found (%v): the interop tests with the official Seal SDK need Node.js 20+ on PATH", err)
-	}
-	dir := sdkDir(t)
-	script, err := os.ReadFile(filepath.Join("testdata", "interop.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Bare imports resolve from the script's directory: run it from there.
-	f, err := os.CreateTemp(dir, ".interop-*.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(f.Name()) })
-	if _, err := f.Write(script); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	in, err := json.Marshal(tasks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), node, f.Name())
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node interop.mjs: %v\n%s", err, stderr.String())
-	}
 	var results []map[string]any
-	if err := json.Unmarshal(out, &results); err != nil || len(results) != len(tasks) {
-		t.Fatalf("node interop.mjs: bad output (%v): %.500s", err, out)
+	nodetest.RunModule(t, sdkDir(t), filepath.Join("testdata", "interop.mjs"), "the interop tests with the official Seal SDK", tasks, &results)
+	if len(results) != len(tasks) {
+		t.Fatalf("node interop.mjs: %d results for %d tasks", len(results), len(tasks))
 	}
 	return results
 }
