@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/nodetest"
 	"github.com/hermesd/hermesd/internal/seal"
 	"github.com/hermesd/hermesd/internal/sealserver"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -61,41 +62,10 @@ func sealSDK(t *testing.T) string {
 // runSDK runs tasks through internal/seal/testdata/interop.mjs.
 func runSDK(t *testing.T, tasks []map[string]any) []map[string]any {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node not found (%v): the Seal SDK interop tests need Node.js 20+ on PATH", err)
-	}
-	dir := sealSDK(t)
-	script, err := os.ReadFile(filepath.Join("..", "seal", "testdata", "interop.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Bare imports resolve from the script's directory: run it from there.
-	f, err := os.CreateTemp(dir, ".snapshot-interop-*.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(f.Name()) })
-	if _, err := f.Write(script); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	in, err := json.Marshal(tasks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), node, f.Name())
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node interop.mjs: %v\n%s", err, stderr.String())
-	}
 	var res []map[string]any
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(tasks) {
-		t.Fatalf("node interop.mjs: bad output (%v): %.300s", err, out)
+	nodetest.RunModule(t, sealSDK(t), filepath.Join("..", "seal", "testdata", "interop.mjs"), "the Seal SDK interop tests", tasks, &res)
+	if len(res) != len(tasks) {
+		t.Fatalf("node interop.mjs: %d results for %d tasks", len(res), len(tasks))
 	}
 	for i, r := range res {
 		if e, ok := r["error"]; ok {
