@@ -191,6 +191,13 @@ func (o *operation) checkRetry(ctx context.Context, resp *http.Response, err err
 // jitter; nothing when the failed endpoint was unreachable and another one
 // has not been tried yet; never less than that endpoint's Retry-After.
 func (o *operation) backoff(min, max time.Duration, attemptNum int, resp *http.Response) time.Duration {
+	// The channel that says the store is back is taken before anything
+	// else (the report below included): a recovery seen from here on ends
+	// the wait, instead of closing a channel the wait never looks at.
+	var back <-chan struct{}
+	if o.c.cfg.Recovered != nil {
+		back = o.c.cfg.Recovered()
+	}
 	now := o.c.now()
 	if resp != nil {
 		if ra, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
@@ -223,22 +230,18 @@ func (o *operation) backoff(min, max time.Duration, attemptNum int, resp *http.R
 		"attempt", o.attempts, "status", o.lastStatus, "error", o.lastErr,
 		"backoff", wait, "next", redact.URL(o.endpoints[o.next]))
 	if wait > asked {
-		return o.sleep(wait, asked)
+		return o.sleep(back, wait, asked)
 	}
 	return wait
 }
 
 // sleep waits out a backoff here rather than in retryablehttp, so that
-// the store coming back (Config.Recovered) ends it early, though never
-// before floor (what the server asked for); it returns what is left for
-// retryablehttp to wait. Without Recovered the whole wait is left to
-// retryablehttp.
-func (o *operation) sleep(wait, floor time.Duration) time.Duration {
-	if o.c.cfg.Recovered == nil || o.ctx == nil {
-		return wait
-	}
-	back := o.c.cfg.Recovered()
-	if back == nil {
+// the store coming back (back, from Config.Recovered) ends it early,
+// though never before floor (what the server asked for); it returns what
+// is left for retryablehttp to wait. Without Recovered the whole wait is
+// left to retryablehttp.
+func (o *operation) sleep(back <-chan struct{}, wait, floor time.Duration) time.Duration {
+	if back == nil || o.ctx == nil {
 		return wait
 	}
 	start := time.Now()
