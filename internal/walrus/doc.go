@@ -2,8 +2,18 @@
 // API: it stores a blob with PUT /v1/blobs and reads it back, whole or in
 // closed byte ranges, with GET /v1/blobs/{id}; and it stores many small
 // blobs as one quilt (PUT /v1/quilts, StoreQuilt), reads each back alone
-// by its patch id (GET /v1/blobs/by-quilt-patch-id/{id}, whole: ranges of
-// a patch are not part of the documented API) and lists a quilt's patches.
+// by its patch id (GET /v1/blobs/by-quilt-patch-id/{id}) or by quilt id
+// and identifier (GET /v1/blobs/by-quilt-id/{quilt}/{identifier},
+// ReadPatchByIdentifier), whole (ranges of a patch are not part of the
+// documented API), and lists a quilt's patches.
+//
+// Answers are read as the service sends them, which is not always as its
+// OpenAPI description has them (internal/walrustest holds both, and runs
+// this client against each): a store result's fields camelCase, as sent,
+// or snake_case, as described (blob_object, end_epoch, ...), one spelling
+// per field; a patch's ETag the quilt's id, as sent, or the patch's id,
+// as described, bare or quoted. A store whose blob is marked invalid
+// fails with ErrMarkedInvalid, not retried.
 //
 // A patch id is told from a blob id by its length alone (IsPatchID): a
 // blob id is 43 characters (32 bytes), a patch id longer (the quilt's
@@ -51,10 +61,12 @@
 //     answer must name exactly the identifiers sent, once each, with
 //     patch ids of the quilt the answer names and no two alike, and a
 //     newly created quilt no smaller than its parts; anything else is
-//     ErrProtocol, not retried. A patch read must carry the patch id as
-//     ETag when it has one, and the identifier asked for
-//     (WithIdentifier); a list of patches is read up to 8 MiB and every
-//     patch id in it must be of that quilt.
+//     ErrProtocol, not retried. A patch read's ETag, when it has one,
+//     must name the patch or its quilt (for a read by identifier: the
+//     quilt or a patch of it), and its X-Quilt-Patch-Identifier be the
+//     identifier asked for (WithIdentifier; always for a read by
+//     identifier); a list of patches is read up to 8 MiB and every patch
+//     id in it must be of that quilt.
 //   - Redirects: a store follows none (ErrRedirect); a read follows at most
 //     MaxRedirects (5), to http(s) only, and drops Authorization,
 //     Proxy-Authorization and Cookie once a hop leaves the configured

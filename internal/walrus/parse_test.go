@@ -23,8 +23,14 @@ const (
 	markedInvalid    = `{"markedInvalid":{"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","event":{"txDigest":"4XQHFa9S324wTzYHF3vsBSwpUZuLpmwTHYMFv9nsttSs","eventSeq":"1"}}}`
 	resultError      = `{"error":{"blobId":null,"failurePhase":"register","errorMsg":"insufficient WAL balance"}}`
 	apiErrorBody     = `{"error":{"code":504,"status":"DEADLINE_EXCEEDED","message":"the service timed-out while waiting for confirmations, please try again","details":[{"@type":"ErrorInfo","reason":"INSUFFICIENT_CONFIRMATIONS","domain":"daemon.walrus.space","metadata":{}}]}}`
-	plain413         = "Failed to buffer the request body: length limit exceeded"
-	plain429         = "the publisher is receiving too many requests; please try again later"
+	// The same in the OpenAPI description's spelling, which the service
+	// does not send but which a client takes.
+	newlyCreatedOpenAPI  = `{"newlyCreated":{"blob_object":{"id":"0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50","registeredEpoch":34,"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","size":17,"encodingType":"RS2","certifiedEpoch":34,"storage":{"id":"0x4748cd83217b5ce7aa77e7f1ad6fc5f7f694e26a157381b9391ac65c47815faf","startEpoch":34,"endEpoch":35,"storageSize":66034000},"deletable":false},"resource_operation":{"registerFromScratch":{"encoded_length":66034000,"epochs_ahead":1}},"cost":132300,"shared_blob_object":null}}`
+	alreadyEventOpenAPI  = `{"alreadyCertified":{"blob_id":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","event":{"txDigest":[1,2,3],"eventSeq":0},"end_epoch":35}}`
+	markedInvalidOpenAPI = `{"markedInvalid":{"blob_id":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","event":{"txDigest":"4XQHFa9S324wTzYHF3vsBSwpUZuLpmwTHYMFv9nsttSs","eventSeq":"1"}}}`
+	resultErrorOpenAPI   = `{"error":{"blob_id":null,"failure_phase":"register","error_msg":"insufficient WAL balance"}}`
+	plain413             = "Failed to buffer the request body: length limit exceeded"
+	plain429             = "the publisher is receiving too many requests; please try again later"
 )
 
 func TestParseStoreResponse(t *testing.T) {
@@ -54,8 +60,24 @@ func TestParseStoreResponse(t *testing.T) {
 			TxDigest: "4XQHFa9S324wTzYHF3vsBSwpUZuLpmwTHYMFv9nsttSs"}},
 		{name: "alreadyCertified object", in: alreadyObject, want: StoreResult{BlobID: id, EndEpoch: 35, AlreadyCertified: true,
 			ObjectID: "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50"}},
-		{name: "markedInvalid", in: markedInvalid, errText: "marked invalid"},
+		{name: "markedInvalid", in: markedInvalid, wantErr: ErrMarkedInvalid, errText: "marked invalid"},
 		{name: "error result", in: resultError, wantErr: errStoreFailed, errText: "insufficient WAL balance"},
+		{name: "newlyCreated, OpenAPI spelling", in: newlyCreatedOpenAPI, want: StoreResult{BlobID: id, Size: 17, EndEpoch: 35,
+			ObjectID: "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50", RegisteredEpoch: 34, Cost: 132300,
+			EncodedLength: 66_034_000, StartEpoch: 34, ResourceOperation: "registerFromScratch", EpochsPaid: 1}},
+		// The schema's txDigest (an array of bytes) is not the service's
+		// (a base58 string): the answer stands, the digest is not kept.
+		{name: "alreadyCertified, OpenAPI spelling and schema", in: alreadyEventOpenAPI, want: StoreResult{BlobID: id, EndEpoch: 35, AlreadyCertified: true}},
+		{name: "markedInvalid, OpenAPI spelling", in: markedInvalidOpenAPI, wantErr: ErrMarkedInvalid, errText: id},
+		{name: "error result, OpenAPI spelling", in: resultErrorOpenAPI, wantErr: errStoreFailed, errText: "register"},
+		{name: "a field in both spellings", in: strings.Replace(alreadyEvent, `"endEpoch":35`, `"endEpoch":35,"end_epoch":36`, 1), wantErr: ErrProtocol, errText: "both"},
+		{name: "blobObject in both spellings", in: strings.Replace(newlyCreatedDocs, `"cost":132300`, `"cost":132300,"blob_object":{}`, 1), wantErr: ErrProtocol},
+		{name: "resource operation in both spellings", in: strings.Replace(newlyCreatedDocs, `"epochsAhead":1`, `"epochsAhead":1,"epochs_ahead":2`, 1),
+			want: StoreResult{BlobID: id, Size: 17, EndEpoch: 35, ObjectID: "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50",
+				RegisteredEpoch: 34, Cost: 132300, EncodedLength: 66_034_000, StartEpoch: 34, EpochsPaid: 1}},
+		{name: "a variant that is no object", in: `{"alreadyCertified":[1]}`, wantErr: ErrProtocol},
+		{name: "a txDigest with controls", in: strings.Replace(alreadyEvent, `4XQHFa9S324wTzYHF3vsBSwpUZuLpmwTHYMFv9nsttSs`, `a\u001bb`, 1),
+			want: StoreResult{BlobID: id, EndEpoch: 35, AlreadyCertified: true, TxDigest: "a?b"}},
 		{name: "api error body", in: apiErrorBody, wantErr: errStoreFailed, errText: "timed-out"},
 		{name: "plain text", in: plain413, wantErr: ErrProtocol},
 		{name: "empty object", in: `{}`, wantErr: ErrProtocol},
@@ -417,7 +439,8 @@ func TestFormatSize(t *testing.T) {
 }
 
 func FuzzParseStoreResponse(f *testing.F) {
-	for _, s := range []string{newlyCreatedDocs, newlyCreatedNull, alreadyEvent, alreadyObject, markedInvalid, resultError, apiErrorBody, plain413, plain429, "", "null", "{}"} {
+	for _, s := range []string{newlyCreatedDocs, newlyCreatedNull, alreadyEvent, alreadyObject, markedInvalid, resultError, apiErrorBody, plain413, plain429, "", "null", "{}",
+		newlyCreatedOpenAPI, alreadyEventOpenAPI, markedInvalidOpenAPI, resultErrorOpenAPI} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -342,13 +342,43 @@ func (c *Client) ReadPatch(ctx context.Context, patchID string, dst io.Writer, o
 	return c.Read(ctx, patchID, dst, opts...)
 }
 
-// checkPatch checks a patch answer's headers: its ETag is the patch id
-// when present, its identifier the one asked for.
-func (rd *reader) checkPatch(h http.Header) error {
-	if e := h.Get("ETag"); e != "" && strings.Trim(e, `"`) != rd.t.id {
-		return protocolErrorf("patch %s answered with ETag %q", rd.t.id, sanitize(e, 96))
+// ReadPatchByIdentifier reads the patch identifier of quilt quiltID,
+// whole, into dst (GET /v1/blobs/by-quilt-id/{quilt}/{identifier}): the
+// answer must name that identifier in X-Quilt-Patch-Identifier. The
+// result's BlobID is the quilt's.
+func (c *Client) ReadPatchByIdentifier(ctx context.Context, quiltID, identifier string, dst io.Writer, opts ...ReadOption) (ReadResult, error) {
+	if err := ValidateBlobID(quiltID); err != nil {
+		return ReadResult{}, err
 	}
-	if want := rd.ro.identifier; want != "" {
+	if err := checkIdentifier(identifier); err != nil {
+		return ReadResult{}, err
+	}
+	t := target{id: quiltID, path: "/v1/blobs/by-quilt-id/" + url.PathEscape(quiltID) + "/" + url.PathEscape(identifier),
+		whole: true, patch: true, quilt: quiltID, identifier: identifier}
+	return c.read(ctx, t, dst, nil, opts)
+}
+
+// checkPatch checks a patch answer's headers. Its ETag, when present, is
+// the quilt's id (what the aggregator sends), the patch's id (what its
+// OpenAPI example shows), or, for a read by identifier, the id of a patch
+// of that quilt; bare or quoted. Its identifier is the one asked for.
+func (rd *reader) checkPatch(h http.Header) error {
+	if e := h.Get("ETag"); e != "" {
+		tag := strings.TrimSuffix(strings.TrimPrefix(e, `"`), `"`)
+		ok := tag == rd.t.quilt || tag == rd.t.id
+		if !ok && rd.t.identifier != "" && IsPatchID(tag) {
+			q, err := PatchQuilt(tag)
+			ok = err == nil && q == rd.t.quilt
+		}
+		if !ok {
+			return protocolErrorf("patch %s answered with ETag %q, which names neither it nor its quilt", rd.t.id, sanitize(e, 96))
+		}
+	}
+	want := rd.ro.identifier
+	if rd.t.identifier != "" {
+		want = rd.t.identifier
+	}
+	if want != "" {
 		if got := h.Get("X-Quilt-Patch-Identifier"); got != want {
 			return protocolErrorf("patch %s answered as %q, not %q", rd.t.id, sanitize(got, 64), sanitize(want, 64))
 		}

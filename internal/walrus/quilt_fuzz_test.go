@@ -21,6 +21,10 @@ func FuzzParseQuilt(f *testing.F) {
 	f.Add([]byte(`{"blobStoreResult":` + alreadyEvent + `,"storedQuiltBlobs":[{"identifier":"b","quiltPatchId":"` + pid(2) + `"},{"identifier":"a","quiltPatchId":"` + pid(1) + `"}]}`))
 	f.Add([]byte(`{"blobStoreResult":` + alreadyEvent + `,"storedQuiltBlobs":[{"identifier":"a","quiltPatchId":"` + pid(1) + `"},{"identifier":"a","quiltPatchId":"` + pid(1) + `"}]}`))
 	f.Add([]byte(`{"storedQuiltBlobs":[]}`))
+	// What the publisher answers for a quilt marked invalid, or failed.
+	f.Add([]byte(`{"blobStoreResult":` + markedInvalid + `,"storedQuiltBlobs":[]}`))
+	f.Add([]byte(`{"blobStoreResult":` + resultErrorOpenAPI + `,"storedQuiltBlobs":[]}`))
+	f.Add([]byte(`{"blobStoreResult":` + newlyCreatedOpenAPI[:len(newlyCreatedOpenAPI)-1] + `},"storedQuiltBlobs":[{"identifier":"a","quiltPatchId":"` + pid(1) + `","range":[1,2]},{"identifier":"b","quiltPatchId":"` + pid(2) + `","range":[2,3]}]}`))
 	c, err := New(Config{Publishers: []string{"http://127.0.0.1:1"}})
 	if err != nil {
 		f.Fatal(err)

@@ -49,12 +49,13 @@ func TestQuiltRoundTrip(t *testing.T) {
 	s := startServer(t, localwalrus.Config{OnRequest: rec.add})
 	c := newClient(t, s, walrus.Config{})
 	parts := quiltParts(3000, 0, 70_000)
-	parts = append(parts, walrus.QuiltPart{Identifier: "Zed", Body: walrus.BytesBody([]byte("tiny"))})
+	parts = append(parts, walrus.QuiltPart{Identifier: "Zed", Body: walrus.BytesBody([]byte("tiny"))},
+		walrus.QuiltPart{Identifier: "Zünï/code ?#%", Body: walrus.BytesBody([]byte("escaped"))})
 	res, err := c.StoreQuilt(t.Context(), parts, walrus.WithEpochs(2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.AlreadyCertified || res.EndEpoch != s.Epoch()+2 || res.Bytes != 73_004 || res.Size < res.Bytes {
+	if res.AlreadyCertified || res.EndEpoch != s.Epoch()+2 || res.Bytes != 73_011 || res.Size < res.Bytes {
 		t.Errorf("result %+v", res.StoreResult)
 	}
 	// The quilt blob's store answer is parsed like a blob's: what the
@@ -97,6 +98,20 @@ func TestQuiltRoundTrip(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(path); !bytes.Equal(b, want) {
 			t.Errorf("ReadToFile of patch %s differs", p.Identifier)
+		}
+		// By quilt id and identifier, escaped into the path.
+		got.Reset()
+		r, err = c.ReadPatchByIdentifier(t.Context(), res.BlobID, p.Identifier, &got)
+		if err != nil || !bytes.Equal(got.Bytes(), want) || r.BlobID != res.BlobID {
+			t.Errorf("patch %q by identifier: %d bytes back (%v), want %d", p.Identifier, got.Len(), err, len(want))
+		}
+	}
+	if _, err := c.ReadPatchByIdentifier(t.Context(), res.BlobID, "p999", io.Discard); !errors.Is(err, walrus.ErrNotFound) || walrus.Attempts(err) != 1 {
+		t.Errorf("an identifier the quilt lacks: %v", err)
+	}
+	for _, bad := range []struct{ quilt, identifier string }{{res.Patches[0].PatchID, "p000"}, {res.BlobID, ""}, {res.BlobID, "_metadata"}, {res.BlobID, "-dash"}} {
+		if _, err := c.ReadPatchByIdentifier(t.Context(), bad.quilt, bad.identifier, io.Discard); err == nil {
+			t.Errorf("ReadPatchByIdentifier(%q, %q) asked", bad.quilt, bad.identifier)
 		}
 	}
 	// Patches are served whole: a range of one is refused here, not asked.
@@ -300,15 +315,37 @@ func TestQuiltHostileAnswers(t *testing.T) {
 		opts []walrus.ReadOption
 		want error
 	}{
-		{"ETag of another patch", func(h http.Header) { h.Set("ETag", foreign) }, nil, walrus.ErrProtocol},
+		{"ETag of another quilt's patch", func(h http.Header) { h.Set("ETag", foreign) }, nil, walrus.ErrProtocol},
+		{"ETag of another quilt", func(h http.Header) { h.Set("ETag", other.BlobID) }, nil, walrus.ErrProtocol},
+		{"ETag of another patch of the quilt", func(h http.Header) { h.Set("ETag", res.Patches[1].PatchID) }, nil, walrus.ErrProtocol},
+		{"ETag the patch id, quoted", func(h http.Header) { h.Set("ETag", `"`+res.Patches[0].PatchID+`"`) }, nil, nil},
+		{"ETag the quilt id, quoted", func(h http.Header) { h.Set("ETag", `"`+res.BlobID+`"`) }, nil, nil},
 		{"another identifier", func(h http.Header) { h.Set("X-Quilt-Patch-Identifier", "p001") },
 			[]walrus.ReadOption{walrus.WithIdentifier("p000")}, walrus.ErrProtocol},
 		{"more than expected", nil, []walrus.ReadOption{walrus.WithExpectedSize(299)}, walrus.ErrBodyTooLarge},
 	} {
 		u, _ := hostilePublisher(t, s, nil, tc.edit)
 		c := newClient(t, s, walrus.Config{Aggregators: []string{u}})
-		if _, err := c.ReadPatch(t.Context(), res.Patches[0].PatchID, io.Discard, tc.opts...); !errors.Is(err, tc.want) {
+		if _, err := c.ReadPatch(t.Context(), res.Patches[0].PatchID, io.Discard, tc.opts...); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	// By identifier: the answer must name it, and be of the quilt asked.
+	for _, tc := range []struct {
+		name string
+		edit func(http.Header)
+		want error
+	}{
+		{"as named", nil, nil},
+		{"ETag a patch of the quilt", func(h http.Header) { h.Set("ETag", res.Patches[1].PatchID) }, nil},
+		{"ETag a patch of another quilt", func(h http.Header) { h.Set("ETag", foreign) }, walrus.ErrProtocol},
+		{"another identifier", func(h http.Header) { h.Set("X-Quilt-Patch-Identifier", "p001") }, walrus.ErrProtocol},
+		{"no identifier", func(h http.Header) { h.Del("X-Quilt-Patch-Identifier") }, walrus.ErrProtocol},
+	} {
+		u, _ := hostilePublisher(t, s, nil, tc.edit)
+		c := newClient(t, s, walrus.Config{Aggregators: []string{u}})
+		if _, err := c.ReadPatchByIdentifier(t.Context(), res.BlobID, "p000", io.Discard); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+			t.Errorf("by identifier, %s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
 	u, _ := hostilePublisher(t, s, nil, nil)

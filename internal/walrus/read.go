@@ -116,9 +116,13 @@ type target struct {
 	// whole: the answer is read whole, never with Range (a quilt patch,
 	// a list of patches); a resumed read skips what it already wrote.
 	whole bool
-	// patch: the answer's ETag, when present, must be id, and its
-	// X-Quilt-Patch-Identifier the identifier asked for (WithIdentifier).
-	patch bool
+	// patch: a quilt patch of quilt, read by its id (id) or by quilt and
+	// identifier: the answer's ETag, when present, must name the patch or
+	// its quilt, and its X-Quilt-Patch-Identifier be the identifier asked
+	// for (identifier, else WithIdentifier's).
+	patch      bool
+	quilt      string
+	identifier string
 }
 
 // readTarget is the target of Read: a blob id or a quilt patch id.
@@ -127,7 +131,8 @@ func readTarget(id string) (target, error) {
 		if err := ValidatePatchID(id); err != nil {
 			return target{}, err
 		}
-		return target{id: id, path: "/v1/blobs/by-quilt-patch-id/" + url.PathEscape(id), whole: true, patch: true}, nil
+		quilt, _ := PatchQuilt(id)
+		return target{id: id, path: "/v1/blobs/by-quilt-patch-id/" + url.PathEscape(id), whole: true, patch: true, quilt: quilt}, nil
 	}
 	if err := ValidateBlobID(id); err != nil {
 		return target{}, err

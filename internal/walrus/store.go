@@ -397,58 +397,92 @@ func (r *countingReader) Read(p []byte) (int, error) {
 
 func (r *countingReader) Close() error { return r.rc.Close() }
 
-// The publisher's answer, camelCase on the wire (the OpenAPI yaml's
-// snake_case names are wrong). Exactly one of the variants is present.
+// The publisher's answer is exactly one of four variants. The service
+// sends every field camelCase (serde rename_all_fields); the OpenAPI
+// description spells the variants' own fields snake_case (blob_object,
+// end_epoch, encoded_length, ...). Both spellings are accepted, one per
+// field: an answer naming a field both ways is refused.
 type storeResponse struct {
-	NewlyCreated     *newlyCreated     `json:"newlyCreated"`
-	AlreadyCertified *alreadyCertified `json:"alreadyCertified"`
-	MarkedInvalid    *struct {
-		BlobID string `json:"blobId"`
-	} `json:"markedInvalid"`
+	NewlyCreated     json.RawMessage `json:"newlyCreated"`
+	AlreadyCertified json.RawMessage `json:"alreadyCertified"`
+	MarkedInvalid    json.RawMessage `json:"markedInvalid"`
 	// Error is either the BlobStoreResult error variant
 	// ({blobId, failurePhase, errorMsg}) or an API error body
 	// ({code, status, message}) that arrived with status 200.
-	Error *struct {
-		BlobID       *string `json:"blobId"`
-		FailurePhase string  `json:"failurePhase"`
-		ErrorMsg     string  `json:"errorMsg"`
-		Code         int     `json:"code"`
-		Status       string  `json:"status"`
-		Message      string  `json:"message"`
-	} `json:"error"`
+	Error json.RawMessage `json:"error"`
 }
 
-type newlyCreated struct {
-	BlobObject *struct {
-		ID              string  `json:"id"`
-		RegisteredEpoch uint32  `json:"registeredEpoch"`
-		BlobID          string  `json:"blobId"`
-		Size            *uint64 `json:"size"`
-		EncodingType    string  `json:"encodingType"`
-		CertifiedEpoch  *uint32 `json:"certifiedEpoch"`
-		Storage         *struct {
-			ID          string `json:"id"`
-			StartEpoch  uint32 `json:"startEpoch"`
-			EndEpoch    uint32 `json:"endEpoch"`
-			StorageSize uint64 `json:"storageSize"`
-		} `json:"storage"`
-		Deletable bool `json:"deletable"`
-	} `json:"blobObject"`
-	// ResourceOperation is read apart (resourceOp): the answer stands
-	// whatever its shape.
-	ResourceOperation json.RawMessage `json:"resourceOperation"`
-	Cost              uint64          `json:"cost"`
-	SharedBlobObject  string          `json:"sharedBlobObject"`
+// variant is one result variant's fields by their names on the wire.
+type variant map[string]json.RawMessage
+
+// decodeVariant reads a variant's object; null or anything not an object
+// is a protocol error.
+func decodeVariant(name string, raw json.RawMessage) (variant, error) {
+	var v variant
+	if err := json.Unmarshal(raw, &v); err != nil || v == nil {
+		return nil, fmt.Errorf("%w: %s is not an object", ErrProtocol, name)
+	}
+	return v, nil
 }
 
-type alreadyCertified struct {
-	BlobID string `json:"blobId"`
-	Event  *struct {
-		TxDigest string `json:"txDigest"`
-	} `json:"event"`
-	Object   string  `json:"object"`
-	EndEpoch *uint32 `json:"endEpoch"`
+// field decodes the field named camel (the service's spelling) or snake
+// (the OpenAPI description's) into dst; ok is false when neither is
+// there (or it is null).
+func (v variant) field(camel, snake string, dst any) (ok bool, err error) {
+	raw, hasCamel := v[camel]
+	if alt, hasSnake := v[snake]; hasSnake && snake != camel {
+		if hasCamel {
+			return false, fmt.Errorf("%w: both %s and %s in one answer", ErrProtocol, camel, snake)
+		}
+		raw = alt
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return false, fmt.Errorf("%w: %s: %v", ErrProtocol, camel, err)
+	}
+	return true, nil
 }
+
+// blobObject is the Sui Blob object of a newlyCreated answer: camelCase
+// in the service and in the OpenAPI description alike.
+type blobObject struct {
+	ID              string  `json:"id"`
+	RegisteredEpoch uint32  `json:"registeredEpoch"`
+	BlobID          string  `json:"blobId"`
+	Size            *uint64 `json:"size"`
+	EncodingType    string  `json:"encodingType"`
+	CertifiedEpoch  *uint32 `json:"certifiedEpoch"`
+	Storage         *struct {
+		ID          string `json:"id"`
+		StartEpoch  uint32 `json:"startEpoch"`
+		EndEpoch    uint32 `json:"endEpoch"`
+		StorageSize uint64 `json:"storageSize"`
+	} `json:"storage"`
+	Deletable bool `json:"deletable"`
+}
+
+// eventID is a Sui event id. Its txDigest is a base58 string on the wire
+// (the OpenAPI schema says an array of bytes); anything but a string is
+// not kept.
+type eventID struct {
+	TxDigest json.RawMessage `json:"txDigest"`
+}
+
+func (e *eventID) digest() string {
+	var s string
+	if e == nil || json.Unmarshal(e.TxDigest, &s) != nil {
+		return ""
+	}
+	return sanitize(s, 96)
+}
+
+// ErrMarkedInvalid means the publisher reports the blob marked invalid
+// on chain: no store of the same bytes will ever be certified. The real
+// publisher answers a blob store so with 500 (an internal error); a
+// quilt store's answer carries the markedInvalid variant with status 200.
+var ErrMarkedInvalid = errors.New("walrus: blob marked invalid")
 
 // parseStoreResponse turns a publisher's 200 answer into a StoreResult.
 // Size is what the publisher reported (0 for alreadyCertified).
@@ -458,8 +492,8 @@ func parseStoreResponse(data []byte) (StoreResult, error) {
 		return StoreResult{}, fmt.Errorf("%w: store response is not JSON: %v", ErrProtocol, err)
 	}
 	n := 0
-	for _, present := range []bool{sr.NewlyCreated != nil, sr.AlreadyCertified != nil, sr.MarkedInvalid != nil, sr.Error != nil} {
-		if present {
+	for _, raw := range []json.RawMessage{sr.NewlyCreated, sr.AlreadyCertified, sr.MarkedInvalid, sr.Error} {
+		if len(raw) > 0 {
 			n++
 		}
 	}
@@ -468,91 +502,172 @@ func parseStoreResponse(data []byte) (StoreResult, error) {
 			ErrProtocol, n, sanitize(string(data), 200))
 	}
 	switch {
-	case sr.NewlyCreated != nil:
-		bo := sr.NewlyCreated.BlobObject
-		if bo == nil || bo.Storage == nil || bo.Size == nil {
-			return StoreResult{}, fmt.Errorf("%w: newlyCreated lacks blobObject, its storage or its size", ErrProtocol)
+	case len(sr.NewlyCreated) > 0:
+		return parseNewlyCreated(sr.NewlyCreated)
+	case len(sr.AlreadyCertified) > 0:
+		return parseAlreadyCertified(sr.AlreadyCertified)
+	case len(sr.MarkedInvalid) > 0:
+		v, err := decodeVariant("markedInvalid", sr.MarkedInvalid)
+		if err != nil {
+			return StoreResult{}, err
 		}
-		if err := ValidateBlobID(bo.BlobID); err != nil {
-			return StoreResult{}, fmt.Errorf("%w: newlyCreated: %v", ErrProtocol, err)
+		var id string
+		if _, err := v.field("blobId", "blob_id", &id); err != nil {
+			return StoreResult{}, err
 		}
-		if *bo.Size > 1<<62 {
-			return StoreResult{}, fmt.Errorf("%w: newlyCreated size %d is out of range", ErrProtocol, *bo.Size)
-		}
-		r := StoreResult{
-			BlobID:          bo.BlobID,
-			Size:            int64(*bo.Size),
-			EndEpoch:        bo.Storage.EndEpoch,
-			ObjectID:        bo.ID,
-			SharedObjectID:  sr.NewlyCreated.SharedBlobObject,
-			RegisteredEpoch: bo.RegisteredEpoch,
-			Deletable:       bo.Deletable,
-			Cost:            sr.NewlyCreated.Cost,
-			EncodedLength:   bo.Storage.StorageSize,
-			StartEpoch:      bo.Storage.StartEpoch,
-		}
-		if bo.Storage.EndEpoch > bo.Storage.StartEpoch {
-			r.EpochsPaid = bo.Storage.EndEpoch - bo.Storage.StartEpoch
-		}
-		resourceOp(&r, sr.NewlyCreated.ResourceOperation)
-		return r, nil
-	case sr.AlreadyCertified != nil:
-		ac := sr.AlreadyCertified
-		if err := ValidateBlobID(ac.BlobID); err != nil {
-			return StoreResult{}, fmt.Errorf("%w: alreadyCertified: %v", ErrProtocol, err)
-		}
-		if ac.EndEpoch == nil {
-			return StoreResult{}, fmt.Errorf("%w: alreadyCertified lacks endEpoch", ErrProtocol)
-		}
-		r := StoreResult{BlobID: ac.BlobID, EndEpoch: *ac.EndEpoch, AlreadyCertified: true, ObjectID: ac.Object}
-		if ac.Event != nil {
-			r.TxDigest = ac.Event.TxDigest
-		}
-		return r, nil
-	case sr.MarkedInvalid != nil:
-		return StoreResult{}, fmt.Errorf("walrus: publisher reports blob %s marked invalid", sanitize(sr.MarkedInvalid.BlobID, 64))
+		return StoreResult{}, fmt.Errorf("%w: the publisher reports blob %s marked invalid on chain (a fault of the network or the publisher; storing the same bytes again will not help)",
+			ErrMarkedInvalid, sanitize(id, 64))
 	default:
-		e := sr.Error
-		msg := e.ErrorMsg
+		v, err := decodeVariant("error", sr.Error)
+		if err != nil {
+			return StoreResult{}, err
+		}
+		var phase, msg, status, message string
+		for _, f := range []struct {
+			camel, snake string
+			dst          *string
+		}{{"failurePhase", "failure_phase", &phase}, {"errorMsg", "error_msg", &msg}, {"status", "status", &status}, {"message", "message", &message}} {
+			if _, err := v.field(f.camel, f.snake, f.dst); err != nil {
+				return StoreResult{}, err
+			}
+		}
 		if msg == "" {
-			msg = e.Message
+			msg = message
 		}
-		what := e.FailurePhase
-		if what == "" {
-			what = e.Status
+		if phase == "" {
+			phase = status
 		}
-		return StoreResult{}, fmt.Errorf("%w (%s): %s", errStoreFailed, sanitize(what, 64), sanitize(msg, maxErrorExcerpt))
+		return StoreResult{}, fmt.Errorf("%w (%s): %s", errStoreFailed, sanitize(phase, 64), sanitize(msg, maxErrorExcerpt))
 	}
+}
+
+func parseNewlyCreated(raw json.RawMessage) (StoreResult, error) {
+	v, err := decodeVariant("newlyCreated", raw)
+	if err != nil {
+		return StoreResult{}, err
+	}
+	var (
+		bo     blobObject
+		op     json.RawMessage
+		cost   uint64
+		shared string
+	)
+	okBO, err := v.field("blobObject", "blob_object", &bo)
+	if err != nil {
+		return StoreResult{}, err
+	}
+	for _, f := range []struct {
+		camel, snake string
+		dst          any
+	}{{"resourceOperation", "resource_operation", &op}, {"cost", "cost", &cost}, {"sharedBlobObject", "shared_blob_object", &shared}} {
+		if _, err := v.field(f.camel, f.snake, f.dst); err != nil {
+			return StoreResult{}, err
+		}
+	}
+	if !okBO || bo.Storage == nil || bo.Size == nil {
+		return StoreResult{}, fmt.Errorf("%w: newlyCreated lacks blobObject, its storage or its size", ErrProtocol)
+	}
+	if err := ValidateBlobID(bo.BlobID); err != nil {
+		return StoreResult{}, fmt.Errorf("%w: newlyCreated: %v", ErrProtocol, err)
+	}
+	if *bo.Size > 1<<62 {
+		return StoreResult{}, fmt.Errorf("%w: newlyCreated size %d is out of range", ErrProtocol, *bo.Size)
+	}
+	r := StoreResult{
+		BlobID:          bo.BlobID,
+		Size:            int64(*bo.Size),
+		EndEpoch:        bo.Storage.EndEpoch,
+		ObjectID:        bo.ID,
+		SharedObjectID:  shared,
+		RegisteredEpoch: bo.RegisteredEpoch,
+		Deletable:       bo.Deletable,
+		Cost:            cost,
+		EncodedLength:   bo.Storage.StorageSize,
+		StartEpoch:      bo.Storage.StartEpoch,
+	}
+	if bo.Storage.EndEpoch > bo.Storage.StartEpoch {
+		r.EpochsPaid = bo.Storage.EndEpoch - bo.Storage.StartEpoch
+	}
+	resourceOp(&r, op)
+	return r, nil
+}
+
+func parseAlreadyCertified(raw json.RawMessage) (StoreResult, error) {
+	v, err := decodeVariant("alreadyCertified", raw)
+	if err != nil {
+		return StoreResult{}, err
+	}
+	var (
+		id       string
+		end      uint32
+		event    eventID
+		object   string
+		hasEvent bool
+	)
+	if _, err := v.field("blobId", "blob_id", &id); err != nil {
+		return StoreResult{}, err
+	}
+	if err := ValidateBlobID(id); err != nil {
+		return StoreResult{}, fmt.Errorf("%w: alreadyCertified: %v", ErrProtocol, err)
+	}
+	hasEnd, err := v.field("endEpoch", "end_epoch", &end)
+	if err != nil {
+		return StoreResult{}, err
+	}
+	if !hasEnd {
+		return StoreResult{}, fmt.Errorf("%w: alreadyCertified lacks endEpoch", ErrProtocol)
+	}
+	if hasEvent, err = v.field("event", "event", &event); err != nil {
+		return StoreResult{}, err
+	}
+	if _, err := v.field("object", "object", &object); err != nil {
+		return StoreResult{}, err
+	}
+	r := StoreResult{BlobID: id, EndEpoch: end, AlreadyCertified: true, ObjectID: object}
+	if hasEvent {
+		r.TxDigest = event.digest()
+	}
+	return r, nil
 }
 
 // resourceOp reads a newlyCreated answer's resource operation, one of
 // {"registerFromScratch": {encodedLength, epochsAhead}},
 // {"reuseStorage"|"reuseRegistration": {encodedLength}} and
 // {"reuseAndExtend"|"reuseAndExtendNonCertified": {encodedLength,
-// epochsExtended}}, into r. Any other shape leaves r as it is: the
-// storage's span then counts as the epochs paid.
+// epochsExtended}} (the inner names snake_case in the OpenAPI
+// description), into r. Any other shape leaves r as it is: the storage's
+// span then counts as the epochs paid.
 func resourceOp(r *StoreResult, raw json.RawMessage) {
-	var ops map[string]*struct {
-		EncodedLength  uint64  `json:"encodedLength"`
-		EpochsAhead    *uint32 `json:"epochsAhead"`
-		EpochsExtended *uint32 `json:"epochsExtended"`
-	}
+	var ops map[string]json.RawMessage
 	if len(raw) == 0 || json.Unmarshal(raw, &ops) != nil || len(ops) != 1 {
 		return
 	}
-	for name, op := range ops {
-		if op == nil {
+	for name, body := range ops {
+		var v variant
+		if json.Unmarshal(body, &v) != nil || v == nil {
+			return
+		}
+		var (
+			encoded        uint64
+			ahead, extends uint32
+		)
+		if _, err := v.field("encodedLength", "encoded_length", &encoded); err != nil {
+			return
+		}
+		hasAhead, err1 := v.field("epochsAhead", "epochs_ahead", &ahead)
+		hasExtends, err2 := v.field("epochsExtended", "epochs_extended", &extends)
+		if err1 != nil || err2 != nil {
 			return
 		}
 		r.ResourceOperation = sanitize(name, 64)
 		if r.EncodedLength == 0 {
-			r.EncodedLength = op.EncodedLength
+			r.EncodedLength = encoded
 		}
 		switch {
-		case op.EpochsAhead != nil:
-			r.EpochsPaid = *op.EpochsAhead
-		case op.EpochsExtended != nil:
-			r.EpochsPaid = *op.EpochsExtended
+		case hasAhead:
+			r.EpochsPaid = ahead
+		case hasExtends:
+			r.EpochsPaid = extends
 		default:
 			r.EpochsPaid = 0 // storage or registration reused: paid before
 		}
