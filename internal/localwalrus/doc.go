@@ -5,6 +5,10 @@
 // and size limits, and keeps blobs on disk so a restarted server still
 // has them.
 //
+// It passes the Walrus conformance suite (internal/walrustest): every
+// documented request is answered as the real service answers it, with
+// ids compared by shape and consistency, not value.
+//
 // What is real: content addressing (identical bytes get the same id), the
 // epoch clock and expiry (a blob is readable until its exclusive end epoch
 // begins, then 404), dedup as the publisher does it (alreadyCertified only
@@ -50,14 +54,29 @@
 //     file; only identifiers and tags are held in memory. The answer is
 //     {"blobStoreResult": {newlyCreated|alreadyCertified}, "storedQuiltBlobs":
 //     [{"identifier", "quiltPatchId"}…]}, patches in quilt order.
+//     Each stored patch also carries "range": [first, end), its columns,
+//     as the daemon reports a patch's sliver range.
 //   - GET /v1/blobs/by-quilt-patch-id/{patchId} and
 //     GET /v1/blobs/by-quilt-id/{quiltId}/{identifier}: one patch's bytes,
 //     whole (Range is not part of the documented patch API and is
 //     ignored: a client may still read ranges of the quilt blob itself),
-//     with X-Quilt-Patch-Identifier, ETag = the patch id, and each tag
-//     that is a valid header as a header. 404 QUILT_PATCH_NOT_FOUND for a
+//     with the headers of every read but the quilt's id as ETag (the
+//     daemon's; its OpenAPI examples show the patch id), then each tag
+//     among the aggregator's default allowed headers (Content-Type,
+//     Content-Disposition, Content-Encoding, Content-Language,
+//     Content-Location, Link, Authorization) that no header has taken,
+//     then X-Quilt-Patch-Identifier. 404 QUILT_PATCH_NOT_FOUND for a
 //     patch the quilt does not have (or a blob that is not a quilt).
 //   - GET /v1/quilts/{quiltId}/patches: [{"identifier", "patch_id", "tags"}].
+//
+// Reads carry X-Content-Type-Options: nosniff, the daemon's
+// Cache-Control, the ETag, and a Content-Type only where the request
+// asks for one (an Accept without wildcards, else a GET's Content-Type),
+// as the daemon: none otherwise, not even a sniffed one. Errors are the
+// daemon's JSON (AIP-193: status, code, message, details with an
+// ErrorInfo; a 500 is INTERNAL_ERROR in domain "global" with a DebugInfo,
+// whose detail says here what went wrong) or axum's plain text (400 of a
+// query or path, 413, 429).
 //
 // The quilt layout is this server's own, shaped like QuiltV1 at 1000
 // shards (the real one is not specified here, and nothing depends on it
@@ -98,6 +117,13 @@
 // Faults (status errors, Retry-After, latency, connection resets and
 // truncated bodies) can be switched on at runtime, deterministically from a
 // seed, for retry tests; OnRequest sees every request with its outcome.
+// A status fault answers with the daemon's body for that status (451
+// FORBIDDEN_BLOB, 500, 503 BLOB_UNAVAILABLE, 504
+// INSUFFICIENT_CONFIRMATIONS, 429 in plain text). So can the network's
+// states a store meets, answered as the publisher does (never in the
+// default mix): a blob marked invalid (FaultMarkedInvalid: 500 for a
+// blob, the markedInvalid result with no patches for a quilt) and a store
+// failed in a phase (FaultStoreFailed: the error result, status 200).
 // So can a hostile server's (never in the default mix): an endless body,
 // chunked or under a huge Content-Length (FaultEndless), a Content-Length
 // that lies about the real answer (FaultLyingLength), and a redirect to

@@ -81,9 +81,24 @@ const (
 	// its other loopback name (127.0.0.1 and localhost swapped). Nothing
 	// is read or stored.
 	FaultRedirect
+
+	// The faults below are the network's, answered as the real publisher
+	// answers them; they are never in DefaultFaultKinds either. The upload
+	// is read and laid out, and nothing is stored.
+
+	// FaultMarkedInvalid: the blob is marked invalid on chain. A blob
+	// store gets 500 (the publisher turns the markedInvalid result into an
+	// internal error); a quilt store gets 200 with the markedInvalid
+	// variant and no stored patches.
+	FaultMarkedInvalid
+	// FaultStoreFailed: the store fails in a phase of its own (the error
+	// variant of a store result, status 200): {"error": {blobId,
+	// failurePhase, errorMsg}}, a quilt's with no stored patches.
+	FaultStoreFailed
 )
 
-var faultKindNames = [...]string{"none", "status", "reset", "truncate", "endless", "lying-length", "redirect"}
+var faultKindNames = [...]string{"none", "status", "reset", "truncate", "endless", "lying-length", "redirect",
+	"marked-invalid", "store-failed"}
 
 func (k FaultKind) String() string {
 	if int(k) < len(faultKindNames) {

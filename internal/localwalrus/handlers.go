@@ -17,8 +17,12 @@ import (
 	"time"
 )
 
-// errorDomain is the domain of the daemon's JSON errors.
-const errorDomain = "daemon.walrus.space"
+// The domains of the daemon's JSON errors: its own, and the global one
+// of internal errors.
+const (
+	errorDomain  = "daemon.walrus.space"
+	globalDomain = "global"
+)
 
 type ctxKey struct{}
 
@@ -171,15 +175,13 @@ func writeFaultStatus(w http.ResponseWriter, route Route, f Fault) {
 		}
 		writeText(w, f.Status, "the "+who+" is receiving too many requests; please try again later")
 	case http.StatusInternalServerError:
-		writeAPIError(w, f.Status, "INTERNAL", "", "an internal error occurred (injected fault)")
+		writeInternalError(w, "injected fault")
 	case http.StatusServiceUnavailable:
-		reason := ""
-		if route == RouteAggregator {
-			reason = "BLOB_UNAVAILABLE"
-		}
-		writeAPIError(w, f.Status, "UNAVAILABLE", reason, "the blob is currently not retrievable, retry with backoff (injected fault)")
+		writeAPIError(w, f.Status, "UNAVAILABLE", "BLOB_UNAVAILABLE", "the requested blob is currently not retrievable from Walrus; this may be transient — retry with backoff")
 	case http.StatusGatewayTimeout:
 		writeAPIError(w, f.Status, "DEADLINE_EXCEEDED", "INSUFFICIENT_CONFIRMATIONS", "the service timed-out while waiting for confirmations, please try again")
+	case http.StatusUnavailableForLegalReasons:
+		writeAPIError(w, f.Status, "UNAVAILABLE_FOR_LEGAL_REASONS", "FORBIDDEN_BLOB", "the requested metadata is blocked")
 	default:
 		writeText(w, f.Status, http.StatusText(f.Status))
 	}
@@ -285,11 +287,16 @@ func writeText(w http.ResponseWriter, status int, msg string) {
 	io.WriteString(w, msg)
 }
 
+// errorInfo is one entry of an error's details: an ErrorInfo (reason,
+// domain, metadata), which every error carries, or a DebugInfo
+// (stackEntries, detail), which internal errors add.
 type errorInfo struct {
-	Type     string         `json:"@type"`
-	Reason   string         `json:"reason"`
-	Domain   string         `json:"domain"`
-	Metadata map[string]any `json:"metadata"`
+	Type         string          `json:"@type"`
+	Reason       string          `json:"reason,omitempty"`
+	Domain       string          `json:"domain,omitempty"`
+	Metadata     *map[string]any `json:"metadata,omitempty"`
+	StackEntries *[]string       `json:"stackEntries,omitempty"`
+	Detail       string          `json:"detail,omitempty"`
 }
 
 // statusBody is the AIP-193 error body, fields in the daemon's order.
@@ -303,13 +310,23 @@ type statusBody struct {
 }
 
 func writeAPIError(w http.ResponseWriter, code int, status, reason, message string) {
+	writeStatus(w, code, status, message, errorInfo{Type: "ErrorInfo", Reason: reason, Domain: errorDomain, Metadata: &map[string]any{}})
+}
+
+func writeStatus(w http.ResponseWriter, code int, status, message string, details ...errorInfo) {
 	var b statusBody
-	b.Error.Status, b.Error.Code, b.Error.Message = status, code, message
-	b.Error.Details = []errorInfo{}
-	if reason != "" {
-		b.Error.Details = append(b.Error.Details, errorInfo{Type: "ErrorInfo", Reason: reason, Domain: errorDomain, Metadata: map[string]any{}})
-	}
+	b.Error.Status, b.Error.Code, b.Error.Message, b.Error.Details = status, code, message, details
 	writeJSON(w, code, b)
+}
+
+// writeInternalError answers 500 as the daemon does for an internal
+// error: a fixed message, reason INTERNAL_ERROR in the global domain,
+// and a DebugInfo, whose detail (a trace id there) says here what went
+// wrong.
+func writeInternalError(w http.ResponseWriter, detail string) {
+	writeStatus(w, http.StatusInternalServerError, "INTERNAL", "an internal error has occurred, please report it",
+		errorInfo{Type: "ErrorInfo", Reason: "INTERNAL_ERROR", Domain: globalDomain, Metadata: &map[string]any{}},
+		errorInfo{Type: "DebugInfo", StackEntries: &[]string{}, Detail: "localwalrus: " + detail})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -329,9 +346,7 @@ func writeTooLarge(w http.ResponseWriter) {
 	writeText(w, http.StatusRequestEntityTooLarge, "Failed to buffer the request body: length limit exceeded")
 }
 
-func writeInternal(w http.ResponseWriter, err error) {
-	writeAPIError(w, http.StatusInternalServerError, "INTERNAL", "", "an internal error occurred: "+err.Error())
-}
+func writeInternal(w http.ResponseWriter, err error) { writeInternalError(w, err.Error()) }
 
 // Store responses, camelCase and in the daemon's field order.
 type storageJSON struct {
@@ -427,6 +442,9 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 	id := h.Sum()
 	blobID := encodeBlobID(id)
 	st.info.BlobID = blobID
+	if networkFault(w, st, blobID, nil) {
+		return
+	}
 	now := s.Epoch()
 	out, err := s.store.commit(f.Name(), id, blobID, n, now, q.putParams)
 	if err != nil {
@@ -435,6 +453,36 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.writeStored(w, st, storeAnswer(out, blobID, n, q.epochs, encoded, price))
+}
+
+// networkFault answers a store of blobID (a quilt's when quilt is set:
+// the answer's wrapper) as the publisher does when the request's fault is
+// the network's (FaultMarkedInvalid, FaultStoreFailed), and reports
+// whether it did.
+func networkFault(w http.ResponseWriter, st *reqState, blobID string, quilt func(result any) any) bool {
+	var result any
+	switch st.fault.Kind {
+	case FaultMarkedInvalid:
+		if quilt == nil {
+			writeInternalError(w, "the blob was marked invalid, which is likely a system error, please report it")
+			st.info.Fault = FaultMarkedInvalid
+			return true
+		}
+		result = map[string]any{"markedInvalid": map[string]any{
+			"blobId": blobID, "event": eventJSON{TxDigest: randomDigest(), EventSeq: "0"}}}
+	case FaultStoreFailed:
+		result = map[string]any{"error": map[string]any{
+			"blobId": blobID, "failurePhase": "with_certify_and_extend_result",
+			"errorMsg": "could not certify the blob (injected fault)"}}
+	default:
+		return false
+	}
+	st.info.Fault = st.fault.Kind
+	if quilt != nil {
+		result = quilt(result)
+	}
+	writeJSON(w, http.StatusOK, result)
+	return true
 }
 
 // storeQuery parses a store's query (a blob's or a quilt's), or answers
@@ -612,7 +660,8 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
 		start, length, status = rng.first, rng.last-rng.first+1, http.StatusPartialContent
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, m.Size))
 	}
-	s.sendBody(w, r, st, f, blobID, start, length, status)
+	readHeaders(w.Header(), r, blobID)
+	s.sendBody(w, r, st, f, start, length, status)
 }
 
 // openBlob opens a blob readable now, or answers the request with 404
@@ -640,15 +689,27 @@ func (s *Server) openBlob(w http.ResponseWriter, id [32]byte) (*blobMeta, *os.Fi
 	return m, f, true
 }
 
-// sendBody answers a read with length bytes of f from start (a blob, a
-// range of it, or a quilt patch), as the request's fault has it: whole,
-// cut off, or under a lying Content-Length.
-func (s *Server) sendBody(w http.ResponseWriter, r *http.Request, st *reqState, f *os.File, etag string, start, length int64, status int) {
-	h := w.Header()
+// readHeaders sets the headers the daemon gives every read: no sniffing,
+// a day's caching, the ETag (the blob id; a quilt's id for its patches),
+// and a Content-Type only where the request asks for one: an Accept
+// without wildcards, else a GET's own Content-Type, else none (not even
+// one net/http would sniff).
+func readHeaders(h http.Header, r *http.Request, etag string) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "public, max-age=86400, stale-while-revalidate=3600")
 	h.Set("ETag", etag)
-	h.Set("Content-Type", contentType(r))
+	if ct := contentType(r); ct != "" {
+		h.Set("Content-Type", ct)
+	} else {
+		h["Content-Type"] = nil
+	}
+}
+
+// sendBody answers a read with length bytes of f from start (a blob, a
+// range of it, or a quilt patch), as the request's fault has it: whole,
+// cut off, or under a lying Content-Length.
+func (s *Server) sendBody(w http.ResponseWriter, r *http.Request, st *reqState, f *os.File, start, length int64, status int) {
+	h := w.Header()
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	if _, err := f.Seek(start, io.SeekStart); err != nil {
 		writeInternal(w, err)
@@ -679,7 +740,7 @@ func (s *Server) sendBody(w http.ResponseWriter, r *http.Request, st *reqState, 
 }
 
 // contentType mirrors the request as the daemon does: an Accept without
-// wildcards, else a GET's Content-Type, else application/octet-stream.
+// wildcards, else a GET's Content-Type, else nothing.
 func contentType(r *http.Request) string {
 	if a := r.Header.Get("Accept"); a != "" && !strings.Contains(a, "*") {
 		return a
@@ -687,7 +748,7 @@ func contentType(r *http.Request) string {
 	if ct := r.Header.Get("Content-Type"); ct != "" && r.Method == http.MethodGet {
 		return ct
 	}
-	return "application/octet-stream"
+	return ""
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {

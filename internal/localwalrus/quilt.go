@@ -1,7 +1,6 @@
 package localwalrus
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -228,10 +227,12 @@ type quiltMetadata struct {
 	Tags       map[string]string `json:"tags"`
 }
 
-// storedQuiltBlob is one entry of a quilt store's answer.
+// storedQuiltBlob is one entry of a quilt store's answer. Range is the
+// patch's columns [first, end), as the daemon reports its sliver range.
 type storedQuiltBlob struct {
-	Identifier   string `json:"identifier"`
-	QuiltPatchID string `json:"quiltPatchId"`
+	Identifier   string   `json:"identifier"`
+	QuiltPatchID string   `json:"quiltPatchId"`
+	Range        [2]int64 `json:"range"`
 }
 
 // quiltPatchJSON is one entry of the list of a quilt's patches.
@@ -326,6 +327,11 @@ func (s *Server) putQuilt(w http.ResponseWriter, r *http.Request) {
 	id := h.Sum()
 	quiltID := encodeBlobID(id)
 	st.info.BlobID = quiltID
+	if networkFault(w, st, quiltID, func(result any) any {
+		return map[string]any{"blobStoreResult": result, "storedQuiltBlobs": []storedQuiltBlob{}}
+	}) {
+		return
+	}
 	out, err := s.store.commit(f.Name(), id, quiltID, l.size(), s.Epoch(), q.putParams)
 	if err != nil {
 		writeInternal(w, err)
@@ -333,7 +339,7 @@ func (s *Server) putQuilt(w http.ResponseWriter, r *http.Request) {
 	}
 	stored := make([]storedQuiltBlob, len(ps))
 	for i, p := range ps {
-		stored[i] = storedQuiltBlob{Identifier: p.identifier, QuiltPatchID: encodePatchID(id, p.start, p.end)}
+		stored[i] = storedQuiltBlob{Identifier: p.identifier, QuiltPatchID: encodePatchID(id, p.start, p.end), Range: [2]int64{int64(p.start), int64(p.end)}}
 	}
 	s.writeStored(w, st, map[string]any{
 		"blobStoreResult":  storeAnswer(out, quiltID, l.size(), q.epochs, encoded, price),
@@ -562,17 +568,28 @@ func (s *Server) getPatchByIdentifier(w http.ResponseWriter, r *http.Request) {
 	s.sendPatch(w, r, st, f, quilt, ps[i])
 }
 
-// sendPatch answers with a patch's bytes and its headers: its identifier,
-// its patch id as ETag, and each tag that is a valid header.
+// patchTagHeaders are the tags a patch answer carries as headers: the
+// aggregator's default allowed headers (its --allowed-headers; tags
+// beyond them need --allow-quilt-patch-tags-in-response).
+var patchTagHeaders = []string{"Content-Type", "Authorization", "Content-Disposition", "Content-Encoding",
+	"Content-Language", "Content-Location", "Link"}
+
+// sendPatch answers with a patch's bytes and the daemon's headers: those
+// of every read with the quilt's id as ETag, then each allowed tag that
+// no header has taken yet, then the patch's identifier.
 func (s *Server) sendPatch(w http.ResponseWriter, r *http.Request, st *reqState, f *os.File, quilt [32]byte, p *quiltPatch) {
 	h := w.Header()
+	readHeaders(h, r, encodeBlobID(quilt))
 	for k, v := range p.tags {
-		if validHeaderName(k) && validHeaderValue(v) {
-			h.Set(k, v)
+		name := http.CanonicalHeaderKey(k)
+		if slices.Contains(patchTagHeaders, name) && len(h.Values(name)) == 0 && validHeaderValue(v) {
+			h.Set(name, v)
 		}
 	}
-	h.Set("X-Quilt-Patch-Identifier", p.identifier)
-	s.sendBody(w, r, st, f, encodePatchID(quilt, p.start, p.end), p.off, p.size, http.StatusOK)
+	if validHeaderValue(p.identifier) {
+		h.Set("X-Quilt-Patch-Identifier", p.identifier)
+	}
+	s.sendBody(w, r, st, f, p.off, p.size, http.StatusOK)
 }
 
 // listPatches lists a quilt's patches.
@@ -591,26 +608,6 @@ func (s *Server) listPatches(w http.ResponseWriter, r *http.Request) {
 		out[i] = quiltPatchJSON{Identifier: p.identifier, PatchID: encodePatchID(quilt, p.start, p.end), Tags: tags}
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// validHeaderName accepts an RFC 9110 token that is not one of the
-// answer's own headers.
-func validHeaderName(k string) bool {
-	if k == "" || len(k) > 256 {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c >= 0x80 || c <= ' ' || bytes.IndexByte([]byte(`"(),/:;<=>?@[\]{}`), c) >= 0 || c == 0x7f {
-			return false
-		}
-	}
-	switch http.CanonicalHeaderKey(k) {
-	case "Content-Length", "Content-Type", "Etag", "Cache-Control", "X-Content-Type-Options", "X-Quilt-Patch-Identifier",
-		"Transfer-Encoding", "Connection", "Content-Range", "Set-Cookie", "Location":
-		return false
-	}
-	return true
 }
 
 func validHeaderValue(v string) bool {
