@@ -255,8 +255,11 @@ async function fetchPatch(ctx, id) {
   const url = `${ctx.aggregator}/v1/blobs/by-quilt-patch-id/${id}`;
   const res = await get(url, {}, `patch ${id}`);
   if (res.status !== 200) { await res.body?.cancel(); io(`read patch ${id}: HTTP ${res.status}`); }
+  // The ETag names the patch or its quilt (the aggregator sends the
+  // quilt's id), bare or quoted.
   const etag = res.headers.get('etag');
-  if (etag && etag.replace(/"/g, '') !== id) { await res.body?.cancel(); verify(`patch ${id}: answered as ${JSON.stringify(etag)}`); }
+  const quilt = Buffer.from(id, 'base64url').subarray(0, 32).toString('base64url');
+  if (etag && ![id, quilt].includes(etag.replace(/^"|"$/g, ''))) { await res.body?.cancel(); verify(`patch ${id}: answered as ${JSON.stringify(etag)}`); }
   const parts = [];
   let n = 0;
   for await (const part of res.body) {
