@@ -107,6 +107,7 @@ var placement = map[string]layer{
 	"internal/pointertest": testLayer,
 	"internal/smallfstest": testLayer,
 	"internal/nodetest":    testLayer,
+	"internal/walrustest":  testLayer,
 
 	"internal/arch": checkLayer,
 	"configs":       checkLayer,
