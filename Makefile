@@ -34,9 +34,9 @@ build-devnet:
 # internal/devchain/contracts/package-lock.json; solc compiles the
 # project's own resolver contracts there), the official Seal SDK for the
 # interop tests (npm ci from internal/seal/testdata/sdk/package-lock.json),
-# and the age CLI and
-# python3 (with sqlite3) the interop and live-SQLite tests drive (Debian
-# packages, installed only if missing).
+# and the programs the tests drive — the age CLI, python3 (with sqlite3),
+# GNU time, and the sqlite3 CLI and curl the documentation's commands use
+# (Debian packages, installed only if missing).
 deps: devnet-deps
 	scripts/fetch-ens-tools.sh
 	scripts/fetch-seal-sdk.sh

@@ -215,7 +215,7 @@ func TestChainRestoredOlder(t *testing.T) {
 // pointer is not known to be what the chain holds: once no read-back
 // succeeded for longer than check_interval, status, /v1/status and
 // /readyz say "unverified since" and hermesd_pointer_check_age_seconds
-// grows — readiness stays 200 (README, Health and metrics: the chain's
+// grows — readiness stays 200 (docs/operations.md#series-to-alert-on: the chain's
 // view is a fact with an age to alert on, not this machine failing its
 // job) — and it clears when a read-back succeeds again.
 func TestPointerUnverifiedSince(t *testing.T) {
