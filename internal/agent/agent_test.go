@@ -16,6 +16,7 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // The decisions of Prepare: restore, start fresh, or refuse.
@@ -554,12 +555,12 @@ func TestRunRetriesOnRecovery(t *testing.T) {
 	recovered := make(chan struct{})
 	a.SetRecovered(func() <-chan struct{} { return recovered })
 	r.run(a)
-	eventually(t, "the first sync to fail", a.Failing)
+	wait.For(t, "the first sync to fail", a.Failing)
 	// The backoff is now at least a second; the recovery must not wait
 	// for it.
 	fail.Store(false)
 	close(recovered)
-	eventually(t, "the retry after recovery", func() bool { s := a.Status(); return s.Last != nil && !a.Failing() })
+	wait.For(t, "the retry after recovery", func() bool { s := a.Status(); return s.Last != nil && !a.Failing() })
 	if h, _ := hash.ParseDigest(a.Status().Last.BundleHash); h == (hash.Digest{}) {
 		t.Fatal("no snapshot")
 	}
@@ -588,7 +589,7 @@ func TestRunRetriesStateSave(t *testing.T) {
 		t.Fatalf("first snapshot: %+v %v", res, err)
 	}
 	r.run(a)
-	eventually(t, "Run's first pass", func() bool { return obs.n.Load() > 0 })
+	wait.For(t, "Run's first pass", func() bool { return obs.n.Load() > 0 })
 
 	sf := filepath.Join(r.state, "agents", "alpha", "state.json")
 	os.Remove(sf)
@@ -602,7 +603,7 @@ func TestRunRetriesStateSave(t *testing.T) {
 		t.Fatal("the failed save left the state clean")
 	}
 	os.RemoveAll(sf)
-	eventually(t, "Run to save the state", func() bool { return !a.Dirty() })
+	wait.For(t, "Run to save the state", func() bool { return !a.Dirty() })
 	st, err := state.LoadAgent(filepath.Dir(sf))
 	if err != nil || st.Published != res.Snapshot.BlobID || st.Pending != nil {
 		t.Fatalf("saved state %+v %v", st, err)

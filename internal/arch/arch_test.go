@@ -114,6 +114,7 @@ var placement = map[string]layer{
 	"internal/nodetest":    testLayer,
 	"internal/pointertest": testLayer,
 	"internal/smallfstest": testLayer,
+	"internal/wait":        testLayer,
 
 	"internal/arch": checkLayer,
 	"configs":       checkLayer,

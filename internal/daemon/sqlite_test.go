@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // sqliteDuration is how long each writer runs at least. The default keeps
@@ -118,7 +119,7 @@ func TestLiveSQLiteBrain(t *testing.T) {
 				defer mu.Unlock()
 				return len(snaps)
 			}
-			eventuallyWithin(t, *sqliteDuration+snapshotsWithin, fmt.Sprintf("%d snapshots of the live database", minSnapshots), func() bool {
+			wait.Within(t, *sqliteDuration+snapshotsWithin, fmt.Sprintf("%d snapshots of the live database", minSnapshots), func() bool {
 				return taken() >= minSnapshots && time.Since(started) >= *sqliteDuration
 			})
 			if err := stopWriter.Close(); err != nil {
