@@ -72,6 +72,7 @@ var placement = map[string]layer{
 	"internal/backoff":    leafLayer,
 	"internal/cipher":     leafLayer,
 	"internal/diskspace":  leafLayer,
+	"internal/exitcode":   leafLayer,
 	"internal/fsys":       leafLayer,
 	"internal/hash":       leafLayer,
 	"internal/redact":     leafLayer,
