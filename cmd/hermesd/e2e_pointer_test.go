@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of the ENS pointer's life (issue 11) with the real
+// End-to-end tests of the ENS pointer's life with the real
 // binary: holds seen and resolved through the CLI, the daemon with the
 // chain down, the shutdown flush of many agents on a frozen chain, and the
 // devnet process killed with SIGKILL again and again.

@@ -1,6 +1,6 @@
 package main
 
-// The attacks of issue 10 against the real hermesd binary on a devnet:
+// Attacks against the real hermesd binary on a devnet:
 // forged receipts and junk posted to the daemon, an aggregator that
 // streams without end during a restore, a sparse-file bomb published
 // through the agent's own pointer, secrets in endpoint URLs, escape
@@ -494,7 +494,7 @@ const (
 	attackMaxAnswer     = 256 << 10 // an answer to a receipts post
 )
 
-// TestE2EAttackScript is issue 10's attack script against one running
+// TestE2EAttackScript runs the attack script against one running
 // daemon with three agents: alpha gets 20,000 forged receipts and an 8 MiB
 // body of junk lines; victim's pointer names a blob that a hostile
 // aggregator streams without end while the daemon (and `hermesd restore`)

@@ -220,7 +220,7 @@ func TestWipedBrainIsRestored(t *testing.T) {
 		t.Fatalf("wiped: %+v %v (takes %d)", out, err, r.pipe.Takes())
 	}
 	// The restore records the end epoch the upload recorded, in the
-	// lock's lineage and the state (issue 28 item 3: it wrote 0).
+	// lock's lineage and the state (not 0).
 	want := res.Snapshot.EndEpoch
 	if lin := readLockAt(t, r.brain).Lineage(); len(lin) == 0 || lin[0].BlobID != res.Snapshot.BlobID || lin[0].EndEpoch != want || want == 0 {
 		t.Errorf("lineage after the restore %+v, want %s ending with epoch %d", lin, res.Snapshot.BlobID, want)
@@ -613,9 +613,9 @@ func TestRunRetriesStateSave(t *testing.T) {
 	}
 }
 
-// A brain reached through a symbolic link is refused unless allowed: it
-// used to be followed (a copy of /etc/shadow ended up in a blob, and the
-// lock was written into the link's target).
+// A brain reached through a symbolic link is refused unless allowed: a
+// followed link puts what it points at (/etc/shadow, say) in a blob, and
+// writes the lock into the link's target.
 func TestSymlinkedBrainRefused(t *testing.T) {
 	r := newRig(t)
 	target := filepath.Join(t.TempDir(), "elsewhere")
@@ -643,8 +643,8 @@ func TestSymlinkedBrainRefused(t *testing.T) {
 	}
 }
 
-// A brain or seed directory anyone may write to is refused unless allowed
-// (issue 28 item 10): files planted there would enter its snapshots. The
+// A brain or seed directory anyone may write to is refused unless allowed:
+// files planted there would enter its snapshots. The
 // check runs before every sync, so a brain made world-writable under a
 // running daemon stops being snapshotted.
 func TestPublicBrainRefused(t *testing.T) {

@@ -1,6 +1,6 @@
 package daemon
 
-// Daemon-level tests of the ENS pointer's life (issue 11): a rollback is
+// Daemon-level tests of the ENS pointer's life: a rollback is
 // republished, a stale pointer is repaired by the read-back, another
 // writer holds publishing visibly until an operator resolves it, a state
 // save that fails is retried — each also across a restart. They run on the

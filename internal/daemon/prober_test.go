@@ -69,7 +69,7 @@ func TestProberBroadcastsRecovery(t *testing.T) {
 // TestWalrusOutageRecoveryIsProbed: a snapshot whose upload fails while
 // Walrus is down (the server gone: connection refused) is uploaded soon
 // after Walrus comes back, not at the end of the Walrus retry's backoff
-// (issue 28 item 7: after a 120 s outage the backoff had grown to 50 s).
+// (after a 120 s outage the backoff alone would wait up to 50 s).
 // The retry backs off for at least walrus.retry_wait_min = 20 s; the
 // prober, which probes every probeInterval while a Walrus request is being
 // retried, ends that wait when Walrus answers: the upload comes within a

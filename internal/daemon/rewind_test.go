@@ -90,12 +90,11 @@ func copyDir(t *testing.T, from, to string) {
 // older copy of its chain — without an outage the daemon could notice —
 // whose record names an older snapshot of the agent and whose signer is
 // two nonces behind. With the defaults check_interval 5m and tx_timeout
-// 5m, the rewound head is seen by the head watch (issue 28 item 5: the
-// pointer stayed stale until the next read-back, readiness green), the
-// rollback is repaired, and the repair is mined within seconds of the
-// rollback being seen: the nonce is read from the chain again rather than
-// sent from the counter, whose transaction would wait out tx_timeout
-// (item 4).
+// 5m, the rewound head is seen by the head watch (not only at the next
+// read-back, with readiness green meanwhile), the rollback is repaired,
+// and the repair is mined within seconds of the rollback being seen: the
+// nonce is read from the chain again rather than sent from the counter,
+// whose transaction would wait out tx_timeout.
 func TestChainRestoredOlder(t *testing.T) {
 	t.Parallel()
 	chainDir := filepath.Join(t.TempDir(), "chain")

@@ -19,7 +19,7 @@ import (
 )
 
 // sqliteDuration is how long each writer runs at least. The default keeps
-// CI quick; the acceptance run of issue 12 uses -sqlite.duration=2m.
+// CI quick; a soak run uses -sqlite.duration=2m or more.
 var sqliteDuration = flag.Duration("sqlite.duration", 10*time.Second, "how long the SQLite writer of TestLiveSQLiteBrain runs at least per journal mode")
 
 // The writer runs until the daemon has taken minSnapshots snapshots of

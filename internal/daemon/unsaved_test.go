@@ -18,7 +18,7 @@ import (
 // change to a brain holding a SQLite database (whose consistent copy goes
 // to the spool before the brain is hashed) is reported unsaved — in
 // /v1/status and hermesd_unsaved_change_age_seconds, not only lastError
-// (issue 28 item 6) — and saved once the spool is back. A regular file
+// — and saved once the spool is back. A regular file
 // where the spool directory should be makes it unwritable for root too.
 func TestUnwritableSpoolIsUnsaved(t *testing.T) {
 	t.Parallel()
