@@ -6,11 +6,11 @@
 # .bench/data), and measures, in one run, hermesd against baselines taken in
 # the same run (absolute numbers differ between machines, ratios less so):
 #
-#   issue 7  `hermesd hash` vs `openssl dgst -sha256` (big, many), CPU use on
+#   hash     `hermesd hash` vs `openssl dgst -sha256` (big, many), CPU use on
 #            many, incremental re-hash after one edit, v2 encrypt+decrypt RSS
-#   issue 2  walrus client upload/download of a big blob against
+#   walrus   walrus client upload/download of a big blob against
 #            `hermesd walrus serve` in a separate process: RSS, MB/s
-#   issue 5  snapshot/restore (hash + Snapshotter.Take / Restorer.Restore)
+#   snapshot snapshot/restore (hash + Snapshotter.Take / Restorer.Restore)
 #            vs `restic backup` / `restic restore`, second snapshot after one
 #            edit, change-to-pointer latency on the devnet
 #   gas      gas of a pointer update for a record on L1 and on an L2 (alone and
@@ -29,7 +29,7 @@
 #            agents (~5 MiB brains, a real SQLite memory.db written through
 #            python3's sqlite3, changed ~4 KiB a minute in compressed time):
 #            encoded GB-months, WAL and USD, Sui transactions, ENS gas, for
-#            hermesd as configured, with quilts off (before issue 26), and
+#            hermesd as configured, with quilts off (the old defaults), and
 #            the reference runtime's way, from the daemon's own ledgers
 #            against the local Walrus server and the devnet
 #            (scripts/benchtool/cost; about 12 minutes)
@@ -198,7 +198,7 @@ EDIT_MANY=skills/g00/d000/f00000.md # the "one edit" on many (path known)
 EDIT_BIG=skills/skill-000.md
 MANY_COUNT=$(find "$MANY" -type f | wc -l)
 
-# --- issue 7: hash -------------------------------------------------------------
+# --- hash -------------------------------------------------------------
 # openssl: `find -print0 | xargs -0 openssl dgst -sha256` over the same files,
 # relative paths and -s 2000000 so one openssl process takes all of them (its
 # ~6 ms start-up is paid once, not per 2,500-file batch); "openssl2" splits the
@@ -208,7 +208,7 @@ MANY_COUNT=$(find "$MANY" -type f | wc -l)
 # drift hits every tool alike; every file is read once first (page cache).
 ossl() { printf 'cd %q && find . -type f -print0 | xargs -0 %s openssl dgst -sha256 >/dev/null' "$1" "$2"; }
 if want hash; then
-	say "issue 7: hermesd hash vs openssl dgst -sha256 (median of $N, page cache warm)"
+	say "hash: hermesd hash vs openssl dgst -sha256 (median of $N, page cache warm)"
 	"$BT" warm "$BIG" "$MANY"
 	for ((i = 1; i <= N; i++)); do
 		mq -key hash.big.openssl -n 1 -- sh -c "$(ossl "$BIG" "-s 2000000")"
@@ -224,7 +224,7 @@ if want hash; then
 fi
 
 if want inc; then
-	say "issue 7: incremental re-hash after one edit (hash.Cache.Update, path known; 20 edits)"
+	say "hash: incremental re-hash after one edit (hash.Cache.Update, path known; 20 edits)"
 	profargs hashinc.many
 	mq -key hashinc.many -n 1 -- "$BT" hashinc -dir "$MANY" -file "$EDIT_MANY" -n 20 "${PA[@]}"
 	profargs hashinc.big
@@ -232,7 +232,7 @@ if want inc; then
 fi
 
 if want cipher; then
-	say "issue 7: v2 encrypt + decrypt of $((BIG_SIZE >> 20)) MiB (peak RSS), openssl speed baseline"
+	say "hash: v2 encrypt + decrypt of $((BIG_SIZE >> 20)) MiB (peak RSS), openssl speed baseline"
 	profargs cipher.v2
 	mq -key cipher.v2 -n "$NP" -- "$BT" cipher -size "$BIG_SIZE" -file "$WORK/spool/cipher.bin" "${PA[@]}"
 	mq -key ossl.aes256gcm -n 1 -- "$BT" osslspeed -bytes 1048576 -seconds 2
@@ -249,9 +249,9 @@ start_server() { # $1 = blob directory
 	URL=http://127.0.0.1:$port
 }
 
-# --- issue 2: walrus client ------------------------------------------------------
+# --- walrus client ------------------------------------------------------
 if want walrus; then
-	say "issue 2: walrus client, $((BIG_SIZE >> 20)) MiB blob (memory.db of big) against hermesd walrus serve"
+	say "walrus: walrus client, $((BIG_SIZE >> 20)) MiB blob (memory.db of big) against hermesd walrus serve"
 	start_server "$WORK/walrus-client"
 	"$BT" warm "$BIG/memory.db"
 	for ((i = 1; i <= NP; i++)); do
@@ -262,7 +262,7 @@ if want walrus; then
 	rm -rf "$WORK/walrus-client"
 fi
 
-# --- issue 5: snapshot / restore vs restic ------------------------------------------
+# --- snapshot / restore vs restic ------------------------------------------
 if want snap || want second || want v3; then
 	"$HERMESD" keygen -o "$WORK/snapshot.key" >/dev/null
 fi
@@ -276,7 +276,7 @@ snap() { # $1 = key, $2 = dataset dir, $3 = id file, rest = extra flags
 if want snap; then
 	for ds in big many; do
 		dir=$DATA/$ds
-		say "issue 5: snapshot + restore of $ds: hermesd vs restic $(restic version | cut -d' ' -f2) (each median of $NP; hermesd against hermesd walrus serve in a separate process)"
+		say "snapshot: snapshot + restore of $ds: hermesd vs restic $(restic version | cut -d' ' -f2) (each median of $NP; hermesd against hermesd walrus serve in a separate process)"
 		start_server "$WORK/walrus-$ds"
 		"$BT" warm "$dir"
 		for ((i = 1; i <= NP; i++)); do
@@ -300,7 +300,7 @@ if want snap; then
 fi
 
 if want second; then
-	say "issue 5: second snapshot of many after one small edit ($EDIT_MANY): hermesd vs restic"
+	say "snapshot: second snapshot of many after one small edit ($EDIT_MANY): hermesd vs restic"
 	start_server "$WORK/walrus-second"
 	"$BT" warm "$MANY"
 	snap second.many.hermesd "$MANY" "$WORK/second.id" -second "$EDIT_MANY" -second-n "$NP"
@@ -384,7 +384,7 @@ if want v3; then
 fi
 
 if want latency; then
-	say "issue 5: change-to-pointer latency on the devnet (in process: chain + local walrus + daemon; quiet 200ms)"
+	say "snapshot: change-to-pointer latency on the devnet (in process: chain + local walrus + daemon; quiet 200ms)"
 	m -key latency.devnet -n 1 -- "$BIN/benchtool-latency" -dir "$WORK/devnet" -n 10 -quiet 200ms
 fi
 

@@ -452,21 +452,6 @@ func (p *hermesdProc) mustWaitUpload(h string, limit time.Duration) {
 	}
 }
 
-// poll calls cond every few milliseconds until it holds; it fails the test
-// after limit, reporting what.
-func poll(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		<-tick.C
-	}
-}
-
 // status asks the running daemon for its status (GET /v1/status).
 // restorer is the restore pipeline of agent id, built from the devnet's
 // configuration alone (its own clients, a scratch spool).

@@ -221,7 +221,7 @@ func TestE2ESeal(t *testing.T) {
 				t.Fatalf("restored brain differs: %v (%s)", d, stdout)
 			}
 			// The end epoch the upload recorded is recorded again, and
-			// said (issue 28 item 3: an in-place restore wrote 0).
+			// said, by an in-place restore too (never 0).
 			lin := readLock(t, brain).Lineage()
 			if len(lin) == 0 || lin[0].EndEpoch == 0 || !strings.Contains(stdout, fmt.Sprintf(", end epoch %d)", lin[0].EndEpoch)) {
 				t.Errorf("restore said %q; the lock's lineage records %+v", stdout, lin)

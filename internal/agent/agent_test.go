@@ -16,6 +16,7 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // The decisions of Prepare: restore, start fresh, or refuse.
@@ -219,7 +220,7 @@ func TestWipedBrainIsRestored(t *testing.T) {
 		t.Fatalf("wiped: %+v %v (takes %d)", out, err, r.pipe.Takes())
 	}
 	// The restore records the end epoch the upload recorded, in the
-	// lock's lineage and the state (issue 28 item 3: it wrote 0).
+	// lock's lineage and the state (not 0).
 	want := res.Snapshot.EndEpoch
 	if lin := readLockAt(t, r.brain).Lineage(); len(lin) == 0 || lin[0].BlobID != res.Snapshot.BlobID || lin[0].EndEpoch != want || want == 0 {
 		t.Errorf("lineage after the restore %+v, want %s ending with epoch %d", lin, res.Snapshot.BlobID, want)
@@ -554,12 +555,12 @@ func TestRunRetriesOnRecovery(t *testing.T) {
 	recovered := make(chan struct{})
 	a.SetRecovered(func() <-chan struct{} { return recovered })
 	r.run(a)
-	eventually(t, "the first sync to fail", a.Failing)
+	wait.For(t, "the first sync to fail", a.Failing)
 	// The backoff is now at least a second; the recovery must not wait
 	// for it.
 	fail.Store(false)
 	close(recovered)
-	eventually(t, "the retry after recovery", func() bool { s := a.Status(); return s.Last != nil && !a.Failing() })
+	wait.For(t, "the retry after recovery", func() bool { s := a.Status(); return s.Last != nil && !a.Failing() })
 	if h, _ := hash.ParseDigest(a.Status().Last.BundleHash); h == (hash.Digest{}) {
 		t.Fatal("no snapshot")
 	}
@@ -588,7 +589,7 @@ func TestRunRetriesStateSave(t *testing.T) {
 		t.Fatalf("first snapshot: %+v %v", res, err)
 	}
 	r.run(a)
-	eventually(t, "Run's first pass", func() bool { return obs.n.Load() > 0 })
+	wait.For(t, "Run's first pass", func() bool { return obs.n.Load() > 0 })
 
 	sf := filepath.Join(r.state, "agents", "alpha", "state.json")
 	os.Remove(sf)
@@ -602,7 +603,7 @@ func TestRunRetriesStateSave(t *testing.T) {
 		t.Fatal("the failed save left the state clean")
 	}
 	os.RemoveAll(sf)
-	eventually(t, "Run to save the state", func() bool { return !a.Dirty() })
+	wait.For(t, "Run to save the state", func() bool { return !a.Dirty() })
 	st, err := state.LoadAgent(filepath.Dir(sf))
 	if err != nil || st.Published != res.Snapshot.BlobID || st.Pending != nil {
 		t.Fatalf("saved state %+v %v", st, err)
@@ -612,9 +613,9 @@ func TestRunRetriesStateSave(t *testing.T) {
 	}
 }
 
-// A brain reached through a symbolic link is refused unless allowed: it
-// used to be followed (a copy of /etc/shadow ended up in a blob, and the
-// lock was written into the link's target).
+// A brain reached through a symbolic link is refused unless allowed: a
+// followed link puts what it points at (/etc/shadow, say) in a blob, and
+// writes the lock into the link's target.
 func TestSymlinkedBrainRefused(t *testing.T) {
 	r := newRig(t)
 	target := filepath.Join(t.TempDir(), "elsewhere")
@@ -642,8 +643,8 @@ func TestSymlinkedBrainRefused(t *testing.T) {
 	}
 }
 
-// A brain or seed directory anyone may write to is refused unless allowed
-// (issue 28 item 10): files planted there would enter its snapshots. The
+// A brain or seed directory anyone may write to is refused unless allowed:
+// files planted there would enter its snapshots. The
 // check runs before every sync, so a brain made world-writable under a
 // running daemon stops being snapshotted.
 func TestPublicBrainRefused(t *testing.T) {

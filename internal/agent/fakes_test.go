@@ -376,16 +376,3 @@ func (w *fakeWatcher) Take() (watch.Batch, bool) {
 	w.batch, w.has = watch.Batch{}, false
 	return b, ok
 }
-
-// eventually polls cond (a condition, not a wall-clock window) until it
-// holds or 60 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}

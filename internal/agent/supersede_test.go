@@ -7,6 +7,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/watch"
 )
 
@@ -45,7 +46,7 @@ func TestSupersededSnapshotGivesWay(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
-	eventually(t, "the first snapshot to wait", func() bool { return r.pipe.Takes() == 1 })
+	wait.For(t, "the first snapshot to wait", func() bool { return r.pipe.Takes() == 1 })
 	r.write("notes.md", "written while the first snapshot waited\n")
 	w.mu.Lock()
 	w.batch, w.has = watch.Batch{Paths: []string{"notes.md"}}, true
@@ -56,7 +57,7 @@ func TestSupersededSnapshotGivesWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the newer state's snapshot", func() bool {
+	wait.For(t, "the newer state's snapshot", func() bool {
 		s := a.Status()
 		return s.Last != nil && s.Last.BundleHash == want.Digest.String()
 	})

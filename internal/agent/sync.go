@@ -61,7 +61,7 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool, newer <-c
 		// spool directory unwritable, a SQLite copy, the hash, the
 		// upload), the brain is not known to be saved: it counts as
 		// unsaved from when this sync began, not only once a changed
-		// hash was seen (issue 28 item 6).
+		// hash was seen.
 		a.mu.Lock()
 		if a.unsavedSince.IsZero() {
 			a.unsavedSince = start

@@ -19,9 +19,9 @@ type Owners interface {
 }
 
 // Handover is what a buyer's configuration says about an agent handed
-// over (issue 15): the seller's head to restore and its bundle hash. The
-// handover file is only the seller's claim; the chain decides (see
-// checkHandover).
+// over (internal/handover): the seller's head to restore and its bundle
+// hash. The handover file is only the seller's claim; the chain decides
+// (see checkHandover).
 type Handover struct {
 	Head       string
 	BundleHash hash.Digest

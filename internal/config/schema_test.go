@@ -9,8 +9,8 @@ import (
 
 // TestErrorsNameThePlace: a configuration error names the YAML path and
 // the line, says what is wrong in words (never a Go type), suggests the
-// key that was meant, and is one line (issue 28 item 3: a literal \u000a
-// and "field shutdown_timout not found in type config.Config").
+// key that was meant, and is one line (never a literal \u000a, nor
+// "field shutdown_timout not found in type config.Config").
 func TestErrorsNameThePlace(t *testing.T) {
 	agents := "agents:\n  - id: a\n    brain_dir: /srv/a\n  - id: b\n"
 	for _, tc := range []struct{ name, body, want string }{

@@ -13,6 +13,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // TestPointerRollbackThroughGateway: every read of the pointer resolves the
@@ -59,7 +60,7 @@ func TestPointerRollbackThroughGateway(t *testing.T) {
 	}
 
 	a, _ := d.Agent("alpha")
-	eventually(t, "the read-back to take the gateway's value for a rollback", func() bool {
+	wait.For(t, "the read-back to take the gateway's value for a rollback", func() bool {
 		p, ok := a.Pending()
 		return checks(d, "alpha", "rollback") >= 1 && ok && p.Value == second && p.Expected == first
 	})
@@ -82,7 +83,7 @@ func TestPointerRollbackThroughGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the pending pointer to settle", func() bool {
+	wait.For(t, "the pending pointer to settle", func() bool {
 		s := a.Status()
 		return s.Pending == nil && s.Published == second && readPointer(t, w, name) == second
 	})

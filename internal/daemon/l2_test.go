@@ -16,6 +16,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // The daemon with an agent whose record lives on the devnet's L2
@@ -103,7 +104,7 @@ func TestL2PointerLagging(t *testing.T) {
 	writeFile(t, w.brain("scout")+"/notes/1.md", "one\n", 0o644)
 	a, _ := d.Agent("scout")
 	var second string
-	eventually(t, "the new pointer to be written on the L2 and not visible from L1", func() bool {
+	wait.For(t, "the new pointer to be written on the L2 and not visible from L1", func() bool {
 		s := a.Status()
 		if s.Pending == nil || s.Pending.Written == nil || s.Pending.Written.Value != s.Pending.Value {
 			return false
@@ -131,7 +132,7 @@ func TestL2PointerLagging(t *testing.T) {
 	}
 
 	w.dn.L2.Records.SetLag(0)
-	eventually(t, "the pointer to be visible from L1 and published", func() bool {
+	wait.For(t, "the pointer to be visible from L1 and published", func() bool {
 		s := a.Status()
 		return s.Pending == nil && s.Published == second && s.PointerNote == ""
 	})
@@ -188,7 +189,7 @@ func TestL2PointerNotVisiblePastTimeout(t *testing.T) {
 		tc.fault(true)
 		writeFile(t, w.brain("scout")+"/notes/"+strings.ReplaceAll(tc.name, " ", "-")+".md", tc.name+"\n", 0o644)
 		var second string
-		eventually(t, tc.name+": the error past the timeout", func() bool {
+		wait.For(t, tc.name+": the error past the timeout", func() bool {
 			s := a.Status()
 			if s.Pending == nil {
 				return false
@@ -204,7 +205,7 @@ func TestL2PointerNotVisiblePastTimeout(t *testing.T) {
 			t.Fatalf("%s: readyz %d %+v", tc.name, code, r)
 		}
 		tc.fault(false)
-		eventually(t, tc.name+": published once the gateway shows it", func() bool {
+		wait.For(t, tc.name+": published once the gateway shows it", func() bool {
 			s := a.Status()
 			return s.Pending == nil && s.Published == second
 		})
@@ -233,7 +234,7 @@ func TestL2ForeignWriterHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := d.Agent("scout")
-	eventually(t, "the foreign value to hold publishing", func() bool {
+	wait.For(t, "the foreign value to hold publishing", func() bool {
 		h := a.Hold()
 		return h != nil && h.Value == foreign
 	})

@@ -134,8 +134,8 @@ func TestCompare(t *testing.T) {
 		note  string   // in the notes
 	}{
 		{name: "identical"},
-		// Issue 27: what a restore gives back by policy, or an older
-		// snapshot does not record, is a note.
+		// What a restore gives back by policy, or an older snapshot
+		// does not record, is a note.
 		{name: "a stripped setuid bit", note: "a.md: special bits differ (live 4755, restored 0755): a restore never sets setuid",
 			both: func(t *testing.T, d string) { os.Chmod(filepath.Join(d, "a.md"), 0o755|fs.ModeSetuid) },
 			edit: func(t *testing.T, d string) { os.Chmod(filepath.Join(d, "a.md"), 0o755) }},

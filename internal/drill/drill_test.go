@@ -381,7 +381,7 @@ func TestDrill(t *testing.T) {
 		blob = rep.BlobID
 	})
 
-	// Issue 27 in issue 28's drills: a file under two names, a set-id
+	// File-system fidelity in the drills: a file under two names, a set-id
 	// program, setgid and sticky directories and a 0750 brain directory.
 	// The destructive drill snapshots them (revision 2 trees), restores
 	// them, and puts back what a restore strips (saying so): the brain

@@ -359,7 +359,7 @@ func (b *Batcher) sendLocked(bt *batch) {
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		b.store1(bt, entries)
+		b.storeBatch(bt, entries)
 	}()
 }
 
@@ -413,9 +413,9 @@ func (b *Batcher) leave(e *entry, superseded bool) bool {
 	return true
 }
 
-// store1 stores one batch as a quilt, reads every patch back and
+// storeBatch stores one batch as a quilt, reads every patch back and
 // compares it, and ends every entry.
-func (b *Batcher) store1(bt *batch, entries []*entry) {
+func (b *Batcher) storeBatch(bt *batch, entries []*entry) {
 	start := b.cfg.Now()
 	rep := Batch{Epochs: bt.epochs, Patches: len(entries), Wait: start.Sub(bt.opened)}
 	parts := make([]Part, len(entries))

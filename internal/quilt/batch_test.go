@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/quilt"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walrus"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
@@ -142,18 +143,6 @@ func putAll(t *testing.T, b *quilt.Batcher, n int, size func(i int) int) []quilt
 	return res
 }
 
-// waitFor waits for cond, polling, up to 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestBatchOneQuilt(t *testing.T) {
 	w := newWorld(t, nil)
 	var obs []quilt.Batch
@@ -165,7 +154,7 @@ func TestBatchOneQuilt(t *testing.T) {
 	var res []quilt.Result
 	done := make(chan struct{})
 	go func() { res = putAll(t, b, n, func(i int) int { return 500 + 37*i }); close(done) }()
-	waitFor(t, "all packs to join", func() bool { return b.Pending() == n })
+	wait.For(t, "all packs to join", func() bool { return b.Pending() == n })
 	b.Flush()
 	<-done
 	if got := w.stores.Load(); got != 1 {
@@ -209,7 +198,7 @@ func TestBatchWindowAndLimits(t *testing.T) {
 	b = w.batcher(t, quilt.Config{Window: time.Hour, MaxPatches: 5})
 	done := make(chan []quilt.Result)
 	go func() { done <- putAll(t, b, 12, func(int) int { return 100 }) }()
-	waitFor(t, "two full quilts and two packs waiting", func() bool { return w.stores.Load() == 2 && b.Pending() == 2 })
+	wait.For(t, "two full quilts and two packs waiting", func() bool { return w.stores.Load() == 2 && b.Pending() == 2 })
 	b.Flush()
 	res := <-done
 	counts := map[string]int{}
@@ -230,7 +219,7 @@ func TestBatchWindowAndLimits(t *testing.T) {
 	}
 	go func() { done <- putAll(t, b, 7, func(int) int { return 1000 }) }()
 	// 1,256 bytes of body each: three fill a quilt, the fourth opens the next.
-	waitFor(t, "two full quilts and one pack waiting", func() bool { return w.stores.Load() == 2 && b.Pending() == 1 })
+	wait.For(t, "two full quilts and one pack waiting", func() bool { return w.stores.Load() == 2 && b.Pending() == 1 })
 	b.Flush()
 	<-done
 	if n := w.stores.Load(); n != 3 {
@@ -255,10 +244,10 @@ func TestPaddingBudget(t *testing.T) {
 	b := w.batcher(t, quilt.Config{Window: time.Hour, MaxBody: 64 << 20})
 	done := make(chan []quilt.Result)
 	go func() { done <- putAll(t, b, 600, func(int) int { return 100 }) }()
-	waitFor(t, "600 small packs", func() bool { return b.Pending() == 600 })
+	wait.For(t, "600 small packs", func() bool { return b.Pending() == 600 })
 	bigc := make(chan []quilt.Result)
 	go func() { bigc <- putAll(t, b, 1, func(int) int { return 4 << 20 }) }()
-	waitFor(t, "the small packs' quilt", func() bool { return w.stores.Load() == 1 && b.Pending() == 1 })
+	wait.For(t, "the small packs' quilt", func() bool { return w.stores.Load() == 1 && b.Pending() == 1 })
 	b.Flush()
 	small, large := <-done, <-bigc
 	if small[0].QuiltID == large[0].QuiltID || small[0].Patches != 600 || large[0].Patches != 1 {
@@ -292,10 +281,10 @@ func TestSupersede(t *testing.T) {
 	}
 	// Another agent keeps the batch open.
 	other := put("other", pack(9, 50), nil)
-	waitFor(t, "the first pack", func() bool { return b.Pending() == 1 })
+	wait.For(t, "the first pack", func() bool { return b.Pending() == 1 })
 	newer := make(chan struct{}, 1)
 	first := put("alpha", pack(1, 60), newer)
-	waitFor(t, "alpha's pack", func() bool { return b.Pending() == 2 })
+	wait.For(t, "alpha's pack", func() bool { return b.Pending() == 2 })
 	newer <- struct{}{}
 	if err := <-first; !errors.Is(err, quilt.ErrSuperseded) {
 		t.Fatalf("superseded pack: %v", err)
@@ -304,10 +293,10 @@ func TestSupersede(t *testing.T) {
 	// left, a newer one no longer replaces it.
 	newer2 := make(chan struct{}, 1)
 	second := put("alpha", pack(2, 70), newer2)
-	waitFor(t, "alpha's second pack", func() bool { return b.Pending() == 2 })
+	wait.For(t, "alpha's second pack", func() bool { return b.Pending() == 2 })
 	clock.add(31 * time.Minute)
 	newer2 <- struct{}{}
-	waitFor(t, "the signal to be taken", func() bool { return len(newer2) == 0 })
+	wait.For(t, "the signal to be taken", func() bool { return len(newer2) == 0 })
 	b.Flush()
 	if err := <-second; err != nil {
 		t.Fatalf("second pack: %v", err)
@@ -323,9 +312,9 @@ func TestSupersede(t *testing.T) {
 	clock.add(time.Hour)
 	newer3 := make(chan struct{}, 1)
 	third := put("beta", pack(3, 80), newer3)
-	waitFor(t, "beta's pack", func() bool { return b.Pending() == 1 })
+	wait.For(t, "beta's pack", func() bool { return b.Pending() == 1 })
 	keep := put("gamma", pack(4, 80), nil)
-	waitFor(t, "gamma's pack", func() bool { return b.Pending() == 2 })
+	wait.For(t, "gamma's pack", func() bool { return b.Pending() == 2 })
 	newer3 <- struct{}{}
 	if err := <-third; !errors.Is(err, quilt.ErrSuperseded) {
 		t.Fatalf("beta superseded: %v", err)
@@ -336,9 +325,9 @@ func TestSupersede(t *testing.T) {
 	}
 	newer4 := make(chan struct{}, 1)
 	fourth := put("beta", pack(5, 90), newer4)
-	waitFor(t, "beta's replacement", func() bool { return b.Pending() == 1 })
+	wait.For(t, "beta's replacement", func() bool { return b.Pending() == 1 })
 	newer4 <- struct{}{}
-	waitFor(t, "the signal to be taken", func() bool { return len(newer4) == 0 })
+	wait.For(t, "the signal to be taken", func() bool { return len(newer4) == 0 })
 	b.Flush()
 	if err := <-fourth; err != nil {
 		t.Errorf("a replacement that missed its batch left the next one: %v", err)
@@ -358,7 +347,7 @@ func TestSupersedeAlone(t *testing.T) {
 		req.Newer = newer
 		errc := make(chan error, 1)
 		go func() { _, err := b.Put(t.Context(), req); errc <- err }()
-		waitFor(t, "the pack", func() bool { return b.Pending() == 1 })
+		wait.For(t, "the pack", func() bool { return b.Pending() == 1 })
 		if i < 2 {
 			close(newer)
 			if err := <-errc; !errors.Is(err, quilt.ErrSuperseded) {
@@ -388,7 +377,7 @@ func TestStoreFailsEveryPack(t *testing.T) {
 		req.Charged = func(walruscost.Charge) { charged.Add(1) }
 		go func() { _, err := b.Put(t.Context(), req); errs <- err }()
 	}
-	waitFor(t, "three packs", func() bool { return b.Pending() == 3 })
+	wait.For(t, "three packs", func() bool { return b.Pending() == 3 })
 	b.Flush()
 	for range 3 {
 		if err := <-errs; err == nil || walrus.Attempts(err) != 3 {
@@ -438,7 +427,7 @@ func TestReadBackDiffers(t *testing.T) {
 			res[i], errs[i] = b.Put(t.Context(), request(fmt.Sprint("agent", i), pack(i, 100+i)))
 		}()
 	}
-	waitFor(t, "three packs", func() bool { return b.Pending() == 3 })
+	wait.For(t, "three packs", func() bool { return b.Pending() == 3 })
 	b.Flush()
 	wg.Wait()
 	for i := range 3 {
@@ -464,7 +453,7 @@ func TestCancelAndClose(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { _, err := b.Put(ctx, req); errc <- err }()
-	waitFor(t, "the pack", func() bool { return b.Pending() == 1 })
+	wait.For(t, "the pack", func() bool { return b.Pending() == 1 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) || idle.Load() != 1 || resumed.Load() != 1 {
 		t.Errorf("cancelled: %v, idle %d, resumed %d", err, idle.Load(), resumed.Load())
@@ -473,7 +462,7 @@ func TestCancelAndClose(t *testing.T) {
 		t.Errorf("%d packs still wait", b.Pending())
 	}
 	go func() { _, err := b.Put(t.Context(), request("b", pack(2, 10))); errc <- err }()
-	waitFor(t, "the pack", func() bool { return b.Pending() == 1 })
+	wait.For(t, "the pack", func() bool { return b.Pending() == 1 })
 	b.Close()
 	if err := <-errc; !errors.Is(err, quilt.ErrClosed) {
 		t.Errorf("closed: %v", err)
@@ -509,18 +498,18 @@ func TestChargeShared(t *testing.T) {
 	}
 	// In this order (the order of the quilt's parts, and so of the split).
 	a := put("a", pack(1, 1000), nil)
-	waitFor(t, "a's pack", func() bool { return b.Pending() == 1 })
+	wait.For(t, "a's pack", func() bool { return b.Pending() == 1 })
 	newer := make(chan struct{})
 	gone := put("gone", pack(9, 500), newer)
-	waitFor(t, "gone's pack", func() bool { return b.Pending() == 2 })
+	wait.For(t, "gone's pack", func() bool { return b.Pending() == 2 })
 	close(newer)
 	if err := <-gone; !errors.Is(err, quilt.ErrSuperseded) {
 		t.Fatalf("superseded: %v", err)
 	}
 	bad := put("b", altered, nil)
-	waitFor(t, "b's pack", func() bool { return b.Pending() == 2 })
+	wait.For(t, "b's pack", func() bool { return b.Pending() == 2 })
 	c := put("c", pack(3, 6000), nil)
-	waitFor(t, "c's pack", func() bool { return b.Pending() == 3 })
+	wait.For(t, "c's pack", func() bool { return b.Pending() == 3 })
 	b.Flush()
 	if err := <-a; err != nil {
 		t.Fatal(err)

@@ -260,7 +260,7 @@ type build struct {
 	reads  []FileRead // Result.Reads
 
 	// usage is how much of each indexed pack the commit references; seen
-	// the objects counted (finishTrees, sideFile).
+	// the objects counted (finishTrees, readHeadFile).
 	usage map[*indexPack]int64
 	seen  map[Handle]struct{}
 

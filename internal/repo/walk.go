@@ -94,7 +94,7 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 			if isDir {
 				return nil, fsys.Info{}, fmt.Errorf("%w: top-level %s is a directory", ErrName, name)
 			}
-			continue // read after the trees (sideFile)
+			continue // read after the trees (readHeadFile)
 		}
 		var pe *Entry
 		if prev != nil {

@@ -23,9 +23,10 @@ import (
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
 
-// fidelityBrain adds to the fixture's brain what issue 27 is about: one
-// file under three names in two directories, a set-id program, a setgid
-// and a sticky directory, a brain directory kept 0700, and fixed times.
+// fidelityBrain adds to the fixture's brain what file-system fidelity is
+// about: one file under three names in two directories, a set-id program,
+// a setgid and a sticky directory, a brain directory kept 0700, and fixed
+// times.
 func fidelityBrain(t *testing.T, dir string) {
 	t.Helper()
 	must := func(err error) {

@@ -219,9 +219,10 @@ type Hold struct {
 	Since  time.Time `json:"since"`
 }
 
-// Transferred records that the agent was handed to a new owner (issue
-// 15): this operator no longer snapshots or publishes it. It is final;
-// removing the agent from the configuration is what is left to do.
+// Transferred records that the agent was handed to a new owner
+// (internal/handover): this operator no longer snapshots or publishes it.
+// It is final; removing the agent from the configuration is what is left
+// to do.
 type Transferred struct {
 	// Head is the last snapshot handed over ("" when the daemon only
 	// found out from the registry).

@@ -16,9 +16,10 @@ import (
 	"github.com/hermesd/hermesd/internal/fsys"
 )
 
-// fidelityBrain is a brain with what issue 27 is about: one file under
-// three names (two directories), a setuid+setgid program, a setgid and a
-// sticky directory, a root kept 0700, and real modification times.
+// fidelityBrain is a brain with what file-system fidelity is about: one
+// file under three names (two directories), a setuid+setgid program, a
+// setgid and a sticky directory, a root kept 0700, and real modification
+// times.
 func fidelityBrain(t *testing.T) (string, time.Time) {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "brain")

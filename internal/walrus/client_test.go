@@ -836,8 +836,8 @@ func BenchmarkReadRange(b *testing.B) {
 }
 
 // TestRecoveredEndsBackoff: a retry waiting out its backoff goes at once
-// when Config.Recovered says the store answers again (issue 28 item 7:
-// after an outage the backoff had grown to 50 s); a wait the server asked
+// when Config.Recovered says the store answers again (after a long
+// outage the backoff alone would wait up to 50 s); a wait the server asked
 // for (Retry-After) is kept.
 func TestRecoveredEndsBackoff(t *testing.T) {
 	const backoff = time.Minute // what the retry would wait without the wake

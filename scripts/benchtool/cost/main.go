@@ -1,5 +1,5 @@
-// Command benchtool-cost measures what an agent costs per month (issue
-// 26, docs/design.md §11), for scripts/bench.sh (BENCH_ONLY=cost).
+// Command benchtool-cost measures what an agent costs per month
+// (docs/design.md §11), for scripts/bench.sh (BENCH_ONLY=cost).
 //
 // The workload: agents whose brains are about 5 MiB — a real SQLite
 // memory.db written through SQLite (python3's sqlite3 module), a system

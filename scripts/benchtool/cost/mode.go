@@ -46,10 +46,10 @@ func configured() mode {
 		Epochs: d.Walrus.Epochs, ExpiryMargin: d.Repository.ExpiryMargin}
 }
 
-// today is hermesd before issue 26: no quilts, epochs 5, a snapshot after
-// every change, pointer_interval 10m.
+// today is hermesd with quilts off and the old defaults: epochs 5, a
+// snapshot after every change, pointer_interval 10m.
 func today() mode {
-	return mode{Key: "b", Label: "hermesd with quilts off (before issue 26: epochs 5, snapshot_interval 0, pointer_interval 10m)",
+	return mode{Key: "b", Label: "hermesd with quilts off (the old defaults: epochs 5, snapshot_interval 0, pointer_interval 10m)",
 		Quilts: false, BatchWindow: 0, SnapshotInterval: 0, PointerInterval: 10 * time.Minute,
 		Quiet: 2 * time.Second, MaxLag: 30 * time.Second, Epochs: 5, ExpiryMargin: 1}
 }
