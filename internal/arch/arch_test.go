@@ -35,6 +35,9 @@ var (
 	formatLayer = layer{"client/format", 2, true}
 	// pipeline: snapshot, the one path between a brain and a blob.
 	pipelineLayer = layer{"pipeline", 3, false}
+	// pointer: the one owner of an agent's head and where it is
+	// published. Beside the pipeline: neither imports the other.
+	pointerLayer = layer{"pointer", 3, false}
 	// agent: one brain's decisions.
 	agentLayer = layer{"agent", 4, false}
 	// composition: compose builds every command's services from a
@@ -90,6 +93,7 @@ var placement = map[string]layer{
 	"internal/watch":       formatLayer,
 
 	"internal/snapshot": pipelineLayer,
+	"internal/pointer":  pointerLayer,
 	"internal/agent":    agentLayer,
 
 	"internal/compose": compositionLayer,
