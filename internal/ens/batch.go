@@ -130,7 +130,7 @@ func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(U
 		reported[it.index] = true
 		r := UpdateResult{Index: it.index, Update: it.Update, Outcome: it.outcome, Err: it.err, ChainID: chainID}
 		if it.outcome == Conflict {
-			r.Actual = it.current
+			r.Actual = it.onChain
 		}
 		if tx != nil {
 			r.TxHash, r.BlockNumber, r.BatchSize = tx.TxHash, tx.BlockNumber, size

@@ -25,6 +25,10 @@ type Result struct {
 	// Seen is what L1 resolution showed of a value written off L1 that
 	// it does not show yet.
 	Seen string
+	// Reads counts the L1 reads of a value written off L1 that did not
+	// show it (persisted in state.Written; this one included when it did
+	// not either).
+	Reads int
 	// Waited is how long Publish waited for L1 to show a value written
 	// off L1 (PublishOptions.Visible).
 	Waited time.Duration
@@ -233,12 +237,15 @@ func (h *Head) Confirm(ctx context.Context) Result {
 			res.Outcome = Lagging // changed meanwhile: the next step looks again
 			return false
 		}
+		res.Write.Tx.ChainID = q.Written.ChainID
 		if err == nil && v == q.Value {
+			res.Reads = q.Written.Reads
 			res.Outcome = Published
 			h.publishedIn(st, v)
 			return true
 		}
 		res.Outcome, res.Err = h.visibilityIn(st, q, res.Seen, err)
+		res.Reads = q.Written.Reads
 		return true
 	})
 	if res.Outcome == Published {

@@ -57,10 +57,10 @@ type pace struct {
 	retry   *backoff.Backoff
 	held    bool // held at the last look: its release publishes at once
 	// A value written off L1 that L1 resolution does not show yet is
-	// confirmed (read, never written) on a backoff of its own:
+	// confirmed (read, never written) on a backoff of its own, by the
+	// number of reads that did not show it (state.Written.Reads):
 	// pointer_interval does not apply to reads.
 	confirmAt time.Time
-	confirms  int // confirmation reads of it so far
 	confirm   *backoff.Backoff
 }
 
@@ -275,7 +275,7 @@ func (l *lane) write(ctx context.Context, heads []*Head, pps []Pending) []Result
 	confirmed := confirmAll(ctx, pick(heads, written))
 	for k, i := range written {
 		c := confirmed[k]
-		out[i].Outcome, out[i].Seen, out[i].Err = c.Outcome, c.Seen, c.Err
+		out[i].Outcome, out[i].Seen, out[i].Reads, out[i].Err = c.Outcome, c.Seen, c.Reads, c.Err
 	}
 	return out
 }
@@ -333,13 +333,13 @@ func (l *lane) flush(ctx context.Context) []string {
 	for n := 1; ; n++ {
 		_, done := l.publish(ctx, true)
 		published += done
-		var left []string
+		var needWrite []string
 		for _, h := range l.heads {
 			if pp, ok := h.Pending(); ok && !pp.AwaitingVisibility() {
-				left = append(left, h.cfg.Agent)
+				needWrite = append(needWrite, h.cfg.Agent)
 			}
 		}
-		if len(left) == 0 {
+		if len(needWrite) == 0 {
 			l.noteWritten()
 			return nil
 		}
@@ -347,7 +347,7 @@ func (l *lane) flush(ctx context.Context) []string {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return left
+			return needWrite
 		case <-t.C:
 		}
 	}

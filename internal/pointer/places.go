@@ -197,14 +197,14 @@ var ErrNotHeld = errors.New("publishing is not held")
 // snapshot becomes pending over whatever the record holds now where it
 // lives.
 func (h *Head) Override(ctx context.Context) error {
-	var current string
+	var theirs string // what the record holds where it lives
 	if r := h.atTarget(); r != nil && h.cfg.Name != "" {
 		v, ok, err := r.Read(ctx, h.cfg.Name)
 		if err != nil {
 			return fmt.Errorf("read ENS pointer of %s: %w", h.cfg.Name, err)
 		}
 		if ok {
-			current = v
+			theirs = v
 		}
 	}
 	var verr error
@@ -218,13 +218,13 @@ func (h *Head) Override(ctx context.Context) error {
 			return false
 		}
 		st.Hold = nil
-		st.Published = current
+		st.Published = theirs
 		if st.Pending == nil || st.Pending.Value != st.Last.BlobID {
 			st.Pending = &state.Pointer{Value: st.Last.BlobID, Since: h.deps.Now(), Target: h.cfg.Target}
 		}
-		st.Pending.Expected = current
+		st.Pending.Expected = theirs
 		h.log.Warn("publishing resumed: ours overrides the other writer's snapshot", "name", h.cfg.Name,
-			"replacing", current, "with", st.Last.BlobID)
+			"replacing", theirs, "with", st.Last.BlobID)
 		return true
 	})
 	if verr != nil {

@@ -158,17 +158,17 @@ func (p *Publisher) Run(ctx context.Context) {
 // this machine has nothing left to send for it, and a fresh machine sees
 // it once the gateway serves it (docs/design.md §7, Durable).
 func (p *Publisher) Flush(ctx context.Context) []string {
-	left := make([][]string, len(p.lanes))
+	needWrite := make([][]string, len(p.lanes))
 	var wg sync.WaitGroup
 	for i, l := range p.lanes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			left[i] = l.flush(ctx)
+			needWrite[i] = l.flush(ctx)
 		}()
 	}
 	wg.Wait()
-	return slices.Concat(left...)
+	return slices.Concat(needWrite...)
 }
 
 // CheckedAt is when what h's status says of its pointer was last

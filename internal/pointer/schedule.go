@@ -63,8 +63,7 @@ func (l *lane) published(r Result, took time.Duration) {
 		l.lastCheck, l.checkAt = time.Time{}, time.Time{} // the chain is back: check every record soon
 	}
 	l.mu.Unlock()
-	confirms := pc.confirms
-	pc.last, pc.retryAt, pc.confirmAt, pc.confirms = now, time.Time{}, time.Time{}, 0
+	pc.last, pc.retryAt, pc.confirmAt = now, time.Time{}, time.Time{}
 	pc.retry.Succeeded("pointer publishing recovered")
 	pc.confirm.Succeeded("pointer visible from L1 now")
 	if r.Err != nil {
@@ -76,7 +75,7 @@ func (l *lane) published(r Result, took time.Duration) {
 	case l.target != "" && w.Tx.Hash == "":
 		// Written before; L1 resolution shows it now.
 		log.Info("pointer published: visible from L1", "blob", r.Update.Value, "records", l.target, "chain_id", w.Tx.ChainID,
-			"confirmations", confirms+1, "pending_for", pending)
+			"confirmations", r.Reads+1, "pending_for", pending)
 	case l.target != "":
 		log.Info("pointer published", "blob", r.Update.Value, "records", l.target, "chain_id", w.Tx.ChainID,
 			"tx", w.Tx.Hash, "batch", w.Tx.Batch, "gas", w.Tx.Gas, "visible_from_l1", true,
@@ -97,8 +96,7 @@ func (l *lane) lagging(r Result) {
 		pc.last = l.now()
 	}
 	pc.retryAt = time.Time{}
-	pc.confirms++
-	wait := pc.confirm.Wait(pc.confirms)
+	wait := pc.confirm.Wait(max(r.Reads, 1))
 	if r.Outcome == NotVisible {
 		pc.confirm.Failed("pointer not visible from L1; it stays pending and is confirmed again", r.Err)
 		l.pub.cfg.Observer.Failed(h.cfg.Agent, "visibility")
