@@ -12,11 +12,11 @@ import (
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
-	"github.com/hermesd/hermesd/internal/snapshot"
-	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/pointer"
+	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
 

@@ -371,11 +371,6 @@ func (r *rig) write(rel, content string) {
 	}
 }
 
-// chains are the writers of the rig's record: c wherever it lives.
-func (r *rig) chains(c pointer.Chain) map[string]pointer.Chain {
-	return map[string]pointer.Chain{r.records: c}
-}
-
 // publishOnce publishes a's pending pointer once through c, as the
 // publisher's lane does: its result, or none when nothing is pending.
 func publishOnce(t *testing.T, a *Agent, c pointer.Chain) []pointer.Result {

@@ -138,7 +138,7 @@ type pendingWrite struct {
 	index     int
 	rec       Record
 	onChain   string // the record's value at the last check
-	authKnown bool // owner or explicitly authorised
+	authKnown bool   // owner or explicitly authorised
 	outcome   Outcome
 	err       error
 }

@@ -335,8 +335,8 @@ func newObserved() *observed {
 	return &observed{outcomes: map[string]int{}, checks: map[string]int{}, failures: map[string]int{}}
 }
 
-func (o *observed) Outcome(a string, out Outcome) { o.inc(o.outcomes, a+"/"+string(out)) }
-func (o *observed) Checked(a string, out Outcome) { o.inc(o.checks, a+"/"+string(out)) }
+func (o *observed) Outcome(a string, out Outcome)   { o.inc(o.outcomes, a+"/"+string(out)) }
+func (o *observed) Checked(a string, out Outcome)   { o.inc(o.checks, a+"/"+string(out)) }
 func (o *observed) Published(string, time.Duration) {}
 func (o *observed) Failed(a, stage string)          { o.inc(o.failures, a+"/"+stage) }
 func (o *observed) Rewound() {

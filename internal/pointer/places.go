@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -245,15 +244,4 @@ func (h *Head) ReadAtTarget(ctx context.Context) (string, bool, error) {
 		return "", false, fmt.Errorf("read ENS pointer of %s: %w", h.cfg.Name, err)
 	}
 	return v, ok, nil
-}
-
-// since is the time a pending pointer has waited from (zero: none).
-func (h *Head) since() time.Time {
-	var t time.Time
-	h.view(func(st *state.AgentState) {
-		if st.Pending != nil {
-			t = st.Pending.Since
-		}
-	})
-	return t
 }

@@ -111,8 +111,11 @@ func TestWrite(t *testing.T) {
 				}
 			}},
 		{name: "an older snapshot of ours → rollback: pending again over it",
-			setup: func(r *rig, a *agent, first string) { r.w.set("alpha.eth", "alpha-old"); a.lin.ids = append(a.lin.ids, "alpha-old") },
-			want:  Rollback, check: func(t *testing.T, r *rig, a *agent, first, second string, res Result) {
+			setup: func(r *rig, a *agent, first string) {
+				r.w.set("alpha.eth", "alpha-old")
+				a.lin.ids = append(a.lin.ids, "alpha-old")
+			},
+			want: Rollback, check: func(t *testing.T, r *rig, a *agent, first, second string, res Result) {
 				st := a.st.get()
 				if st.Published != "alpha-old" || st.Pending == nil || st.Pending.Value != second || st.Pending.Expected != "alpha-old" || st.Hold != nil {
 					t.Fatalf("state %+v %+v", st, st.Pending)
