@@ -381,7 +381,7 @@ func TestPublishConflicts(t *testing.T) {
 	})
 }
 
-// CheckPointer: the periodic read-back.
+// The periodic read-back (pointer.Head.Check) of an agent that snapshots.
 func TestCheckPointer(t *testing.T) {
 	t.Run("a stale pointer with nothing pending is repaired", func(t *testing.T) {
 		r := newRig(t)
