@@ -12,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/wait"
@@ -157,7 +159,7 @@ func TestSyncDecisions(t *testing.T) {
 	if err != nil || res.Outcome != Snapshotted || r.pipe.Takes() != 1 {
 		t.Fatalf("first sync: %+v %v (takes %d)", res, err, r.pipe.Takes())
 	}
-	p, ok := a.Pending()
+	p, ok := a.Head().Pending()
 	if !ok || p.Value != res.Snapshot.BlobID || p.Expected != "" {
 		t.Fatalf("pending %+v %v", p, ok)
 	}
@@ -198,7 +200,7 @@ func TestSyncDecisions(t *testing.T) {
 	}
 	// The unpublished pending pointer keeps its oldest Since, with the
 	// newest value.
-	if p2, _ := a.Pending(); p2.Since != p.Since || p2.Value == p.Value {
+	if p2, _ := a.Head().Pending(); p2.Since != p.Since || p2.Value == p.Value {
 		t.Errorf("pending after a second snapshot: %+v (first %+v)", p2, p)
 	}
 }
@@ -259,8 +261,8 @@ func readLockAt(t *testing.T, brain string) *bundlelock.Lock {
 func publishFirst(t *testing.T, r *rig) (*Agent, string) {
 	t.Helper()
 	a, blob := snapshotFirst(t, r)
-	out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-	if len(out) != 1 || out[0].Outcome != OutcomePublished {
+	out := publishOnce(t, a, r.chain)
+	if len(out) != 1 || out[0].Outcome != pointer.Published {
 		t.Fatalf("publish: %+v", out)
 	}
 	return a, blob
@@ -289,7 +291,7 @@ func TestPublishConflicts(t *testing.T) {
 		a, first := publishFirst(t, r)
 		r.write("system.md", "v2\n")
 		second, _ := a.SyncOnce(t.Context())
-		PublishOnce(t.Context(), r.chain, []*Agent{a})
+		publishOnce(t, a, r.chain)
 		if r.chain.get(r.name) != second.Snapshot.BlobID {
 			t.Fatal("second not published")
 		}
@@ -298,12 +300,12 @@ func TestPublishConflicts(t *testing.T) {
 		r.chain.set(r.name, first)
 		r.write("system.md", "v3\n")
 		third, _ := a.SyncOnce(t.Context())
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomeRollback || a.Hold() != nil {
-			t.Fatalf("rollback: %+v hold %+v", out[0], a.Hold())
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Rollback || a.Head().Hold() != nil {
+			t.Fatalf("rollback: %+v hold %+v", out[0], a.Head().Hold())
 		}
-		out = PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomePublished || r.chain.get(r.name) != third.Snapshot.BlobID {
+		out = publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Published || r.chain.get(r.name) != third.Snapshot.BlobID {
 			t.Fatalf("republish after rollback: %+v, chain %s", out[0], r.chain.get(r.name))
 		}
 	})
@@ -313,19 +315,19 @@ func TestPublishConflicts(t *testing.T) {
 		r.chain.set(r.name, "foreignBlob")
 		r.write("system.md", "v2\n")
 		a.SyncOnce(t.Context())
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomeHeld || a.Hold() == nil || a.Hold().Value != "foreignBlob" {
-			t.Fatalf("foreign writer: %+v hold %+v", out[0], a.Hold())
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Held || a.Head().Hold() == nil || a.Head().Hold().Value != "foreignBlob" {
+			t.Fatalf("foreign writer: %+v hold %+v", out[0], a.Head().Hold())
 		}
-		if _, ok := a.Pending(); ok {
+		if _, ok := a.Head().Pending(); ok {
 			t.Fatal("a held agent offers its pending pointer")
 		}
 		writes := r.chain.writes
 		a = r.reopen(a)
-		if a.Hold() == nil || !strings.Contains(a.Status().Hold.Reason, "pointer adopt") {
+		if a.Head().Hold() == nil || !strings.Contains(a.Status().Hold.Reason, "pointer adopt") {
 			t.Fatalf("the hold did not survive a restart: %+v", a.Status())
 		}
-		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 0 || r.chain.writes != writes {
+		if out := publishOnce(t, a, r.chain); len(out) != 0 || r.chain.writes != writes {
 			t.Fatalf("a held agent published: %+v", out)
 		}
 		// The snapshot is still pending underneath: nothing is lost.
@@ -340,70 +342,70 @@ func TestPublishConflicts(t *testing.T) {
 		res, _ := a.SyncOnce(t.Context())
 		// The write landed but the state never heard of it (a crash).
 		r.chain.set(r.name, res.Snapshot.BlobID)
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomePublished || a.Status().Pending != nil || a.Status().Published != res.Snapshot.BlobID {
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Published || a.Status().Pending != nil || a.Status().Published != res.Snapshot.BlobID {
 			t.Fatalf("own blob: %+v %+v", out[0], a.Status())
 		}
 	})
 	t.Run("the name moved to another owner: held, not an error loop", func(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
-		r.chain.write = func(u PointerUpdate) (WriteResult, bool) {
-			return WriteResult{Kind: Unauthorized, Err: errors.New("owned by 0xbuyer")}, true
+		r.chain.write = func(u ens.Update) (ens.UpdateResult, bool) {
+			return ens.UpdateResult{Outcome: ens.NotAuthorized, Err: errors.New("owned by 0xbuyer")}, true
 		}
 		r.write("system.md", "v2\n")
 		a.SyncOnce(t.Context())
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomeUnauthorized || a.Hold() == nil {
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Unauthorized || a.Head().Hold() == nil {
 			t.Fatalf("unauthorized: %+v", out[0])
 		}
-		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 0 {
+		if out := publishOnce(t, a, r.chain); len(out) != 0 {
 			t.Fatal("tried again while held")
 		}
 	})
 	t.Run("a failure is retried later, counted", func(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
-		r.chain.write = func(u PointerUpdate) (WriteResult, bool) {
-			return WriteResult{Kind: Failed, Err: errors.New("chain unreachable")}, true
+		r.chain.write = func(u ens.Update) (ens.UpdateResult, bool) {
+			return ens.UpdateResult{Outcome: ens.Retry, Err: errors.New("chain unreachable")}, true
 		}
 		r.write("system.md", "v2\n")
 		a.SyncOnce(t.Context())
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomeFailed || a.Status().Pending.Attempts != 1 || a.Hold() != nil {
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Failed || a.Status().Pending.Attempts != 1 || a.Head().Hold() != nil {
 			t.Fatalf("failed: %+v %+v", out[0], a.Status().Pending)
 		}
 		r.chain.write = nil
-		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); out[0].Outcome != OutcomePublished {
+		if out := publishOnce(t, a, r.chain); out[0].Outcome != pointer.Published {
 			t.Fatalf("retry: %+v", out[0])
 		}
 	})
 }
 
-// CheckPointer: the periodic read-back.
+// The periodic read-back (pointer.Head.Check) of an agent that snapshots.
 func TestCheckPointer(t *testing.T) {
 	t.Run("a stale pointer with nothing pending is repaired", func(t *testing.T) {
 		r := newRig(t)
 		a, first := publishFirst(t, r)
 		r.write("system.md", "v2\n")
 		second, _ := a.SyncOnce(t.Context())
-		PublishOnce(t.Context(), r.chain, []*Agent{a})
+		publishOnce(t, a, r.chain)
 		r.chain.set(r.name, first) // the record went back; nothing is pending
-		if _, ok := a.Pending(); ok {
+		if _, ok := a.Head().Pending(); ok {
 			t.Fatal("pending before the check")
 		}
-		out, err := a.CheckPointer(t.Context())
-		if out != OutcomeRollback || err == nil {
+		out, err := a.Head().Check(t.Context())
+		if out != pointer.Rollback || err == nil {
 			t.Fatalf("check: %s %v", out, err)
 		}
-		p, ok := a.Pending()
+		p, ok := a.Head().Pending()
 		if !ok || p.Value != second.Snapshot.BlobID || p.Expected != first {
 			t.Fatalf("pending after the check: %+v %v", p, ok)
 		}
-		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); out[0].Outcome != OutcomePublished || r.chain.get(r.name) != second.Snapshot.BlobID {
+		if out := publishOnce(t, a, r.chain); out[0].Outcome != pointer.Published || r.chain.get(r.name) != second.Snapshot.BlobID {
 			t.Fatalf("repair: %+v", out)
 		}
-		if out, _ := a.CheckPointer(t.Context()); out != OutcomeOK {
+		if out, _ := a.Head().Check(t.Context()); out != pointer.OK {
 			t.Fatalf("after the repair: %s", out)
 		}
 	})
@@ -411,8 +413,8 @@ func TestCheckPointer(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
 		r.chain.set(r.name, "foreignBlob")
-		if out, _ := a.CheckPointer(t.Context()); out != OutcomeHeld || a.Hold() == nil {
-			t.Fatalf("foreign: %s %+v", out, a.Hold())
+		if out, _ := a.Head().Check(t.Context()); out != pointer.Held || a.Head().Hold() == nil {
+			t.Fatalf("foreign: %s %+v", out, a.Head().Hold())
 		}
 	})
 	t.Run("after a crash the state does not know; the chain names our blob", func(t *testing.T) {
@@ -438,7 +440,7 @@ func TestCheckPointer(t *testing.T) {
 		if err := a.Prepare(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if a.Hold() == nil {
+		if a.Head().Hold() == nil {
 			t.Fatal("not held")
 		}
 	})
@@ -450,15 +452,15 @@ func TestResolveHold(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
 		r.chain.set(r.name, "foreignBlob")
-		a.CheckPointer(t.Context())
+		a.Head().Check(t.Context())
 		if err := a.Override(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if len(out) != 1 || out[0].Outcome != OutcomePublished || r.chain.get(r.name) != a.Status().Last.BlobID {
+		out := publishOnce(t, a, r.chain)
+		if len(out) != 1 || out[0].Outcome != pointer.Published || r.chain.get(r.name) != a.Status().Last.BlobID {
 			t.Fatalf("override: %+v", out)
 		}
-		if err := a.Override(t.Context()); !errors.Is(err, ErrNotHeld) {
+		if err := a.Override(t.Context()); !errors.Is(err, pointer.ErrNotHeld) {
 			t.Fatalf("second override: %v", err)
 		}
 	})
@@ -466,7 +468,7 @@ func TestResolveHold(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
 		r.chain.set(r.name, "foreignBlob")
-		a.CheckPointer(t.Context())
+		a.Head().Check(t.Context())
 		aside, err := a.Adopt(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -485,7 +487,7 @@ func TestResolveHold(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
 		r.chain.set(r.name, "foreignBlob")
-		a.CheckPointer(t.Context())
+		a.Head().Check(t.Context())
 		r.pipe.restore = func(ctx context.Context, blobID, target string) (snapshot.Restored, error) {
 			os.MkdirAll(target, 0o755)
 			return snapshot.Restored{}, errors.New("decrypt: authentication failed")
@@ -496,7 +498,7 @@ func TestResolveHold(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(r.brain, "system.md")); string(b) != "v1\n" {
 			t.Fatalf("brain not put back: %q", b)
 		}
-		if a.Hold() == nil {
+		if a.Head().Hold() == nil {
 			t.Fatal("hold lost")
 		}
 	})
@@ -520,7 +522,7 @@ func TestStateSaveFailureIsRetried(t *testing.T) {
 		t.Fatalf("sync with an unsavable state: %+v %v dirty %v", res, err, a.Dirty())
 	}
 	// The snapshot is known in memory and published from there.
-	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 1 || out[0].Outcome != OutcomePublished || out[0].Err == nil {
+	if out := publishOnce(t, a, r.chain); len(out) != 1 || out[0].Outcome != pointer.Published || out[0].Err == nil {
 		t.Fatalf("publish with an unsavable state: %+v", out)
 	}
 	if ok, why := a.Status().Unsaved, ""; !ok {
@@ -596,7 +598,7 @@ func TestRunRetriesStateSave(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(sf, "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 1 || out[0].Outcome != OutcomePublished || out[0].Err == nil {
+	if out := publishOnce(t, a, r.chain); len(out) != 1 || out[0].Outcome != pointer.Published || out[0].Err == nil {
 		t.Fatalf("publish with an unsavable state: %+v", out)
 	}
 	if !a.Dirty() {

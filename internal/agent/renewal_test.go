@@ -36,7 +36,7 @@ func TestRenewalOfUnchangedBrain(t *testing.T) {
 	if res.Hash != first.Hash || r.pipe.lastInput().Want != first.Hash {
 		t.Errorf("renewal snapshot of %s, want the unchanged %s", r.pipe.lastInput().Want, first.Hash)
 	}
-	if p, ok := a.Pending(); !ok || p.Value != res.Snapshot.BlobID {
+	if p, ok := a.Head().Pending(); !ok || p.Value != res.Snapshot.BlobID {
 		t.Errorf("the renewed snapshot is not pending publication: %+v %v", p, ok)
 	}
 	if st := a.Status(); st.Last == nil || st.Last.BlobID != res.Snapshot.BlobID {

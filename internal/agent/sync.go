@@ -286,9 +286,10 @@ func (a *Agent) recordSnapshot(r snapshot.Result) (SyncResult, error) {
 		"upload", r.Upload.Round(time.Millisecond), "verify", r.Verify.Round(time.Millisecond),
 		"quilted", r.Quilted, "batch_wait", r.BatchWait.Round(time.Millisecond))
 
-	a.mu.Lock()
-	a.unsavedSince = time.Time{}
-	a.st.Last = &state.Snapshot{
+	// The head records it as the last verified snapshot and, for an agent
+	// with a name, the pointer pending (published from memory even if the
+	// save failed; the save is retried until it succeeds).
+	err := a.head.Verified(state.Snapshot{
 		BlobID:     r.BlobID,
 		BundleHash: r.BundleHash.String(),
 		Version:    r.Version,
@@ -296,33 +297,13 @@ func (a *Agent) recordSnapshot(r snapshot.Result) (SyncResult, error) {
 		SHA256:     fmt.Sprintf("%x", r.SHA256),
 		EndEpoch:   r.EndEpoch,
 		CreatedAt:  r.CreatedAt,
-	}
-	if a.cfg.ENSName != "" {
-		switch p := a.st.Pending; {
-		case p == nil:
-			a.st.Pending = &state.Pointer{Expected: a.st.Published, Since: r.CreatedAt, Target: a.cfg.Records}
-		case p.Written != nil:
-			// The records contract holds the value written there (not
-			// visible from L1 yet): the new snapshot replaces it.
-			p.Expected, p.Written = p.Written.Value, nil
-		}
-		// The newest snapshot wins; Since keeps the age of the oldest
-		// unpublished change.
-		a.st.Pending.Value = r.BlobID
-		a.st.Pending.TxHash, a.st.Pending.LastErr = "", ""
-	}
-	err := a.saveStateLocked()
-	a.mu.Unlock()
+	})
+	a.markSaved()
 	a.deps.Observer.Snapshot(a.cfg.ID, r)
 	if a.deps.Accounts != nil {
 		a.deps.Accounts.Snapshotted(a.cfg.ID, r)
 	}
 	a.saveCache()
-	if a.cfg.ENSName != "" && a.deps.Publisher != nil {
-		// Published from memory even if the save failed; the save is
-		// retried until it succeeds.
-		a.deps.Publisher.Notify()
-	}
 	if err != nil {
 		return SyncResult{}, err
 	}

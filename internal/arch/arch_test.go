@@ -37,6 +37,9 @@ var (
 	formatLayer = layer{"clients, servers, formats", 2, listedLateral}
 	// pipeline: snapshot, the one path between a brain and a blob.
 	pipelineLayer = layer{"pipeline", 3, noLateral}
+	// pointer: the one owner of an agent's head and where it is
+	// published. Beside the pipeline: neither imports the other.
+	pointerLayer = layer{"pointer", 3, noLateral}
 	// agent: one brain's decisions.
 	agentLayer = layer{"agent", 4, noLateral}
 	// composition: compose builds every command's services from a
@@ -59,7 +62,7 @@ var (
 )
 
 // layers lists every layer, in the order of design.md's table.
-var layers = []layer{leafLayer, formatLayer, pipelineLayer, agentLayer, compositionLayer,
+var layers = []layer{leafLayer, formatLayer, pipelineLayer, pointerLayer, agentLayer, compositionLayer,
 	serviceLayer, commandLayer, toolLayer, testLayer, checkLayer}
 
 // placement puts every package of the module in a layer. A pattern ending
@@ -98,6 +101,7 @@ var placement = map[string]layer{
 	"internal/watch":       formatLayer,
 
 	"internal/snapshot": pipelineLayer,
+	"internal/pointer":  pointerLayer,
 	"internal/agent":    agentLayer,
 
 	"internal/compose": compositionLayer,

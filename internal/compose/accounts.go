@@ -7,6 +7,7 @@ import (
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ledger"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -47,14 +48,18 @@ func costPrice(c *config.Config) walruscost.Price {
 	return walruscost.Price{Storage: c.Cost.WalrusStoragePrice, Write: c.Cost.WalrusWritePrice}
 }
 
-// accounts records agents' spend in a ledger (agent.Accounts).
+// accounts records agents' spend in a ledger (agent.Accounts,
+// pointer.Accounts).
 type accounts struct {
 	l   *ledger.Ledger
 	c   *config.Config
 	log *slog.Logger
 }
 
-var _ agent.Accounts = accounts{}
+var (
+	_ agent.Accounts   = accounts{}
+	_ pointer.Accounts = accounts{}
+)
 
 func (a accounts) record(id string, s ledger.Spend) {
 	if err := a.l.Record(id, s); err != nil {
@@ -78,7 +83,7 @@ func (a accounts) Snapshotted(id string, r snapshot.Result) {
 }
 
 // Paid records an agent's share of a mined pointer transaction.
-func (a accounts) Paid(id string, f agent.TxFee) {
+func (a accounts) Paid(id string, f pointer.Fee) {
 	a.record(id, ledger.Tx(f.ChainID, f.Gas, f.GasPrice, f.Share))
 }
 

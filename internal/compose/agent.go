@@ -110,7 +110,8 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	// What the agent spends goes to the state directory's cost ledger:
 	// every store answer of its pipeline (its share of a quilt's for a
 	// pack stored as a patch: the quilt's other packs' agents pay the
-	// rest), its snapshots, its share of every pointer transaction.
+	// rest), its snapshots, and (through its head) its share of every
+	// pointer transaction.
 	acct := accounts{l: s.Ledger(sd), c: c, log: log}
 	pipe.Store = s.blobStore().recording(acct.stored(ac.ID))
 	pipe.Quilts = s.quilter(acct.charged(ac.ID))
@@ -122,23 +123,17 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		Accounts: acct,
 		Log:      s.Log,
 	}
-	records := c.RecordsOf(ac)
 	if ac.ENSName != "" {
 		if s.Chain == nil {
 			rl.Close()
 			return nil, fmt.Errorf("agent %s has an ENS name but no chain client is configured", ac.ID)
 		}
 		deps.Pointer = Pointer(s.Chain)
-		if records == nil {
+		if c.RecordsOf(ac) == nil {
 			deps.Owners = s.Chain
-		} else if rc := s.Records[records.ID]; rc != nil {
-			// The name's owner in the L1 registry says nothing about who
-			// may write the record where it lives (an L2 registry's
-			// subname, say): no transfer is read from it. What the
-			// record holds there is what a hold is resolved against.
-			deps.Record = recordPointer{rc}
 		}
 	}
+	deps.Head = s.head(ac, acct)
 	var hand *agent.Handover
 	if h := s.AgentKeys[ac.ID].Handover; h != nil {
 		hand = &agent.Handover{Head: h.Head, BundleHash: h.BundleHash, KeyID: h.KeyID()}
@@ -161,8 +156,8 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		Handover:        hand,
 		KeyID:           keyID(pipe),
 	}
-	if records != nil {
-		acfg.Records, acfg.VisibilityTimeout = records.ID, records.VisibilityTimeout.D()
+	if r := c.RecordsOf(ac); r != nil {
+		acfg.Records = r.ID
 	}
 	a, err := agent.New(acfg, deps)
 	if err != nil {

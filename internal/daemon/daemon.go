@@ -27,6 +27,7 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ledger"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
 	"github.com/hermesd/hermesd/internal/watch"
@@ -46,7 +47,7 @@ type Daemon struct {
 	hub          *watch.Hub
 	agents       []*agent.Agent
 	byID         map[string]*agent.Agent
-	pub          *publisher
+	pub          *pointer.Publisher // nil without a chain
 	probe        *prober
 	// walrusRetryAt is when a Walrus attempt last failed and was to be
 	// retried (unix nanoseconds): until a backoff started then has surely
@@ -116,7 +117,6 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 	// A few syncs at a time: the cores are the limit, and each pipeline
 	// holds buffers of its own.
 	slots := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
-	every, confirmPoll := map[string]time.Duration{}, map[string]time.Duration{}
 	for i := range cfg.Agents {
 		ac := &cfg.Agents[i]
 		a, err := svc.OpenAgent(sd, ac.ID, (*observer)(d.metrics))
@@ -127,10 +127,6 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		a.SetSlots(slots)
 		d.agents = append(d.agents, a)
 		d.byID[a.ID()] = a
-		every[a.ID()] = cfg.PointerIntervalOf(ac)
-		if r := cfg.RecordsOf(ac); r != nil {
-			confirmPoll[a.ID()] = r.PollInterval.D()
-		}
 	}
 	d.metrics.reg.MustRegister(newAgeCollector(d.Agents, d.agentStatus, d.pointerCheckedAt))
 	ids := make([]string, len(d.agents))
@@ -139,14 +135,11 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		d.metrics.zeroAgent(a.ID(), a.Config().ENSName != "")
 	}
 	d.metrics.reg.MustRegister(newSpendCollector(d.ledger, ids))
-	if svc.Chain != nil {
-		d.pub = newPublisher(svc.Pointer(), d.agents, every, confirmPoll, cfg.Chain.CheckInterval.D(),
-			log.With("component", "publisher"), d.metrics)
-		d.pub.heads, d.pub.headEvery = svc.Chain, cfg.Chain.HeadInterval.D()
-		for _, a := range d.agents {
-			a.SetPublisher(d.pub)
-		}
+	heads := make([]*pointer.Head, len(d.agents))
+	for i, a := range d.agents {
+		heads[i] = a.Head()
 	}
+	d.pub = svc.Publisher(heads, (*pointerObserver)(d.metrics), log.With("component", "publisher"))
 	if d.api, err = newAPI(d); err != nil {
 		return nil, configError{err}
 	}
@@ -196,7 +189,7 @@ func (d *Daemon) Start(ctx context.Context) {
 		d.bgWG.Add(1)
 		go func() {
 			defer d.bgWG.Done()
-			d.pub.run(ctx)
+			d.pub.Run(ctx)
 		}()
 	}
 	d.bgWG.Add(1)
@@ -298,32 +291,21 @@ func healthy(s agent.Status) (bool, string) {
 }
 
 // pointerCheckedAt is when what an agent's status says of its pointer
-// was last confirmed by the chain: its last read-back or write, or this
-// daemon's start when there was none yet; zero for an agent that
-// publishes nothing (no name, no chain, transferred).
-func (d *Daemon) pointerCheckedAt(s agent.Status) time.Time {
-	if d.pub == nil || s.ENSName == "" || s.Transferred != nil {
+// was last confirmed by the chain (the publisher's account of it); zero
+// for an agent that publishes nothing.
+func (d *Daemon) pointerCheckedAt(a *agent.Agent) time.Time {
+	if d.pub == nil {
 		return time.Time{}
 	}
-	if s.PointerCheckedAt.After(d.started) {
-		return s.PointerCheckedAt
-	}
-	return d.started
+	return d.pub.CheckedAt(a.Head())
 }
 
-// agentStatus is an agent's status with what the daemon knows of it: the
-// pointer unverified since when, once no read-back succeeded for longer
-// than chain.check_interval (and a little: a read-back takes a moment).
+// agentStatus is an agent's status with what the publisher knows of it:
+// since when its pointer is unverified, if it is.
 func (d *Daemon) agentStatus(a *agent.Agent) agent.Status {
 	s := a.Status()
-	at := d.pointerCheckedAt(s)
-	if at.IsZero() || d.pub.checkEvery <= 0 {
-		return s
-	}
-	every := d.pub.checkEvery
-	if age := d.now().Sub(at); age > every+min(every/4, 30*time.Second) {
-		s.PointerUnverified = fmt.Sprintf("unverified since %s: not read back from the chain for %s (check_interval %s)",
-			at.UTC().Format(time.RFC3339), age.Round(time.Second), every)
+	if d.pub != nil {
+		s.PointerUnverified = d.pub.Unverified(a.Head())
 	}
 	return s
 }
@@ -391,7 +373,7 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 	d.bgWG.Wait()
 	var err error
 	if d.pub != nil {
-		if left := d.pub.flush(flushCtx); len(left) > 0 {
+		if left := d.pub.Flush(flushCtx); len(left) > 0 {
 			err = fmt.Errorf("%w (published on the next start): %v", ErrPending, left)
 		}
 	}

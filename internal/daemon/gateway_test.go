@@ -61,11 +61,11 @@ func TestPointerRollbackThroughGateway(t *testing.T) {
 
 	a, _ := d.Agent("alpha")
 	wait.For(t, "the read-back to take the gateway's value for a rollback", func() bool {
-		p, ok := a.Pending()
+		p, ok := a.Head().Pending()
 		return checks(d, "alpha", "rollback") >= 1 && ok && p.Value == second && p.Expected == first
 	})
-	if a.Hold() != nil {
-		t.Fatalf("an older value from a gateway held publishing: %+v", a.Hold())
+	if a.Head().Hold() != nil {
+		t.Fatalf("an older value from a gateway held publishing: %+v", a.Head().Hold())
 	}
 	if rec.count(slog.LevelWarn, "went back to an older snapshot", "agent", "alpha") == 0 {
 		t.Error("no warning was logged")
@@ -87,8 +87,8 @@ func TestPointerRollbackThroughGateway(t *testing.T) {
 		s := a.Status()
 		return s.Pending == nil && s.Published == second && readPointer(t, w, name) == second
 	})
-	if a.Hold() != nil {
-		t.Errorf("held: %+v", a.Hold())
+	if a.Head().Hold() != nil {
+		t.Errorf("held: %+v", a.Head().Hold())
 	}
 	after, err := ch.Client().NonceAt(t.Context(), w.dn.Owner(), nil)
 	if err != nil {

@@ -230,8 +230,8 @@ func TestPointerRollback(t *testing.T) {
 		// the next attempt outgrow a minute.
 		const retry = 5 * time.Minute
 		wait.Within(t, retry, "the rollback to be seen", func() bool { return writes(d, "alpha", "rollback") >= 1 })
-		if a.Hold() != nil {
-			t.Fatalf("a rollback held publishing: %+v", a.Hold())
+		if a.Head().Hold() != nil {
+			t.Fatalf("a rollback held publishing: %+v", a.Head().Hold())
 		}
 		proxy.Pass()
 		wait.Within(t, retry, "the newest snapshot published over the rollback", func() bool {
@@ -279,8 +279,8 @@ func TestPointerRollback(t *testing.T) {
 		if writes(d, "alpha", "rollback") < 1 || rec.count(slog.LevelWarn, "went back to an older snapshot", "agent", "alpha") == 0 {
 			t.Error("the rollback was not counted and logged")
 		}
-		if a.Hold() != nil {
-			t.Errorf("held: %+v", a.Hold())
+		if a.Head().Hold() != nil {
+			t.Errorf("held: %+v", a.Head().Hold())
 		}
 		stop(t, d)
 		st, err := state.LoadAgent(state.AgentPath(cfg.StateDir, "alpha"))
@@ -320,8 +320,8 @@ func TestPointerStaleRepaired(t *testing.T) {
 		if checks(d, "alpha", "rollback") < 1 || rec.count(slog.LevelWarn, "went back to an older snapshot", "agent", "alpha") == 0 {
 			t.Error("the repair was not counted and logged")
 		}
-		if a.Hold() != nil {
-			t.Errorf("held: %+v", a.Hold())
+		if a.Head().Hold() != nil {
+			t.Errorf("held: %+v", a.Head().Hold())
 		}
 	}
 	// Nothing is pending before each rollback, so only the periodic check
@@ -338,7 +338,7 @@ func TestPointerStaleRepaired(t *testing.T) {
 	t.Run("while running", func(t *testing.T) {
 		t.Cleanup(func() { stop(t, d) }) // also when the subtest fails
 		a, _ := d.Agent("alpha")
-		if _, ok := a.Pending(); ok {
+		if _, ok := a.Head().Pending(); ok {
 			t.Fatal("something is pending")
 		}
 		setPointer(t, owner, name, first, second)
@@ -433,8 +433,8 @@ func TestPointerForeignWriter(t *testing.T) {
 	setPointer(t, other, name, fork, first)
 
 	a, _ := d.Agent("alpha")
-	wait.For(t, "alpha to be held", func() bool { return a.Hold() != nil })
-	if h := a.Hold(); h.Value != fork || !strings.Contains(h.Reason, "hermesd pointer adopt alpha") || !strings.Contains(h.Reason, "hermesd pointer override alpha") {
+	wait.For(t, "alpha to be held", func() bool { return a.Head().Hold() != nil })
+	if h := a.Head().Hold(); h.Value != fork || !strings.Contains(h.Reason, "hermesd pointer adopt alpha") || !strings.Contains(h.Reason, "hermesd pointer override alpha") {
 		t.Fatalf("hold: %+v", h)
 	}
 	visible := func(t *testing.T, d *Daemon, readiness string) {
@@ -484,7 +484,7 @@ func TestPointerForeignWriter(t *testing.T) {
 	d = w.startWith(cfg, testLogger(t))
 	a, _ = d.Agent("alpha")
 	wait.For(t, "alpha ready after the restart", a.Ready)
-	if h := a.Hold(); h == nil || h.Value != fork {
+	if h := a.Head().Hold(); h == nil || h.Value != fork {
 		t.Fatalf("the hold did not survive the restart: %+v", h)
 	}
 	// With readiness any, beta (not held) is what makes the daemon ready:
@@ -523,7 +523,7 @@ func TestPointerForeignWriter(t *testing.T) {
 		cur := readPointer(t, w, name)
 		fork2 := pointertest.Fork(t, w.dn.Config, "alpha", map[string]string{"system.md": "I am another fork.\n"})
 		setPointer(t, other, name, fork2, cur)
-		wait.For(t, "alpha to be held again", func() bool { h := a.Hold(); return h != nil && h.Value == fork2 })
+		wait.For(t, "alpha to be held again", func() bool { h := a.Head().Hold(); return h != nil && h.Value == fork2 })
 		code, out := httpPost(t, d, token, "/v1/agents/alpha/pointer/override")
 		if code != http.StatusOK {
 			t.Fatalf("override: %d %v", code, out)
@@ -707,7 +707,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 		if now, err := w.dn.Chain.Client().BlockNumber(t.Context()); err != nil || now != head {
 			t.Errorf("a transaction was sent (head %d -> %d, %v)", head, now, err)
 		}
-		if a.Hold() != nil || writes(d, "alpha", "rollback") != 0 || checks(d, "alpha", "rollback") != 0 {
+		if a.Head().Hold() != nil || writes(d, "alpha", "rollback") != 0 || checks(d, "alpha", "rollback") != 0 {
 			t.Errorf("treated as a rollback or held: %+v", a.Status())
 		}
 		stop(t, d)

@@ -147,9 +147,8 @@ func TestChainRestoredOlder(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, "the publisher to know the chain's height", func() bool {
-		d.pub.mu.Lock()
-		defer d.pub.mu.Unlock()
-		return max(d.pub.seen.Number, d.pub.mined) >= headA
+		seen, mined := d.pub.Watched()
+		return max(seen.Number, mined) >= headA
 	})
 
 	// The node now serves the older copy of its chain.
@@ -199,9 +198,8 @@ func TestChainRestoredOlder(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, "the head watch to see the repaired chain", func() bool {
-		d.pub.mu.Lock()
-		defer d.pub.mu.Unlock()
-		return d.pub.seen.Number >= headB
+		seen, _ := d.pub.Watched()
+		return seen.Number >= headB
 	})
 	if n := testutil.ToFloat64(d.metrics.headRewinds); n != 1 {
 		t.Errorf("%v rewinds counted, want 1", n)

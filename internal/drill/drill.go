@@ -21,6 +21,7 @@ import (
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -513,56 +514,30 @@ func (d *drill) publish(ctx context.Context) (err error) {
 		}
 		d.rep.stage("publish", t, err, detail)
 	}()
-	if h := d.a.Hold(); h != nil {
+	if h := d.a.Head().Hold(); h != nil {
 		return fmt.Errorf("publishing held: %s", h.Reason)
 	}
 	// A record on an L2 is written there, then waited for until L1
-	// resolution shows it (the daemon's publisher does the same; the
-	// agent bounds the wait with its visibility timeout).
-	var poll time.Duration
-	if r := d.cfg.RecordsOf(d.ac); r != nil {
-		poll = r.PollInterval.D()
-	}
-	var waited time.Duration
-	for n := 0; ; n++ {
-		lagging := false
-		for _, r := range agent.PublishOnce(ctx, d.svc.Pointer(), []*agent.Agent{d.a}) {
-			if r.Write.TxHash != "" {
-				d.rep.TxHash, d.rep.GasUsed = r.Write.TxHash, r.Write.GasUsed
-				detail = fmt.Sprintf("tx %s, gas %d", r.Write.TxHash, r.Write.GasUsed)
-				if r.Update.Target != "" {
-					detail = fmt.Sprintf("ens.records %s (chain %d): tx %s, gas %d", r.Update.Target, r.Write.ChainID, r.Write.TxHash, r.Write.GasUsed)
-				}
-			}
-			switch r.Outcome {
-			case agent.OutcomePublished:
-				if r.Err != nil {
-					return fmt.Errorf("record published pointer: %w", r.Err)
-				}
-			case agent.OutcomeRollback:
-				// Published over an older snapshot of ours: once more.
-				return d.publish(ctx)
-			case agent.OutcomeLagging:
-				lagging = true
-			default:
-				return fmt.Errorf("publish pointer (%s): %w", r.Outcome, r.Err)
+	// resolution shows it (the daemon's publisher does the same, bounded
+	// by the visibility timeout).
+	r, ok := pointer.Publish(ctx, d.svc.Chains(), d.a.Head(), pointer.PublishOptions{Visible: true})
+	if ok {
+		if w := r.Write; w.Tx.Hash != "" {
+			d.rep.TxHash, d.rep.GasUsed = w.Tx.Hash, w.Tx.Gas
+			detail = fmt.Sprintf("tx %s, gas %d", w.Tx.Hash, w.Tx.Gas)
+			if r.Target != "" {
+				detail = fmt.Sprintf("ens.records %s (chain %d): tx %s, gas %d", r.Target, w.Tx.ChainID, w.Tx.Hash, w.Tx.Gas)
 			}
 		}
-		if !lagging {
-			break
+		switch {
+		case r.Outcome == pointer.Published && r.Err != nil:
+			return fmt.Errorf("record published pointer: %w", r.Err)
+		case r.Outcome != pointer.Published:
+			return fmt.Errorf("publish pointer (%s): %w", r.Outcome, r.Err)
 		}
-		wait := min(max(poll, 10*time.Millisecond)<<min(n, 10), 5*time.Second)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("publish pointer: waiting for L1 to show it: %w", ctx.Err())
-		case <-t.C:
+		if r.Waited > 0 {
+			detail += fmt.Sprintf("; visible from L1 after about %s", r.Waited.Round(time.Millisecond))
 		}
-		waited += wait
-	}
-	if waited > 0 {
-		detail += fmt.Sprintf("; visible from L1 after about %s", waited.Round(time.Millisecond))
 	}
 	got, err := d.svc.Chain.Read(ctx, d.ac.ENSName)
 	if err != nil {

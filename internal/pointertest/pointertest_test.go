@@ -12,8 +12,8 @@ import (
 	"github.com/hermesd/hermesd/internal/wait"
 )
 
-// TestChainProxy: reads always pass; transactions follow the mode, and a
-// held one whose sender gives up never reaches the chain.
+// TestChainProxy: reads pass unless the proxy hangs; transactions follow
+// the mode, and a held one whose sender gives up never reaches the chain.
 func TestChainProxy(t *testing.T) {
 	var reached atomic.Int64
 	chain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -79,4 +79,25 @@ func TestChainProxy(t *testing.T) {
 
 	p.Delay(20 * time.Millisecond)
 	expect(tx, 200, Counts{Refused: 1, Held: 2, Dropped: 1, Sent: 3}, 6)
+
+	// Hang holds reads too, until the mode changes; nothing reaches the
+	// chain meanwhile.
+	p.Hang()
+	got := make(chan int, 2)
+	for _, m := range []string{read, tx} {
+		go func() { code, _ := post(context.Background(), m); got <- code }()
+	}
+	wait.For(t, "both requests to hang", func() bool { return p.Counts().Hung == 2 })
+	if reached.Load() != 6 {
+		t.Fatalf("the chain saw %d requests while the proxy hung", reached.Load())
+	}
+	p.Pass()
+	for range 2 {
+		if code := <-got; code != 200 {
+			t.Fatalf("released request: %d", code)
+		}
+	}
+	if c := p.Counts(); c.Hung != 2 || c.Sent != 4 || reached.Load() != 8 {
+		t.Fatalf("after the hang: %+v, chain saw %d", c, reached.Load())
+	}
 }

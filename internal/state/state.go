@@ -207,6 +207,8 @@ type Written struct {
 	// record, or when it could not be read: SeenErr).
 	Seen    string `json:"seen,omitempty"`
 	SeenErr string `json:"seenError,omitempty"`
+	// Reads counts the L1 resolutions that did not show it yet.
+	Reads int `json:"reads,omitempty"`
 }
 
 // Hold records why publishing an agent's pointer stopped until an operator

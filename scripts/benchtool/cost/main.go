@@ -56,9 +56,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -382,17 +382,16 @@ func updateGas(ctx context.Context, dn *devnet.Devnet) (uint64, error) {
 		return 0, err
 	}
 	defer svc.Close()
-	w := svc.Pointer()
 	var gas uint64
-	for i, up := range []agent.PointerUpdate{
+	for i, up := range []pointer.Update{
 		{Name: "naive.hermes.eth", Value: blobID(1)},
 		{Name: "naive.hermes.eth", Value: blobID(2), Expected: blobID(1)},
 	} {
-		r := w.WritePointers(ctx, []agent.PointerUpdate{up})[0]
-		if r.Kind != agent.Written || r.TxHash == "" {
+		r := pointer.Write(ctx, svc.Chain, []pointer.Update{up})[0]
+		if r.Kind != pointer.Wrote || r.Tx.Hash == "" {
 			return 0, fmt.Errorf("write %d: kind %d: %v", i, r.Kind, r.Err)
 		}
-		gas = r.GasUsed
+		gas = r.Tx.Gas
 	}
 	return gas, nil
 }
