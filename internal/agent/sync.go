@@ -53,9 +53,12 @@ func (a *Agent) sync(ctx context.Context, paths []string, rescan bool, newer <-c
 		return SyncResult{}, err
 	}
 	defer slot.release()
-	in := snapshotHooks{newer: newer, idle: slot.idle}
+	snap := snapshot.Input{Newer: newer}
+	if a.deps.Slots != nil {
+		snap.Slot = slot
+	}
 	start, before := a.deps.Now(), a.lastBlob()
-	res, err := a.syncLocked(ctx, paths, rescan, in)
+	res, err := a.syncLocked(ctx, paths, rescan, snap)
 	if err != nil && ctx.Err() == nil && a.lastBlob() == before {
 		// Whatever failed before a snapshot was recorded (the state or
 		// spool directory unwritable, a SQLite copy, the hash, the
@@ -81,8 +84,9 @@ func (a *Agent) lastBlob() string {
 	return a.st.Last.BlobID
 }
 
-// syncLocked is sync, holding syncMu and a slot.
-func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, in snapshotHooks) (SyncResult, error) {
+// syncLocked is sync, holding syncMu and a slot; snap holds what every
+// snapshot.Input of the sync carries.
+func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, snap snapshot.Input) (SyncResult, error) {
 	// A sync starts from a saved state: a save that failed earlier is
 	// tried again first (Run also retries it on its own).
 	if err := a.SaveState(); err != nil {
@@ -108,7 +112,7 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, in 
 			ov = pass.ov
 		}
 		if single {
-			out, err := a.takeAsHash(ctx, ov, t, in)
+			out, err := a.takeAsHash(ctx, ov, t, snap)
 			pass.release()
 			if errors.Is(err, snapshot.ErrChanged) {
 				a.log.Debug("brain changed while the first snapshot read it; hashing it first", "error", err)
@@ -130,7 +134,7 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, in 
 		a.noteHash(res)
 		a.deps.Observer.Hashed(a.cfg.ID, res.Count, res.Bytes, a.deps.Now().Sub(t))
 
-		out, err := a.snapshotIfMoved(ctx, res.Digest, ov, in)
+		out, err := a.snapshotIfMoved(ctx, res.Digest, ov, snap)
 		pass.release()
 		if errors.Is(err, snapshot.ErrChanged) && attempt < maxChangedRetries {
 			a.log.Debug("brain changed while packing; re-hashing", "attempt", attempt+1)
@@ -140,7 +144,7 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, in 
 	}
 }
 
-func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Overlay, hooks snapshotHooks) (SyncResult, error) {
+func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Overlay, in snapshot.Input) (SyncResult, error) {
 	a.mu.Lock()
 	var last *state.Snapshot
 	if a.st.Last != nil {
@@ -193,7 +197,8 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 			snapshot.ErrTooLarge, h)
 	}
 
-	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Want: h, Overlay: ov, Known: a.cache, Newer: hooks.newer, Idle: hooks.idle})
+	in.Want, in.Overlay, in.Known = h, ov, a.cache
+	r, err := a.deps.Pipeline.Take(ctx, in)
 	if err != nil {
 		if errors.Is(err, snapshot.ErrSuperseded) {
 			return SyncResult{}, err
@@ -236,14 +241,15 @@ func (a *Agent) snapshotIsHash() bool {
 // the snapshot reads every file once, with the checks that it held still
 // (a file that did not is ErrChanged, and the caller hashes first after
 // all), and the hash cache takes over what it read.
-func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time, hooks snapshotHooks) (SyncResult, error) {
+func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time, in snapshot.Input) (SyncResult, error) {
 	a.mu.Lock()
 	if a.unsavedSince.IsZero() {
 		a.unsavedSince = a.deps.Now()
 	}
 	a.mu.Unlock()
 	learn := a.cache.Learner(ov)
-	r, err := a.deps.Pipeline.Take(ctx, snapshot.Input{Overlay: ov, Newer: hooks.newer, Idle: hooks.idle})
+	in.Overlay = ov
+	r, err := a.deps.Pipeline.Take(ctx, in)
 	if errors.Is(err, snapshot.ErrEmpty) {
 		res, err := learn.Adopt(hash.Null)
 		if err != nil {
