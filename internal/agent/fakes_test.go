@@ -280,6 +280,8 @@ type rig struct {
 	pointer    Pointer
 	record     Pointer
 	now        func() time.Time
+	// env is what run gives Run beside its watcher (Env.Watch).
+	env Env
 }
 
 func newRig(t *testing.T) *rig {
@@ -341,7 +343,9 @@ func (r *rig) run(a *Agent) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
+		env := r.env
+		env.Watch = func(string, watch.Options) (Watcher, error) { return w, nil }
+		a.Run(ctx, env)
 	}()
 	r.t.Cleanup(func() { cancel(); <-done })
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
 
-// slotHolder is one sync's hold on a process-wide sync slot (Deps.Slots).
+// slotHolder is one sync's hold on a process-wide sync slot (Env.Slots).
 // The slot bounds work on the cores; a snapshot whose packs wait for a
 // quilt batch lends it out meanwhile (snapshot.Slot), so that the other
 // agents' snapshots can join the batch, and takes it back afterwards.

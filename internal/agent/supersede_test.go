@@ -41,7 +41,7 @@ func TestSupersededSnapshotGivesWay(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
+		a.Run(ctx, Env{Watch: func(string, watch.Options) (Watcher, error) { return w, nil }})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 

@@ -48,6 +48,8 @@ type Daemon struct {
 	byID         map[string]*agent.Agent
 	pub          *publisher
 	probe        *prober
+	// slots bounds the agents syncing at once (agent.Env.Slots).
+	slots chan struct{}
 	// walrusRetryAt is when a Walrus attempt last failed and was to be
 	// retried (unix nanoseconds): until a backoff started then has surely
 	// ended, the prober watches for the store to come back, before any
@@ -115,7 +117,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 	svc.OnWalrusRecovered(d.probe.recovered)
 	// A few syncs at a time: the cores are the limit, and each pipeline
 	// holds buffers of its own.
-	slots := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
+	d.slots = make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
 	every, confirmPoll := map[string]time.Duration{}, map[string]time.Duration{}
 	for i := range cfg.Agents {
 		ac := &cfg.Agents[i]
@@ -123,8 +125,6 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		if err != nil {
 			return nil, err
 		}
-		a.SetRecovered(d.probe.recovered)
-		a.SetSlots(slots)
 		d.agents = append(d.agents, a)
 		d.byID[a.ID()] = a
 		every[a.ID()] = cfg.PointerIntervalOf(ac)
@@ -249,7 +249,7 @@ func (d *Daemon) superviseAgent(ctx context.Context, a *agent.Agent) {
 		hashed = "none yet: the first snapshot hashes the brain as it reads it"
 	}
 	log.Info("agent ready", "origin", st.Origin, "bundle_hash", hashed, "dir", st.BrainDir)
-	a.Run(ctx, d.subscribe)
+	a.Run(ctx, agent.Env{Watch: d.subscribe, Slots: d.slots, Recovered: d.probe.recovered})
 }
 
 func (d *Daemon) subscribe(dir string, opts watch.Options) (agent.Watcher, error) {
