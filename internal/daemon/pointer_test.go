@@ -112,12 +112,7 @@ func (w *world) config(mod func(c *config.Config)) *config.Config {
 // startWith runs a daemon on cfg, logging to log.
 func (w *world) startWith(cfg *config.Config, log *slog.Logger) *Daemon {
 	w.t.Helper()
-	svc, err := compose.Build(w.t.Context(), cfg, log, compose.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(svc.Close)
-	d, err := New(cfg, svc, log)
+	d, err := New(w.t.Context(), cfg, log, compose.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
