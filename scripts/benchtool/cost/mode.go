@@ -229,12 +229,7 @@ func (r *modeRun) run(ctx context.Context) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := compose.Build(ctx, cfg, r.log, compose.Options{Batch: true})
-	if err != nil {
-		return nil, err
-	}
-	defer svc.Close()
-	d, err := daemon.New(cfg, svc, r.log)
+	d, err := daemon.New(ctx, cfg, r.log, compose.Options{Batch: true})
 	if err != nil {
 		return nil, err
 	}
