@@ -207,8 +207,8 @@ type Retimed struct {
 	Kept     time.Time
 }
 
-// Skipped is an entry that was left out, and why ("symlink", "fifo",
-// "socket", "device", ...).
+// Skipped is an entry that was left out, and why ("fifo", "socket",
+// "device", a symlink that cannot be kept, ...).
 type Skipped struct {
 	Path   string
 	Reason string
