@@ -412,12 +412,16 @@ func TestFidelityZeroTimes(t *testing.T) {
 		}
 		for rel, ns := range times {
 			st, err := os.Lstat(filepath.Join(target, rel))
-			if err != nil || st.ModTime().UnixNano() != ns/prec*prec {
-				t.Errorf("%s: %s restored at %v (%v), recorded %v", what, rel, st.ModTime().UTC(), err, time.Unix(0, ns).UTC())
+			if err != nil {
+				t.Errorf("%s: %s not restored: %v", what, rel, err)
+			} else if st.ModTime().UnixNano() != ns/prec*prec {
+				t.Errorf("%s: %s restored at %v, recorded %v", what, rel, st.ModTime().UTC(), time.Unix(0, ns).UTC())
 			}
 		}
-		if st, err := os.Stat(target); root && (err != nil || st.ModTime().UnixNano() != 0) {
-			t.Errorf("%s: the brain directory restored at %v (%v), recorded the epoch", what, st.ModTime().UTC(), err)
+		if st, err := os.Stat(target); err != nil {
+			t.Fatal(err)
+		} else if root && st.ModTime().UnixNano() != 0 {
+			t.Errorf("%s: the brain directory restored at %v, recorded the epoch", what, st.ModTime().UTC())
 		}
 	}
 	rc, err := p.OpenV3(t.Context(), res.BlobID)
