@@ -167,8 +167,12 @@ func sameSymlinks(t *testing.T, dir string, links map[string]string) {
 	for p, want := range links {
 		full := filepath.Join(dir, filepath.FromSlash(p))
 		st, err := os.Lstat(full)
-		if err != nil || st.Mode()&fs.ModeSymlink == 0 {
-			t.Errorf("%s: %v (%v), want a symlink to %s", p, st, err, want)
+		if err != nil {
+			t.Errorf("%s: %v, want a symlink to %s", p, err, want)
+			continue
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("%s: %v, want a symlink to %s", p, st.Mode(), want)
 			continue
 		}
 		if got, err := os.Readlink(full); err != nil || got != want {
@@ -251,8 +255,8 @@ func TestE2EFidelitySymlinks(t *testing.T) {
 	}
 	sameSymlinks(t, dst, links)
 	for p, want := range when {
-		if st, err := os.Lstat(filepath.Join(dst, filepath.FromSlash(p))); err != nil || !st.ModTime().Equal(want) {
-			t.Errorf("%s: link time %v (%v), want %v", p, st.ModTime(), err, want)
+		if st, err := os.Lstat(filepath.Join(dst, filepath.FromSlash(p))); err == nil && !st.ModTime().Equal(want) {
+			t.Errorf("%s: link time %v, want %v", p, st.ModTime(), want)
 		}
 	}
 	if ents, err := os.ReadDir(outside); err != nil || len(ents) != 1 {
