@@ -553,8 +553,9 @@ type hashedFile struct {
 }
 
 // hashedTree reads every regular file under dir that the bundle hash
-// covers (everything but the top-level lock and receipts export). Other
-// entry types are reported as errors: a brain here holds only files.
+// covers (everything but the top-level lock and receipts export), and
+// every symlink (its target as its content, "-> target"). Other entry
+// types are reported as errors: a brain here holds only files and links.
 func hashedTree(t *testing.T, dir string) map[string]hashedFile {
 	t.Helper()
 	out := map[string]hashedFile{}
@@ -565,6 +566,14 @@ func hashedTree(t *testing.T, dir string) map[string]hashedFile {
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() || hash.Excluded(rel) {
+			return nil
+		}
+		if d.Type() == fs.ModeSymlink {
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = hashedFile{"-> " + target, fs.ModeSymlink}
 			return nil
 		}
 		if !d.Type().IsRegular() {
