@@ -641,40 +641,22 @@ func listDir(t *testing.T, dir string) []string {
 	return names
 }
 
-// packSpan is where the bytes of a blob, or of a quilt patch, lie on the
-// devnet Walrus server's disk.
-func packSpan(t *testing.T, dn *devnet.Devnet, id string) (file string, off, n int64) {
-	t.Helper()
-	file, off, n, err := dn.Walrus.Locate(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return file, off, n
-}
-
 // packBytes reads a blob's or a quilt patch's bytes from the devnet Walrus
 // server's disk.
 func packBytes(t *testing.T, dn *devnet.Devnet, id string) []byte {
 	t.Helper()
-	file, off, n := packSpan(t, dn, id)
-	b, err := os.ReadFile(file)
+	b, err := dn.Walrus.ReadStored(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b[off : off+n]
+	return b
 }
 
 // flipPackByte inverts the byte in the middle of a blob's or a quilt
 // patch's bytes on the devnet Walrus server's disk.
 func flipPackByte(t *testing.T, dn *devnet.Devnet, id string, mask byte) {
 	t.Helper()
-	file, off, n := packSpan(t, dn, id)
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[off+n/2] ^= mask
-	if err := os.WriteFile(file, b, 0o644); err != nil {
+	if err := dn.Walrus.FlipStoredByte(id, mask); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -64,6 +64,7 @@ type QuiltPatch struct {
 	Blob int
 
 	prefix []byte // header ‖ identifier ‖ tags
+	off    int64  // where its bytes start in its columns' image
 }
 
 // Quilt is a quilt's layout.
@@ -155,6 +156,7 @@ func LayoutQuilt(shards int, blobs []QuiltBlob) (*Quilt, error) {
 		pt := &q.Patches[i]
 		pt.Start = next
 		pt.End = next + int(ceilDiv(sizes[i+1], col))
+		pt.off = int64(len(pt.prefix))
 		next = pt.End
 	}
 	body := q.encodeIndex()
@@ -574,8 +576,28 @@ func (q *Quilt) OpenPatch(r io.ReaderAt, i int) (io.Reader, error) {
 			return nil, fmt.Errorf("%w: patch %q: bad tags", ErrQuilt, clip(pt.Identifier))
 		}
 	}
-	pt.Size = rest - used
+	pt.off, pt.Size = blobHeader+used, rest-used
 	return io.LimitReader(cr, pt.Size), nil
+}
+
+// Span is a range of bytes of the quilt blob.
+type Span struct{ Off, Len int64 }
+
+// Spans says where patch i's bytes lie in the quilt blob, in order: one
+// span per symbol (or part of one) they take. A quilt read back knows
+// once OpenPatch read the patch's header.
+func (q *Quilt) Spans(i int) []Span {
+	pt := q.Patches[i]
+	z, col := int64(q.Params.Symbol), q.ColumnSize()
+	row := int64(q.Params.Secondary) * z
+	var out []Span
+	for o, end := pt.off, pt.off+pt.Size; o < end; {
+		c, in := int64(pt.Start)+o/col, o%col
+		n := min(z-in%z, end-o)
+		out = append(out, Span{Off: in/z*row + c*z + in%z, Len: n})
+		o += n
+	}
+	return out
 }
 
 // columns reads the column-major image of columns [c0, c1) of the quilt

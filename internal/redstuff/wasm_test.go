@@ -164,7 +164,6 @@ func wasmSizes(r *rand.Rand, n, random int) []int {
 	return sizes
 }
 
-
 // TestWASMBlobIDs computes blob ids of random blobs with this package and
 // with walrus-core (WASM) and requires them equal: at 1000 shards
 // (mainnet, testnet) and at small shard counts. About a second of WASM per
