@@ -26,8 +26,10 @@
 // metadata over Config.Shards (default 1000, mainnet's and testnet's),
 // Blake2b-256 of the encoding type, the size and the Merkle root of the
 // sliver pairs, so a blob stored here has the id the network would give
-// it. At 1000 shards an id costs about a third of a CPU-second whatever
-// the blob's size (10⁶ symbol hashes); the ids of recent content are
+// it. At 1000 shards an id costs up to about a CPU-second whatever the
+// blob's size (10⁶ symbol hashes and as many Merkle nodes), a third of
+// that for a small blob or a quilt of small patches (their zero padding
+// hashes alike, and is looked up); the ids of recent content are
 // cached by its BLAKE3 digest, so a blob stored again is not encoded
 // again. Blobs stored by earlier versions keep the simulated ids they
 // were given (Blake2b-256 of a domain string, the size and a content

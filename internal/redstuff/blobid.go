@@ -131,6 +131,7 @@ type encoder struct {
 
 	rowTree []frontier
 	colRoot []Node
+	zero    *zeroRoots
 }
 
 func newEncoder(pr Params, r io.ReaderAt) (*encoder, error) {
@@ -143,7 +144,11 @@ func newEncoder(pr Params, r io.ReaderAt) (*encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &encoder{pr: pr, r: r, prim: prim, sec: sec, rowTree: make([]frontier, n), colRoot: make([]Node, n)}
+	e := &encoder{pr: pr, r: r, prim: prim, sec: sec, rowTree: make([]frontier, n), colRoot: make([]Node, n),
+		zero: newZeroRoots(pr.Symbol)}
+	for i := range e.rowTree {
+		e.rowTree[i].zero = e.zero
+	}
 	e.nonsys = make([][]byte, n-s)
 	for j := range e.nonsys {
 		e.nonsys[j] = make([]byte, p*pr.Symbol)
@@ -290,7 +295,10 @@ func (e *encoder) columns(ctx context.Context) error {
 	for w := range st {
 		st[w] = &state{src: shards(p, lc.size), rec: shards(n-p, lc.size), sc: e.prim.newScratch(lc.size),
 			seg: make([]byte, width*z), sym: make([]byte, z), hbuf: make([]byte, 0, 1+z),
-			leaves: make([]Node, width), cols: make([]frontier, width)}
+			leaves: make([]Node, width), cols: make([]frontier, width), row: frontier{zero: e.zero}}
+		for c := range st[w].cols {
+			st[w].cols[c].zero = e.zero
+		}
 	}
 	results := make([]*blockResult, jobs)
 	var mu sync.Mutex
@@ -329,12 +337,16 @@ func (e *encoder) columns(ctx context.Context) error {
 			}
 			for c := range cnt {
 				lc.get(t.sym, shard, c)
-				t.leaves[c] = leafHash(t.hbuf, t.sym)
+				if allZero(t.sym) {
+					t.leaves[c] = e.zero[0]
+				} else {
+					t.leaves[c] = leafHash(t.hbuf, t.sym)
+				}
 				t.cols[c].push(0, t.leaves[c])
 			}
 			if cnt == width {
 				res.levels = []uint8{uint8(bits.Len(uint(width)) - 1)}
-				res.nodes[i] = []Node{merkleRoot(t.leaves[:cnt])}
+				res.nodes[i] = []Node{zeroMerkleRoot(e.zero, t.leaves[:cnt])}
 				continue
 			}
 			t.row.reset()
@@ -363,4 +375,13 @@ func (e *encoder) columns(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -31,10 +31,13 @@
 // walrus-core's slivers, and blob ids with walrus-core's (its WASM
 // build, @mysten/walrus-wasm) on random blobs; golden vectors pin both.
 //
-// Cost: at 1000 shards every id takes n² = 10⁶ symbol hashes and about as
-// many inner nodes, whatever the blob's size (most of the time for blobs
-// under a few MiB), plus the Reed–Solomon work, about 4.5 times the
-// blob's bytes. Compute streams: it reads the rows in order, keeps the
+// Cost: at 1000 shards every id takes n² = 10⁶ symbol hashes and about
+// twice as many inner nodes, whatever the blob's size (most of the time
+// for blobs under a few MiB), plus the Reed–Solomon work, about 4.5 times
+// the blob's bytes. All-zero symbols (a small blob's padding, and the
+// rows and columns it leaves zero; a quilt's unused columns) and
+// complete subtrees of them hash to known nodes, which are looked up:
+// a small blob's id costs about a third of a dense one's. Compute streams: it reads the rows in order, keeps the
 // secondary recovery columns (about half the blob), then reads the
 // matrix again in blocks of columns, which workers (every core) encode
 // and hash, folding each row's tree as the blocks finish in order. Peak
