@@ -180,12 +180,21 @@ func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
 
 // newE2EWorldWith is newE2EWorld with more devnet options (the test's
 // directory, timings and HTTP address are always its own).
+// e2eShards is the devnets' shard count unless a test says otherwise.
+const e2eShards = 334
+
 func newE2EWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *e2eWorld {
 	t.Helper()
 	hermesdBinary(t) // build first, before any devnet clock starts
 	w := newProcessWorld(t)
 	o.Dir, o.Agents, o.HTTPListen = t.TempDir(), agents, w.http
 	o.Quiet, o.MaxLag = 50*time.Millisecond, 500*time.Millisecond
+	if o.Shards == 0 {
+		// Blob ids (the server's, and the daemon's checks of what it
+		// reads) at about a tenth of 1000 shards' cost: a snapshot takes
+		// two, and these tests wait on them; quilts of up to 222 patches.
+		o.Shards = e2eShards
+	}
 	dn, err := devnet.Start(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
