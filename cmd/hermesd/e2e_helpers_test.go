@@ -32,6 +32,7 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 var (
@@ -526,6 +527,19 @@ func (w *e2eWorld) ensClient(signer bool) *ens.Client {
 }
 
 // pointer reads an agent-snapshot record ("" when there is none).
+// walrusClient is a Walrus client of the world's server that computes
+// blob ids over the world's shard count, as its daemon does.
+func (w *e2eWorld) walrusClient(cfg walrus.Config) *walrus.Client {
+	w.t.Helper()
+	cfg.Publishers, cfg.Aggregators = []string{w.dn.Walrus.URL()}, []string{w.dn.Walrus.URL()}
+	cfg.Shards = w.dn.Config.Cost.WalrusShards
+	c, err := walrus.New(cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return c
+}
+
 func (w *e2eWorld) pointer(name string) string {
 	w.t.Helper()
 	c := w.ensClient(false)
