@@ -1,0 +1,96 @@
+package main
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hermesd/hermesd/internal/devnet"
+)
+
+// TestE2ERestoreWithoutSigner: a fresh machine holding only the snapshot
+// key (no chain.signer, no receipts.signer) and an empty state directory
+// restores, drills and reads the pointer; only the commands that write a
+// pointer ask for the signer, and say which command did.
+func TestE2ERestoreWithoutSigner(t *testing.T) {
+	t.Parallel()
+	w := newE2EWorld(t, devnet.Agent{ID: "auditor", ENSName: "auditor.hermes.eth"})
+	bw := newBrainWriter(t, w.brain("auditor"), rand.New(rand.NewPCG(37, 1)))
+	bw.put(t, "system.md", []byte("You audit.\n"), 0o644)
+	bw.put(t, "skills/reentrancy.md", []byte("Look for re-entrant calls.\n"), 0o600)
+	settleAgents(t, w, "auditor")
+	head := w.pointer("auditor.hermes.eth")
+	if head == "" {
+		t.Fatal("no pointer after settling")
+	}
+	want := hashedTree(t, w.brain("auditor"))
+	wantHash := dirHash(t, w.brain("auditor"))
+
+	keyLine := "  signer: {file: " + filepath.Join(w.dn.Dir, "keys", "chain.key") + "}\n"
+	b, err := os.ReadFile(w.dn.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), keyLine); n != 2 {
+		t.Fatalf("the devnet configuration names the chain key %d times, want 2 (chain.signer, receipts.signer)", n)
+	}
+	fresh := t.TempDir()
+	cfg := rewriteConfig(t, w,
+		keyLine, "",
+		"state_dir: "+filepath.Join(w.dn.Dir, "state"), "state_dir: "+filepath.Join(fresh, "state"),
+		"brain_dir: "+w.brain("auditor"), "brain_dir: "+filepath.Join(fresh, "brain"))
+
+	dir := filepath.Join(fresh, "restored")
+	code, stdout, stderr := w.runOnce("restore", "-config", cfg, "--dir", dir, "auditor")
+	if code != 0 {
+		t.Fatalf("restore --dir without chain.signer: exit %d: %s", code, lastLine(stderr))
+	}
+	if d := sameTree(want, hashedTree(t, dir)); len(d) > 0 {
+		t.Fatalf("restored brain differs: %v (%s)", d, stdout)
+	}
+	if got := dirHash(t, dir); got != wantHash {
+		t.Errorf("restored bundle hash %s, want %s", got, wantHash)
+	}
+	if !strings.Contains(stdout, head) {
+		t.Errorf("restore names no %s: %s", head, stdout)
+	}
+
+	// The cold start proper: the configured brain is missing.
+	if code, _, stderr := w.runOnce("restore", "-config", cfg, "auditor"); code != 0 {
+		t.Fatalf("restore without chain.signer: exit %d: %s", code, lastLine(stderr))
+	}
+	if got := dirHash(t, filepath.Join(fresh, "brain")); got != wantHash {
+		t.Errorf("cold-restored bundle hash %s, want %s", got, wantHash)
+	}
+	if code, stdout, stderr := w.runOnce("pointer", "get", "-config", cfg, "auditor.hermes.eth"); code != 0 || strings.TrimSpace(stdout) != head {
+		t.Errorf("pointer get without chain.signer: exit %d, %q: %s", code, stdout, lastLine(stderr))
+	}
+	for _, args := range [][]string{
+		{"drill", "-config", cfg, "auditor"},
+		{"status", "-config", cfg},
+		{"log", "-config", cfg, "auditor"},
+		{"verify", "-config", cfg, "auditor"},
+		{"cost", "-config", cfg, "auditor"},
+	} {
+		if code, _, stderr := w.runOnce(args...); code != 0 {
+			t.Errorf("%s without chain.signer: exit %d: %s", args[0], code, lastLine(stderr))
+		}
+	}
+
+	// Writing needs the key: one line says which command asked for it.
+	code, _, stderr = w.runOnce("run", "-config", cfg)
+	if code != exitUsage {
+		t.Fatalf("run without chain.signer: exit %d, want %d: %s", code, exitUsage, stderr)
+	}
+	line := lastLine(stderr)
+	for _, s := range []string{"chain.signer", "auditor.hermes.eth", "'hermesd run'"} {
+		if !strings.Contains(line, s) {
+			t.Errorf("run without chain.signer: %q does not say %q", line, s)
+		}
+	}
+	if code, _, stderr := w.runOnce("drill", "--destructive", "-config", cfg, "auditor"); code != exitUsage || !strings.Contains(stderr, "'hermesd drill --destructive'") {
+		t.Errorf("drill --destructive without chain.signer: exit %d: %s", code, lastLine(stderr))
+	}
+}
