@@ -78,7 +78,7 @@ func costReport(cfg *config.Config, ids []string, now time.Time) (ledger.Report,
 	for _, id := range ids {
 		b, err := ledger.Load(cfg.StateDir, id)
 		if err != nil {
-			return ledger.Report{}, err
+			return ledger.Report{}, fmt.Errorf("%w (hermesd run moves it aside to %s.bad and counts again from zero)", err, ledger.FileName)
 		}
 		books = append(books, b)
 	}

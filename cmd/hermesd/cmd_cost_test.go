@@ -142,3 +142,52 @@ agents:
 		t.Errorf("status text lacks the spend:\n%s", stdout)
 	}
 }
+
+// TestCostHostileLedger: cost, cost --json and status on a ledger holding
+// amounts no record makes (a null chain, counts beyond any real one, a fee
+// of 400 digits) say in one line what is wrong, never panic, never print
+// ±Inf, and leave the file where the daemon moves it aside.
+func TestCostHostileLedger(t *testing.T) {
+	t.Setenv(config.EnvPath, "")
+	for name, book := range map[string]string{
+		"null chain in total":   `{"version":1,"agent":"a1","total":{"chains":{"1337":null}}}`,
+		"null chain in an hour": `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{},"hours":[{"start":"2026-11-27T10:00:00Z","chains":{"1337":null}}]}`,
+		"suiTransactions 1e308": `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{"suiTransactions":1e308}}`,
+		"suiTransactions -1e308": `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{"suiTransactions":-1e308},` +
+			`"hours":[{"start":"2026-11-27T10:00:00Z","suiTransactions":-1e308}]}`,
+		"feeWei 10^400":   `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{"chains":{"1":{"transactions":1,"gas":1,"feeWei":1` + strings.Repeat("0", 400) + `}}}}`,
+		"negative feeWei": `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{"chains":{"1":{"transactions":1,"gas":1,"feeWei":-1}}}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "hermesd.yml")
+			body := fmt.Sprintf("state_dir: %s\nhttp:\n  listen: \"\"\nwalrus:\n  publishers: [\"http://127.0.0.1:1\"]\n  aggregators: [\"http://127.0.0.1:1\"]\n"+
+				"encryption:\n  key: {file: ./snapshot.key}\ncost:\n  wal_usd: 0.5\n  eth_usd: 3000\n  sui_tx_usd: 0.001\nagents:\n  - id: a1\n    brain_dir: ./a1\n",
+				filepath.Join(dir, "state"))
+			if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := ledger.Path(filepath.Join(dir, "state"), "a1")
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(book), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"cost", "a1"}, {"cost", "--json", "a1"}, {"cost"}} {
+				stdout, stderr, code := runCmd(t, append(args, "-config", cfg)...)
+				if code != exitFailure || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, p) ||
+					!strings.Contains(stderr, "cost.json.bad") || strings.Contains(stdout, "Inf") {
+					t.Errorf("%v: exit %d\nstdout %s\nstderr %s", args, code, stdout, stderr)
+				}
+			}
+			stdout, stderr, code := runCmd(t, "status", "--json", "-config", cfg)
+			if code != 0 || !strings.Contains(stderr, "spend not shown") || strings.Contains(stdout, "Inf") {
+				t.Errorf("status: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+			if b, err := os.ReadFile(p); err != nil || string(b) != book {
+				t.Errorf("a reader changed the ledger: %v", err)
+			}
+		})
+	}
+}
