@@ -188,11 +188,24 @@ func printCostDetail(w io.Writer, name string, a ledger.AgentReport, p ledger.Pr
 		row("USD", func(f ledger.Figures) string { return dollars(f.USD) })
 	}
 	tw.Flush()
+	if n := a.Recorded.Clamped; n > 0 {
+		fmt.Fprintf(w, "\n%s\n", clampedNote(n))
+	}
 	if h.Spent.USD == nil {
 		fmt.Fprintln(w, "\nUSD: set cost.wal_usd, cost.eth_usd and cost.sui_tx_usd")
 	} else if !h.Spent.USD.Complete || !n.Spent.USD.Complete {
 		fmt.Fprintln(w, "\nUSD marked * leaves out what has no configured price (cost.wal_usd, cost.eth_usd, cost.sui_tx_usd)")
 	}
+}
+
+// clampedNote says that n store answers were not believed.
+func clampedNote(n uint64) string {
+	what := "Walrus store answers"
+	if n == 1 {
+		what = "Walrus store answer"
+	}
+	return fmt.Sprintf("note: %s %s reported more than Walrus's formula allows for the bytes sent (at cost.walrus_shards and the cost.walrus_*_price settings); "+
+		"counted at the formula's bound (the log names the publisher)", count(float64(n)), what)
 }
 
 func chainsOf(fs ...ledger.Figures) []uint64 {

@@ -191,3 +191,28 @@ func TestCostHostileLedger(t *testing.T) {
 		})
 	}
 }
+
+// TestCostClampedNote: store answers held to Walrus's formula are said in
+// cost and status.
+func TestCostClampedNote(t *testing.T) {
+	t.Setenv(config.EnvPath, "")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hermesd.yml")
+	body := fmt.Sprintf("state_dir: %s\nhttp:\n  listen: \"\"\nwalrus:\n  publishers: [\"http://127.0.0.1:1\"]\n  aggregators: [\"http://127.0.0.1:1\"]\n"+
+		"encryption:\n  key: {file: ./snapshot.key}\nagents:\n  - id: a1\n    brain_dir: ./a1\n", filepath.Join(dir, "state"))
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := ledger.Open(filepath.Join(dir, "state"), ledger.Options{})
+	c := walruscost.NewBlob(66_034_000, 5, 32_760_000)
+	c.Clamped = true
+	if err := l.Record("a1", ledger.Store(c)); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"cost", "a1"}, {"status"}} {
+		stdout, stderr, code := runCmd(t, append(args, "-config", cfg)...)
+		if code != 0 || !strings.Contains(stdout, "note: 1 Walrus store answer reported more than Walrus's formula allows") {
+			t.Errorf("%v: exit %d: %s\n%s", args, code, stderr, stdout)
+		}
+	}
+}

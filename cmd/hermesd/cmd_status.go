@@ -198,6 +198,9 @@ func printStatus(w io.Writer, rep statusReport) {
 		// Indented: a line of it never starts with an agent's id, as the
 		// status table's do.
 		printCostSummary(w, *rep.Cost, "  ")
+		if n := rep.Cost.Total.Recorded.Clamped; n > 0 {
+			fmt.Fprintf(w, "  %s\n", clampedNote(n))
+		}
 	}
 }
 

@@ -337,6 +337,9 @@ func WalrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config
 		RetryWaitMin:   c.Walrus.RetryWaitMin.D(),
 		RetryWaitMax:   c.Walrus.RetryWaitMax.D(),
 		Logger:         log,
+		// What a store answer may say it cost is held to these.
+		Shards: c.Cost.WalrusShards,
+		Price:  costPrice(c),
 	}
 	if wc.RetryMax == 0 {
 		wc.RetryMax = -1 // the client reads 0 as "default"; the config means none

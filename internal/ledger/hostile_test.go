@@ -152,3 +152,22 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestClampedCounted: a charge held to Walrus's formula is counted, per
+// share of a quilt too, and survives a restart.
+func TestClampedCounted(t *testing.T) {
+	dir := t.TempDir()
+	l := Open(dir, Options{})
+	c := walruscost.NewBlob(66_034_000, 5, 1)
+	c.Clamped = true
+	for _, s := range append([]walruscost.Charge{c}, c.Split([]uint64{1, 2})...) {
+		if err := l.Record("a", Store(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Record("a", Store(walruscost.NewBlob(66_034_000, 5, 1)))
+	b, err := Load(dir, "a")
+	if err != nil || b.Total.Clamped != 3 || b.Hours[0].Clamped != 3 {
+		t.Errorf("clamped %+v, %v", b.Total, err)
+	}
+}

@@ -63,6 +63,10 @@ type Spend struct {
 	EncodedByteEpochs uint64 `json:"encodedByteEpochs"`
 	// FROST is Walrus's cost as the publishers reported it.
 	FROST uint64 `json:"frost"`
+	// Clamped counts store answers (or shares of one) that reported more
+	// than Walrus's formula allows for what was sent: their figures are
+	// the formula's bound (walruscost.Charge.Clamped).
+	Clamped uint64 `json:"clamped,omitempty"`
 	// SuiTx are the Sui transactions the stores took (shares for quilts).
 	SuiTx float64 `json:"suiTransactions"`
 	// Chains is the gas of pointer transactions by chain id.
@@ -121,6 +125,9 @@ type Naive struct {
 // quilt's).
 func Store(c walruscost.Charge) Spend {
 	s := Spend{EncodedBytes: c.EncodedBytes, EncodedByteEpochs: c.EncodedByteEpochs, FROST: c.FROST, SuiTx: c.SuiTx}
+	if c.Clamped {
+		s.Clamped = 1
+	}
 	switch {
 	case c.Patch:
 		s.Patches = 1
@@ -174,6 +181,7 @@ func (s *Spend) Add(o Spend) {
 	s.EncodedBytes = add(s.EncodedBytes, o.EncodedBytes)
 	s.EncodedByteEpochs = add(s.EncodedByteEpochs, o.EncodedByteEpochs)
 	s.FROST = add(s.FROST, o.FROST)
+	s.Clamped = add(s.Clamped, o.Clamped)
 	s.SuiTx = addCount(s.SuiTx, o.SuiTx)
 	for id, c := range o.Chains {
 		if c == nil {

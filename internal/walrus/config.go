@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/redact"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Defaults for the zero fields of Config.
@@ -85,6 +86,13 @@ type Config struct {
 	// ErrBodyTooLarge.
 	MaxReadSize int64
 
+	// Shards and Price are the network's shard count and prices (zero:
+	// walruscost.DefaultShards and DefaultPrice). What a store answer
+	// reports it cost is held to what Walrus's formula allows for the
+	// bytes sent at them (StoreResult.Clamped).
+	Shards int
+	Price  walruscost.Price
+
 	AttemptTimeout time.Duration // see DefaultAttemptTimeout
 	IdleTimeout    time.Duration // see DefaultIdleTimeout
 	Timeout        time.Duration // see DefaultTimeout
@@ -145,6 +153,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxReadSize == 0 {
 		c.MaxReadSize = DefaultMaxReadSize
 	}
+	if c.Shards == 0 {
+		c.Shards = walruscost.DefaultShards
+	}
+	if c.Price == (walruscost.Price{}) {
+		c.Price = walruscost.DefaultPrice
+	}
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = DefaultAttemptTimeout
 	}
@@ -195,6 +209,9 @@ func (c Config) validate() error {
 	}
 	if err := checkEpochs(c.Epochs); err != nil {
 		bad("epochs: %v", err)
+	}
+	if _, _, err := walruscost.SourceSymbols(c.Shards); err != nil {
+		bad("shards: %v", err)
 	}
 	if c.SendObjectTo != "" && !suiAddressRe.MatchString(c.SendObjectTo) {
 		bad("send_object_to: %q is not a Sui address (0x + 64 hex digits)", c.SendObjectTo)
