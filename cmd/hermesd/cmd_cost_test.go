@@ -216,3 +216,46 @@ func TestCostClampedNote(t *testing.T) {
 		}
 	}
 }
+
+// TestCostNoProjectionFromStartUp: right after start, cost and status do
+// not project seconds of records to a month; they say when they will.
+func TestCostNoProjectionFromStartUp(t *testing.T) {
+	t.Setenv(config.EnvPath, "")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hermesd.yml")
+	body := fmt.Sprintf("state_dir: %s\nhttp:\n  listen: \"\"\nwalrus:\n  publishers: [\"http://127.0.0.1:1\"]\n  aggregators: [\"http://127.0.0.1:1\"]\n"+
+		"encryption:\n  key: {file: ./snapshot.key}\ncost:\n  wal_usd: 0.5\nagents:\n  - id: auditor\n    brain_dir: ./a1\n", filepath.Join(dir, "state"))
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-2 * time.Second)
+	l := ledger.Open(filepath.Join(dir, "state"), ledger.Options{Now: func() time.Time { return since }})
+	for _, s := range []ledger.Spend{ledger.Snapshot(ledger.NaiveBlobSize(5, 60_000), 5, 1000), ledger.Store(walruscost.NewBlob(66_034_000, 5, 32_760_000)),
+		ledger.Snapshot(ledger.NaiveBlobSize(5, 60_000), 5, 1000), ledger.Store(walruscost.NewBlob(66_034_000, 5, 32_760_000))} {
+		if err := l.Record("auditor", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, stderr, code := runCmd(t, "cost", "-config", cfg, "auditor")
+	t.Logf("hermesd cost auditor:\n%s", stdout)
+	from := since.Add(ledger.MinWindow).UTC().Format(time.RFC3339)
+	if code != 0 || !strings.Contains(stdout, "per day and month from "+from+", once an hour is recorded") ||
+		strings.Contains(stdout, "at the rate of the last") || strings.Contains(stdout, "87,660") {
+		t.Errorf("cost: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	for _, l := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(l); len(f) == 6 && f[0] == "snapshots" && (f[2] != "-" || f[3] != "-" || f[5] != "-") {
+			t.Errorf("a projection shown: %q", l)
+		}
+	}
+	stdout, _, code = runCmd(t, "cost", "-config", cfg, "--json", "auditor")
+	var rep ledger.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || rep.Agents[0].Hermesd.PerMonth != nil ||
+		rep.Agents[0].ProjectFrom.UTC().Format(time.RFC3339) != from || strings.Contains(stdout, "perMonth") {
+		t.Errorf("cost --json: exit %d, %v: %s", code, err, stdout)
+	}
+	stdout, _, _ = runCmd(t, "status", "-config", cfg)
+	if !strings.Contains(stdout, "-: less than an hour recorded; no rate to project from yet") {
+		t.Errorf("status:\n%s", stdout)
+	}
+}

@@ -171,3 +171,40 @@ func TestClampedCounted(t *testing.T) {
 		t.Errorf("clamped %+v, %v", b.Total, err)
 	}
 }
+
+// TestNoProjectionFromStartUp: seconds of records (a daemon's start-up,
+// every agent's first snapshot a whole brain) are projected to nothing;
+// the report says when projections begin, and they do at MinWindow.
+func TestNoProjectionFromStartUp(t *testing.T) {
+	clk := &clock{t: t0}
+	l := Open(t.TempDir(), Options{Now: clk.Now})
+	for _, s := range []Spend{Snapshot(NaiveBlobSize(3, 1000), 5, 1000), Store(walruscost.NewBlob(66_034_000, 5, 7_560_000))} {
+		l.Record("a", s)
+		clk.add(time.Second)
+	}
+	for _, tc := range []struct {
+		at      time.Duration
+		project bool
+	}{{2 * time.Second, false}, {MinWindow - time.Second, false}, {MinWindow, true}, {23 * time.Hour, true}} {
+		r := NewReport([]Book{l.Book("a")}, Prices{WALUSD: 1}, t0.Add(tc.at))
+		for _, a := range []AgentReport{r.Agents[0], r.Total} {
+			projected := a.Hermesd.PerDay != nil && a.Hermesd.PerMonth != nil && a.Naive.PerDay != nil && a.Naive.PerMonth != nil
+			if projected != tc.project {
+				t.Errorf("after %v: projected %v, want %v (project from %v)", tc.at, projected, tc.project, a.ProjectFrom)
+			}
+			if !tc.project && !a.ProjectFrom.Equal(t0.Add(MinWindow)) {
+				t.Errorf("after %v: projections from %v, want %v", tc.at, a.ProjectFrom, t0.Add(MinWindow))
+			}
+			if tc.project && (!a.ProjectFrom.IsZero() || a.Hermesd.PerMonth.Snapshots <= 0) {
+				t.Errorf("after %v: %+v", tc.at, a)
+			}
+		}
+		if b, err := json.Marshal(r); err != nil || strings.Contains(string(b), `"perMonth"`) != tc.project {
+			t.Errorf("after %v: JSON %v %s", tc.at, err, b)
+		}
+	}
+	// Nothing recorded: nothing to project, no date to give.
+	if a := NewReport([]Book{{Version: Version, Agent: "b"}}, Prices{}, t0).Agents[0]; a.Hermesd.PerDay != nil || !a.ProjectFrom.IsZero() {
+		t.Errorf("empty book: %+v", a)
+	}
+}
