@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -92,5 +93,37 @@ func TestE2ERestoreWithoutSigner(t *testing.T) {
 	}
 	if code, _, stderr := w.runOnce("drill", "--destructive", "-config", cfg, "auditor"); code != exitUsage || !strings.Contains(stderr, "'hermesd drill --destructive'") {
 		t.Errorf("drill --destructive without chain.signer: exit %d: %s", code, lastLine(stderr))
+	}
+}
+
+// TestE2EStatusKeepsRestoreNotes: after a one-shot `hermesd restore`, no
+// daemon running, `hermesd status` still lists the files restored without
+// their set-id bits (the agent's state keeps them).
+func TestE2EStatusKeepsRestoreNotes(t *testing.T) {
+	t.Parallel()
+	w := newE2EWorld(t, devnet.Agent{ID: "auditor", ENSName: "auditor.hermes.eth"})
+	bw := newBrainWriter(t, w.brain("auditor"), rand.New(rand.NewPCG(37, 2)))
+	bw.put(t, "system.md", []byte("You audit.\n"), 0o644)
+	bw.put(t, "bin/tool", []byte("#!/bin/sh\n"), 0o755)
+	if err := os.Chmod(filepath.Join(w.brain("auditor"), "bin/tool"), 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	settleAgents(t, w, "auditor")
+	if err := os.RemoveAll(w.brain("auditor")); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := w.runOnce("restore", "-config", w.dn.ConfigPath, "auditor")
+	if code != 0 || !strings.Contains(stdout, "stripped: bin/tool") {
+		t.Fatalf("restore: exit %d: %s\n%s", code, stdout, lastLine(stderr))
+	}
+	code, stdout, stderr = w.runOnce("status", "-config", w.dn.ConfigPath)
+	if code != 0 || !strings.Contains(stdout, "auditor: restore of ") || !strings.Contains(stdout, "stripped: bin/tool") {
+		t.Errorf("status after a one-shot restore: exit %d: %s\n%s", code, stdout, lastLine(stderr))
+	}
+	code, stdout, _ = w.runOnce("status", "-config", w.dn.ConfigPath, "--json")
+	var rep statusReport
+	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || len(rep.Agents) != 1 || rep.Agents[0].Restore == nil ||
+		len(rep.Agents[0].Restore.Stripped) != 1 {
+		t.Errorf("status --json: exit %d, %v: %s", code, err, stdout)
 	}
 }
