@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -125,5 +126,52 @@ func TestE2EStatusKeepsRestoreNotes(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || len(rep.Agents) != 1 || rep.Agents[0].Restore == nil ||
 		len(rep.Agents[0].Restore.Stripped) != 1 {
 		t.Errorf("status --json: exit %d, %v: %s", code, err, stdout)
+	}
+}
+
+// TestE2EInvalidPointerValues: an ENS record that is not a blob id or a
+// QuiltV1 patch id is refused as the invalid input it is (exit 3), by
+// restore and by the drill, before any aggregator is asked.
+func TestE2EInvalidPointerValues(t *testing.T) {
+	t.Parallel()
+	w := newE2EWorld(t, devnet.Agent{ID: "auditor", ENSName: "auditor.hermes.eth"})
+	bw := newBrainWriter(t, w.brain("auditor"), rand.New(rand.NewPCG(37, 3)))
+	bw.put(t, "system.md", []byte("You audit.\n"), 0o644)
+	settleAgents(t, w, "auditor")
+	head := w.pointer("auditor.hermes.eth")
+	raw, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil || len(raw) < 32 {
+		t.Fatalf("pointer %q: %v", head, err)
+	}
+	// A QuiltV1 patch id of the head's quilt (or blob): 37 bytes.
+	patch := append(append([]byte(nil), raw[:32]...), 1, 1, 0, 2, 0)
+	enc := base64.RawURLEncoding.EncodeToString
+	good := enc(patch)
+	wrongVersion := append([]byte(nil), patch...)
+	wrongVersion[32] = 2
+	nonCanonical := []byte(good)
+	nonCanonical[len(nonCanonical)-1] = 'B'
+	signer := w.ensClient(true)
+	prev := head
+	for _, tc := range []struct{ name, value string }{
+		{"too long", good + strings.Repeat("A", 40)},
+		{"bad base64", good[:10] + "*" + good[11:]},
+		{"wrong quilt version", enc(wrongVersion)},
+		{"truncated", good[:48]},
+		{"non-canonical", string(nonCanonical)},
+	} {
+		if _, err := signer.Write(t.Context(), "auditor.hermes.eth", tc.value, prev); err != nil {
+			t.Fatal(err)
+		}
+		prev = tc.value
+		for _, args := range [][]string{
+			{"restore", "-config", w.dn.ConfigPath, "--dir", filepath.Join(t.TempDir(), "x"), "auditor"},
+			{"drill", "-config", w.dn.ConfigPath, "auditor"},
+		} {
+			code, stdout, stderr := w.runOnce(args...)
+			if code != exitMismatch || !strings.Contains(stdout+stderr, "not a blob id or a quilt patch id") {
+				t.Errorf("%s: %s: exit %d, want %d: %s", tc.name, args[0], code, exitMismatch, lastLine(stderr))
+			}
+		}
 	}
 }

@@ -2,7 +2,10 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -15,7 +18,7 @@ import (
 // status after a one-shot hermesd restore — still shows it.
 func TestRestoreReportKept(t *testing.T) {
 	r := newRig(t)
-	r.chain.set(r.name, "blobX")
+	r.chain.set(r.name, ref("blobX"))
 	var stripped []string
 	for i := range state.MaxRestoredLines + 8 {
 		stripped = append(stripped, fmt.Sprintf("bin/tool%d: setuid not restored (recorded 4755, restored 0755)", i))
@@ -32,7 +35,7 @@ func TestRestoreReportKept(t *testing.T) {
 	}
 	check := func(what string, rep *RestoreReport) {
 		t.Helper()
-		if rep == nil || rep.BlobID != "blobX" || rep.At.IsZero() || len(rep.Stripped) != state.MaxRestoredLines || rep.Omitted != 8 ||
+		if rep == nil || rep.BlobID != ref("blobX") || rep.At.IsZero() || len(rep.Stripped) != state.MaxRestoredLines || rep.Omitted != 8 ||
 			len(rep.Notes) != 1 || rep.Stripped[1] != stripped[1] {
 			t.Fatalf("%s: %+v", what, rep)
 		}
@@ -48,4 +51,51 @@ func TestRestoreReportKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("the state file", RestoreReportOf(st.Restored))
+}
+
+// TestValidatePointer: an ENS record is followed only when it is a blob id
+// or a QuiltV1 patch id; every other text is ErrInvalidPointer.
+func TestValidatePointer(t *testing.T) {
+	quilt := make([]byte, 32)
+	for i := range quilt {
+		quilt[i] = byte(i * 7)
+	}
+	enc := base64.RawURLEncoding.EncodeToString
+	patch := append(append([]byte(nil), quilt...), 1, 3, 0, 5, 0)
+	good := enc(patch)
+	wrongVersion := append([]byte(nil), patch...)
+	wrongVersion[32] = 2
+	nonCanonical := []byte(good)
+	nonCanonical[len(nonCanonical)-1] = 'B' // the last character's low bits are not zero
+	for _, tc := range []struct {
+		name, v string
+		ok      bool
+	}{
+		{"blob id", enc(quilt), true},
+		{"patch id", good, true},
+		{"too long", good + strings.Repeat("A", 60), false},
+		{"longer than QuiltV1", enc(append(append([]byte(nil), patch...), 0, 0, 0)), false},
+		{"bad base64", good[:20] + "!" + good[21:], false},
+		{"wrong quilt version", enc(wrongVersion), false},
+		{"truncated", good[:48], false},
+		{"non-canonical", string(nonCanonical), false},
+		{"empty", "", false},
+		{"text", "hello", false},
+	} {
+		err := ValidatePointer(tc.v)
+		if (err == nil) != tc.ok || (!tc.ok && !errors.Is(err, ErrInvalidPointer)) {
+			t.Errorf("%s (%q): %v", tc.name, tc.v, err)
+		}
+	}
+	// Latest refuses such a record instead of following it, or taking it
+	// for none (a fresh start).
+	r := newRig(t)
+	r.chain.set(r.name, good[:48])
+	a := r.open()
+	if err := a.Prepare(t.Context()); !errors.Is(err, ErrInvalidPointer) || !errors.Is(err, ErrRestoreFailed) {
+		t.Errorf("Prepare with an invalid record: %v", err)
+	}
+	if _, err := os.Stat(r.brain); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an invalid record started the agent fresh: %v", err)
+	}
 }
