@@ -391,6 +391,13 @@ func (p *publisher) publish(ctx context.Context, force bool) (next time.Time, pu
 		}
 		again := false
 		for _, r := range results {
+			if interrupted(ctx, r) {
+				// Our own stop (or a second signal) cancelled the write:
+				// not a failure of the chain, and no backoff. The
+				// shutdown flush, or the next start, publishes it.
+				p.log.Debug("pointer publish interrupted by the stop", "agent", r.Agent.ID(), "blob", r.Update.Value)
+				continue
+			}
 			if r.Outcome == agent.OutcomePublished {
 				published++
 			}
@@ -414,6 +421,12 @@ func (p *publisher) publish(ctx context.Context, force bool) (next time.Time, pu
 		}
 	}
 	return next, published
+}
+
+// interrupted reports whether r failed only because ctx, the
+// publisher's own context, was cancelled.
+func interrupted(ctx context.Context, r agent.PublishResult) bool {
+	return r.Outcome == agent.OutcomeFailed && errors.Is(ctx.Err(), context.Canceled) && errors.Is(r.Err, context.Canceled)
 }
 
 // noteHolds remembers which agents are held; one whose hold an operator
