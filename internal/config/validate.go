@@ -10,8 +10,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/adraffy/go-ens-normalize/ensip15"
-
+	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/redact"
 	"github.com/hermesd/hermesd/internal/walruscost"
@@ -511,9 +510,9 @@ func (c *Config) validateAgents(v *validator) {
 			v.add(f("seed_dir"), "must not be inside the brain directory or contain it")
 		}
 		if a.ENSName != "" {
-			n, err := ensip15.Shared().Normalize(a.ENSName)
+			n, err := ens.Normalize(a.ENSName)
 			if err != nil {
-				v.add(f("ens_name"), "%q is not a valid ENS name: %v", a.ENSName, err)
+				v.add(f("ens_name"), "not a valid ENS name: %v", err)
 			} else if strings.Count(n, ".") < 1 {
 				v.add(f("ens_name"), "%q needs at least two labels (e.g. agent.eth)", a.ENSName)
 			} else {
