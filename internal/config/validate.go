@@ -10,7 +10,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/ensname"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/redact"
 	"github.com/hermesd/hermesd/internal/redstuff"
@@ -511,7 +511,7 @@ func (c *Config) validateAgents(v *validator) {
 			v.add(f("seed_dir"), "must not be inside the brain directory or contain it")
 		}
 		if a.ENSName != "" {
-			n, err := ens.Normalize(a.ENSName)
+			n, err := ensname.Normalize(a.ENSName)
 			if err != nil {
 				v.add(f("ens_name"), "not a valid ENS name: %v", err)
 			} else if strings.Count(n, ".") < 1 {

@@ -115,6 +115,9 @@ func (l *lane) run(ctx context.Context) {
 		case <-l.wake:
 		case <-timer.C:
 		}
+		if ctx.Err() != nil {
+			return // a timer and the stop can be ready together
+		}
 		next := l.step(ctx)
 		if next.IsZero() {
 			next = l.now().Add(time.Minute)
@@ -182,13 +185,13 @@ func (l *lane) publishDue(ctx context.Context, force bool) time.Time {
 	return next
 }
 
-// publish is publishDue that also counts the pointers it published.
 // interrupted reports whether r failed only because ctx, the lane's own
 // context, was cancelled.
 func interrupted(ctx context.Context, r Result) bool {
 	return r.Outcome == Failed && errors.Is(ctx.Err(), context.Canceled) && errors.Is(r.Err, context.Canceled)
 }
 
+// publish is publishDue that also counts the pointers it published.
 func (l *lane) publish(ctx context.Context, force bool) (next time.Time, published int) {
 	l.noteHolds()
 	// A rollback found while writing is published again at once, once.

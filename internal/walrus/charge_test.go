@@ -43,7 +43,11 @@ func TestStoreChargeHeldToFormula(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := walruscost.NewBlob(66_034_000, 5, walruscost.DefaultPrice.Cost(66_034_000, 5))
+	least, err := walruscost.EncodedLength(0, testShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := walruscost.NewBlob(least, 5, walruscost.DefaultPrice.Cost(least, 5))
 	want.Clamped = true
 	if got := r.Charge(); got != want || r.Clamped == "" {
 		t.Errorf("blob: charge %+v (%q), want %+v", got, r.Clamped, want)
@@ -59,11 +63,11 @@ func TestStoreChargeHeldToFormula(t *testing.T) {
 		t.Fatal(err)
 	}
 	sizes := []uint64{3000, 50_000, 100}
-	qsize, err := walruscost.QuiltSize(sizes, 256+2*4, walruscost.DefaultShards)
+	qsize, err := walruscost.QuiltSize(sizes, 256+2*4, testShards)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound, err := walruscost.Bound(qsize, 3, walruscost.DefaultShards, walruscost.DefaultPrice)
+	bound, err := walruscost.Bound(qsize, 3, testShards, walruscost.DefaultPrice)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +81,12 @@ func TestStoreChargeHeldToFormula(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		enc, _ := walruscost.EncodedLength(uint64(n), walruscost.DefaultShards)
+		enc, _ := walruscost.EncodedLength(uint64(n), testShards)
 		if r.Clamped != "" || r.EncodedLength != enc || r.Cost != walruscost.DefaultPrice.Cost(enc, 4) {
 			t.Errorf("honest %d bytes: %+v", n, r)
 		}
 	}
-	small := make([]int64, 300)
+	small := make([]int64, 60) // a quilt over 100 shards holds at most 66
 	for i := range small {
 		small[i] = int64(i * 37)
 	}
