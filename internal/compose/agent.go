@@ -146,6 +146,7 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		Quiet:           c.QuietPeriod(ac),
 		MaxLag:          c.MaxLagOf(ac),
 		MinInterval:     c.SnapshotIntervalOf(ac),
+		UnsavedLimit:    c.SnapshotIntervalOf(ac) + c.MaxLagOf(ac) + c.Walrus.BatchWindow.D() + agent.UnsavedMargin,
 		RefreshAfter:    c.RefreshAfterOf(ac),
 		ImportPolicy:    policy,
 		Trusted:         s.Trusted,
