@@ -54,10 +54,7 @@ func (w *e2eWorld) referenceSnapshot(t *testing.T, dir string, version int, pare
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := walrus.New(walrus.Config{Publishers: []string{w.dn.Walrus.URL()}, Aggregators: []string{w.dn.Walrus.URL()}, Epochs: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := w.walrusClient(walrus.Config{Epochs: 5})
 	res, err := c.Store(t.Context(), walrus.BytesBody(blob))
 	if err != nil {
 		t.Fatal(err)

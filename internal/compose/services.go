@@ -325,6 +325,7 @@ func WalrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config
 		RetryMax:       c.Walrus.RetryMax,
 		RetryWaitMin:   c.Walrus.RetryWaitMin.D(),
 		RetryWaitMax:   c.Walrus.RetryWaitMax.D(),
+		Shards:         c.Cost.WalrusShards,
 		Logger:         log,
 	}
 	if wc.RetryMax == 0 {

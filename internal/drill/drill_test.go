@@ -79,16 +79,7 @@ func (w *world) pointer(name string) string {
 // tamper flips one byte in the middle of a stored blob (or quilt patch).
 func (w *world) tamper(blobID string) {
 	w.t.Helper()
-	p, off, n, err := w.dn.Walrus.Locate(blobID)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	b[off+n/2] ^= 0x01
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	if err := w.dn.Walrus.FlipStoredByte(blobID, 0x01); err != nil {
 		w.t.Fatal(err)
 	}
 }
