@@ -110,4 +110,33 @@ agents:
 			t.Errorf("result %s, ens-read stage %q, blob %q", rep.Result, read, rep.BlobID)
 		}
 	})
+
+	// pointer set writes where the record lives (the agent's ens.records)
+	// and confirms through L1, as the daemon does.
+	t.Run("pointer set at the L2", func(t *testing.T) {
+		v := strings.Repeat("L", 43)
+		stdout, stderr, code := w.cli("pointer", "set", "scout.l2.hermes.eth", v, "--force", "--json", "-config", w.dn.ConfigPath)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var res pointerSetResult
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatalf("%v: %s", err, stdout)
+		}
+		if res.Records != devnet.L2RecordsID || res.Visible == nil || !*res.Visible || res.Previous != head ||
+			res.ChainID != fmt.Sprint(devnet.DefaultL2ChainID) || res.TxHash == "" {
+			t.Errorf("result %+v", res)
+		}
+		if got := w.pointer("scout.l2.hermes.eth"); got != v {
+			t.Errorf("L1 resolution shows %q, want %q", got, v)
+		}
+		// A stale --expect sends nothing.
+		if _, stderr, code := w.cli("pointer", "set", "scout.l2.hermes.eth", "-config", w.dn.ConfigPath, "--expect", head, "--", strings.Repeat("M", 43)); code == 0 ||
+			!strings.Contains(stderr, "not the expected") {
+			t.Errorf("a stale --expect: exit %d: %s", code, stderr)
+		}
+		if got := w.pointer("scout.l2.hermes.eth"); got != v {
+			t.Errorf("after a refused set, L1 resolution shows %q", got)
+		}
+	})
 }

@@ -93,3 +93,12 @@ func (s *Services) Publisher(heads []*pointer.Head, obs pointer.Observer, log *s
 		Log:        log,
 	}, heads)
 }
+
+// RecordsSet is the part of an operator's compare-and-set of a record at
+// ens.records target r that the configuration decides: rc writes and
+// reads it there, l1 confirms it through L1 resolution within r's
+// visibility timeout, polling from r's poll interval.
+func RecordsSet(r *config.RecordsTarget, rc, l1 *ens.Client) pointer.SetRequest {
+	return pointer.SetRequest{Chain: rc, AtTarget: Pointer(rc), L1: Pointer(l1),
+		Visibility: r.VisibilityTimeout.D(), ConfirmPoll: r.PollInterval.D()}
+}
