@@ -49,9 +49,11 @@ func breakDir(t *testing.T, dir string) func() {
 		if err := os.Remove(dir); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(aside, dir); errors.Is(err, os.ErrNotExist) {
+		err := os.Rename(aside, dir)
+		if errors.Is(err, os.ErrNotExist) {
 			err = os.Mkdir(dir, 0o700)
-		} else if err != nil {
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
