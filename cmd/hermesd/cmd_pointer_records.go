@@ -73,9 +73,33 @@ func (f *chainFlags) recordsTarget(name, id string) (*config.RecordsTarget, erro
 	return nil, nil
 }
 
-// recordsClient connects to records target r, signed by the key flags or
-// else r's signer (chain.signer when it names none).
+// recordsClient connects to records target r's contract, signed by the
+// key flags or else r's signer (chain.signer when it names none).
 func (f *chainFlags) recordsClient(ctx context.Context, r *config.RecordsTarget) (*ens.Client, error) {
+	return f.recordsChain(ctx, r, compose.RecordsConfig)
+}
+
+// recordsRegistry connects to the registry of records target r's chain,
+// signed as recordsClient is, and checks the registry is there.
+func (f *chainFlags) recordsRegistry(ctx context.Context, r *config.RecordsTarget) (*ens.Client, error) {
+	if r.Registry == "" {
+		return nil, usageErrorf("the record lives at ens.records %s, which names no registry: set ens.records[].registry (the ENS registry on that chain) to transfer the name there", r.ID)
+	}
+	c, err := f.recordsChain(ctx, r, compose.RecordsRegistryConfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Ping(ctx); err != nil {
+		c.Close()
+		if errors.Is(err, ens.ErrWrongChain) || errors.Is(err, ens.ErrNoRegistry) {
+			return nil, withCode(exitUsage, fmt.Errorf("ens.records %s: %w", r.ID, err))
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+func (f *chainFlags) recordsChain(ctx context.Context, r *config.RecordsTarget, mk func(*config.RecordsTarget, *ens.Signer, *slog.Logger) ens.Config) (*ens.Client, error) {
 	c, err := f.loadConfig()
 	if err != nil {
 		return nil, err
@@ -94,7 +118,7 @@ func (f *chainFlags) recordsClient(ctx context.Context, r *config.RecordsTarget)
 	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}
-	ec := compose.RecordsConfig(r, s, slog.New(slog.DiscardHandler))
+	ec := mk(r, s, slog.New(slog.DiscardHandler))
 	if f.timeout > 0 {
 		ec.TxTimeout = f.timeout
 	}

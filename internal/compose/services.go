@@ -259,6 +259,15 @@ func RecordsConfig(r *config.RecordsTarget, signer *ens.Signer, log *slog.Logger
 	}
 }
 
+// RecordsRegistryConfig maps an ens.records target with a registry onto
+// the configuration of a client of that chain's registry (owners and
+// transfers of the names whose records it holds).
+func RecordsRegistryConfig(r *config.RecordsTarget, signer *ens.Signer, log *slog.Logger) ens.Config {
+	ec := RecordsConfig(r, signer, log)
+	ec.Records, ec.Registry = common.Address{}, common.HexToAddress(r.Registry)
+	return ec
+}
+
 // LoadKey reads the snapshot encryption key a secret reference names. A
 // key that cannot be read is a start-up error: hermesd never uploads
 // plaintext and never invents an ephemeral key.
