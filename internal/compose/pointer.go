@@ -55,18 +55,16 @@ func (s *Services) head(ac *config.Agent, acct pointer.Accounts) *pointer.Head {
 	if ac.ENSName != "" && s.Chain != nil {
 		deps.Reader = Pointer(s.Chain)
 	}
-	r := c.RecordsOf(ac)
-	switch {
-	case r == nil:
-		if s.Chain != nil {
-			deps.Owners = s.Chain
-		}
-	default:
+	if o := s.owners(ac); o != nil {
+		deps.Owners = o
+	}
+	if r := c.RecordsOf(ac); r != nil {
 		cfg.Target, cfg.VisibilityTimeout, cfg.ConfirmPoll = r.ID, r.VisibilityTimeout.D(), r.PollInterval.D()
 		// The name's owner in the L1 registry says nothing about who may
-		// write the record where it lives (an L2 registry's subname,
-		// say): no transfer is read from it. What the record holds there
-		// is what a hold is resolved against.
+		// write the record where it lives: a transfer is read only from
+		// the registry of the record's chain, when ens.records names it
+		// (owners). What the record holds there is what a hold is
+		// resolved against.
 		if rc := s.Records[r.ID]; rc != nil {
 			deps.AtTarget = Pointer(rc)
 		}
