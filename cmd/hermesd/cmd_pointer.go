@@ -240,6 +240,13 @@ resolver). Nothing is sent unless the record holds the expected value:
 Setting the value the record already holds sends nothing. The command waits
 for the transaction to be mined and prints its hash and gas used.
 
+A record that lives where ens.records puts it (an L2: the configured
+agent's with this ens_name, or --records ID) is written there, signed by
+that entry's signer, and then read through L1 resolution until L1 shows
+it, as the daemon confirms it (up to the entry's visibility_timeout; past
+it the command exits 1, the value written but not yet served by the
+gateway). --records l1 writes the name's own L1 resolver.
+
 Blob ids may begin with "-": one is taken as VALUE wherever it stands, and
 as PREV after --expect (or --expect=PREV). Any other VALUE that begins with
 "-" goes after "--".`
@@ -252,6 +259,7 @@ func runPointerSet(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.Var(&expect, "expect", "compare-and-set: the record's current value `PREV` (--expect= for no record)")
 	force := fs.Bool("force", false, "use the record's current value as the expected one")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
+	records := fs.String("records", "", "write where the ens.records entry `ID` keeps the record (default: the configured agent's with this ens_name; \"l1\": the name's own L1 resolver)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -267,6 +275,13 @@ func runPointerSet(ctx context.Context, env *cmdEnv, args []string) error {
 		return usageErrorf("pointer set: --expect and --force exclude each other")
 	case !expect.set && !*force:
 		return usageErrorf("pointer set: say what the record holds now with --expect PREV (--expect= when it has none), or pass --force")
+	}
+	rt, err := cf.recordsTarget(name, *records)
+	if err != nil {
+		return err
+	}
+	if rt != nil {
+		return setAtRecords(ctx, env, &cf, rt, name, value, expect.v, *force, *asJSON)
 	}
 	norm, client, err := cf.connect(ctx, name, true)
 	if err != nil {
@@ -337,6 +352,10 @@ type pointerSetResult struct {
 	BlockNumber       uint64 `json:"blockNumber,omitempty"`
 	GasUsed           uint64 `json:"gasUsed,omitempty"`
 	EffectiveGasPrice string `json:"effectiveGasPrice,omitempty"` // wei, decimal
+	// Records is the ens.records entry written (absent: L1); Visible, for
+	// it, whether L1 resolution showed the value.
+	Records string `json:"records,omitempty"`
+	Visible *bool  `json:"visible,omitempty"`
 }
 
 func bigString(b *big.Int) string {

@@ -20,11 +20,17 @@ daemon still publishing the agent with the old key is refused.
 Without --yes nothing is sent: the command prints who owns NAME now and what
 it would do, and exits 2. --to must be an address (0x + 40 hex digits);
 mixed case must be a valid EIP-55 checksum, so a mistyped address is caught
-before the name is gone. Transferring to the current owner sends nothing.`
+before the name is gone. Transferring to the current owner sends nothing.
+
+A name whose record lives where ens.records puts it (an L2: the configured
+agent's with this ens_name, or --records ID) is moved in that entry's
+registry (ens.records[].registry), on that chain, signed by that entry's
+signer: there, not in the L1 registry, is who may write the record decided.`
 
 // pointerTransferResult is what pointer transfer prints with --json.
 type pointerTransferResult struct {
 	Name          string `json:"name"`
+	Records       string `json:"records,omitempty"` // the ens.records entry whose registry was used (absent: L1's)
 	To            string `json:"to"`
 	PreviousOwner string `json:"previousOwner"`
 	Unchanged     bool   `json:"unchanged"`
@@ -42,6 +48,7 @@ func runPointerTransfer(ctx context.Context, env *cmdEnv, args []string) error {
 	cf.register(fs, true)
 	toFlag := fs.String("to", "", "the new owner's `ADDRESS` (required)")
 	yes := fs.Bool("yes", false, "send the transaction (without it: show what would happen)")
+	records := fs.String("records", "", "transfer in the registry of the ens.records entry `ID` (default: the configured agent's with this ens_name; \"l1\": the L1 registry)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -54,9 +61,27 @@ func runPointerTransfer(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return usageErrorf("pointer transfer: %v", err)
 	}
-	name, client, err := cf.connect(ctx, pos[0], true)
+	rt, err := cf.recordsTarget(pos[0], *records)
 	if err != nil {
 		return err
+	}
+	var (
+		name   string
+		client *ens.Client
+		where  string
+	)
+	if rt == nil {
+		if name, client, err = cf.connect(ctx, pos[0], true); err != nil {
+			return err
+		}
+	} else {
+		if name, err = ens.Normalize(pos[0]); err != nil {
+			return withCode(exitUsage, err)
+		}
+		if client, err = cf.recordsRegistry(ctx, rt); err != nil {
+			return fmt.Errorf("pointer transfer: %w", err)
+		}
+		where = rt.ID
 	}
 	defer client.Close()
 	owner, err := client.Owner(ctx, name)
@@ -67,7 +92,7 @@ func runPointerTransfer(ctx context.Context, env *cmdEnv, args []string) error {
 		return withCode(exitNotFound, fmt.Errorf("pointer transfer: %w: %s has no owner in the registry", ens.ErrNameNotFound, name))
 	}
 	out := pointerTransferResult{
-		Name: name, To: to.Hex(), PreviousOwner: owner.Hex(), Unchanged: owner == to,
+		Name: name, Records: where, To: to.Hex(), PreviousOwner: owner.Hex(), Unchanged: owner == to,
 		From: client.From().Hex(), ChainID: client.ChainID().String(),
 	}
 	if !*yes && !out.Unchanged {

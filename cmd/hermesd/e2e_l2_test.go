@@ -10,7 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/ens"
 )
 
 // TestE2EL2Record: one agent with its record on L1 and one with its
@@ -108,6 +113,99 @@ agents:
 		}
 		if rep.Result != "pass" || !strings.Contains(read, "scout.l2.hermes.eth") || !strings.Contains(read, rep.BlobID) || rep.BlobID == "" {
 			t.Errorf("result %s, ens-read stage %q, blob %q", rep.Result, read, rep.BlobID)
+		}
+	})
+
+	// pointer set writes where the record lives (the agent's ens.records)
+	// and confirms through L1, as the daemon does.
+	t.Run("pointer set at the L2", func(t *testing.T) {
+		v := strings.Repeat("L", 43)
+		stdout, stderr, code := w.cli("pointer", "set", "scout.l2.hermes.eth", v, "--force", "--json", "-config", w.dn.ConfigPath)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var res pointerSetResult
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatalf("%v: %s", err, stdout)
+		}
+		if res.Records != devnet.L2RecordsID || res.Visible == nil || !*res.Visible || res.Previous != head ||
+			res.ChainID != fmt.Sprint(devnet.DefaultL2ChainID) || res.TxHash == "" {
+			t.Errorf("result %+v", res)
+		}
+		if got := w.pointer("scout.l2.hermes.eth"); got != v {
+			t.Errorf("L1 resolution shows %q, want %q", got, v)
+		}
+		// A stale --expect sends nothing.
+		if _, stderr, code := w.cli("pointer", "set", "scout.l2.hermes.eth", "-config", w.dn.ConfigPath, "--expect", head, "--", strings.Repeat("M", 43)); code == 0 ||
+			!strings.Contains(stderr, "not the expected") {
+			t.Errorf("a stale --expect: exit %d: %s", code, stderr)
+		}
+		if got := w.pointer("scout.l2.hermes.eth"); got != v {
+			t.Errorf("after a refused set, L1 resolution shows %q", got)
+		}
+	})
+
+	// pointer transfer moves the name where its record lives: in the L2's
+	// registry, which decides who may write it there. As on L1: refused
+	// without --yes, sent with it, read back, and the old owner is locked
+	// out of the record and of the name; the record stays.
+	t.Run("pointer transfer at the L2", func(t *testing.T) {
+		cfg := []string{"-config", w.dn.ConfigPath}
+		name := "scout.l2.hermes.eth"
+		seller := w.dn.Owner()
+		buyer := crypto.PubkeyToAddress(devchain.DeriveKey("l2-buyer").PublicKey)
+		l2, err := ens.New(t.Context(), ens.Config{RPCURL: w.dn.L2.RPC(), ChainID: w.dn.L2.ChainID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l2.Close()
+		owner := func() common.Address {
+			t.Helper()
+			o, err := l2.Owner(t.Context(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}
+		if o := owner(); o != seller {
+			t.Fatalf("the L2 registry's owner %s, want %s", o, seller)
+		}
+		before := w.pointer(name)
+		stdout, stderr, code := w.cli(append([]string{"pointer", "transfer", name, "--to", buyer.Hex()}, cfg...)...)
+		if code != exitUsage || !strings.Contains(stderr, "--yes") || !strings.Contains(stdout, "would transfer "+name+" from "+seller.Hex()) {
+			t.Fatalf("without --yes: exit %d, %q, %q", code, stdout, stderr)
+		}
+		stdout, stderr, code = w.cli(append([]string{"pointer", "transfer", name, "--to", buyer.Hex(), "--yes", "--json"}, cfg...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var res pointerTransferResult
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatalf("%v: %s", err, stdout)
+		}
+		if res.Records != devnet.L2RecordsID || res.ChainID != fmt.Sprint(devnet.DefaultL2ChainID) || !res.Sent ||
+			res.PreviousOwner != seller.Hex() || res.To != buyer.Hex() || res.TxHash == "" {
+			t.Errorf("result %+v", res)
+		}
+		if o := owner(); o != buyer {
+			t.Fatalf("the L2 registry's owner %s after the transfer, want %s", o, buyer)
+		}
+		if got := w.pointer(name); got != before {
+			t.Errorf("the record through L1 after the transfer: %q, want %q", got, before)
+		}
+		if _, stderr, code := w.cli(append(append([]string{"pointer", "set", name, "--force"}, cfg...), "--", strings.Repeat("N", 43))...); code == 0 ||
+			!strings.Contains(stderr, "not authori") {
+			t.Errorf("the old owner's write after the transfer: exit %d: %s", code, stderr)
+		}
+		if _, stderr, code := w.cli(append([]string{"pointer", "transfer", name, "--to", seller.Hex(), "--yes"}, cfg...)...); code == 0 ||
+			!strings.Contains(stderr, "nothing sent") {
+			t.Errorf("the old owner's transfer back: exit %d: %s", code, stderr)
+		}
+		if o := owner(); o != buyer {
+			t.Errorf("the L2 registry's owner %s after a refused transfer", o)
+		}
+		if got := w.pointer(name); got != before {
+			t.Errorf("the record through L1 after a refused write: %q, want %q", got, before)
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/handover"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/wait"
@@ -46,8 +47,9 @@ func (w *e2eWorld) cli(args ...string) (string, string, int) {
 
 // buyerConfig writes the second operator's configuration: the devnet's
 // chain and Walrus, its own state directory, master key and chain key,
-// and agent alpha configured with a handover.
-func buyerConfig(t *testing.T, w *e2eWorld, dir, handoverFile, identity string) string {
+// and agent alpha configured with a handover, named name, its record at
+// the ens.records entry records ("" for L1).
+func buyerConfig(t *testing.T, w *e2eWorld, name, records, dir, handoverFile, identity string) string {
 	t.Helper()
 	b, err := os.ReadFile(w.dn.ConfigPath)
 	if err != nil {
@@ -57,8 +59,11 @@ func buyerConfig(t *testing.T, w *e2eWorld, dir, handoverFile, identity string) 
 	s = strings.ReplaceAll(s, w.dn.Dir+"/keys/", dir+"/keys/")
 	s = strings.ReplaceAll(s, "state_dir: "+w.dn.Dir+"/state", "state_dir: "+dir+"/state")
 	s = strings.ReplaceAll(s, `listen: "`+w.http+`"`, `listen: ""`)
-	s += fmt.Sprintf("agents:\n  - id: alpha\n    brain_dir: %s/brain\n    ens_name: alpha.hermes.eth\n    key: {handover: %s, identity: %s}\n",
-		dir, handoverFile, identity)
+	s += fmt.Sprintf("agents:\n  - id: alpha\n    brain_dir: %s/brain\n    ens_name: %s\n    key: {handover: %s, identity: %s}\n",
+		dir, name, handoverFile, identity)
+	if records != "" {
+		s += "    records: " + records + "\n"
+	}
 	path := filepath.Join(dir, "hermesd-"+filepath.Base(handoverFile)+"-"+filepath.Base(identity)+".yml")
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
@@ -78,8 +83,24 @@ func buyerConfig(t *testing.T, w *e2eWorld, dir, handoverFile, identity string) 
 // the age CLI interop in internal/handover (TestAgeCLIInterop).
 func TestE2ETransfer(t *testing.T) {
 	t.Parallel()
-	w := newE2EWorldWith(t, devnet.Options{Format: "v3"},
-		devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
+	transferE2E(t, false)
+}
+
+// TestE2ETransferL2 is TestE2ETransfer with alpha's record on the devnet's
+// L2: the name moves in the L2's registry, which the buyer's restore reads
+// to know it is theirs, and the buyer's re-key is written on the L2.
+func TestE2ETransferL2(t *testing.T) {
+	t.Parallel()
+	transferE2E(t, true)
+}
+
+func transferE2E(t *testing.T, onL2 bool) {
+	name, records, o := "alpha.hermes.eth", "", devnet.Options{Format: "v3"}
+	if onL2 {
+		name, records, o.L2 = "alpha.l2.hermes.eth", devnet.L2RecordsID, &devnet.L2Options{}
+	}
+	w := newE2EWorldWith(t, o,
+		devnet.Agent{ID: "alpha", ENSName: name, OnL2: onL2}, devnet.Agent{ID: "beta", ENSName: "beta.hermes.eth"})
 	files := map[string]struct {
 		body string
 		mode os.FileMode
@@ -112,6 +133,11 @@ func TestE2ETransfer(t *testing.T) {
 	if err := w.dn.Chain.Fund(t.Context(), new(big.Int).Mul(big.NewInt(1e18), big.NewInt(10)), buyerAddr); err != nil {
 		t.Fatal(err)
 	}
+	if onL2 {
+		if err := w.dn.L2.Chain.Fund(t.Context(), new(big.Int).Mul(big.NewInt(1e18), big.NewInt(10)), buyerAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
 	os.WriteFile(filepath.Join(bdir, "keys", "chain.key"), []byte(fmt.Sprintf("0x%x\n", crypto.FromECDSA(bkey))), 0o600)
 	master, _ := cipher.GenerateKey()
 	if err := cipher.WriteKeyFile(filepath.Join(bdir, "keys", "snapshot.key"), master); err != nil {
@@ -133,7 +159,7 @@ func TestE2ETransfer(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("transfer export: exit %d: %s", code, stderr)
 	}
-	head := w.pointer("alpha.hermes.eth")
+	head := w.pointer(name)
 	if !strings.Contains(out, `"head":"`+head+`"`) {
 		t.Fatalf("export names another head than the record's %s: %s", head, out)
 	}
@@ -142,7 +168,7 @@ func TestE2ETransfer(t *testing.T) {
 	}
 	ids, _ := handover.ReadIdentityFile(identity)
 	h, err := handover.OpenFile(hoFile, ids...)
-	if err != nil || h.Head != head || h.ENSName != "alpha.hermes.eth" || h.BundleHash.String() != dirHash(t, w.brain("alpha")) {
+	if err != nil || h.Head != head || h.ENSName != name || h.BundleHash.String() != dirHash(t, w.brain("alpha")) {
 		t.Fatalf("handover: %+v %v", h, err)
 	}
 	// Its one key does not read the seller's other agent.
@@ -170,7 +196,7 @@ func TestE2ETransfer(t *testing.T) {
 	})
 
 	// Refused handovers change nothing.
-	good := buyerConfig(t, w, bdir, hoFile, identity)
+	good := buyerConfig(t, w, name, records, bdir, hoFile, identity)
 	tampered := filepath.Join(t.TempDir(), "tampered.handover")
 	raw, _ := os.ReadFile(hoFile)
 	raw[len(raw)-20] ^= 1
@@ -178,9 +204,9 @@ func TestE2ETransfer(t *testing.T) {
 	for _, tc := range []struct {
 		cfg, want string
 	}{
-		{buyerConfig(t, w, bdir, hoFile, other), "not encrypted to this identity"},
-		{buyerConfig(t, w, bdir, tampered, identity), "damaged or was tampered with"},
-		{good, "not transferred to you: alpha.hermes.eth is owned by " + w.dn.Owner().Hex()},
+		{buyerConfig(t, w, name, records, bdir, hoFile, other), "not encrypted to this identity"},
+		{buyerConfig(t, w, name, records, bdir, tampered, identity), "damaged or was tampered with"},
+		{good, "not transferred to you: " + name + " is owned by " + w.dn.Owner().Hex()},
 	} {
 		_, stderr, code := w.cli("restore", "-config", tc.cfg, "alpha")
 		if code == 0 || !strings.Contains(stderr, tc.want) {
@@ -192,8 +218,19 @@ func TestE2ETransfer(t *testing.T) {
 	}
 
 	// The name moves; the buyer restores and re-keys.
-	if _, stderr, code := w.cli("pointer", "transfer", "alpha.hermes.eth", "--to", buyerAddr.Hex(), "--yes", "-config", w.dn.ConfigPath); code != 0 {
+	if _, stderr, code := w.cli("pointer", "transfer", name, "--to", buyerAddr.Hex(), "--yes", "-config", w.dn.ConfigPath); code != 0 {
 		t.Fatalf("pointer transfer: %s", stderr)
+	}
+	if onL2 {
+		// Moved in the L2's registry, where the record's writers are decided.
+		l2, err := ens.New(t.Context(), ens.Config{RPCURL: w.dn.L2.RPC(), ChainID: w.dn.L2.ChainID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l2.Close()
+		if o, err := l2.Owner(t.Context(), name); err != nil || o != buyerAddr {
+			t.Fatalf("the L2 registry's owner of %s: %s %v", name, o, err)
+		}
 	}
 	if _, stderr, code := w.cli("restore", "-config", good, "alpha"); code != 0 {
 		t.Fatalf("buyer restore: %s", stderr)
@@ -206,14 +243,14 @@ func TestE2ETransfer(t *testing.T) {
 	}
 	buyer := w.start("run", "-config", good)
 	wait.Within(t, 2*time.Minute, "the buyer's re-key published", func() bool {
-		v := w.pointer("alpha.hermes.eth")
+		v := w.pointer(name)
 		return v != "" && v != head
 	})
 	stopRun(t, buyer)
 	if !strings.Contains(buyer.out.String(), "re-key: full snapshot under key") {
 		t.Error("the buyer's daemon did not log the re-key")
 	}
-	rekey := w.pointer("alpha.hermes.eth")
+	rekey := w.pointer(name)
 	if _, err := w.restorer("alpha").Restore(t.Context(), rekey, filepath.Join(t.TempDir(), "s")); !errors.Is(err, repo.ErrWrongAgent) {
 		t.Fatalf("the seller's key restores the buyer's head: %v", err)
 	}

@@ -124,7 +124,17 @@ type Config struct {
 	// Records is the ens.records id of the contract that holds the
 	// agent's record ("" = its name's own resolver on L1), for status.
 	Records string
+	// UnsavedLimit is how long a change may stay unsaved before the agent
+	// is not healthy, whatever the cause (a store that hangs, a directory
+	// that fails): what the configuration promises, snapshot_interval +
+	// max_lag, plus the batch window and UnsavedMargin for the snapshot
+	// itself. 0: no limit.
+	UnsavedLimit time.Duration
 }
+
+// UnsavedMargin is what UnsavedLimit allows a snapshot itself (hashing,
+// uploading, reading back) beyond what the configuration promises.
+const UnsavedMargin = 30 * time.Second
 
 // checkPaths refuses a brain (or seed) directory that is a system
 // directory or the user's home, that anyone may add files to (they would
@@ -340,7 +350,11 @@ type Status struct {
 	// (the brain is then not known to be stored); zero when every change
 	// is safely stored.
 	UnsavedSince time.Time `json:"unsavedSince,omitzero"`
-	Receipts     int       `json:"receipts"`
+	// UnsavedOverdue says, when a change has stayed unsaved longer than
+	// the configuration promises (Config.UnsavedLimit), for how long: the
+	// agent is not healthy then, whatever the cause.
+	UnsavedOverdue string `json:"unsavedOverdue,omitempty"`
+	Receipts       int    `json:"receipts"`
 	// Transferred: the agent was handed to a new owner; it is no longer
 	// snapshotted or published here.
 	Transferred *state.Transferred `json:"transferred,omitempty"`
@@ -429,6 +443,12 @@ func (a *Agent) Status() Status {
 
 		PointerCheckedAt: a.head.CheckedAt(),
 		PointerNote:      a.head.Note(st),
+	}
+	if lim := a.cfg.UnsavedLimit; lim > 0 && !a.unsavedSince.IsZero() {
+		if age := a.deps.Now().Sub(a.unsavedSince); age > lim {
+			s.UnsavedOverdue = fmt.Sprintf("a change unsaved for %s, longer than the %s the configuration promises "+
+				"(snapshot_interval + max_lag + batch_window + %s)", age.Round(time.Second), lim, UnsavedMargin)
+		}
 	}
 	if a.deps.Receipts != nil {
 		s.Receipts = a.deps.Receipts.Len()

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/backoff"
@@ -97,6 +98,12 @@ func (a *Agent) Run(ctx context.Context, env Env) {
 			}
 		case <-l.retry.C:
 			l.retryDue()
+		case <-l.probe.C:
+			// A local directory the failed sync needs was probed: retry
+			// now if it works again, else look again soon.
+			if !l.probeDirs() {
+				continue
+			}
 		case req := <-a.final:
 			req.done <- l.final(req.ctx)
 			continue
@@ -147,6 +154,19 @@ type loop struct {
 	// worst.
 	bo    *backoff.Backoff
 	retry *time.Timer
+	// While a failed sync waits for its retry, the local directories a
+	// sync writes (the agent's state directory, the spool) are probed
+	// every probeEvery with a one-byte write: a directory made unwritable
+	// and then fixed is retried within a probe, not at the end of a
+	// backoff of up to a minute. A probe that succeeds first ends the
+	// probing (the fault is elsewhere); one that succeeds after a failed
+	// one retries at once.
+	probe   *time.Timer
+	probing bool // the probe timer is armed
+	// probeSeen: the last probe failed (since the last sync that
+	// succeeded). A retry that failed again keeps it: the directory may
+	// be fixed before the next probe.
+	probeSeen bool
 	// A state save that failed (after a publish, a read-back, a hold, or
 	// a snapshot) is retried until it succeeds; saveStateLocked logs the
 	// failure once and the recovery once.
@@ -166,10 +186,12 @@ func (a *Agent) newLoop(env Env) *loop {
 		bo:      &backoff.Backoff{Min: time.Second, Max: time.Minute, Log: a.log, Now: now},
 		saveBo:  backoff.Backoff{Min: time.Second, Max: time.Minute, Now: now},
 		retry:   time.NewTimer(0),
+		probe:   time.NewTimer(time.Hour),
 		resave:  time.NewTimer(time.Hour),
 		refresh: time.NewTimer(time.Hour),
 		exit:    make(chan struct{}),
 	}
+	l.probe.Stop()
 	l.resave.Stop()
 	l.refresh.Stop()
 	a.mu.Lock()
@@ -184,6 +206,7 @@ func (l *loop) close() {
 		l.w.Close()
 	}
 	l.retry.Stop()
+	l.probe.Stop()
 	l.resave.Stop()
 	l.refresh.Stop()
 	close(l.exit)
@@ -249,12 +272,58 @@ func (l *loop) retryIn(d time.Duration) {
 func (l *loop) retryNow() {
 	l.waiting = false
 	l.retry.Stop()
+	l.stopProbe()
+}
+
+// probeEvery is how often the local directories are probed while a
+// failed sync waits for its retry.
+const probeEvery = 500 * time.Millisecond
+
+// startProbe arms the first probe after a failed sync.
+func (l *loop) startProbe() {
+	l.probing = true
+	l.probe.Reset(probeEvery)
+}
+
+func (l *loop) stopProbe() {
+	if l.probing {
+		l.probing = false
+		l.probe.Stop()
+	}
+}
+
+// probeDirs probes the directories a sync writes and reports whether the
+// sync should be retried now: they work again after a probe saw one
+// fail.
+func (l *loop) probeDirs() bool {
+	l.probing = false
+	if !l.waiting {
+		return false
+	}
+	err := l.a.probeDirs()
+	switch {
+	case err != nil:
+		if !l.probeSeen {
+			l.a.log.Debug("a directory the sync writes is not writable; probing it until it is", "error", err)
+		}
+		l.probeSeen = true
+		l.probing = true
+		l.probe.Reset(probeEvery)
+		return false
+	case l.probeSeen:
+		l.probeSeen = false
+		l.a.log.Info("the directories the sync writes are writable again; retrying now")
+		l.retryNow()
+		return true
+	}
+	return false // writable all along: the backoff decides
 }
 
 // retryDue is the retry timer firing; without a watcher, the sync it
 // starts tries to set one up again and looks at the whole brain.
 func (l *loop) retryDue() {
 	l.waiting = false
+	l.stopProbe()
 	if l.w == nil {
 		l.watch()
 		l.rescan = true
@@ -309,8 +378,11 @@ func (l *loop) syncStep(ctx context.Context) error {
 		a.setLastErr(err.Error())
 		// The changed paths are kept: the retry looks at them again.
 		l.retryIn(l.bo.Failed("sync failed; will retry", err))
+		l.startProbe()
 		return err
 	}
+	l.stopProbe()
+	l.probeSeen = false
 	l.pending, l.rescan = nil, false
 	l.takeMore(more)
 	if l.bo.Succeeded("sync recovered") > 0 {
@@ -400,6 +472,33 @@ func (l *loop) armRefresh() {
 		return
 	}
 	l.refresh.Reset(max(at.Sub(a.deps.Now()), time.Second))
+}
+
+// probeDirs checks, with a one-byte file created and removed in each,
+// that the directories a sync writes take writes: the agent's state
+// directory and the spool.
+func (a *Agent) probeDirs() error {
+	for _, dir := range []string{a.dir, a.deps.State.SpoolDir()} {
+		if err := probeWrite(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func probeWrite(dir string) error {
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte{0})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if rerr := os.Remove(f.Name()); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // setLastErr records the last sync's failure ("" once one succeeds).

@@ -272,6 +272,12 @@ func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS b
 		return fmt.Errorf("record restored blob in lock: %w", err)
 	}
 
+	// The symlinks restored with it, so that the next pass does not take
+	// them for a change.
+	links, lerr := hash.ReadLinks(ctx, a.cfg.BrainDir, nil)
+	if lerr != nil {
+		a.log.Warn("the restored brain's symlinks were not read; the next snapshot stores them again", "error", lerr)
+	}
 	err := a.head.Restored(state.Snapshot{
 		BlobID:     r.BlobID,
 		BundleHash: r.BundleHash.String(),
@@ -279,6 +285,7 @@ func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS b
 		Size:       r.BlobSize,
 		EndEpoch:   end,
 		CreatedAt:  created,
+		Links:      linksID(links.Digest()),
 	}, fromENS)
 	a.mu.Lock()
 	defer a.mu.Unlock()

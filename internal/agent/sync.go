@@ -74,7 +74,55 @@ func (a *Agent) sync(ctx context.Context, in syncIn) (SyncResult, error) {
 		// hash was seen.
 		a.markUnsaved(start)
 	}
+	if err != nil && ctx.Err() == nil && !errors.Is(err, snapshot.ErrSuperseded) {
+		// Every failed attempt counts, by the stage that failed, however
+		// rarely its error is logged.
+		a.deps.Observer.Failed(a.cfg.ID, StageOf(err), err)
+	}
 	return res, err
+}
+
+// The stages a sync fails in (hermesd_failures_total{stage}).
+const (
+	StageState    = "state"    // saving the agent's state file
+	StageDirs     = "dirs"     // the brain or seed directory refused (unsafe)
+	StageSQLite   = "sqlite"   // copying live SQLite databases to the spool
+	StageHash     = "hash"     // hashing the brain
+	StageSnapshot = "snapshot" // taking, uploading and verifying a snapshot
+	StagePack     = "pack"     // the brain kept changing while it was packed
+	StageRestore  = "restore"  // restoring a brain that vanished
+)
+
+// Stages are the stages a sync can fail in.
+var Stages = []string{StageState, StageDirs, StageSQLite, StageHash, StageSnapshot, StagePack, StageRestore}
+
+// stageError is a sync's error with the stage it failed in.
+type stageError struct {
+	stage string
+	err   error
+}
+
+func (e *stageError) Error() string { return e.err.Error() }
+func (e *stageError) Unwrap() error { return e.err }
+
+// atStage tags err with the stage it failed in (nil stays nil).
+func atStage(stage string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stageError{stage: stage, err: err}
+}
+
+// StageOf is the stage a sync's error failed in (StageSnapshot when it
+// names none).
+func StageOf(err error) string {
+	if se, ok := errors.AsType[*stageError](err); ok {
+		return se.stage
+	}
+	if errors.Is(err, snapshot.ErrChanged) {
+		return StagePack
+	}
+	return StageSnapshot
 }
 
 // lastBlob is the blob of the last verified snapshot ("" for none).
@@ -93,10 +141,10 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, sna
 	// A sync starts from a saved state: a save that failed earlier is
 	// tried again first (Run also retries it on its own).
 	if err := a.SaveState(); err != nil {
-		return SyncResult{}, err
+		return SyncResult{}, atStage(StageState, err)
 	}
 	if err := a.checkPaths(); err != nil {
-		return SyncResult{}, err
+		return SyncResult{}, atStage(StageDirs, err)
 	}
 	if a.Transferred() != nil {
 		return SyncResult{Outcome: TransferredOutcome}, nil
@@ -108,7 +156,7 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, sna
 		// Live SQLite databases are read through consistent copies.
 		pass, err := a.freeze.freeze(ctx, paths, full || single)
 		if err != nil {
-			return SyncResult{}, fmt.Errorf("freeze SQLite databases: %w", err)
+			return SyncResult{}, atStage(StageSQLite, fmt.Errorf("freeze SQLite databases: %w", err))
 		}
 		var ov *fsys.Overlay
 		if pass != nil {
@@ -131,13 +179,12 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, sna
 		}
 		if err != nil {
 			pass.release()
-			a.deps.Observer.Failed(a.cfg.ID, "hash", err)
-			return SyncResult{}, fmt.Errorf("hash: %w", err)
+			return SyncResult{}, atStage(StageHash, fmt.Errorf("hash: %w", err))
 		}
 		a.noteHash(res)
 		a.deps.Observer.Hashed(a.cfg.ID, res.Count, res.Bytes, a.deps.Now().Sub(t))
 
-		out, err := a.snapshotIfMoved(ctx, res.Digest, ov, snap)
+		out, err := a.snapshotIfMoved(ctx, res.Digest, linksID(res.Links), ov, snap)
 		pass.release()
 		if errors.Is(err, snapshot.ErrChanged) && attempt < maxChangedRetries {
 			a.log.Debug("brain changed while packing; re-hashing", "attempt", attempt+1)
@@ -147,7 +194,19 @@ func (a *Agent) syncLocked(ctx context.Context, paths []string, rescan bool, sna
 	}
 }
 
-func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Overlay, in snapshot.Input) (SyncResult, error) {
+// linksID is how a snapshot records the fingerprint of its symlinks: ""
+// for none.
+func linksID(d hash.Digest) string {
+	if d == (hash.Digest{}) {
+		return ""
+	}
+	return d.String()
+}
+
+// snapshotIfMoved snapshots the brain when its bundle hash h or the
+// fingerprint of its symlinks (links, which the bundle hash leaves out)
+// differs from the last verified snapshot's, or when that needs renewing.
+func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, links string, ov *fsys.Overlay, in snapshot.Input) (SyncResult, error) {
 	a.mu.Lock()
 	var last *state.Snapshot
 	if a.st.Last != nil {
@@ -168,11 +227,16 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 	}
 	if last != nil && last.BundleHash == h.String() {
 		age := a.deps.Now().Sub(last.CreatedAt)
+		linked := last.Links != links
 		refresh := a.cfg.RefreshAfter > 0 && age >= a.cfg.RefreshAfter
 		ren := a.deps.Pipeline.Renewal(a.deps.Now())
 		switch {
 		case a.rekeyDue(last):
 			a.log.Info("brain unchanged since the handover; re-keying: a full snapshot under this operator's key", "parent", last.BlobID)
+		case linked:
+			// The files are the same; a symlink was created, removed or
+			// retargeted, and snapshots store symlinks.
+			a.log.Info("symlinks changed (the bundle hash leaves them out); snapshotting", "bundle_hash", h)
 		case ren.Due:
 			// v3: the packs the head needs near their end epoch (or are
 			// not known here): a snapshot re-packs what is still live.
@@ -207,19 +271,9 @@ func (a *Agent) snapshotIfMoved(ctx context.Context, h hash.Digest, ov *fsys.Ove
 			a.tooLarge = h
 			a.mu.Unlock()
 		}
-		a.takeFailed(err)
 		return SyncResult{}, err
 	}
-	return a.recordSnapshot(r)
-}
-
-// takeFailed reports a failed Take to the observer.
-func (a *Agent) takeFailed(err error) {
-	stage := "snapshot"
-	if errors.Is(err, snapshot.ErrChanged) {
-		stage = "pack"
-	}
-	a.deps.Observer.Failed(a.cfg.ID, stage, err)
+	return a.recordSnapshot(r, links)
 }
 
 // snapshotIsHash reports whether the next snapshot is best taken as the
@@ -243,6 +297,13 @@ func (a *Agent) snapshotIsHash() bool {
 func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time, in snapshot.Input) (SyncResult, error) {
 	a.markUnsaved(a.deps.Now())
 	learn := a.cache.Learner(ov)
+	// The symlinks, read before the snapshot reads the tree: a change
+	// after this is a change the next pass sees.
+	links, err := hash.ReadLinks(ctx, a.cfg.BrainDir, ov)
+	if err != nil {
+		return SyncResult{}, atStage(StageHash, fmt.Errorf("hash: %w", err))
+	}
+	learn.SetLinks(links)
 	in.Overlay = ov
 	r, err := a.deps.Pipeline.Take(ctx, in)
 	if errors.Is(err, snapshot.ErrEmpty) {
@@ -258,9 +319,6 @@ func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time, i
 		a.mu.Lock()
 		a.hashFirst = true
 		a.mu.Unlock()
-		if !errors.Is(err, snapshot.ErrSuperseded) {
-			a.takeFailed(err)
-		}
 		return SyncResult{}, err
 	}
 	for _, f := range r.Reads {
@@ -274,12 +332,12 @@ func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time, i
 		a.noteHash(res)
 		a.deps.Observer.Hashed(a.cfg.ID, res.Count, res.Bytes, a.deps.Now().Sub(t))
 	}
-	return a.recordSnapshot(r)
+	return a.recordSnapshot(r, linksID(links.Digest()))
 }
 
 // recordSnapshot makes a verified snapshot the agent's last, and pending
 // publication when the agent has a name.
-func (a *Agent) recordSnapshot(r snapshot.Result) (SyncResult, error) {
+func (a *Agent) recordSnapshot(r snapshot.Result, links string) (SyncResult, error) {
 	a.log.Info("snapshot uploaded and verified", "blob", r.BlobID, "format", r.Format, "bundle_hash", r.BundleHash,
 		"version", r.Version, "files", r.Files, "bytes", r.Bytes, "blob_bytes", r.Size, "uploaded", r.Uploaded,
 		"packs", r.Packs, "live_packs", r.LivePacks, "repacked", r.Repacked, "files_read", r.FilesRead,
@@ -298,6 +356,7 @@ func (a *Agent) recordSnapshot(r snapshot.Result) (SyncResult, error) {
 		SHA256:     fmt.Sprintf("%x", r.SHA256),
 		EndEpoch:   r.EndEpoch,
 		CreatedAt:  r.CreatedAt,
+		Links:      links,
 	})
 	a.markSaved()
 	a.deps.Observer.Snapshot(a.cfg.ID, r)
@@ -306,7 +365,7 @@ func (a *Agent) recordSnapshot(r snapshot.Result) (SyncResult, error) {
 	}
 	a.saveCache()
 	if err != nil {
-		return SyncResult{}, err
+		return SyncResult{}, atStage(StageState, err)
 	}
 	return SyncResult{Outcome: Snapshotted, Hash: r.BundleHash, Snapshot: &r}, nil
 }
@@ -334,16 +393,16 @@ func (a *Agent) recoverWiped(ctx context.Context, last *state.Snapshot) (SyncRes
 	created, err := a.restoreIfNeeded(ctx, PrepareOptions{})
 	if err != nil {
 		a.setPhase(PhaseFailed, err.Error())
-		return SyncResult{}, err
+		return SyncResult{}, atStage(StageRestore, err)
 	}
 	if created {
 		if err := a.fillSeed(); err != nil {
-			return SyncResult{}, err
+			return SyncResult{}, atStage(StageRestore, err)
 		}
 	}
 	res, err := a.cache.Rescan(ctx)
 	if err != nil {
-		return SyncResult{}, fmt.Errorf("hash restored brain: %w", err)
+		return SyncResult{}, atStage(StageHash, fmt.Errorf("hash restored brain: %w", err))
 	}
 	a.noteHash(res)
 	a.setPhase(PhaseReady, "")

@@ -129,8 +129,8 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 			return nil, fmt.Errorf("agent %s has an ENS name but no chain client is configured", ac.ID)
 		}
 		deps.Pointer = Pointer(s.Chain)
-		if c.RecordsOf(ac) == nil {
-			deps.Owners = s.Chain
+		if o := s.owners(ac); o != nil {
+			deps.Owners = o
 		}
 	}
 	deps.Head = s.head(ac, acct)
@@ -146,6 +146,7 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		Quiet:           c.QuietPeriod(ac),
 		MaxLag:          c.MaxLagOf(ac),
 		MinInterval:     c.SnapshotIntervalOf(ac),
+		UnsavedLimit:    c.SnapshotIntervalOf(ac) + c.MaxLagOf(ac) + c.Walrus.BatchWindow.D() + agent.UnsavedMargin,
 		RefreshAfter:    c.RefreshAfterOf(ac),
 		ImportPolicy:    policy,
 		Trusted:         s.Trusted,

@@ -55,18 +55,16 @@ func (s *Services) head(ac *config.Agent, acct pointer.Accounts) *pointer.Head {
 	if ac.ENSName != "" && s.Chain != nil {
 		deps.Reader = Pointer(s.Chain)
 	}
-	r := c.RecordsOf(ac)
-	switch {
-	case r == nil:
-		if s.Chain != nil {
-			deps.Owners = s.Chain
-		}
-	default:
+	if o := s.owners(ac); o != nil {
+		deps.Owners = o
+	}
+	if r := c.RecordsOf(ac); r != nil {
 		cfg.Target, cfg.VisibilityTimeout, cfg.ConfirmPoll = r.ID, r.VisibilityTimeout.D(), r.PollInterval.D()
 		// The name's owner in the L1 registry says nothing about who may
-		// write the record where it lives (an L2 registry's subname,
-		// say): no transfer is read from it. What the record holds there
-		// is what a hold is resolved against.
+		// write the record where it lives: a transfer is read only from
+		// the registry of the record's chain, when ens.records names it
+		// (owners). What the record holds there is what a hold is
+		// resolved against.
 		if rc := s.Records[r.ID]; rc != nil {
 			deps.AtTarget = Pointer(rc)
 		}
@@ -92,4 +90,13 @@ func (s *Services) Publisher(heads []*pointer.Head, obs pointer.Observer, log *s
 		Observer:   obs,
 		Log:        log,
 	}, heads)
+}
+
+// RecordsSet is the part of an operator's compare-and-set of a record at
+// ens.records target r that the configuration decides: rc writes and
+// reads it there, l1 confirms it through L1 resolution within r's
+// visibility timeout, polling from r's poll interval.
+func RecordsSet(r *config.RecordsTarget, rc, l1 *ens.Client) pointer.SetRequest {
+	return pointer.SetRequest{Chain: rc, AtTarget: Pointer(rc), L1: Pointer(l1),
+		Visibility: r.VisibilityTimeout.D(), ConfirmPoll: r.PollInterval.D()}
 }

@@ -32,6 +32,11 @@ type Services struct {
 	// that is not on L1 (ens.records), by id: only those some agent
 	// uses, and none for a read-only build.
 	Records map[string]*ens.Client
+	// Registries read the owners of names in the registry of an
+	// ens.records target's chain (ens.records[].registry), by id: who may
+	// write a record there, so what a transfer of such a name changes.
+	// Only for targets some agent uses that name a registry.
+	Registries map[string]*ens.Client
 	// Self is the chain signer's address (zero when it is not loaded).
 	Self common.Address
 	Key  cipher.Key
@@ -172,6 +177,10 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 			return nil, err
 		}
 	}
+	if s.Registries, err = registryClients(ctx, c, log); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if !c.Receipts.Signer.IsZero() && !opts.ReadOnly {
 		sg, err := ens.LoadSigner(SignerSource(c.Receipts.Signer))
 		if err != nil {
@@ -212,6 +221,40 @@ func (s *Services) Close() {
 	for _, rc := range s.Records {
 		rc.Close()
 	}
+	for _, rc := range s.Registries {
+		rc.Close()
+	}
+}
+
+// registryClients builds a reading client of the registry of every
+// ens.records target an agent uses that names one.
+func registryClients(ctx context.Context, c *config.Config, log *slog.Logger) (map[string]*ens.Client, error) {
+	out := map[string]*ens.Client{}
+	for i := range c.Agents {
+		r := c.RecordsOf(&c.Agents[i])
+		if r == nil || r.Registry == "" || out[r.ID] != nil {
+			continue
+		}
+		rc, err := ens.New(ctx, RecordsRegistryConfig(r, nil, log.With("component", "ens", "registry", r.ID)))
+		if err != nil {
+			for _, rc := range out {
+				rc.Close()
+			}
+			return nil, fmt.Errorf("ens.records %s registry: %w", r.ID, err)
+		}
+		out[r.ID] = rc
+	}
+	return out, nil
+}
+
+// owners is where the owner of agent ac's name is read: the L1 registry
+// for a record on L1, the registry of its ens.records target when that
+// names one, else nowhere (nil).
+func (s *Services) owners(ac *config.Agent) *ens.Client {
+	if r := s.Config.RecordsOf(ac); r != nil {
+		return s.Registries[r.ID]
+	}
+	return s.Chain
 }
 
 // recordsClients builds a writing client for every ens.records target an
@@ -258,6 +301,15 @@ func RecordsConfig(r *config.RecordsTarget, signer *ens.Signer, log *slog.Logger
 		PollInterval: r.PollInterval.D(),
 		Logger:       log,
 	}
+}
+
+// RecordsRegistryConfig maps an ens.records target with a registry onto
+// the configuration of a client of that chain's registry (owners and
+// transfers of the names whose records it holds).
+func RecordsRegistryConfig(r *config.RecordsTarget, signer *ens.Signer, log *slog.Logger) ens.Config {
+	ec := RecordsConfig(r, signer, log)
+	ec.Records, ec.Registry = common.Address{}, common.HexToAddress(r.Registry)
+	return ec
 }
 
 // LoadKey reads the snapshot encryption key a secret reference names. A

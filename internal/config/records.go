@@ -33,6 +33,10 @@ type RecordsTarget struct {
 	ChainID uint64 `yaml:"chain_id"`
 	// Resolver is the contract holding the records (setText/text).
 	Resolver string `yaml:"resolver"`
+	// Registry is the ENS registry on that chain (owner/setOwner ABI)
+	// whose owner of a name may write its record there: pointer transfer
+	// moves the name in it. Empty: names are not transferred there.
+	Registry string `yaml:"registry"`
 	// Signer writes there; empty means chain.signer.
 	Signer SecretRef `yaml:"signer"`
 	// TxTimeout, MaxFeeGwei, GasLimit and PollInterval are as chain's,
@@ -134,6 +138,9 @@ func (c *Config) validateRecords(v *validator) {
 		}
 		if !addressRe.MatchString(r.Resolver) {
 			v.add(f("resolver"), "%q is not an address (0x + 40 hex digits) of the contract that holds the records", r.Resolver)
+		}
+		if r.Registry != "" && !addressRe.MatchString(r.Registry) {
+			v.add(f("registry"), "%q is not an address (0x + 40 hex digits) of the ENS registry on that chain", r.Registry)
 		}
 		if r.TxTimeout <= 0 {
 			v.add(f("tx_timeout"), "must be positive")

@@ -93,6 +93,7 @@ func TestValidateRecords(t *testing.T) {
 		{"bad rpc", func(c *Config) { c.ENS.Records[0].RPC = "ftp://x" }, "ens.records[0].rpc"},
 		{"no chain id", func(c *Config) { c.ENS.Records[0].ChainID = 0 }, "ens.records[0].chain_id"},
 		{"bad resolver", func(c *Config) { c.ENS.Records[0].Resolver = "0x12" }, "ens.records[0].resolver"},
+		{"bad registry", func(c *Config) { c.ENS.Records[0].Registry = "b0b" }, "ens.records[0].registry"},
 		{"low gas limit", func(c *Config) { c.ENS.Records[0].GasLimit = 1000 }, "ens.records[0].gas_limit"},
 		{"negative fee", func(c *Config) { c.ENS.Records[0].MaxFeeGwei = -1 }, "ens.records[0].max_fee_gwei"},
 		{"two signer sources", func(c *Config) { c.ENS.Records[0].Signer = SecretRef{File: "/k", Env: "K"} }, "ens.records[0].signer"},

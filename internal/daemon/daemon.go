@@ -292,6 +292,8 @@ func healthy(s agent.Status) (bool, string) {
 		return false, "last snapshot failed: " + s.LastError
 	case s.Unsaved:
 		return false, "agent state not saved yet"
+	case s.UnsavedOverdue != "":
+		return false, s.UnsavedOverdue
 	}
 	return true, ""
 }

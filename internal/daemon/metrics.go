@@ -75,7 +75,7 @@ func newAgeCollector(agents func() []*agent.Agent, status func(*agent.Agent) age
 			"1 while publishing is held (another writer, or the signer lost the name) until an operator decides.",
 			[]string{"agent"}, nil),
 		healthy: prometheus.NewDesc("hermesd_agent_healthy",
-			"1 when the agent is ready, its last sync succeeded, its state is saved and nothing is held.",
+			"1 when the agent is ready, its last sync succeeded, its state is saved, nothing is held and no change is unsaved for longer than the configuration promises.",
 			[]string{"agent"}, nil),
 		unseen: prometheus.NewDesc("hermesd_pointer_not_visible_seconds",
 			"How long a pointer written where the agent's record lives (an L2) has not been visible through L1 resolution (0 when none): the gateway's lag.",
@@ -127,7 +127,7 @@ func (m *metrics) zeroAgent(id string, ens bool) {
 	for _, r := range []string{"uploaded", "unchanged", "failed"} {
 		m.snapshots.WithLabelValues(id, r)
 	}
-	for _, stage := range []string{"hash", "snapshot", "pack", "publish"} {
+	for _, stage := range append([]string{"publish"}, agent.Stages...) {
 		m.failures.WithLabelValues(id, stage)
 	}
 	m.uploadedBytes.WithLabelValues(id)
@@ -179,7 +179,7 @@ func newMetrics() *metrics {
 	}, []string{"agent", "stage"})
 	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_failures_total",
-		Help: "Failed attempts by stage; retried with backoff.",
+		Help: "Failed attempts by stage (state, dirs, sqlite, hash, snapshot, pack, restore, publish, visibility): every failed sync and pointer write counts; retried with backoff.",
 	}, []string{"agent", "stage"})
 	m.publishLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hermesd_publish_last_success_timestamp_seconds",

@@ -75,7 +75,7 @@ func (o *observer) Unchanged(id string) {
 
 func (o *observer) Failed(id, stage string, err error) {
 	o.failures.WithLabelValues(id, stage).Inc()
-	if stage != "hash" {
+	if stage == agent.StageSnapshot || stage == agent.StagePack {
 		o.snapshots.WithLabelValues(id, "failed").Inc()
 	}
 }

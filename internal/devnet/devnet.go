@@ -314,6 +314,7 @@ ens:
       rpc: {{.L2.RPC}}
       chain_id: {{.L2.ChainID}}
       resolver: "{{.L2.Resolver}}"
+      registry: "{{.L2.Registry}}"
       tx_timeout: 30s
       max_fee_gwei: 100
       poll_interval: 20ms
@@ -395,6 +396,7 @@ func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address)
 			"RPC":        d.L2.RPC(),
 			"ChainID":    d.L2.ChainID,
 			"Resolver":   d.L2.Resolver().Hex(),
+			"Registry":   d.L2.Chain.RegistryAddress().Hex(),
 			"Visibility": d.L2.visibility,
 			"Parent":     d.L2.Parent,
 			"Gateway":    strings.TrimSuffix(d.L2.GatewayURL, "/{sender}/{data}.json"),

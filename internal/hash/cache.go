@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -44,6 +45,7 @@ type Cache struct {
 	bytes     int64
 	validated bool     // a full scan has checked every entry since NewCache/Load
 	overlaid  []string // paths the last pass's overlay covered
+	links     Links    // the tree's symlinks as of the last pass
 }
 
 // NewCache returns an empty cache for the tree at root. opts.Overlay must
@@ -56,7 +58,18 @@ func NewCache(root string, opts Options) *Cache {
 	if err != nil {
 		abs = filepath.Clean(root)
 	}
-	return &Cache{root: root, absRoot: abs, opts: opts, entries: map[string]*entry{}, digest: Null}
+	return &Cache{root: root, absRoot: abs, opts: opts, entries: map[string]*entry{}, digest: Null, links: Links{}}
+}
+
+// Links returns the tree's symlinks as of the last pass.
+func (c *Cache) Links() Links {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(Links, len(c.links))
+	for k, v := range c.links {
+		out[k] = v
+	}
+	return out
 }
 
 // Validated reports whether a full pass (or Learner.Adopt) has checked
@@ -132,6 +145,11 @@ func (c *Cache) rescan(ctx context.Context, ov *fsys.Overlay) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	links := Links{}
+	if err := readLinks(h, s.links, links); err != nil {
+		return Result{}, fmt.Errorf("hash: %w", err)
+	}
+	c.links = links
 	c.entries = make(map[string]*entry, len(ents))
 	for _, e := range ents {
 		c.entries[e.key] = e
@@ -200,8 +218,9 @@ func (c *Cache) UpdateOverlay(ctx context.Context, changed []string, ov *fsys.Ov
 
 	// Classify each path by what it is now. Every named path is dropped
 	// below; files and directories are then hashed back in, and a path
-	// that is gone, or now a symlink, fifo, ..., contributes nothing.
-	var files, dirs []string
+	// that is gone, or now a symlink, fifo, ..., contributes nothing (a
+	// symlink is noted among the links).
+	var files, dirs, links []string
 	for _, p := range paths {
 		st, err := h.Stat(p)
 		switch {
@@ -218,6 +237,8 @@ func (c *Cache) UpdateOverlay(ctx context.Context, changed []string, ov *fsys.Ov
 				return Result{}, err
 			}
 			dirs = append(dirs, p)
+		case st.Mode.Type() == fs.ModeSymlink:
+			links = append(links, p)
 		}
 	}
 
@@ -233,6 +254,15 @@ func (c *Cache) UpdateOverlay(ctx context.Context, changed []string, ov *fsys.Ov
 		fresh = append(fresh, ents...)
 		total.read += st.read
 		total.readBytes += st.readBytes
+	}
+	// The links at or below the named paths, as they are now.
+	newLinks := make(Links, len(c.links))
+	for k, v := range c.links {
+		newLinks[k] = v
+	}
+	dropLinks(newLinks, paths)
+	if err := readLinks(h, append(links, s.links...), newLinks); err != nil {
+		return Result{}, fmt.Errorf("hash: %w", err)
 	}
 	var named []string
 	for _, f := range files {
@@ -288,6 +318,7 @@ func (c *Cache) UpdateOverlay(ctx context.Context, changed []string, ov *fsys.Ov
 	slices.SortFunc(added, func(a, b *entry) int { return Compare(a.key, b.key) })
 	c.sorted = mergeSorted(kept, added)
 	c.overlaid = ov.Paths()
+	c.links = newLinks
 	c.recompute()
 	return c.result(total), nil
 }
@@ -321,6 +352,7 @@ func (c *Cache) rel(p string) (string, error) {
 }
 
 func (c *Cache) reset() {
+	c.links = Links{}
 	c.entries = map[string]*entry{}
 	c.sorted = nil
 	c.digest = Null
@@ -336,7 +368,7 @@ func (c *Cache) recompute() {
 }
 
 func (c *Cache) result(st scanStats) Result {
-	return Result{Digest: c.digest, Count: len(c.sorted), Bytes: c.bytes, Read: st.read, ReadBytes: st.readBytes}
+	return Result{Digest: c.digest, Links: c.links.Digest(), Count: len(c.sorted), Bytes: c.bytes, Read: st.read, ReadBytes: st.readBytes}
 }
 
 // find returns the index of key in sorted, or where it would be inserted.

@@ -10,6 +10,9 @@ import (
 // Result describes one hash of a tree.
 type Result struct {
 	Digest Digest
+	// Links fingerprints the tree's symlinks (Links.Digest; zero for
+	// none), which the bundle hash leaves out. Cache passes fill it.
+	Links Digest
 	// Files lists the hashed files in key order (excluded names are not
 	// in it). Dir fills it; the Cache methods leave it nil (see Cache.Files).
 	Files []File

@@ -26,6 +26,15 @@ type Learner struct {
 	mu    sync.Mutex
 	ents  []*entry
 	bytes int64
+	links Links
+}
+
+// SetLinks gives the symlinks of the tree (ReadLinks, taken before the
+// other reader started) for Adopt to install with the files.
+func (l *Learner) SetLinks(ls Links) {
+	l.mu.Lock()
+	l.links = ls
+	l.mu.Unlock()
 }
 
 // Learner starts collecting the files of one pass over the tree as ov
@@ -54,9 +63,12 @@ func (l *Learner) Add(key string, st fsys.Info, start time.Time, size int64, sum
 // that its next pass reads everything, and an error is returned.
 func (l *Learner) Adopt(want Digest) (Result, error) {
 	l.mu.Lock()
-	ents := l.ents
+	ents, links := l.ents, l.links
 	l.ents = nil
 	l.mu.Unlock()
+	if links == nil {
+		links = Links{}
+	}
 	slices.SortFunc(ents, func(a, b *entry) int { return Compare(a.key, b.key) })
 	c := l.c
 	c.mu.Lock()
@@ -81,6 +93,7 @@ func (l *Learner) Adopt(want Digest) (Result, error) {
 	c.sorted = ents
 	c.validated = true
 	c.overlaid = l.ov.Paths()
+	c.links = links
 	c.recompute()
 	return c.result(scanStats{read: len(ents), readBytes: l.bytes}), nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	gohash "hash"
 	"io"
+	"io/fs"
 	"runtime"
 	"slices"
 	"sync"
@@ -151,6 +152,9 @@ type scanner struct {
 	root    fsys.Root
 	workers int
 	prev    map[string]*entry // read-only while scanning; may be nil
+	// links are the keys of the symlinks the walks found (written by the
+	// walk's producer, read once it returned).
+	links []string
 }
 
 type scanStats struct {
@@ -277,13 +281,16 @@ func (s *scanner) run(ctx context.Context, produce func(emit func(string) error)
 // walk hashes every regular file below the directory sub ("" for the root)
 // and returns the entries in key order.
 func (s *scanner) walk(ctx context.Context, sub string) ([]*entry, scanStats, error) {
-	return s.run(ctx, func(emit func(string) error) error { return walkTree(ctx, s.root, sub, emit) })
+	return s.run(ctx, func(emit func(string) error) error {
+		return walkTree(ctx, s.root, sub, emit, func(p string) { s.links = append(s.links, p) })
+	})
 }
 
 // walkTree emits, in key order, the key of every regular file below the
 // directory sub ("" for the root) that counts toward the bundle hash, from
-// directory listings alone: the one walk of the hasher and of Paths.
-func walkTree(ctx context.Context, root fsys.Root, sub string, emit func(string) error) error {
+// directory listings alone: the one walk of the hasher and of Paths. link,
+// when not nil, is given the key of every symlink found.
+func walkTree(ctx context.Context, root fsys.Root, sub string, emit func(string) error, link func(string)) error {
 	var dir func(rel string) error
 	dir = func(rel string) error {
 		if err := ctx.Err(); err != nil {
@@ -296,8 +303,16 @@ func walkTree(ctx context.Context, root fsys.Root, sub string, emit func(string)
 			}
 			return fmt.Errorf("hash: read directory %s: %w", displayPath(rel), err)
 		}
-		// Symlinks, sockets, fifos and devices contribute nothing.
-		ents = slices.DeleteFunc(ents, func(e fsys.Entry) bool { return !e.Type.IsRegular() && !e.Type.IsDir() })
+		// Symlinks, sockets, fifos and devices contribute nothing to the
+		// bundle hash; symlinks are noted (Links).
+		ents = slices.DeleteFunc(ents, func(e fsys.Entry) bool {
+			if link != nil && e.Type&fs.ModeSymlink != 0 {
+				if p, err := fsys.Join(rel, e.Name); err == nil {
+					link(p)
+				}
+			}
+			return !e.Type.IsRegular() && !e.Type.IsDir()
+		})
 		slices.SortFunc(ents, func(a, b fsys.Entry) int {
 			return compareEntry(a.Name, a.Type.IsDir(), b.Name, b.Type.IsDir())
 		})
@@ -334,7 +349,7 @@ func Paths(ctx context.Context, root string) ([]string, error) {
 	err = walkTree(ctx, h, "", func(p string) error {
 		out = append(out, p)
 		return nil
-	})
+	}, nil)
 	return out, err
 }
 

@@ -529,6 +529,9 @@ func (bd *build) run(ctx context.Context) error {
 		if bd.bundle, err = bd.finishTrees(gctx); err != nil {
 			return err
 		}
+		if err := checkCounts(int64(bd.files), int64(bd.dirs)); err != nil {
+			return err
+		}
 		return bd.checkTrees(gctx)
 	})
 	g.Go(func() error { return bd.spool(gctx) })

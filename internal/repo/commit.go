@@ -53,6 +53,39 @@ const (
 	filesPerPack   = 1 << 10
 )
 
+// The walk's bound from what a commit declares (DirBound). Trees are
+// content-addressed, so one tree may be the subtree of many directories
+// (two identical directories are one tree, legitimately): the trees a
+// commit's packs hold bound nothing about its walk. A writer holding the
+// key could chain a few dozen trees, each naming the next twice, whose
+// walk visits 2^depth directories. So a walk of a commit's trees (a
+// restore, log, diff, verify) visits at most DirBound directories and at
+// most the commit's own files, and a commit declares at most MaxFiles
+// files; a writer refuses a brain beyond either (ErrTooLarge).
+const (
+	// MaxFiles bounds the files a commit declares.
+	MaxFiles     = 1 << 24
+	dirAllowance = 1 << 20
+)
+
+// DirBound is the most directories a walk of the trees of a commit
+// declaring files files may visit: 2^20 (empty directories, deep
+// nesting) plus one per file.
+func DirBound(files int64) int64 { return dirAllowance + min(max(files, 0), MaxFiles) }
+
+// checkCounts refuses to write a commit that readers would refuse to
+// walk: more than MaxFiles files, or more directories (below the root)
+// than DirBound allows.
+func checkCounts(files, dirs int64) error {
+	if files > MaxFiles {
+		return fmt.Errorf("%w: %d files, more than the %d a snapshot may hold", ErrTooLarge, files, MaxFiles)
+	}
+	if dirs+1 > DirBound(files) {
+		return fmt.Errorf("%w: %d directories for %d files, more than the %d a snapshot may hold", ErrTooLarge, dirs, files, DirBound(files)-1)
+	}
+	return nil
+}
+
 // PackBound is the most packs a commit declaring files files of bytes
 // bytes (lock and receipts included) may list. Every listed pack costs a
 // range read before a restore can start: a head listing 5,000 packs
@@ -208,6 +241,9 @@ func (c *Commit) Validate() error {
 	}
 	if err := c.Receipts.validate("receipts"); err != nil {
 		return err
+	}
+	if c.Files > MaxFiles {
+		return fmt.Errorf("commit: %d files, more than %d", c.Files, MaxFiles)
 	}
 	if len(c.Packs) > MaxPacks {
 		return fmt.Errorf("commit: %d packs, more than %d", len(c.Packs), MaxPacks)

@@ -31,6 +31,63 @@ func Walk(ctx context.Context, src TreeSource, root ID, fn WalkFunc) error {
 // in their first differing component, or one ends where the other goes on
 // with '/'), so no walk needs more than the path it is at.
 func walkTrees(ctx context.Context, src TreeSource, root ID, bundleOrder bool, fn WalkFunc) error {
+	return walkCounted(ctx, src, root, bundleOrder, newVisits(src), fn)
+}
+
+// visits bounds what the walks of one commit's trees visit: at most
+// DirBound directories, the files the commit declares and MaxSymlinks
+// symlinks (docs/format-v3.md §11). The builder's own trees (a TreeMap)
+// are not bounded: it bounded the brain they came from.
+type visits struct {
+	bounded               bool
+	maxDirs, maxFiles     int64
+	dirs, files, symlinks int64
+}
+
+// commitSource is a TreeSource that knows the commit its trees are of (a
+// Reader).
+type commitSource interface{ Commit() *Commit }
+
+func newVisits(src TreeSource) *visits {
+	if cs, ok := src.(commitSource); ok {
+		if c := cs.Commit(); c != nil {
+			return &visits{bounded: true, maxDirs: DirBound(c.Files), maxFiles: c.Files}
+		}
+	}
+	return &visits{}
+}
+
+// dir counts a directory the walk enters.
+func (v *visits) dir(prefix string) error {
+	v.dirs++
+	if v.bounded && v.dirs > v.maxDirs {
+		return corruptf("the walk of the trees reached %d directories (at %s), more than the %d a commit of %d files may have: "+
+			"trees shared by many directories?", v.dirs, displayPath(prefix), v.maxDirs, v.maxFiles)
+	}
+	return nil
+}
+
+// entry counts a file or symlink the walk visits.
+func (v *visits) entry(p string, e *Entry) error {
+	switch e.Type {
+	case EntryDir:
+		return nil
+	case EntrySymlink:
+		v.symlinks++
+		if v.bounded && v.symlinks > MaxSymlinks {
+			return corruptf("the trees hold more than %d symlinks (at %s)", MaxSymlinks, p)
+		}
+		return nil
+	}
+	v.files++
+	if v.bounded && v.files > v.maxFiles {
+		return corruptf("the trees hold more than the %d files the commit declares (at %s)", v.maxFiles, p)
+	}
+	return nil
+}
+
+// walkCounted is walkTrees counting into v.
+func walkCounted(ctx context.Context, src TreeSource, root ID, bundleOrder bool, v *visits, fn WalkFunc) error {
 	if p, ok := src.(prefetcher); ok {
 		if err := p.Prefetch(ctx, root); err != nil {
 			return err
@@ -46,6 +103,9 @@ func walkTrees(ctx context.Context, src TreeSource, root ID, bundleOrder bool, f
 			return corruptf("tree cycle: %s contains itself (tree %s)", displayPath(prefix), id.Short())
 		}
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := v.dir(prefix); err != nil {
 			return err
 		}
 		t, err := src.Tree(ctx, id)
@@ -67,6 +127,9 @@ func walkTrees(ctx context.Context, src TreeSource, root ID, bundleOrder bool, f
 			p := e.Name
 			if prefix != "" {
 				p = prefix + "/" + e.Name
+			}
+			if err := v.entry(p, e); err != nil {
+				return err
 			}
 			err := fn(p, e)
 			if e.Type == EntryDir {
@@ -215,7 +278,9 @@ func Diff(ctx context.Context, a TreeSource, rootA ID, b TreeSource, rootB ID, f
 			}
 		}
 	}
-	all := func(src TreeSource, e *Entry, p string, kind ChangeKind) error {
+	// Each side's visits are bounded by its own commit.
+	va, vb := newVisits(a), newVisits(b)
+	all := func(src TreeSource, v *visits, e *Entry, p string, kind ChangeKind) error {
 		report := func(p string, e *Entry) error {
 			if kind == Added {
 				return fn(Change{Path: p, Kind: Added, New: e})
@@ -225,7 +290,7 @@ func Diff(ctx context.Context, a TreeSource, rootA ID, b TreeSource, rootB ID, f
 		if err := report(p, e); err != nil || e.Type != EntryDir {
 			return err
 		}
-		return Walk(ctx, src, e.Subtree(), func(sub string, e *Entry) error { return report(p+"/"+sub, e) })
+		return walkCounted(ctx, src, e.Subtree(), false, v, func(sub string, e *Entry) error { return report(p+"/"+sub, e) })
 	}
 	var diff func(ta, tb ID, prefix string, depth int) error
 	diff = func(ta, tb ID, prefix string, depth int) error {
@@ -234,6 +299,12 @@ func Diff(ctx context.Context, a TreeSource, rootA ID, b TreeSource, rootB ID, f
 		}
 		if depth >= MaxDepth {
 			return corruptf("trees nested deeper than %d at %s", MaxDepth, displayPath(prefix))
+		}
+		if err := va.dir(prefix); err != nil {
+			return err
+		}
+		if err := vb.dir(prefix); err != nil {
+			return err
 		}
 		x, err := a.Tree(ctx, ta)
 		if err != nil {
@@ -271,14 +342,24 @@ func Diff(ctx context.Context, a TreeSource, rootA ID, b TreeSource, rootB ID, f
 			if prefix != "" {
 				p = prefix + "/" + name
 			}
+			if ea != nil {
+				if err := va.entry(p, ea); err != nil {
+					return err
+				}
+			}
+			if eb != nil {
+				if err := vb.entry(p, eb); err != nil {
+					return err
+				}
+			}
 			switch {
 			case eb == nil:
-				err = all(a, ea, p, Removed)
+				err = all(a, va, ea, p, Removed)
 			case ea == nil:
-				err = all(b, eb, p, Added)
+				err = all(b, vb, eb, p, Added)
 			case ea.Type != eb.Type:
-				if err = all(a, ea, p, Removed); err == nil {
-					err = all(b, eb, p, Added)
+				if err = all(a, va, ea, p, Removed); err == nil {
+					err = all(b, vb, eb, p, Added)
 				}
 			case ea.Type == EntryDir:
 				if ea.Mode != eb.Mode {

@@ -172,6 +172,10 @@ type Snapshot struct {
 	SHA256     string    `json:"sha256"` // of the encrypted blob
 	EndEpoch   uint64    `json:"endEpoch"`
 	CreatedAt  time.Time `json:"createdAt"`
+	// Links fingerprints the symlinks the snapshot was taken with
+	// (hash.Links.Digest, hex; "" for none): the bundle hash leaves them
+	// out, so a change to a symlink alone is seen by this.
+	Links string `json:"links,omitempty"`
 }
 
 // Pointer is an ENS write hermesd has made or still has to make.
