@@ -644,24 +644,31 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
 		}
 		rng = &br
 	}
-	m, f, ok := s.openBlob(w, id)
-	if !ok {
-		return
+	var body io.ReadSeeker
+	var size int64
+	if b, ok := s.forged.get(blobID); ok {
+		body, size = bytes.NewReader(b), int64(len(b))
+	} else {
+		m, f, ok := s.openBlob(w, id)
+		if !ok {
+			return
+		}
+		defer f.Close()
+		body, size = f, m.Size
 	}
-	defer f.Close()
 
-	start, length, status := int64(0), m.Size, http.StatusOK
+	start, length, status := int64(0), size, http.StatusOK
 	if rng != nil {
-		if rng.last >= m.Size {
+		if rng.last >= size {
 			writeAPIError(w, http.StatusRequestedRangeNotSatisfiable, "RANGE_NOT_SATISFIABLE", "INVALID_BYTE_RANGE",
-				fmt.Sprintf("invalid byte range parameters: range %d-%d is outside the blob of %d bytes", rng.first, rng.last, m.Size))
+				fmt.Sprintf("invalid byte range parameters: range %d-%d is outside the blob of %d bytes", rng.first, rng.last, size))
 			return
 		}
 		start, length, status = rng.first, rng.last-rng.first+1, http.StatusPartialContent
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, m.Size))
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, size))
 	}
 	readHeaders(w.Header(), r, blobID)
-	s.sendBody(w, r, st, f, start, length, status)
+	s.sendBody(w, r, st, body, start, length, status)
 }
 
 // openBlob opens a blob readable now, or answers the request with 404
@@ -708,7 +715,7 @@ func readHeaders(h http.Header, r *http.Request, etag string) {
 // sendBody answers a read with length bytes of f from start (a blob, a
 // range of it, or a quilt patch), as the request's fault has it: whole,
 // cut off, or under a lying Content-Length.
-func (s *Server) sendBody(w http.ResponseWriter, r *http.Request, st *reqState, f *os.File, start, length int64, status int) {
+func (s *Server) sendBody(w http.ResponseWriter, r *http.Request, st *reqState, f io.ReadSeeker, start, length int64, status int) {
 	h := w.Header()
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
 	if _, err := f.Seek(start, io.SeekStart); err != nil {

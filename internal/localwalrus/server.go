@@ -80,6 +80,7 @@ type Server struct {
 	clock   clockState
 
 	faults   faultState
+	forged   forgeries
 	stats    statsState
 	inflight inflight
 
