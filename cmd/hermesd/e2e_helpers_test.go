@@ -30,6 +30,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -642,10 +643,10 @@ func listDir(t *testing.T, dir string) []string {
 }
 
 // packSpan is where the bytes of a blob, or of a quilt patch, lie on the
-// devnet Walrus server's disk.
+// devnet Walrus server's disk; id may be a head reference.
 func packSpan(t *testing.T, dn *devnet.Devnet, id string) (file string, off, n int64) {
 	t.Helper()
-	file, off, n, err := dn.Walrus.Locate(id)
+	file, off, n, err := dn.Walrus.Locate(headref.ID(id))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
@@ -48,7 +49,7 @@ func TestE2EHostileV3(t *testing.T) {
 		t.Fatal(err)
 	}
 	var head bytes.Buffer
-	if _, err := client.Read(t.Context(), w.pointer("alpha.hermes.eth"), &head); err != nil {
+	if _, err := client.Read(t.Context(), headref.ID(w.pointer("alpha.hermes.eth")), &head); err != nil {
 		t.Fatal(err)
 	}
 	// reseal opens the real head, lets mod change its index and objects,

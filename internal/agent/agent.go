@@ -370,11 +370,15 @@ type RestoreReport struct {
 	Skipped   []string `json:"skipped,omitempty"`   // archive entries not restored (symlinks, devices)
 	Notes     []string `json:"notes,omitempty"`     // e.g. the brain directory's mode kept narrower
 	Unchecked []string `json:"unchecked,omitempty"` // what an unverified restore could not check
+	// Warnings say what did not bind the restored bytes to their
+	// reference (a record without a digest, a blob not checked against
+	// its id).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func reportOf(r snapshot.Restored) *RestoreReport {
 	return &RestoreReport{BlobID: r.BlobID, Verified: r.Verified, Links: r.Links, Stripped: r.Stripped,
-		Skipped: r.Skipped, Notes: r.Notes, Unchecked: r.Unchecked}
+		Skipped: r.Skipped, Notes: r.Notes, Unchecked: r.Unchecked, Warnings: r.Warnings}
 }
 
 // Status reports the agent's state.

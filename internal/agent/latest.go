@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -62,4 +64,46 @@ func Latest(ctx context.Context, p Pointer, name string, local func() (*state.Ag
 		return st.Last.BlobID, SourceLocal, nil
 	}
 	return "", "", nil
+}
+
+// Bind gives ref, when it names a head without its digest, the digest a
+// known reference of the same head carries (docs/format-v3.md §14); ref
+// itself otherwise. A bare id — a record written before heads carried
+// their digest, an id typed on the command line — is then read as the
+// head this machine uploaded or verified under that id: an id names one
+// blob or patch, so its digest does not change.
+func Bind(ref string, known []string) string {
+	r, err := headref.Parse(ref)
+	if err != nil || r.Bound {
+		return ref
+	}
+	for _, k := range known {
+		if kr, err := headref.Parse(k); err == nil && kr.Bound && kr.ID == r.ID {
+			return kr.String()
+		}
+	}
+	return ref
+}
+
+// KnownHeads lists the head references an agent's state and its brain's
+// lock record (either may be nil): the last snapshot, the pending and
+// published values, the lock's newest upload and its lineage.
+func KnownHeads(st *state.AgentState, lock *bundlelock.Lock) []string {
+	var out []string
+	if st != nil {
+		if st.Last != nil {
+			out = append(out, st.Last.BlobID)
+		}
+		if st.Pending != nil {
+			out = append(out, st.Pending.Value)
+		}
+		out = append(out, st.Published)
+	}
+	if lock != nil {
+		out = append(out, lock.BlobID())
+		for _, e := range lock.Lineage() {
+			out = append(out, e.BlobID)
+		}
+	}
+	return out
 }

@@ -646,7 +646,7 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 	a.mu.Lock()
 	a.st.Hold, a.st.Pending = nil, nil
 	a.mu.Unlock()
-	if err := a.afterRestore(ctx, r, true); err != nil {
+	if err := a.afterRestore(ctx, r, v); err != nil {
 		return aside, err
 	}
 	res, err := a.cache.Rescan(ctx)

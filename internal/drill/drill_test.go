@@ -19,6 +19,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -76,10 +77,11 @@ func (w *world) pointer(name string) string {
 	return v
 }
 
-// tamper flips one byte in the middle of a stored blob (or quilt patch).
-func (w *world) tamper(blobID string) {
+// tamper flips one byte in the middle of a stored blob (or quilt patch)
+// a head reference names.
+func (w *world) tamper(ref string) {
 	w.t.Helper()
-	p, off, n, err := w.dn.Walrus.Locate(blobID)
+	p, off, n, err := w.dn.Walrus.Locate(headref.ID(ref))
 	if err != nil {
 		w.t.Fatal(err)
 	}
