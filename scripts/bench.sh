@@ -6,11 +6,11 @@
 # .bench/data), and measures, in one run, hermesd against baselines taken in
 # the same run (absolute numbers differ between machines, ratios less so):
 #
-#   issue 7  `hermesd hash` vs `openssl dgst -sha256` (big, many), CPU use on
+#   hash     `hermesd hash` vs `openssl dgst -sha256` (big, many), CPU use on
 #            many, incremental re-hash after one edit, v2 encrypt+decrypt RSS
-#   issue 2  walrus client upload/download of a big blob against
+#   walrus   walrus client upload/download of a big blob against
 #            `hermesd walrus serve` in a separate process: RSS, MB/s
-#   issue 5  snapshot/restore (hash + Snapshotter.Take / Restorer.Restore)
+#   snapshot snapshot/restore (hash + Snapshotter.Take / Restorer.Restore)
 #            vs `restic backup` / `restic restore`, second snapshot after one
 #            edit, change-to-pointer latency on the devnet
 #   gas      gas of a pointer update for a record on L1 and on an L2 (alone and
@@ -29,10 +29,18 @@
 #            agents (~5 MiB brains, a real SQLite memory.db written through
 #            python3's sqlite3, changed ~4 KiB a minute in compressed time):
 #            encoded GB-months, WAL and USD, Sui transactions, ENS gas, for
-#            hermesd as configured, with quilts off (before issue 26), and
+#            hermesd as configured, with quilts off (the old defaults), and
 #            the reference runtime's way, from the daemon's own ledgers
 #            against the local Walrus server and the devnet
 #            (scripts/benchtool/cost; about 12 minutes)
+#   blobid   Walrus blob ids computed by internal/redstuff against walrus-core's
+#            own encoder (@mysten/walrus-wasm, Node): BENCH_BLOBS (default
+#            1,000) random blobs up to 64 MiB at 1000 shards, the count that
+#            agree; then what an id costs here (MiB/s, per-id time, peak RSS
+#            for a 64 MiB file) against the upload it protects
+#            (scripts/benchtool/blobid; needs node and make deps; the WASM
+#            takes about 1 s a small blob and ~10 s at 64 MiB, so a thousand
+#            take about half an hour)
 #
 # The summary (with machine info and PASS/MISS lines for the targets) is
 # printed at the end and written to .bench/report.txt. The script exits
@@ -44,9 +52,10 @@
 #   BENCH_N      samples for hash figures (default 5)
 #   BENCH_NP     samples for pipeline and restic figures (default 3)
 #   BENCH_ONLY   comma list of sections to run (default all):
-#                hash,inc,cipher,walrus,snap,second,latency,v3,gas,cost
-#                (gas and cost need no datasets: BENCH_ONLY=gas runs in
-#                seconds, BENCH_ONLY=cost in about 12 minutes)
+#                hash,inc,cipher,walrus,snap,second,latency,v3,gas,cost,blobid
+#                (gas, cost and blobid need no datasets: BENCH_ONLY=gas runs
+#                in seconds, BENCH_ONLY=cost in about 12 minutes)
+#   BENCH_BLOBS  blobs the blobid section cross-checks (default 1000)
 #   BENCH_PROFILE 1 writes CPU profiles of the in-process figures (incremental
 #                hash, v2 cipher, snapshot, restore) to .bench/profiles/KEY.pprof
 #   BENCH_KEEP   1 keeps the run's scratch directory (.bench/work)
@@ -120,6 +129,15 @@ if want gas; then
 	say "gas: pointer updates, record on L1 vs on the devnet's L2"
 	go build -o "$BENCH/bin/benchtool-gas" ./scripts/benchtool/gas
 	"$BENCH/bin/benchtool-gas" -dir "$WORK/gas" | tee "$BENCH/gas.txt"
+fi
+
+# --- blobid: Walrus blob ids against walrus-core's own encoder ------------------
+if want blobid; then
+	command -v node >/dev/null || die "node is required for the blob-id figures (apt-get install nodejs), or set BENCH_ONLY"
+	scripts/fetch-walrus-sdk.sh >&2
+	say "blobid: ${BENCH_BLOBS:-1000} blob ids up to 64 MiB vs walrus-core (WASM); what an id costs vs the upload"
+	go build -o "$BENCH/bin/benchtool-blobid" ./scripts/benchtool/blobid
+	"$BENCH/bin/benchtool-blobid" -dir "$WORK/blobid" -n "${BENCH_BLOBS:-1000}" | tee "$BENCH/blobid.txt"
 fi
 
 # --- cost: what an agent costs per month --------------------------------------
@@ -198,7 +216,7 @@ EDIT_MANY=skills/g00/d000/f00000.md # the "one edit" on many (path known)
 EDIT_BIG=skills/skill-000.md
 MANY_COUNT=$(find "$MANY" -type f | wc -l)
 
-# --- issue 7: hash -------------------------------------------------------------
+# --- hash -------------------------------------------------------------
 # openssl: `find -print0 | xargs -0 openssl dgst -sha256` over the same files,
 # relative paths and -s 2000000 so one openssl process takes all of them (its
 # ~6 ms start-up is paid once, not per 2,500-file batch); "openssl2" splits the
@@ -208,7 +226,7 @@ MANY_COUNT=$(find "$MANY" -type f | wc -l)
 # drift hits every tool alike; every file is read once first (page cache).
 ossl() { printf 'cd %q && find . -type f -print0 | xargs -0 %s openssl dgst -sha256 >/dev/null' "$1" "$2"; }
 if want hash; then
-	say "issue 7: hermesd hash vs openssl dgst -sha256 (median of $N, page cache warm)"
+	say "hash: hermesd hash vs openssl dgst -sha256 (median of $N, page cache warm)"
 	"$BT" warm "$BIG" "$MANY"
 	for ((i = 1; i <= N; i++)); do
 		mq -key hash.big.openssl -n 1 -- sh -c "$(ossl "$BIG" "-s 2000000")"
@@ -224,7 +242,7 @@ if want hash; then
 fi
 
 if want inc; then
-	say "issue 7: incremental re-hash after one edit (hash.Cache.Update, path known; 20 edits)"
+	say "hash: incremental re-hash after one edit (hash.Cache.Update, path known; 20 edits)"
 	profargs hashinc.many
 	mq -key hashinc.many -n 1 -- "$BT" hashinc -dir "$MANY" -file "$EDIT_MANY" -n 20 "${PA[@]}"
 	profargs hashinc.big
@@ -232,7 +250,7 @@ if want inc; then
 fi
 
 if want cipher; then
-	say "issue 7: v2 encrypt + decrypt of $((BIG_SIZE >> 20)) MiB (peak RSS), openssl speed baseline"
+	say "hash: v2 encrypt + decrypt of $((BIG_SIZE >> 20)) MiB (peak RSS), openssl speed baseline"
 	profargs cipher.v2
 	mq -key cipher.v2 -n "$NP" -- "$BT" cipher -size "$BIG_SIZE" -file "$WORK/spool/cipher.bin" "${PA[@]}"
 	mq -key ossl.aes256gcm -n 1 -- "$BT" osslspeed -bytes 1048576 -seconds 2
@@ -249,9 +267,9 @@ start_server() { # $1 = blob directory
 	URL=http://127.0.0.1:$port
 }
 
-# --- issue 2: walrus client ------------------------------------------------------
+# --- walrus client ------------------------------------------------------
 if want walrus; then
-	say "issue 2: walrus client, $((BIG_SIZE >> 20)) MiB blob (memory.db of big) against hermesd walrus serve"
+	say "walrus: walrus client, $((BIG_SIZE >> 20)) MiB blob (memory.db of big) against hermesd walrus serve"
 	start_server "$WORK/walrus-client"
 	"$BT" warm "$BIG/memory.db"
 	for ((i = 1; i <= NP; i++)); do
@@ -262,7 +280,7 @@ if want walrus; then
 	rm -rf "$WORK/walrus-client"
 fi
 
-# --- issue 5: snapshot / restore vs restic ------------------------------------------
+# --- snapshot / restore vs restic ------------------------------------------
 if want snap || want second || want v3; then
 	"$HERMESD" keygen -o "$WORK/snapshot.key" >/dev/null
 fi
@@ -276,7 +294,7 @@ snap() { # $1 = key, $2 = dataset dir, $3 = id file, rest = extra flags
 if want snap; then
 	for ds in big many; do
 		dir=$DATA/$ds
-		say "issue 5: snapshot + restore of $ds: hermesd vs restic $(restic version | cut -d' ' -f2) (each median of $NP; hermesd against hermesd walrus serve in a separate process)"
+		say "snapshot: snapshot + restore of $ds: hermesd vs restic $(restic version | cut -d' ' -f2) (each median of $NP; hermesd against hermesd walrus serve in a separate process)"
 		start_server "$WORK/walrus-$ds"
 		"$BT" warm "$dir"
 		for ((i = 1; i <= NP; i++)); do
@@ -300,7 +318,7 @@ if want snap; then
 fi
 
 if want second; then
-	say "issue 5: second snapshot of many after one small edit ($EDIT_MANY): hermesd vs restic"
+	say "snapshot: second snapshot of many after one small edit ($EDIT_MANY): hermesd vs restic"
 	start_server "$WORK/walrus-second"
 	"$BT" warm "$MANY"
 	snap second.many.hermesd "$MANY" "$WORK/second.id" -second "$EDIT_MANY" -second-n "$NP"
@@ -384,7 +402,7 @@ if want v3; then
 fi
 
 if want latency; then
-	say "issue 5: change-to-pointer latency on the devnet (in process: chain + local walrus + daemon; quiet 200ms)"
+	say "snapshot: change-to-pointer latency on the devnet (in process: chain + local walrus + daemon; quiet 200ms)"
 	m -key latency.devnet -n 1 -- "$BIN/benchtool-latency" -dir "$WORK/devnet" -n 10 -quiet 200ms
 fi
 
@@ -392,7 +410,7 @@ fi
 say "report"
 "$BT" report -results "$RESULTS" -out "$BENCH/report.txt" -scale "$SCALE" -data "$DATA" \
 	-load-start "$LOAD_START" -started "$STARTED"
-for s in gas cost; do
+for s in gas cost blobid; do
 	if want $s; then
 		{ echo; cat "$BENCH/$s.txt"; } >>"$BENCH/report.txt"
 		cat "$BENCH/$s.txt"

@@ -33,7 +33,7 @@
 #                              L2Registry); then also HERMESD_L2_RPC_URL and
 #                              HERMESD_L2_CHAIN_ID. The drill then writes the
 #                              record there and reads it back through Sepolia
-#                              (README §4c).
+#                              (testnet/README.md §4c).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -221,7 +221,7 @@ case $rc in
 4) pass "pointer get: $HERMESD_ENS_NAME has no agent-snapshot record yet" ;;
 *)
 	cat "$work/logs/pointer-get.err" >&2
-	fail "pointer get (exit $rc: see README troubleshooting)"
+	fail "pointer get (exit $rc: see testnet/README.md §9)"
 	exit 1
 	;;
 esac

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/hermesd/hermesd/internal/exitcode"
 )
 
 // Exit codes, as hermesd's (a script treats both commands alike); with a
@@ -18,16 +20,8 @@ const (
 	exitInterrupted = 130
 )
 
-// exitError attaches an exit code to an error.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+// withCode marks err so that main exits with code.
+func withCode(code int, err error) error { return exitcode.With(code, err) }
 
 func usageErrorf(format string, args ...any) error {
 	return withCode(exitUsage, fmt.Errorf(format, args...))
@@ -35,15 +29,15 @@ func usageErrorf(format string, args ...any) error {
 
 // report prints err as one line on w and returns the exit code for it.
 func report(w io.Writer, err error) int {
-	code := exitFailure
-	var ee *exitError
+	code, marked := exitcode.Of(err)
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &ee):
-		code = ee.code
+	case marked:
 	case errors.Is(err, context.Canceled):
 		code, err = exitInterrupted, errors.New("interrupted")
+	default:
+		code = exitFailure
 	}
 	fmt.Fprintf(w, "hermesd-devnet: %s\n", strings.TrimSpace(err.Error()))
 	return code

@@ -232,9 +232,9 @@ func hostileAggregator(t *testing.T, lie string, limit int64) (url string, sent 
 }
 
 // TestBlobGetHostileAggregator: blob get honours walrus.max_download_size
-// (issue 28: an aggregator made it write 3.4 GB in 8 s; it stopped only at
-// a built-in 16 GiB). An endless body and a lying Content-Length are cut
-// off at the configured bound, exit 3, and leave nothing behind.
+// (a hostile aggregator writes gigabytes in seconds, so a built-in bound
+// of 16 GiB is no bound). An endless body and a lying Content-Length are
+// cut off at the configured bound, exit 3, and leave nothing behind.
 func TestBlobGetHostileAggregator(t *testing.T) {
 	const limit = 64 << 20 // the server gives up here (an unbounded client takes it all)
 	id := localwalrus.BlobID([]byte("anything"))

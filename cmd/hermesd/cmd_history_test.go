@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // historyWorld is the devnet with agent alpha whose daemon took three v3
@@ -32,7 +33,7 @@ func newHistoryWorld(t *testing.T) *historyWorld {
 	settle := func() {
 		want := dirHash(t, w.brain("alpha"))
 		p := w.run()
-		poll(t, 20*time.Second, "the daemon to publish "+want, func() bool {
+		wait.Within(t, 20*time.Second, "the daemon to publish "+want, func() bool {
 			rep, err := w.status()
 			if err != nil || len(rep.Agents) != 1 {
 				return false

@@ -23,6 +23,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/pointer"
 )
 
 const pointerHelp = `Subcommands:
@@ -481,7 +482,7 @@ func runPointerResolve(ctx context.Context, env *cmdEnv, action string, args []s
 // tried and nothing changed, and trying again cannot help, so it is a
 // usage error (exit 2) rather than a failure (1) a supervisor would retry.
 func notHeld(id, action string) error {
-	return withCode(exitUsage, fmt.Errorf("pointer %s: %s: %w (nothing to resolve; 'hermesd status' shows holds)", action, id, agent.ErrNotHeld))
+	return withCode(exitUsage, fmt.Errorf("pointer %s: %s: %w (nothing to resolve; 'hermesd status' shows holds)", action, id, pointer.ErrNotHeld))
 }
 
 // resolveOnState adopts or overrides on the state directory, with no
@@ -511,14 +512,14 @@ func resolveOnState(ctx context.Context, cfg *config.Config, ac *config.Agent, l
 			err = cerr
 		}
 	}()
-	h := a.Hold()
+	h := a.Head().Hold()
 	if h == nil {
 		return notHeld(ac.ID, out.Action)
 	}
 	out.Replaced = h.Value
 	if out.Action == "adopt" {
 		aside, err := a.Adopt(ctx)
-		if errors.Is(err, agent.ErrNotHeld) {
+		if errors.Is(err, pointer.ErrNotHeld) {
 			return notHeld(ac.ID, out.Action)
 		}
 		if err != nil {
@@ -528,36 +529,29 @@ func resolveOnState(ctx context.Context, cfg *config.Config, ac *config.Agent, l
 		return nil
 	}
 	if err := a.Override(ctx); err != nil {
-		if errors.Is(err, agent.ErrNotHeld) {
+		if errors.Is(err, pointer.ErrNotHeld) {
 			return notHeld(ac.ID, out.Action)
 		}
 		return err
 	}
-	w := svc.Pointer()
 	// A rollback found while writing is published over at once, as the
 	// daemon does.
-	for round := 0; round < 2; round++ {
-		res := agent.PublishOnce(ctx, w, []*agent.Agent{a.Agent})
-		if len(res) != 1 {
-			break
+	r, ok := pointer.Publish(ctx, svc.Chains(), a.Head(), pointer.PublishOptions{})
+	switch {
+	case !ok:
+		return errors.New("override recorded, but the pointer was not written (it stays pending; 'hermesd run' publishes it)")
+	case r.Outcome == pointer.Published:
+		out.Published, out.Replaced, out.TxHash, out.GasUsed = r.Update.Value, r.Update.Expected, r.Write.Tx.Hash, r.Write.Tx.Gas
+		if r.Err != nil {
+			return fmt.Errorf("published %s, but the agent state was not saved: %w", r.Update.Value, r.Err)
 		}
-		r := res[0]
-		switch r.Outcome {
-		case agent.OutcomePublished:
-			out.Published, out.TxHash, out.GasUsed = r.Update.Value, r.Write.TxHash, r.Write.GasUsed
-			if r.Err != nil {
-				return fmt.Errorf("published %s, but the agent state was not saved: %w", r.Update.Value, r.Err)
-			}
-			return nil
-		case agent.OutcomeRollback:
-			out.Replaced = r.Write.Actual
-			continue
-		case agent.OutcomeHeld, agent.OutcomeUnauthorized:
-			return fmt.Errorf("not published; held again: %w", r.Err)
-		}
-		return fmt.Errorf("override recorded, but the pointer was not written (it stays pending; 'hermesd run' publishes it): %w", r.Err)
+		return nil
+	case r.Outcome == pointer.Held, r.Outcome == pointer.Unauthorized:
+		return fmt.Errorf("not published; held again: %w", r.Err)
+	case r.Outcome == pointer.Lagging:
+		return fmt.Errorf("override written to ens.records %s (tx %s), not yet visible from L1; 'hermesd run' confirms it", r.Target, r.Write.Tx.Hash)
 	}
-	return errors.New("override recorded, but the pointer was not written (it stays pending; 'hermesd run' publishes it)")
+	return fmt.Errorf("override recorded, but the pointer was not written (it stays pending; 'hermesd run' publishes it): %w", r.Err)
 }
 
 // daemonClient talks to a running daemon's API.

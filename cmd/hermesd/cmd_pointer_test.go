@@ -128,7 +128,7 @@ func TestPointerGetSet(t *testing.T) {
 	}
 	// Blob ids beginning with "-" where they are written, without "--":
 	// as VALUE before and after the flags, and as --expect's value, apart
-	// or after "=" (issue 28 item 3: "flag provided but not defined").
+	// or after "=" (never "flag provided but not defined").
 	d1, d2, dp := dashBlobID(1), dashBlobID(2), dashPatchID(3)
 	for _, tc := range []struct {
 		args []string

@@ -48,9 +48,9 @@ func TestRunStartupExitCodes(t *testing.T) {
 			break
 		}
 	}
-	// Directories and key files the configuration may not name (issue 28
-	// items 10, 11 and 13): refusals of the configuration, exit 2, not 1
-	// (which systemd would restart forever).
+	// Directories and key files the configuration may not name (system
+	// directories, another user's, world-writable): refusals of the
+	// configuration, exit 2, not 1 (which systemd would restart forever).
 	public := filepath.Join(dir, "public")
 	os.Mkdir(public, 0o700)
 	os.Chmod(public, 0o777)

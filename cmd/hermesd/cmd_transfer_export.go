@@ -13,6 +13,7 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/handover"
 	"github.com/hermesd/hermesd/internal/headref"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
 
@@ -139,7 +140,7 @@ func runTransferExport(ctx context.Context, env *cmdEnv, args []string) (err err
 		return fmt.Errorf("transfer export: %w", err)
 	}
 	out.Handover, _ = filepath.Abs(*outPath)
-	if err := a.MarkTransferred(out.Head, "handed over with 'hermesd transfer export' (handover "+out.Handover+")"); err != nil {
+	if err := a.Head().MarkTransferred(out.Head, "handed over with 'hermesd transfer export' (handover "+out.Handover+")"); err != nil {
 		return fmt.Errorf("transfer export: the handover is written, but the agent is not marked transferred: %w", err)
 	}
 	if *asJSON {
@@ -155,25 +156,20 @@ func runTransferExport(ctx context.Context, env *cmdEnv, args []string) (err err
 // publishFinal publishes the agent's pending pointer, if any, as the
 // daemon does (a rollback found while writing is published over).
 func publishFinal(ctx context.Context, svc *compose.Services, a *agent.Agent) error {
-	w := svc.Pointer()
-	for range 3 {
-		res := agent.PublishOnce(ctx, w, []*agent.Agent{a})
-		if len(res) == 0 {
-			return nil
-		}
-		switch r := res[0]; r.Outcome {
-		case agent.OutcomePublished:
-			if r.Err != nil {
-				return fmt.Errorf("published %s, but the agent state was not saved: %w", r.Update.Value, r.Err)
-			}
-			return nil
-		case agent.OutcomeRollback:
-			continue
-		default:
-			return fmt.Errorf("publish the final snapshot (%s): %w", r.Outcome, r.Err)
-		}
+	r, ok := pointer.Publish(ctx, svc.Chains(), a.Head(), pointer.PublishOptions{})
+	switch {
+	case !ok:
+		return nil
+	case r.Outcome == pointer.Published && r.Err != nil:
+		return fmt.Errorf("published %s, but the agent state was not saved: %w", r.Update.Value, r.Err)
+	case r.Outcome == pointer.Published:
+		return nil
+	case r.Outcome == pointer.Rollback:
+		return errors.New("publish the final snapshot: the record keeps going back")
+	case r.Err == nil:
+		return fmt.Errorf("publish the final snapshot: %s", r.Outcome)
 	}
-	return errors.New("publish the final snapshot: the record keeps going back")
+	return fmt.Errorf("publish the final snapshot (%s): %w", r.Outcome, r.Err)
 }
 
 // writeHandover writes the sealed handover to a new file of mode 0600.

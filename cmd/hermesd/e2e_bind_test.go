@@ -12,6 +12,7 @@ import (
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/headref"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -192,7 +193,7 @@ func TestE2EBindReplay(t *testing.T) {
 			t.Run("daemon cold start", func(t *testing.T) {
 				p := w.run()
 				var st agent.Status
-				poll(t, 30*time.Second, "alpha to be restored or failed", func() bool {
+				wait.Within(t, 30*time.Second, "alpha to be restored or failed", func() bool {
 					rep, err := w.status()
 					if err != nil || len(rep.Agents) != 1 {
 						return false

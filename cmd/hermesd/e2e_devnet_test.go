@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // TestE2EMakeRun runs what `make run` runs: hermesd-devnet with the daemon
@@ -83,7 +85,7 @@ func TestE2EMakeRun(t *testing.T) {
 	// L2 agent's) are still published.
 	p = makeRun()
 	p.mustWaitLine(msgReady, 1, 2*time.Minute)
-	poll(t, time.Minute, "the daemon to report every pointer published", func() bool {
+	wait.Within(t, time.Minute, "the daemon to report every pointer published", func() bool {
 		rep, err := w.status()
 		if err != nil || len(rep.Agents) != 2 {
 			return false
@@ -102,7 +104,7 @@ func TestE2EMakeRun(t *testing.T) {
 		}
 	})
 	p.signal(syscall.SIGKILL)
-	poll(t, time.Minute, "the daemon to stop after the devnet died", func() bool { return exitedPID(daemon) })
+	wait.Within(t, time.Minute, "the daemon to stop after the devnet died", func() bool { return exitedPID(daemon) })
 	p.wait(time.Minute)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // TestE2EMigrationV2ToV3: an agent whose daemon wrote v2 snapshots is
@@ -28,7 +29,7 @@ func TestE2EMigrationV2ToV3(t *testing.T) {
 	bw.put(t, "notes/after-upgrade.md", []byte("written after the upgrade to v3\n"), 0o644)
 	want := dirHash(t, w.brain("alpha"))
 	p := w.run() // the devnet's configuration: the default format
-	poll(t, 30*time.Second, "the daemon to publish "+want, func() bool {
+	wait.Within(t, 30*time.Second, "the daemon to publish "+want, func() bool {
 		rep, err := w.status()
 		if err != nil || len(rep.Agents) != 1 {
 			return false

@@ -1,6 +1,6 @@
 package main
 
-// End-to-end tests of the ENS pointer's life (issue 11) with the real
+// End-to-end tests of the ENS pointer's life with the real
 // binary: holds seen and resolved through the CLI, the daemon with the
 // chain down, the shutdown flush of many agents on a frozen chain, and the
 // devnet process killed with SIGKILL again and again.
@@ -29,6 +29,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/pointertest"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // agentStatus is one agent's line of the running daemon's /v1/status.
@@ -106,7 +107,7 @@ func TestE2EPointerHold(t *testing.T) {
 	cli := func(args ...string) (int, string, string) { return w.runOnce(append([]string{"pointer"}, args...)...) }
 
 	p := run()
-	poll(t, 30*time.Second, "both agents to publish", func() bool { return w.settled(id) && w.settled("beta") })
+	wait.Within(t, 30*time.Second, "both agents to publish", func() bool { return w.settled(id) && w.settled("beta") })
 	other := pointertest.OtherWriter(t, w.dn.Chain, w.dn.SignerKey, name)
 	hold := func(t *testing.T, files map[string]string) string {
 		t.Helper()
@@ -114,7 +115,7 @@ func TestE2EPointerHold(t *testing.T) {
 		if _, err := other.Write(t.Context(), name, blob, w.pointer(name)); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, 30*time.Second, "alpha to be held", func() bool { s := w.agentStatus(id); return s.Hold && s.Value == blob })
+		wait.Within(t, 30*time.Second, "alpha to be held", func() bool { s := w.agentStatus(id); return s.Hold && s.Value == blob })
 		return blob
 	}
 	fork1 := hold(t, map[string]string{"system.md": "I am fork one.\n", "fork.md": "one\n"})
@@ -127,7 +128,7 @@ func TestE2EPointerHold(t *testing.T) {
 		// The other agent keeps publishing.
 		before := w.agentStatus("beta").Pub
 		beta.put(t, "notes/while-held.md", []byte("b\n"), 0o644)
-		poll(t, 30*time.Second, "beta to publish while alpha is held", func() bool {
+		wait.Within(t, 30*time.Second, "beta to publish while alpha is held", func() bool {
 			return w.settled("beta") && w.agentStatus("beta").Pub != before
 		})
 	})
@@ -167,7 +168,7 @@ func TestE2EPointerHold(t *testing.T) {
 		// the adopted snapshot (the end epochs of its packs are not known
 		// here), a publish of its own.
 		want := dirHash(t, w.brain(id))
-		poll(t, 30*time.Second, "alpha to publish after the adopt", func() bool {
+		wait.Within(t, 30*time.Second, "alpha to publish after the adopt", func() bool {
 			rep, err := w.status()
 			if err != nil || !w.settled(id) {
 				return false
@@ -191,7 +192,7 @@ func TestE2EPointerHold(t *testing.T) {
 		}
 		p = run()
 		p.mustWaitLine(msgReady, 2, 30*time.Second)
-		poll(t, 10*time.Second, "the daemon to serve its status", func() bool { return w.agentStatus(id).Ready })
+		wait.Within(t, 10*time.Second, "the daemon to serve its status", func() bool { return w.agentStatus(id).Ready })
 		if s := w.agentStatus(id); !s.Hold || s.Value != fork2 {
 			t.Fatalf("after the restart: %+v", s)
 		}
@@ -257,7 +258,7 @@ func TestE2EPointerHold(t *testing.T) {
 
 	t.Run("the next start converges", func(t *testing.T) {
 		p = run()
-		poll(t, 30*time.Second, "both agents settled and ready", func() bool {
+		wait.Within(t, 30*time.Second, "both agents settled and ready", func() bool {
 			rep, err := w.status()
 			return err == nil && rep.Ready && w.settled(id) && w.settled("beta")
 		})
@@ -271,7 +272,7 @@ func tcpForward(t *testing.T, addr, target string) {
 	t.Helper()
 	var ln net.Listener
 	// The port was free a moment ago; something may have taken it.
-	poll(t, 10*time.Second, "listening on "+addr, func() bool {
+	wait.Within(t, 10*time.Second, "listening on "+addr, func() bool {
 		var err error
 		ln, err = net.Listen("tcp", addr)
 		return err == nil
@@ -331,7 +332,7 @@ func TestE2EChainDown(t *testing.T) {
 	p := w.start("run", "-config", cfg)
 	p.mustWaitLine(msgReady, 1, 30*time.Second)
 	p.mustWaitLine(msgUploaded, 1, 30*time.Second)
-	poll(t, 30*time.Second, "the snapshot pending, its write failed", func() bool {
+	wait.Within(t, 30*time.Second, "the snapshot pending, its write failed", func() bool {
 		rep, err := w.status()
 		if err != nil || len(rep.Agents) != 1 {
 			return false
@@ -354,7 +355,7 @@ func TestE2EChainDown(t *testing.T) {
 	tcpForward(t, down, strings.TrimPrefix(w.dn.Chain.URL(), "http://"))
 	back := time.Now()
 	var last string
-	poll(t, 60*time.Second, "the pointer published once the chain is back", func() bool {
+	wait.Within(t, 60*time.Second, "the pointer published once the chain is back", func() bool {
 		rep, err := w.status()
 		if err != nil || len(rep.Agents) != 1 {
 			return false
@@ -455,7 +456,7 @@ func TestE2EFlush200(t *testing.T) {
 
 	// Every agent publishes once (the records exist, as in production).
 	p := w.start("run", "-config", short)
-	poll(t, 5*time.Minute, "every agent published once", allSettled)
+	wait.Within(t, 5*time.Minute, "every agent published once", allSettled)
 	t.Logf("first snapshots of %d agents published: %v", n, time.Since(start).Round(time.Millisecond))
 
 	freezer.Hold()
@@ -464,7 +465,7 @@ func TestE2EFlush200(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll(t, 5*time.Minute, "every agent's new snapshot pending", func() bool {
+	wait.Within(t, 5*time.Minute, "every agent's new snapshot pending", func() bool {
 		rep, err := w.status()
 		if err != nil {
 			return false
@@ -502,7 +503,7 @@ func TestE2EFlush200(t *testing.T) {
 		p.mustWaitLine(msgReady, n, 3*time.Minute)
 		// The publisher is stuck on the frozen chain; it recovers and the
 		// daemon is told to stop at once.
-		poll(t, 60*time.Second, "a transaction held by the frozen chain", func() bool { return freezer.Counts().Held > 0 })
+		wait.Within(t, 60*time.Second, "a transaction held by the frozen chain", func() bool { return freezer.Counts().Held > 0 })
 		before := len(publishedLines(p.out.String()))
 		freezer.Pass()
 		t0 := time.Now()
@@ -733,7 +734,7 @@ func TestE2EDevnetKill9(t *testing.T) {
 	}
 	defer reader.Close()
 	conv := time.Now()
-	poll(t, 2*time.Minute, "the daemon to converge", func() bool {
+	wait.Within(t, 2*time.Minute, "the daemon to converge", func() bool {
 		rep, err := w.status()
 		if err != nil || !rep.Ready || len(rep.Agents) != len(ids) {
 			return false

@@ -22,6 +22,7 @@ import (
 	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/pointertest"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -197,7 +198,7 @@ func TestE2EQuilts200(t *testing.T) {
 	}
 	hashAll()
 	p := w.start("run", "-config", cfg)
-	poll(t, 5*time.Minute, "every agent's first snapshot published", settled)
+	wait.Within(t, 5*time.Minute, "every agent's first snapshot published", settled)
 	t.Logf("first snapshots of %d agents published: %v", n, time.Since(start).Round(time.Millisecond))
 	for r := range rounds {
 		t0 := time.Now()
@@ -208,7 +209,7 @@ func TestE2EQuilts200(t *testing.T) {
 			}
 		}
 		hashAll()
-		poll(t, 5*time.Minute, fmt.Sprintf("round %d published", r), settled)
+		wait.Within(t, 5*time.Minute, fmt.Sprintf("round %d published", r), settled)
 		t.Logf("round %d: %d edits stored and published in %v", r, n, time.Since(t0).Round(time.Millisecond))
 	}
 	snapshots, _ := p.out.count(msgUploaded)

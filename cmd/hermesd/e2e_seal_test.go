@@ -67,10 +67,7 @@ func (w *e2eWorld) sealKeys(o *seal.EncryptedObject) (map[seal.Address]*seal.Use
 // upload stores b on the devnet's Walrus and returns its blob id.
 func (w *e2eWorld) upload(b []byte) string {
 	w.t.Helper()
-	c, err := walrus.New(walrus.Config{Publishers: []string{w.dn.Walrus.URL()}, Aggregators: []string{w.dn.Walrus.URL()}})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	c := w.walrusClient(walrus.Config{})
 	res, err := c.Store(w.t.Context(), walrus.BytesBody(b))
 	if err != nil {
 		w.t.Fatal(err)
@@ -221,7 +218,7 @@ func TestE2ESeal(t *testing.T) {
 				t.Fatalf("restored brain differs: %v (%s)", d, stdout)
 			}
 			// The end epoch the upload recorded is recorded again, and
-			// said (issue 28 item 3: an in-place restore wrote 0).
+			// said, by an in-place restore too (never 0).
 			lin := readLock(t, brain).Lineage()
 			if len(lin) == 0 || lin[0].EndEpoch == 0 || !strings.Contains(stdout, fmt.Sprintf(", end epoch %d)", lin[0].EndEpoch)) {
 				t.Errorf("restore said %q; the lock's lineage records %+v", stdout, lin)

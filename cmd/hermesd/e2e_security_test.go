@@ -1,6 +1,6 @@
 package main
 
-// The attacks of issue 10 against the real hermesd binary on a devnet:
+// Attacks against the real hermesd binary on a devnet:
 // forged receipts and junk posted to the daemon, an aggregator that
 // streams without end during a restore, a sparse-file bomb published
 // through the agent's own pointer, secrets in endpoint URLs, escape
@@ -42,6 +42,7 @@ import (
 	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -300,10 +301,7 @@ func (w *e2eWorld) publishBlob(t *testing.T, id string, plaintext []byte) string
 	if err := enc.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := walrus.New(walrus.Config{Publishers: []string{w.dn.Walrus.URL()}, Aggregators: []string{w.dn.Walrus.URL()}, Epochs: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := w.walrusClient(walrus.Config{Epochs: 5})
 	res, err := c.Store(t.Context(), walrus.BytesBody(blob.Bytes()))
 	if err != nil {
 		t.Fatal(err)
@@ -493,7 +491,7 @@ const (
 	attackMaxAnswer     = 256 << 10 // an answer to a receipts post
 )
 
-// TestE2EAttackScript is issue 10's attack script against one running
+// TestE2EAttackScript runs the attack script against one running
 // daemon with three agents: alpha gets 20,000 forged receipts and an 8 MiB
 // body of junk lines; victim's pointer names a blob that a hostile
 // aggregator streams without end while the daemon (and `hermesd restore`)
@@ -572,7 +570,7 @@ func TestE2EAttackScript(t *testing.T) {
 
 	// 3. The daemon's restores of victim and bomb fail, and keep failing
 	// on every retry; so does `hermesd restore` of each, with exit 3.
-	poll(t, 60*time.Second, "the daemon to give up on victim and bomb", func() bool {
+	wait.Within(t, 60*time.Second, "the daemon to give up on victim and bomb", func() bool {
 		_, r, _ := readyzOf(t, w)
 		return r["victim"].Phase == "failed" && r["bomb"].Phase == "failed"
 	})
@@ -603,7 +601,7 @@ func TestE2EAttackScript(t *testing.T) {
 	// The failed agents alternate between failed and a retried restore:
 	// read /readyz while both are failed.
 	var r map[string]daemon.AgentReady
-	poll(t, 60*time.Second, "victim and bomb failed in /readyz", func() bool {
+	wait.Within(t, 60*time.Second, "victim and bomb failed in /readyz", func() bool {
 		code, r, _ = readyzOf(t, w)
 		return r["victim"].Phase == "failed" && r["bomb"].Phase == "failed"
 	})
@@ -638,7 +636,7 @@ func TestE2EAttackScript(t *testing.T) {
 	// 4. Backups continue: an edit is snapshotted, published, and its
 	// snapshot carries trusted receipts only, the posted legit one too.
 	bw.put(t, "memory/after.md", []byte("written after the attacks\n"), 0o644)
-	poll(t, 30*time.Second, "alpha's edit to be published", func() bool {
+	wait.Within(t, 30*time.Second, "alpha's edit to be published", func() bool {
 		ptr := w.pointer("alpha.hermes.eth")
 		return ptr != first && w.agentState("alpha").Last != nil && w.agentState("alpha").Last.BlobID == ptr
 	})
@@ -783,7 +781,7 @@ func TestE2ESecretsInURLsNeverShow(t *testing.T) {
 			bw.put(t, "changes/"+strings.ReplaceAll(tc.name, " ", "-")+".md", []byte(tc.name+"\n"), 0o644)
 			p := w.startEnv([]string{"HERMESD_LOG_LEVEL=debug"}, "run", "-config", cfg)
 			var failure string
-			poll(t, 60*time.Second, "the daemon to report the failure", func() bool {
+			wait.Within(t, 60*time.Second, "the daemon to report the failure", func() bool {
 				st, err := w.status()
 				if err != nil || len(st.Agents) != 1 {
 					return false
@@ -998,7 +996,7 @@ func TestE2EFailedSnapshotInStatus(t *testing.T) {
 	cfg := rewriteConfig(t, w, "max_blob_size: 1GiB", "max_blob_size: 256KiB", "encryption:\n", "encryption:\n  format: v2\n")
 	p := w.start("run", "-config", cfg)
 	p.mustWaitLine(msgUploaded, 2, 30*time.Second)
-	poll(t, 30*time.Second, "both agents ready", func() bool { code, _, _ := readyzOf(t, w); return code == http.StatusOK })
+	wait.Within(t, 30*time.Second, "both agents ready", func() bool { code, _, _ := readyzOf(t, w); return code == http.StatusOK })
 
 	noise := make([]byte, 1<<20)
 	rng := rand.NewChaCha8([32]byte{12})
@@ -1007,7 +1005,7 @@ func TestE2EFailedSnapshotInStatus(t *testing.T) {
 	if err := os.WriteFile(big, noise, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "the failed snapshot in /readyz", func() bool { code, _, _ := readyzOf(t, w); return code != http.StatusOK })
+	wait.Within(t, 30*time.Second, "the failed snapshot in /readyz", func() bool { code, _, _ := readyzOf(t, w); return code != http.StatusOK })
 	code, r, _ := readyzOf(t, w)
 	if code != http.StatusServiceUnavailable || r["big"].Ready || !r["good"].Ready ||
 		!strings.Contains(r["big"].Reason, "last snapshot failed") || !strings.Contains(r["big"].Reason, "limit") {
@@ -1042,7 +1040,7 @@ func TestE2EFailedSnapshotInStatus(t *testing.T) {
 	if err := os.Remove(big); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "big to recover", func() bool { code, _, _ := readyzOf(t, w); return code == http.StatusOK })
+	wait.Within(t, 30*time.Second, "big to recover", func() bool { code, _, _ := readyzOf(t, w); return code == http.StatusOK })
 	if code, stdout, _ := w.runOnce("status", "-config", cfg); code != 0 || strings.Contains(stdout, "NOT READY") {
 		t.Errorf("status after recovery: exit %d\n%s", code, stdout)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/pointertest"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // e2eSeed is the seed of the randomized end-to-end tests: $HERMESD_E2E_SEED
@@ -359,7 +360,7 @@ func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 		putsAtFire, upAtFire := puts, 0
 		switch tr.name {
 		case "spool":
-			fired = pollFor(3*time.Second, time.Millisecond, func() bool { return spoolBusy(spool, id) || p.exited() })
+			fired = wait.Until(3*time.Second, func() bool { return spoolBusy(spool, id) || p.exited() })
 		case "read":
 			fired = wp.waitStarted("read", gets, 3*time.Second, p)
 		case "put":
@@ -447,7 +448,7 @@ func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 		// The brain to expect is the one after start-up: hermesd deletes
 		// the temporary files a kill left in it (they are not brain
 		// content), so hash only once the agent is ready.
-		poll(t, 30*time.Second, fmt.Sprintf("iteration %d: hermesd ready", i), func() bool {
+		wait.Within(t, 30*time.Second, fmt.Sprintf("iteration %d: hermesd ready", i), func() bool {
 			if p.exited() {
 				t.Fatalf("iteration %d: restarted hermesd exited: %v", i, p.err)
 			}
@@ -455,7 +456,7 @@ func kill9DuringSnapshots(t *testing.T, format string, iterations int) {
 			return err == nil && rep.Ready
 		})
 		wantHash := dirHash(t, brain)
-		poll(t, 30*time.Second, fmt.Sprintf("iteration %d: hermesd to settle on %s", i, wantHash), func() bool {
+		wait.Within(t, 30*time.Second, fmt.Sprintf("iteration %d: hermesd to settle on %s", i, wantHash), func() bool {
 			if p.exited() {
 				t.Fatalf("iteration %d: restarted hermesd exited: %v", i, p.err)
 			}
@@ -525,7 +526,7 @@ func TestE2ECrashLeftoversInBrain(t *testing.T) {
 	want := bw.want()
 	p := w.run()
 	var wantHash string
-	poll(t, 20*time.Second, "hermesd to settle", func() bool {
+	wait.Within(t, 20*time.Second, "hermesd to settle", func() bool {
 		rep, err := w.status()
 		if err != nil || !rep.Ready || len(rep.Agents) != 1 {
 			return false
@@ -610,21 +611,6 @@ func checkConsistent(t *testing.T, w *e2eWorld, i int, id, name, wantHash string
 	os.RemoveAll(scratch)
 }
 
-// pollFor is poll without failing: it reports whether cond held within
-// limit.
-func pollFor(limit, every time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-	return true
-}
-
 // settleAgents runs hermesd until every listed agent's newest snapshot is
 // published, then stops it with SIGTERM (exit 0).
 func settleAgents(t *testing.T, w *e2eWorld, ids ...string) {
@@ -636,7 +622,7 @@ func settleAgents(t *testing.T, w *e2eWorld, ids ...string) {
 func settleAgentsWith(t *testing.T, w *e2eWorld, cfg string, ids ...string) {
 	t.Helper()
 	p := w.start("run", "-config", cfg)
-	poll(t, 20*time.Second, fmt.Sprintf("%v to be published", ids), func() bool {
+	wait.Within(t, 20*time.Second, fmt.Sprintf("%v to be published", ids), func() bool {
 		rep, err := w.status()
 		if err != nil || !rep.Ready {
 			return false
@@ -884,7 +870,7 @@ func TestE2ESecondRunRefused(t *testing.T) {
 	newBrainWriter(t, w.brain("solo"), rand.New(rand.NewPCG(2, 2)))
 	first := w.run()
 	first.mustWaitLine(msgReady, 1, 20*time.Second)
-	poll(t, 10*time.Second, "the first daemon to serve /healthz", w.healthy)
+	wait.Within(t, 10*time.Second, "the first daemon to serve /healthz", w.healthy)
 
 	code, _, stderr := w.runOnce("run", "-config", w.dn.ConfigPath)
 	line := lastLine(stderr)
@@ -1085,7 +1071,7 @@ func TestE2ESigtermFlush(t *testing.T) {
 			t.Fatal("the previous subtests left no pending pointer")
 		}
 		p := w.run() // straight to the chain
-		poll(t, 20*time.Second, "the pending pointer to be published", func() bool {
+		wait.Within(t, 20*time.Second, "the pending pointer to be published", func() bool {
 			return w.pointer(name) == pending
 		})
 		p.signal(syscall.SIGTERM)

@@ -19,6 +19,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/handover"
 	"github.com/hermesd/hermesd/internal/repo"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // cli runs hermesd once and returns its standard output, standard error
@@ -100,7 +101,7 @@ func TestE2ETransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	seller := w.run()
-	poll(t, 2*time.Minute, "both agents published", func() bool { return w.settled("alpha") && w.settled("beta") })
+	wait.Within(t, 2*time.Minute, "both agents published", func() bool { return w.settled("alpha") && w.settled("beta") })
 	stopRun(t, seller)
 
 	// The buyer: its own keys, a funded chain account.
@@ -155,7 +156,7 @@ func TestE2ETransfer(t *testing.T) {
 	// The seller's daemon again: alpha is transferred (ready, not failing),
 	// beta goes on.
 	seller = w.run()
-	poll(t, time.Minute, "seller ready with alpha transferred", func() bool {
+	wait.Within(t, time.Minute, "seller ready with alpha transferred", func() bool {
 		rep, err := w.status()
 		if err != nil || !rep.Ready {
 			return false
@@ -204,7 +205,7 @@ func TestE2ETransfer(t *testing.T) {
 		t.Fatalf("restored bundle hash %s, handover %s", got, h.BundleHash)
 	}
 	buyer := w.start("run", "-config", good)
-	poll(t, 2*time.Minute, "the buyer's re-key published", func() bool {
+	wait.Within(t, 2*time.Minute, "the buyer's re-key published", func() bool {
 		v := w.pointer("alpha.hermes.eth")
 		return v != "" && v != head
 	})

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/hermesd/hermesd/internal/exitcode"
 )
 
 // Exit codes. They are part of hermesd's interface: scripts, init containers
@@ -43,22 +45,8 @@ Exit status:
   130  interrupted
 `
 
-// exitError attaches an exit code to an error.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
 // withCode marks err so that main exits with code. A nil err stays nil.
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &exitError{code: code, err: err}
-}
+func withCode(code int, err error) error { return exitcode.With(code, err) }
 
 // usageError is a mistake in how hermesd was invoked.
 type usageError struct{ msg string }
@@ -75,13 +63,13 @@ var errUsageShown = errors.New("usage shown")
 
 // exitCode maps an error returned by Run to the process exit code.
 func exitCode(err error) int {
-	var ee *exitError
 	var ue *usageError
+	code, marked := exitcode.Of(err)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.As(err, &ee):
-		return ee.code
+	case marked:
+		return code
 	case errors.Is(err, errUsageShown), errors.As(err, &ue):
 		return exitUsage
 	case errors.Is(err, context.Canceled):

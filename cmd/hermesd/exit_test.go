@@ -71,9 +71,9 @@ func TestReportSanitizes(t *testing.T) {
 }
 
 // TestExitCodesOfConfiguration: every problem of the configuration or of
-// what it names exits 2, however deeply it is wrapped (issue 28 item 13:
-// "unsafe state directory" exited 1, so systemd's
-// RestartPreventExitStatus=2 restarted hermesd forever).
+// what it names exits 2, however deeply it is wrapped: an exit 1 (an
+// "unsafe state directory", say) would have systemd, whose unit says
+// RestartPreventExitStatus=2, restart hermesd forever.
 func TestExitCodesOfConfiguration(t *testing.T) {
 	wrap := func(err error) error { return fmt.Errorf("startup: open agent a: %w", err) }
 	for _, err := range []error{

@@ -11,7 +11,7 @@ import (
 
 // TestHelpGoesToStdout: every command and verb prints its help on stdout
 // and exits 0, asked as CMD -h, CMD --help, CMD -help or hermesd help CMD;
-// nothing goes to stderr (issue 28 item 3: CMD --help printed to stderr).
+// nothing goes to stderr, so `hermesd CMD --help | less` shows it.
 // The verbs of each group are read from the group's own usage line.
 func TestHelpGoesToStdout(t *testing.T) {
 	run := func(args ...string) (string, string, int) {

@@ -1,12 +1,16 @@
 // Package agent runs one brain: restore it if it is missing, watch it,
-// snapshot it when its bundle hash moves, and keep the state of its ENS
-// pointer (pending, published, held) from which PublishOnce publishes.
+// and snapshot it when its bundle hash moves. Each verified snapshot goes
+// to the agent's pointer.Head, which owns where it is recorded and
+// published (internal/pointer); the agent keeps the state file the head
+// persists in (its Store) and says which snapshots are its own (its
+// Lineage).
 //
-// The loop (Run) is a thin scheduler over SyncOnce, which tests, drills and
-// the CLI call directly. The decisions live in this package and are unit
-// tested with fakes of the interfaces it declares (Pipeline, Pointer,
-// PointerWriter): restore or start fresh, reconcile with the chain after a
-// crash, a rollback of the record versus another writer, backoff.
+// The loop (Run) is a thin scheduler over synchronous steps (a sync, the
+// last sync of a stop, a state save, a new watch), which tests call
+// directly, as drills and the CLI call SyncOnce. The decisions live in
+// this package and are unit tested with fakes of the interfaces it
+// declares (Pipeline, Pointer): restore or start fresh, what to snapshot
+// and when, backoff.
 package agent
 
 import (
@@ -15,7 +19,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +29,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -44,14 +48,11 @@ type Pipeline interface {
 	HashesWhileTaking() bool
 }
 
-// Pointer reads an agent's ENS agent-snapshot record; ok is false when
-// the name has no record.
+// Pointer reads an agent's ENS agent-snapshot record through L1
+// resolution, as a restore does; ok is false when the name has no record.
 type Pointer interface {
 	Read(ctx context.Context, name string) (value string, ok bool, err error)
 }
-
-// Notifier wakes whoever publishes pending pointers.
-type Notifier interface{ Notify() }
 
 // Observer receives what the agent does, for metrics. Every method must be
 // cheap and non-blocking.
@@ -62,6 +63,12 @@ type Observer interface {
 	Unchanged(agent string)
 	Failed(agent, stage string, err error)
 	Restore(agent, result string, r *snapshot.Restored)
+}
+
+// Accounts is told what an agent's snapshots cost (the cost ledger). It
+// must not block for long.
+type Accounts interface {
+	Snapshotted(agent string, r snapshot.Result)
 }
 
 // Phase is where an agent is in its life.
@@ -114,11 +121,8 @@ type Config struct {
 	// its first restore must find on chain.
 	Handover *Handover
 	// Records is the ens.records id of the contract that holds the
-	// agent's record ("" = its name's own resolver on L1), and
-	// VisibilityTimeout how long a value written there may take to show
-	// through L1 resolution.
-	Records           string
-	VisibilityTimeout time.Duration
+	// agent's record ("" = its name's own resolver on L1), for status.
+	Records string
 }
 
 // checkPaths refuses a brain (or seed) directory that is a system
@@ -152,35 +156,39 @@ func (a *Agent) checkPaths() error {
 	return nil
 }
 
-// Deps are the services an agent uses.
+// Deps are the services an agent uses, whether its loop runs (Run) or a
+// command syncs or restores it once. What the process running the loop
+// shares among its agents (the watch hub, the sync slots, the end of an
+// outage) is Run's Env instead.
 type Deps struct {
-	State    *state.Dir
+	// State is the locked state directory: the agent's state file, hash
+	// cache and receipt log live in its directory there.
+	State *state.Dir
+	// Pipeline takes and restores the agent's snapshots.
 	Pipeline Pipeline
-	Receipts *receipts.Log // the agent's receipt log (the agent closes it)
-	Pointer  Pointer       // nil when the agent has no ENS name
-	// Record reads the record where it lives, when that is not on L1
-	// (Config.Records): what a hold is resolved against (adopt, override),
-	// since L1 resolution may lag behind it. nil: Pointer.
-	Record Pointer
-	// Owners reads the registry owner of the agent's name (transfers);
-	// nil without a chain.
+	// Receipts is the agent's receipt log, folded into every snapshot and
+	// refilled on restore (the agent closes it).
+	Receipts *receipts.Log
+	// Pointer reads the agent's record for restores; nil when the agent
+	// has no ENS name.
+	Pointer Pointer
+	// Owners reads the registry owner of the agent's name (a handed-over
+	// agent's first restore); nil without a chain.
 	Owners Owners
-	// Publisher is told when a pointer becomes pending.
-	Publisher Notifier
-	// Recovered, when set, returns a channel that is closed when the
-	// services snapshots depend on come back after an outage, so a sync
-	// waiting for its backoff retries at once (nil: backoff only).
-	Recovered func() <-chan struct{}
-	// Slots, when set, bounds how many agents of the process sync at
-	// once (each holds a slot while it hashes and snapshots): a thousand
-	// agents starting together must not run a thousand pipelines, each
-	// with its buffers.
-	Slots    chan struct{}
+	// Head owns the agent's head and where it is published (nil: one
+	// that keeps it in the state directory only). The agent binds its
+	// state to it.
+	Head *pointer.Head
+	// Observer sees what the agent does (the daemon's metrics; nil: none).
 	Observer Observer
-	// Accounts, when set, records what the agent spends.
+	// Accounts, when set, records what the agent's snapshots cost (the
+	// head records what its transactions cost).
 	Accounts Accounts
-	Log      *slog.Logger
-	Now      func() time.Time
+	// Log is the process's logger (nil: none); lines carry the agent id.
+	Log *slog.Logger
+	// Now is the clock of the agent's decisions (nil: time.Now), so that
+	// tests can move it.
+	Now func() time.Time
 }
 
 // Agent is one supervised brain.
@@ -189,6 +197,7 @@ type Agent struct {
 	deps Deps
 	log  *slog.Logger
 	dir  string // state directory of this agent
+	head *pointer.Head
 
 	cache  *hash.Cache
 	freeze *freezer // only the sync goroutine (under syncMu) uses it
@@ -223,9 +232,6 @@ type Agent struct {
 	// unsavedSince is when the brain was first seen to differ from its
 	// last verified snapshot (zero when in sync): the staleness to alert on.
 	unsavedSince time.Time
-	// checkedAt is when the pointer was last read from the chain (a
-	// read-back) or written there: what is known of it dates from then.
-	checkedAt time.Time
 }
 
 // New opens an agent's state. It touches nothing in the brain directory;
@@ -250,15 +256,6 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p := st.Pending; p != nil && p.Target != cfg.Records {
-		// The record moved (ens.records changed): the pending pointer
-		// goes where it lives now. What that contract holds is unknown
-		// until the compare-and-set reads it; a value of the lineage
-		// there (or none) is taken over, anything else holds.
-		log.Warn("the agent's record moved; the pending pointer is written where it lives now",
-			"from", recordsName(p.Target), "to", recordsName(cfg.Records))
-		p.Target, p.Written = cfg.Records, nil
-	}
 	a := &Agent{
 		cfg:   cfg,
 		deps:  deps,
@@ -273,9 +270,20 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		final:      make(chan finalRequest),
 	}
 	a.freeze = newFreezer(a)
+	a.head = deps.Head
+	if a.head == nil {
+		a.head = pointer.NewHead(pointer.Config{Agent: cfg.ID}, pointer.Deps{Log: deps.Log, Now: deps.Now})
+	}
+	if err := a.head.Bind(stateStore{a}, lineage{a}, a.Ready); err != nil {
+		return nil, err
+	}
 	a.loadCache()
 	return a, nil
 }
+
+// Head is the agent's head: where its snapshots are recorded and
+// published, and every decision about it.
+func (a *Agent) Head() *pointer.Head { return a.head }
 
 // ID is the agent's id.
 func (a *Agent) ID() string { return a.cfg.ID }
@@ -406,10 +414,8 @@ func (a *Agent) Status() Status {
 		Records:      a.cfg.Records,
 		Restore:      a.restored,
 
-		PointerCheckedAt: a.checkedAt,
-	}
-	if p := st.Pending; p != nil && p.Written != nil && p.Written.Value == p.Value {
-		s.PointerNote = a.pointerNoteLocked(p.Written)
+		PointerCheckedAt: a.head.CheckedAt(),
+		PointerNote:      a.head.Note(st),
 	}
 	if a.deps.Receipts != nil {
 		s.Receipts = a.deps.Receipts.Len()
@@ -418,28 +424,6 @@ func (a *Agent) Status() Status {
 		s.BundleHash, s.HashedAt = a.lastHash.String(), a.lastHashAt
 	}
 	return s
-}
-
-// pointerNoteLocked describes a pointer written where the record lives
-// that L1 resolution does not show yet.
-func (a *Agent) pointerNoteLocked(w *state.Written) string {
-	wait := a.deps.Now().Sub(w.At).Round(time.Second)
-	note := fmt.Sprintf("%s %s ago, not yet visible from L1", describeWritten(w), wait)
-	if w.Seen != "" || w.SeenErr != "" {
-		note += " (L1 resolution " + a.describeSeenLocked(w) + ")"
-	}
-	if wait >= a.cfg.VisibilityTimeout {
-		return note + fmt.Sprintf("; past visibility_timeout %s", a.cfg.VisibilityTimeout)
-	}
-	return note + fmt.Sprintf("; waiting up to %s", a.cfg.VisibilityTimeout)
-}
-
-// recordsName names an ens.records id for a message.
-func recordsName(id string) string {
-	if id == "" {
-		return "the name's L1 resolver"
-	}
-	return "ens.records " + id
 }
 
 // Ready reports whether the brain is in place and watched.
@@ -562,25 +546,6 @@ func (a *Agent) busy() bool {
 	return false
 }
 
-// ownBlobLocked reports whether id is a snapshot of this agent's lineage:
-// one it made or restored (the caller holds a.mu).
-func (a *Agent) ownBlobLocked(id string) bool {
-	if id == "" {
-		return false
-	}
-	if (a.st.Last != nil && a.st.Last.BlobID == id) || (a.st.Pending != nil && a.st.Pending.Value == id) || a.st.Published == id {
-		return true
-	}
-	lock, err := bundlelock.Read(filepath.Join(a.cfg.BrainDir, bundlelock.FileName))
-	if err != nil {
-		return false
-	}
-	if lock.BlobID() == id {
-		return true
-	}
-	return slices.ContainsFunc(lock.Lineage(), func(e bundlelock.LineageEntry) bool { return e.BlobID == id })
-}
-
 type nopObserver struct{}
 
 func (nopObserver) Phase(string, Phase)                        {}
@@ -589,14 +554,6 @@ func (nopObserver) Snapshot(string, snapshot.Result)           {}
 func (nopObserver) Unchanged(string)                           {}
 func (nopObserver) Failed(string, string, error)               {}
 func (nopObserver) Restore(string, string, *snapshot.Restored) {}
-
-// SetRecovered sets the recovery signal (see Deps.Recovered). Call it
-// before Run.
-func (a *Agent) SetRecovered(f func() <-chan struct{}) { a.deps.Recovered = f }
-
-// SetSlots sets the process-wide sync slots (see Deps.Slots). Call it
-// before Prepare.
-func (a *Agent) SetSlots(s chan struct{}) { a.deps.Slots = s }
 
 // Failing reports whether the agent's last sync failed.
 func (a *Agent) Failing() bool {

@@ -12,10 +12,13 @@ import (
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // The decisions of Prepare: restore, start fresh, or refuse.
@@ -156,7 +159,7 @@ func TestSyncDecisions(t *testing.T) {
 	if err != nil || res.Outcome != Snapshotted || r.pipe.Takes() != 1 {
 		t.Fatalf("first sync: %+v %v (takes %d)", res, err, r.pipe.Takes())
 	}
-	p, ok := a.Pending()
+	p, ok := a.Head().Pending()
 	if !ok || p.Value != res.Snapshot.BlobID || p.Expected != "" {
 		t.Fatalf("pending %+v %v", p, ok)
 	}
@@ -197,7 +200,7 @@ func TestSyncDecisions(t *testing.T) {
 	}
 	// The unpublished pending pointer keeps its oldest Since, with the
 	// newest value.
-	if p2, _ := a.Pending(); p2.Since != p.Since || p2.Value == p.Value {
+	if p2, _ := a.Head().Pending(); p2.Since != p.Since || p2.Value == p.Value {
 		t.Errorf("pending after a second snapshot: %+v (first %+v)", p2, p)
 	}
 }
@@ -219,7 +222,7 @@ func TestWipedBrainIsRestored(t *testing.T) {
 		t.Fatalf("wiped: %+v %v (takes %d)", out, err, r.pipe.Takes())
 	}
 	// The restore records the end epoch the upload recorded, in the
-	// lock's lineage and the state (issue 28 item 3: it wrote 0).
+	// lock's lineage and the state (not 0).
 	want := res.Snapshot.EndEpoch
 	if lin := readLockAt(t, r.brain).Lineage(); len(lin) == 0 || lin[0].BlobID != res.Snapshot.BlobID || lin[0].EndEpoch != want || want == 0 {
 		t.Errorf("lineage after the restore %+v, want %s ending with epoch %d", lin, res.Snapshot.BlobID, want)
@@ -258,8 +261,8 @@ func readLockAt(t *testing.T, brain string) *bundlelock.Lock {
 func publishFirst(t *testing.T, r *rig) (*Agent, string) {
 	t.Helper()
 	a, blob := snapshotFirst(t, r)
-	out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-	if len(out) != 1 || out[0].Outcome != OutcomePublished {
+	out := publishOnce(t, a, r.chain)
+	if len(out) != 1 || out[0].Outcome != pointer.Published {
 		t.Fatalf("publish: %+v", out)
 	}
 	return a, blob
@@ -288,7 +291,7 @@ func TestPublishConflicts(t *testing.T) {
 		a, first := publishFirst(t, r)
 		r.write("system.md", "v2\n")
 		second, _ := a.SyncOnce(t.Context())
-		PublishOnce(t.Context(), r.chain, []*Agent{a})
+		publishOnce(t, a, r.chain)
 		if r.chain.get(r.name) != second.Snapshot.BlobID {
 			t.Fatal("second not published")
 		}
@@ -297,12 +300,12 @@ func TestPublishConflicts(t *testing.T) {
 		r.chain.set(r.name, first)
 		r.write("system.md", "v3\n")
 		third, _ := a.SyncOnce(t.Context())
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomeRollback || a.Hold() != nil {
-			t.Fatalf("rollback: %+v hold %+v", out[0], a.Hold())
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Rollback || a.Head().Hold() != nil {
+			t.Fatalf("rollback: %+v hold %+v", out[0], a.Head().Hold())
 		}
-		out = PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomePublished || r.chain.get(r.name) != third.Snapshot.BlobID {
+		out = publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Published || r.chain.get(r.name) != third.Snapshot.BlobID {
 			t.Fatalf("republish after rollback: %+v, chain %s", out[0], r.chain.get(r.name))
 		}
 	})
@@ -312,19 +315,19 @@ func TestPublishConflicts(t *testing.T) {
 		r.chain.set(r.name, "foreignBlob")
 		r.write("system.md", "v2\n")
 		a.SyncOnce(t.Context())
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomeHeld || a.Hold() == nil || a.Hold().Value != "foreignBlob" {
-			t.Fatalf("foreign writer: %+v hold %+v", out[0], a.Hold())
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Held || a.Head().Hold() == nil || a.Head().Hold().Value != "foreignBlob" {
+			t.Fatalf("foreign writer: %+v hold %+v", out[0], a.Head().Hold())
 		}
-		if _, ok := a.Pending(); ok {
+		if _, ok := a.Head().Pending(); ok {
 			t.Fatal("a held agent offers its pending pointer")
 		}
 		writes := r.chain.writes
 		a = r.reopen(a)
-		if a.Hold() == nil || !strings.Contains(a.Status().Hold.Reason, "pointer adopt") {
+		if a.Head().Hold() == nil || !strings.Contains(a.Status().Hold.Reason, "pointer adopt") {
 			t.Fatalf("the hold did not survive a restart: %+v", a.Status())
 		}
-		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 0 || r.chain.writes != writes {
+		if out := publishOnce(t, a, r.chain); len(out) != 0 || r.chain.writes != writes {
 			t.Fatalf("a held agent published: %+v", out)
 		}
 		// The snapshot is still pending underneath: nothing is lost.
@@ -339,70 +342,70 @@ func TestPublishConflicts(t *testing.T) {
 		res, _ := a.SyncOnce(t.Context())
 		// The write landed but the state never heard of it (a crash).
 		r.chain.set(r.name, res.Snapshot.BlobID)
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomePublished || a.Status().Pending != nil || a.Status().Published != res.Snapshot.BlobID {
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Published || a.Status().Pending != nil || a.Status().Published != res.Snapshot.BlobID {
 			t.Fatalf("own blob: %+v %+v", out[0], a.Status())
 		}
 	})
 	t.Run("the name moved to another owner: held, not an error loop", func(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
-		r.chain.write = func(u PointerUpdate) (WriteResult, bool) {
-			return WriteResult{Kind: Unauthorized, Err: errors.New("owned by 0xbuyer")}, true
+		r.chain.write = func(u ens.Update) (ens.UpdateResult, bool) {
+			return ens.UpdateResult{Outcome: ens.NotAuthorized, Err: errors.New("owned by 0xbuyer")}, true
 		}
 		r.write("system.md", "v2\n")
 		a.SyncOnce(t.Context())
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomeUnauthorized || a.Hold() == nil {
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Unauthorized || a.Head().Hold() == nil {
 			t.Fatalf("unauthorized: %+v", out[0])
 		}
-		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 0 {
+		if out := publishOnce(t, a, r.chain); len(out) != 0 {
 			t.Fatal("tried again while held")
 		}
 	})
 	t.Run("a failure is retried later, counted", func(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
-		r.chain.write = func(u PointerUpdate) (WriteResult, bool) {
-			return WriteResult{Kind: Failed, Err: errors.New("chain unreachable")}, true
+		r.chain.write = func(u ens.Update) (ens.UpdateResult, bool) {
+			return ens.UpdateResult{Outcome: ens.Retry, Err: errors.New("chain unreachable")}, true
 		}
 		r.write("system.md", "v2\n")
 		a.SyncOnce(t.Context())
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if out[0].Outcome != OutcomeFailed || a.Status().Pending.Attempts != 1 || a.Hold() != nil {
+		out := publishOnce(t, a, r.chain)
+		if out[0].Outcome != pointer.Failed || a.Status().Pending.Attempts != 1 || a.Head().Hold() != nil {
 			t.Fatalf("failed: %+v %+v", out[0], a.Status().Pending)
 		}
 		r.chain.write = nil
-		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); out[0].Outcome != OutcomePublished {
+		if out := publishOnce(t, a, r.chain); out[0].Outcome != pointer.Published {
 			t.Fatalf("retry: %+v", out[0])
 		}
 	})
 }
 
-// CheckPointer: the periodic read-back.
+// The periodic read-back (pointer.Head.Check) of an agent that snapshots.
 func TestCheckPointer(t *testing.T) {
 	t.Run("a stale pointer with nothing pending is repaired", func(t *testing.T) {
 		r := newRig(t)
 		a, first := publishFirst(t, r)
 		r.write("system.md", "v2\n")
 		second, _ := a.SyncOnce(t.Context())
-		PublishOnce(t.Context(), r.chain, []*Agent{a})
+		publishOnce(t, a, r.chain)
 		r.chain.set(r.name, first) // the record went back; nothing is pending
-		if _, ok := a.Pending(); ok {
+		if _, ok := a.Head().Pending(); ok {
 			t.Fatal("pending before the check")
 		}
-		out, err := a.CheckPointer(t.Context())
-		if out != OutcomeRollback || err == nil {
+		out, err := a.Head().Check(t.Context())
+		if out != pointer.Rollback || err == nil {
 			t.Fatalf("check: %s %v", out, err)
 		}
-		p, ok := a.Pending()
+		p, ok := a.Head().Pending()
 		if !ok || p.Value != second.Snapshot.BlobID || p.Expected != first {
 			t.Fatalf("pending after the check: %+v %v", p, ok)
 		}
-		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); out[0].Outcome != OutcomePublished || r.chain.get(r.name) != second.Snapshot.BlobID {
+		if out := publishOnce(t, a, r.chain); out[0].Outcome != pointer.Published || r.chain.get(r.name) != second.Snapshot.BlobID {
 			t.Fatalf("repair: %+v", out)
 		}
-		if out, _ := a.CheckPointer(t.Context()); out != OutcomeOK {
+		if out, _ := a.Head().Check(t.Context()); out != pointer.OK {
 			t.Fatalf("after the repair: %s", out)
 		}
 	})
@@ -410,8 +413,8 @@ func TestCheckPointer(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
 		r.chain.set(r.name, "foreignBlob")
-		if out, _ := a.CheckPointer(t.Context()); out != OutcomeHeld || a.Hold() == nil {
-			t.Fatalf("foreign: %s %+v", out, a.Hold())
+		if out, _ := a.Head().Check(t.Context()); out != pointer.Held || a.Head().Hold() == nil {
+			t.Fatalf("foreign: %s %+v", out, a.Head().Hold())
 		}
 	})
 	t.Run("after a crash the state does not know; the chain names our blob", func(t *testing.T) {
@@ -437,7 +440,7 @@ func TestCheckPointer(t *testing.T) {
 		if err := a.Prepare(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if a.Hold() == nil {
+		if a.Head().Hold() == nil {
 			t.Fatal("not held")
 		}
 	})
@@ -449,15 +452,15 @@ func TestResolveHold(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
 		r.chain.set(r.name, "foreignBlob")
-		a.CheckPointer(t.Context())
+		a.Head().Check(t.Context())
 		if err := a.Override(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if len(out) != 1 || out[0].Outcome != OutcomePublished || r.chain.get(r.name) != a.Status().Last.BlobID {
+		out := publishOnce(t, a, r.chain)
+		if len(out) != 1 || out[0].Outcome != pointer.Published || r.chain.get(r.name) != a.Status().Last.BlobID {
 			t.Fatalf("override: %+v", out)
 		}
-		if err := a.Override(t.Context()); !errors.Is(err, ErrNotHeld) {
+		if err := a.Override(t.Context()); !errors.Is(err, pointer.ErrNotHeld) {
 			t.Fatalf("second override: %v", err)
 		}
 	})
@@ -465,7 +468,7 @@ func TestResolveHold(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
 		r.chain.set(r.name, "foreignBlob")
-		a.CheckPointer(t.Context())
+		a.Head().Check(t.Context())
 		aside, err := a.Adopt(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -484,7 +487,7 @@ func TestResolveHold(t *testing.T) {
 		r := newRig(t)
 		a, _ := publishFirst(t, r)
 		r.chain.set(r.name, "foreignBlob")
-		a.CheckPointer(t.Context())
+		a.Head().Check(t.Context())
 		r.pipe.restore = func(ctx context.Context, blobID, target string) (snapshot.Restored, error) {
 			os.MkdirAll(target, 0o755)
 			return snapshot.Restored{}, errors.New("decrypt: authentication failed")
@@ -495,7 +498,7 @@ func TestResolveHold(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(r.brain, "system.md")); string(b) != "v1\n" {
 			t.Fatalf("brain not put back: %q", b)
 		}
-		if a.Hold() == nil {
+		if a.Head().Hold() == nil {
 			t.Fatal("hold lost")
 		}
 	})
@@ -519,7 +522,7 @@ func TestStateSaveFailureIsRetried(t *testing.T) {
 		t.Fatalf("sync with an unsavable state: %+v %v dirty %v", res, err, a.Dirty())
 	}
 	// The snapshot is known in memory and published from there.
-	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 1 || out[0].Outcome != OutcomePublished || out[0].Err == nil {
+	if out := publishOnce(t, a, r.chain); len(out) != 1 || out[0].Outcome != pointer.Published || out[0].Err == nil {
 		t.Fatalf("publish with an unsavable state: %+v", out)
 	}
 	if ok, why := a.Status().Unsaved, ""; !ok {
@@ -552,14 +555,14 @@ func TestRunRetriesOnRecovery(t *testing.T) {
 		return r.pipe.store(in.Want)
 	}
 	recovered := make(chan struct{})
-	a.SetRecovered(func() <-chan struct{} { return recovered })
+	r.env.Recovered = func() <-chan struct{} { return recovered }
 	r.run(a)
-	eventually(t, "the first sync to fail", a.Failing)
+	wait.For(t, "the first sync to fail", a.Failing)
 	// The backoff is now at least a second; the recovery must not wait
 	// for it.
 	fail.Store(false)
 	close(recovered)
-	eventually(t, "the retry after recovery", func() bool { s := a.Status(); return s.Last != nil && !a.Failing() })
+	wait.For(t, "the retry after recovery", func() bool { s := a.Status(); return s.Last != nil && !a.Failing() })
 	if h, _ := hash.ParseDigest(a.Status().Last.BundleHash); h == (hash.Digest{}) {
 		t.Fatal("no snapshot")
 	}
@@ -588,21 +591,21 @@ func TestRunRetriesStateSave(t *testing.T) {
 		t.Fatalf("first snapshot: %+v %v", res, err)
 	}
 	r.run(a)
-	eventually(t, "Run's first pass", func() bool { return obs.n.Load() > 0 })
+	wait.For(t, "Run's first pass", func() bool { return obs.n.Load() > 0 })
 
 	sf := filepath.Join(r.state, "agents", "alpha", "state.json")
 	os.Remove(sf)
 	if err := os.MkdirAll(filepath.Join(sf, "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 1 || out[0].Outcome != OutcomePublished || out[0].Err == nil {
+	if out := publishOnce(t, a, r.chain); len(out) != 1 || out[0].Outcome != pointer.Published || out[0].Err == nil {
 		t.Fatalf("publish with an unsavable state: %+v", out)
 	}
 	if !a.Dirty() {
 		t.Fatal("the failed save left the state clean")
 	}
 	os.RemoveAll(sf)
-	eventually(t, "Run to save the state", func() bool { return !a.Dirty() })
+	wait.For(t, "Run to save the state", func() bool { return !a.Dirty() })
 	st, err := state.LoadAgent(filepath.Dir(sf))
 	if err != nil || st.Published != res.Snapshot.BlobID || st.Pending != nil {
 		t.Fatalf("saved state %+v %v", st, err)
@@ -612,9 +615,9 @@ func TestRunRetriesStateSave(t *testing.T) {
 	}
 }
 
-// A brain reached through a symbolic link is refused unless allowed: it
-// used to be followed (a copy of /etc/shadow ended up in a blob, and the
-// lock was written into the link's target).
+// A brain reached through a symbolic link is refused unless allowed: a
+// followed link puts what it points at (/etc/shadow, say) in a blob, and
+// writes the lock into the link's target.
 func TestSymlinkedBrainRefused(t *testing.T) {
 	r := newRig(t)
 	target := filepath.Join(t.TempDir(), "elsewhere")
@@ -642,8 +645,8 @@ func TestSymlinkedBrainRefused(t *testing.T) {
 	}
 }
 
-// A brain or seed directory anyone may write to is refused unless allowed
-// (issue 28 item 10): files planted there would enter its snapshots. The
+// A brain or seed directory anyone may write to is refused unless allowed:
+// files planted there would enter its snapshots. The
 // check runs before every sync, so a brain made world-writable under a
 // running daemon stops being snapshotted.
 func TestPublicBrainRefused(t *testing.T) {

@@ -13,18 +13,15 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/watch"
 )
-
-// notifyCounter is a Notifier (the daemon's publisher) that counts.
-type notifyCounter struct{ n atomic.Int32 }
-
-func (c *notifyCounter) Notify() { c.n.Add(1) }
 
 // fakePipeline is a Pipeline of func fields, as Litestream's mock/. Take
 // and Restore default to a tiny in-memory store that writes a real lock,
@@ -188,14 +185,14 @@ func restoreInto(target, blobID string) (snapshot.Restored, error) {
 
 func blobID(n int) string { return "blob" + string(rune('A'+n)) }
 
-// fakeChain is one ENS record per name: a Pointer and a PointerWriter with
-// compare-and-set semantics, and hooks to fail.
+// fakeChain is one ENS record per name: a pointer.Reader and a
+// pointer.Chain with compare-and-set semantics, and hooks to fail.
 type fakeChain struct {
 	mu      sync.Mutex
 	records map[string]string
 	writes  int
 	readErr error
-	write   func(u PointerUpdate) (WriteResult, bool) // override one write
+	write   func(u ens.Update) (ens.UpdateResult, bool) // override one write
 	owners  map[string]common.Address
 }
 
@@ -225,27 +222,37 @@ func (c *fakeChain) Read(ctx context.Context, name string) (string, bool, error)
 	return v, ok, nil
 }
 
-func (c *fakeChain) WritePointers(ctx context.Context, ups []PointerUpdate) []WriteResult {
+// fakeTx is the transaction every write of the fakes is mined in.
+var fakeTx = common.HexToHash("0x7e57")
+
+func (c *fakeChain) WriteBatches(ctx context.Context, ups []ens.Update, each func(ens.UpdateResult)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]WriteResult, len(ups))
 	for i, u := range ups {
 		if c.write != nil {
 			if r, ok := c.write(u); ok {
-				out[i] = r
+				r.Index, r.Update = i, u
+				each(r)
 				continue
 			}
 		}
-		if cur := c.records[u.Name]; cur != u.Expected {
-			out[i] = WriteResult{Kind: Conflicted, Actual: cur, Err: errors.New("conflict")}
-			continue
+		r := ens.UpdateResult{Index: i, Update: u, ChainID: 1337}
+		switch cur := c.records[u.Name]; {
+		case cur == u.Value:
+			r.Outcome = ens.Unchanged
+		case cur != u.Expected:
+			r.Outcome, r.Actual, r.Err = ens.Conflict, cur, errors.New("conflict")
+		default:
+			c.records[u.Name] = u.Value
+			c.writes++
+			r.Outcome, r.TxHash, r.BlockNumber, r.BatchSize = ens.Published, fakeTx, uint64(c.writes), 1
 		}
-		c.records[u.Name] = u.Value
-		c.writes++
-		out[i] = WriteResult{Kind: Written, TxHash: "0xtx"}
+		each(r)
 	}
-	return out
+	return nil
 }
+
+func (c *fakeChain) ResyncNonce() {}
 
 func (c *fakeChain) set(name, v string) {
 	c.mu.Lock()
@@ -280,6 +287,10 @@ type rig struct {
 	pointer    Pointer
 	record     Pointer
 	now        func() time.Time
+	// wakes counts the head's wake-ups of its publisher.
+	wakes atomic.Int32
+	// env is what run gives Run beside its watcher (Env.Watch).
+	env Env
 }
 
 func newRig(t *testing.T) *rig {
@@ -298,17 +309,22 @@ func (r *rig) open() *Agent {
 		r.t.Fatal(err)
 	}
 	deps := Deps{State: sd, Pipeline: r.pipe, Now: r.now}
-	cfg := Config{ID: "alpha", BrainDir: r.brain, Quiet: time.Millisecond, MaxLag: time.Second,
-		Records: r.records, VisibilityTimeout: r.visibility}
+	cfg := Config{ID: "alpha", BrainDir: r.brain, Quiet: time.Millisecond, MaxLag: time.Second, Records: r.records}
+	hcfg := pointer.Config{Agent: "alpha", Target: r.records, VisibilityTimeout: r.visibility}
+	var hdeps pointer.Deps
 	if r.name != "" {
 		cfg.ENSName = r.name
 		deps.Pointer, deps.Owners = r.chain, r.chain
 		if r.pointer != nil {
 			deps.Pointer = r.pointer
 		}
-		deps.Record = r.record
 		cfg.Self, cfg.Handover = r.self, r.handover
+		hcfg.Name, hcfg.Self = r.name, r.self
+		hdeps = pointer.Deps{Reader: deps.Pointer, AtTarget: r.record, Owners: r.chain}
 	}
+	hdeps.Now = r.now
+	deps.Head = pointer.NewHead(hcfg, hdeps)
+	deps.Head.OnPending(func() { r.wakes.Add(1) })
 	if _, err := os.Stat(r.seed); err == nil {
 		cfg.SeedDir = r.seed
 	}
@@ -341,7 +357,9 @@ func (r *rig) run(a *Agent) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
+		env := r.env
+		env.Watch = func(string, watch.Options) (Watcher, error) { return w, nil }
+		a.Run(ctx, env)
 	}()
 	r.t.Cleanup(func() { cancel(); <-done })
 }
@@ -355,6 +373,17 @@ func (r *rig) write(rel, content string) {
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+// publishOnce publishes a's pending pointer once through c, as the
+// publisher's lane does: its result, or none when nothing is pending.
+func publishOnce(t *testing.T, a *Agent, c pointer.Chain) []pointer.Result {
+	t.Helper()
+	res, ok := a.Head().PublishOnce(t.Context(), map[string]pointer.Chain{a.Head().Config().Target: c})
+	if !ok {
+		return nil
+	}
+	return []pointer.Result{res}
 }
 
 // fakeWatcher delivers batches the test pushes.
@@ -375,17 +404,4 @@ func (w *fakeWatcher) Take() (watch.Batch, bool) {
 	b, ok := w.batch, w.has
 	w.batch, w.has = watch.Batch{}, false
 	return b, ok
-}
-
-// eventually polls cond (a condition, not a wall-clock window) until it
-// holds or 60 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

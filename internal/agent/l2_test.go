@@ -7,6 +7,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/pointer"
 )
 
 // fakeL2 is an agent's record on an L2, where hermesd writes it by
@@ -59,37 +64,32 @@ func (c *fakeL2) Read(_ context.Context, name string) (string, bool, error) {
 	return v, ok, nil
 }
 
-// WritePointers writes on the L2 and confirms through L1, as the
-// composition root's writer does for a record on an L2.
-func (c *fakeL2) WritePointers(_ context.Context, ups []PointerUpdate) []WriteResult {
+// l2tx is the transaction every L2 write of the fake is mined in.
+var l2tx = common.HexToHash("0x12")
+
+// WriteBatches writes on the L2 by compare-and-set (pointer.Chain);
+// nothing of it is read through L1 here: the head confirms.
+func (c *fakeL2) WriteBatches(_ context.Context, ups []ens.Update, each func(ens.UpdateResult)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]WriteResult, len(ups))
 	for i, u := range ups {
-		r := WriteResult{Unchanged: true, ChainID: 1338}
+		r := ens.UpdateResult{Index: i, Update: u, ChainID: 1338}
 		switch cur := c.where[u.Name]; {
 		case cur == u.Value:
+			r.Outcome = ens.Unchanged
 		case cur != u.Expected:
-			out[i] = WriteResult{Kind: Conflicted, Actual: cur, Err: errors.New("conflict")}
-			continue
+			r.Outcome, r.Actual, r.Err = ens.Conflict, cur, errors.New("conflict")
 		default:
 			c.where[u.Name] = u.Value
 			c.writes++
-			r = WriteResult{TxHash: "0xl2tx", Block: uint64(c.writes), ChainID: 1338}
+			r.Outcome, r.TxHash, r.BlockNumber, r.BatchSize = ens.Published, l2tx, uint64(c.writes), 1
 		}
-		seen, _ := c.l1(u.Name)
-		switch {
-		case c.readErr != nil:
-			r.Kind, r.Err = NotVisible, c.readErr
-		case seen == u.Value:
-			r.Kind = Written
-		default:
-			r.Kind, r.Seen, r.SeenOK = NotVisible, seen, true
-		}
-		out[i] = r
+		each(r)
 	}
-	return out
+	return nil
 }
+
+func (c *fakeL2) ResyncNonce() {}
 
 func (c *fakeL2) count() int {
 	c.mu.Lock()
@@ -133,9 +133,9 @@ func l2Rig(t *testing.T) (*rig, *fakeL2, *clock) {
 	return r, l2, clk
 }
 
-func publishOne(t *testing.T, a *Agent, w PointerWriter) PublishResult {
+func publishOne(t *testing.T, a *Agent, c pointer.Chain) pointer.Result {
 	t.Helper()
-	out := PublishOnce(t.Context(), w, []*Agent{a})
+	out := publishOnce(t, a, c)
 	if len(out) != 1 {
 		t.Fatalf("%d results", len(out))
 	}
@@ -150,7 +150,7 @@ func TestL2PointerLag(t *testing.T) {
 	r, l2, clk := l2Rig(t)
 	a, _ := snapshotFirst(t, r)
 	first := publishOne(t, a, l2)
-	if first.Outcome != OutcomePublished || l2.count() != 1 {
+	if first.Outcome != pointer.Published || l2.count() != 1 {
 		t.Fatalf("first publish: %+v, %d writes", first, l2.count())
 	}
 
@@ -162,25 +162,25 @@ func TestL2PointerLag(t *testing.T) {
 	}
 	second := res.Snapshot.BlobID
 	p := publishOne(t, a, l2)
-	if p.Outcome != OutcomeLagging || p.Err != nil || l2.count() != 2 {
+	if p.Outcome != pointer.Lagging || p.Err != nil || l2.count() != 2 {
 		t.Fatalf("publish while lagging: %s %v, %d writes", p.Outcome, p.Err, l2.count())
 	}
 	s := a.Status()
-	if s.Pending == nil || s.Pending.Value != second || s.Pending.Written == nil || s.Pending.Written.TxHash != "0xl2tx" ||
+	if s.Pending == nil || s.Pending.Value != second || s.Pending.Written == nil || s.Pending.Written.TxHash != l2tx.Hex() ||
 		s.Pending.Written.ChainID != 1338 || s.Pending.Target != "l2" {
 		t.Fatalf("pending: %+v", s.Pending)
 	}
-	if !strings.Contains(s.PointerNote, "not yet visible from L1") || !strings.Contains(s.PointerNote, "0xl2tx") {
+	if !strings.Contains(s.PointerNote, "not yet visible from L1") || !strings.Contains(s.PointerNote, l2tx.Hex()) {
 		t.Errorf("status note: %q", s.PointerNote)
 	}
 
 	// Neither the publisher's next round nor the read-back writes again,
 	// calls it a rollback or holds.
 	clk.add(10 * time.Minute)
-	if p := publishOne(t, a, l2); p.Outcome != OutcomeLagging || l2.count() != 2 {
+	if p := publishOne(t, a, l2); p.Outcome != pointer.Lagging || l2.count() != 2 {
 		t.Fatalf("publish again while lagging: %s, %d writes", p.Outcome, l2.count())
 	}
-	if out, err := a.CheckPointer(t.Context()); out != OutcomeLagging || err != nil {
+	if out, err := a.Head().Check(t.Context()); out != pointer.Lagging || err != nil {
 		t.Fatalf("read-back while lagging: %s %v", out, err)
 	}
 	if s := a.Status(); s.Hold != nil || s.Pending == nil || s.Pending.Value != second || s.Pending.Expected != first.Update.Value {
@@ -191,11 +191,11 @@ func TestL2PointerLag(t *testing.T) {
 	// write.
 	clk.add(time.Hour)
 	p = publishOne(t, a, l2)
-	if p.Outcome != OutcomeNotVisible || p.Err == nil || !strings.Contains(p.Err.Error(), "not visible from L1 after 1h0m0s") ||
+	if p.Outcome != pointer.NotVisible || p.Err == nil || !strings.Contains(p.Err.Error(), "not visible from L1 after 1h0m0s") ||
 		!strings.Contains(p.Err.Error(), "an older snapshot of this agent") {
 		t.Fatalf("past the bound: %s %v", p.Outcome, p.Err)
 	}
-	if out, err := a.CheckPointer(t.Context()); out != OutcomeNotVisible || err == nil {
+	if out, err := a.Head().Check(t.Context()); out != pointer.NotVisible || err == nil {
 		t.Fatalf("read-back past the bound: %s %v", out, err)
 	}
 	if s := a.Status(); s.Hold != nil || s.Pending == nil || s.Pending.LastErr == "" || !strings.Contains(s.PointerNote, "past visibility_timeout") || l2.count() != 2 {
@@ -204,7 +204,7 @@ func TestL2PointerLag(t *testing.T) {
 
 	// The gateway catches up: published, with no write.
 	l2.caughtUp()
-	if p := publishOne(t, a, l2); p.Outcome != OutcomePublished || l2.count() != 2 {
+	if p := publishOne(t, a, l2); p.Outcome != pointer.Published || l2.count() != 2 {
 		t.Fatalf("caught up: %s %v, %d writes", p.Outcome, p.Err, l2.count())
 	}
 	if s := a.Status(); s.Pending != nil || s.Published != second || s.PointerNote != "" {
@@ -220,20 +220,20 @@ func TestL2PointerLagAcrossSnapshotsAndRestarts(t *testing.T) {
 	r, l2, clk := l2Rig(t)
 	l2.lagging()
 	a, _ := snapshotFirst(t, r)
-	if p := publishOne(t, a, l2); p.Outcome != OutcomeLagging || l2.count() != 1 {
+	if p := publishOne(t, a, l2); p.Outcome != pointer.Lagging || l2.count() != 1 {
 		t.Fatalf("first: %s %v", p.Outcome, p.Err)
 	}
-	written, _ := a.Pending()
+	written, _ := a.Head().Pending()
 
 	r.write("system.md", "v2\n")
 	res, err := a.SyncOnce(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := a.Pending(); p.Expected != written.Value || p.Written != nil || p.AwaitingVisibility() {
+	if p, _ := a.Head().Pending(); p.Expected != written.Value || p.Written != nil || p.AwaitingVisibility() {
 		t.Fatalf("the new pending pointer: %+v (want it to replace %s)", p, written.Value)
 	}
-	if p := publishOne(t, a, l2); p.Outcome != OutcomeLagging || l2.count() != 2 {
+	if p := publishOne(t, a, l2); p.Outcome != pointer.Lagging || l2.count() != 2 {
 		t.Fatalf("second: %s %v, %d writes", p.Outcome, p.Err, l2.count())
 	}
 
@@ -243,14 +243,14 @@ func TestL2PointerLagAcrossSnapshotsAndRestarts(t *testing.T) {
 	if err := a.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	p, ok := a.Pending()
+	p, ok := a.Head().Pending()
 	if !ok || !p.AwaitingVisibility() || p.Value != res.Snapshot.BlobID {
 		t.Fatalf("after a restart: %+v", p)
 	}
 	l2.mu.Lock()
 	l2.readErr = errors.New("gateway unreachable")
 	l2.mu.Unlock()
-	if p := publishOne(t, a, l2); p.Outcome != OutcomeLagging || l2.count() != 2 {
+	if p := publishOne(t, a, l2); p.Outcome != pointer.Lagging || l2.count() != 2 {
 		t.Fatalf("gateway down: %s %v, %d writes", p.Outcome, p.Err, l2.count())
 	}
 	if s := a.Status(); !strings.Contains(s.PointerNote, "could not be read: gateway unreachable") {
@@ -260,7 +260,7 @@ func TestL2PointerLagAcrossSnapshotsAndRestarts(t *testing.T) {
 	l2.readErr = nil
 	l2.mu.Unlock()
 	l2.caughtUp()
-	if p := publishOne(t, a, l2); p.Outcome != OutcomePublished || l2.count() != 2 {
+	if p := publishOne(t, a, l2); p.Outcome != pointer.Published || l2.count() != 2 {
 		t.Fatalf("caught up: %s %v", p.Outcome, p.Err)
 	}
 
@@ -274,7 +274,7 @@ func TestL2PointerLagAcrossSnapshotsAndRestarts(t *testing.T) {
 	publishOne(t, a, l2)
 	r.records = ""
 	a = r.reopen(a)
-	if p, ok := a.Pending(); !ok || p.Target != "" || p.Written != nil {
+	if p, ok := a.Head().Pending(); !ok || p.Target != "" || p.Written != nil {
 		t.Fatalf("after moving the record to L1: %+v", p)
 	}
 }
@@ -286,22 +286,22 @@ func TestL2ReadBackLagIsNotRollback(t *testing.T) {
 	r, l2, _ := l2Rig(t)
 	r.record = where{l2}
 	a, _ := snapshotFirst(t, r)
-	if p := publishOne(t, a, l2); p.Outcome != OutcomePublished {
+	if p := publishOne(t, a, l2); p.Outcome != pointer.Published {
 		t.Fatalf("publish: %s", p.Outcome)
 	}
 	l2.mu.Lock()
 	l2.lag, l2.shown = true, map[string]string{} // L1 shows the record as it was before
 	l2.mu.Unlock()
-	if out, err := a.CheckPointer(t.Context()); out != OutcomeLagging || err != nil {
+	if out, err := a.Head().Check(t.Context()); out != pointer.Lagging || err != nil {
 		t.Fatalf("read-back: %s %v, want lagging", out, err)
 	}
-	if _, ok := a.Pending(); ok || l2.count() != 1 {
+	if _, ok := a.Head().Pending(); ok || l2.count() != 1 {
 		t.Fatalf("a lagging gateway made the published snapshot pending again (%d writes)", l2.count())
 	}
 	// Without the record where it lives, the same read is a rollback.
 	r.record = nil
 	a = r.reopen(a)
-	if out, _ := a.CheckPointer(t.Context()); out != OutcomeRollback {
+	if out, _ := a.Head().Check(t.Context()); out != pointer.Rollback {
 		t.Fatalf("without the L2 reader: %s, want rollback", out)
 	}
 }

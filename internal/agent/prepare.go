@@ -69,13 +69,9 @@ func (a *Agent) PrepareWith(ctx context.Context, opts PrepareOptions) error {
 			return err
 		}
 	}
-	a.mu.Lock()
-	if a.catchUpLocked() {
-		// A snapshot whose state save was lost (a crash right after a
-		// failed save) is not uploaded again.
-		a.saveStateLocked()
-	}
-	a.mu.Unlock()
+	// A snapshot whose state save was lost (a crash right after a failed
+	// save) is not uploaded again.
+	a.head.CatchUp()
 	if !a.snapshotIsHash() {
 		// (Else the first snapshot hashes the brain as it reads it.)
 		res, err := a.cache.Rescan(ctx)
@@ -85,16 +81,10 @@ func (a *Agent) PrepareWith(ctx context.Context, opts PrepareOptions) error {
 		}
 		a.noteHash(res)
 	}
-	if err := a.reconcile(ctx); err != nil {
+	if err := a.head.Reconcile(ctx); err != nil {
 		// Not fatal: snapshots continue; the publisher checks the record
 		// again before it writes.
 		a.log.Warn("ENS pointer not reconciled yet", "error", err)
-	}
-	if _, ok := a.Pending(); ok && a.deps.Publisher != nil {
-		// The publisher's first round may have run before the catch-up
-		// above made a snapshot pending: without a word it would wait
-		// for its next read-back (chain.check_interval).
-		a.deps.Publisher.Notify()
 	}
 	a.setPhase(PhaseReady, "")
 	return nil
@@ -300,25 +290,19 @@ func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, published
 		return fmt.Errorf("record restored blob in lock: %w", err)
 	}
 
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.st.Last = &state.Snapshot{
+	err := a.head.Restored(state.Snapshot{
 		BlobID:     r.BlobID,
 		BundleHash: r.BundleHash.String(),
 		Version:    lock.Version(),
 		Size:       r.BlobSize,
 		EndEpoch:   end,
 		CreatedAt:  created,
-	}
-	if published != "" {
-		a.st.Published = published
-		a.st.PublishedAt = a.deps.Now()
-		a.st.Pending = nil
-		a.st.Hold = nil
-	}
+	}, published)
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.st.Origin = "restored"
 	a.startedAs = "restored"
-	return a.saveStateLocked()
+	return errors.Join(err, a.saveStateLocked())
 }
 
 // restoredEndEpoch is the best known end epoch of a restored snapshot:
@@ -410,22 +394,6 @@ func copyNew(src, dst string, perm fs.FileMode) error {
 		return err
 	}
 	return out.Close()
-}
-
-// reconcile learns what the chain says when the local state does not know
-// (first start, or a wiped state directory), through CheckPointer.
-func (a *Agent) reconcile(ctx context.Context) error {
-	if a.cfg.ENSName == "" || a.deps.Pointer == nil {
-		return nil
-	}
-	a.mu.Lock()
-	known := a.st.Published != "" || !a.st.PublishedAt.IsZero()
-	a.mu.Unlock()
-	if known {
-		return nil
-	}
-	_, err := a.CheckPointer(ctx)
-	return err
 }
 
 func (a *Agent) noteHash(res hash.Result) {

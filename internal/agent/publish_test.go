@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -33,7 +34,7 @@ func lostSaveAfter(t *testing.T, r *rig, publish bool) (a *Agent, first, second 
 	}
 	second = res.Snapshot.BlobID
 	if publish {
-		PublishOnce(t.Context(), r.chain, []*Agent{a})
+		publishOnce(t, a, r.chain)
 		if r.chain.get(r.name) != second {
 			t.Fatal("second not published")
 		}
@@ -58,8 +59,8 @@ func TestOwnNewerBlobAfterLostSave(t *testing.T) {
 		a.mu.Lock()
 		a.st.Pending = &state.Pointer{Value: first, Expected: "", Since: time.Now()}
 		a.mu.Unlock()
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if len(out) != 1 || out[0].Outcome != OutcomePublished {
+		out := publishOnce(t, a, r.chain)
+		if len(out) != 1 || out[0].Outcome != pointer.Published {
 			t.Fatalf("publish: %+v", out)
 		}
 		if got := r.chain.get(r.name); got != second {
@@ -95,11 +96,11 @@ func TestOwnNewerBlobAfterLostSave(t *testing.T) {
 		r := newRig(t)
 		a, _, second := lostSave(t, r)
 		writes := r.chain.writes
-		out, err := a.CheckPointer(t.Context())
-		if out != OutcomeOK || err != nil {
+		out, err := a.Head().Check(t.Context())
+		if out != pointer.OK || err != nil {
 			t.Fatalf("check: %s %v", out, err)
 		}
-		if _, ok := a.Pending(); ok || r.chain.writes != writes {
+		if _, ok := a.Head().Pending(); ok || r.chain.writes != writes {
 			t.Fatal("the check made an older snapshot pending over our newest")
 		}
 		if s := a.Status(); s.Published != second || s.Last.BlobID != second {
@@ -117,24 +118,23 @@ func TestLostSaveBeforePublish(t *testing.T) {
 	if got := r.chain.get(r.name); got != first {
 		t.Fatalf("record %s before the restart, want %s", got, first)
 	}
-	var pub notifyCounter
-	a.SetPublisher(&pub)
+	wakes := r.wakes.Load()
 	if err := a.Prepare(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := a.Pending(); !ok || p.Value != second || p.Expected != first {
+	if p, ok := a.Head().Pending(); !ok || p.Value != second || p.Expected != first {
 		t.Fatalf("after the restart pending = %+v %v, want %s over %s", p, ok, second, first)
 	}
 	// A publisher already running learns of it now, not at its next
 	// read-back of the record.
-	if pub.n.Load() == 0 {
+	if r.wakes.Load() == wakes {
 		t.Fatal("the publisher was not notified of the snapshot made pending at start")
 	}
 	takes := r.pipe.Takes()
 	if res, err := a.SyncOnce(t.Context()); err != nil || res.Outcome != Unchanged || r.pipe.Takes() != takes {
 		t.Fatalf("the snapshot whose save was lost was taken again: %+v %v", res, err)
 	}
-	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 1 || out[0].Outcome != OutcomePublished {
+	if out := publishOnce(t, a, r.chain); len(out) != 1 || out[0].Outcome != pointer.Published {
 		t.Fatalf("publish: %+v", out)
 	}
 	if got := r.chain.get(r.name); got != second {
@@ -152,14 +152,14 @@ func TestEmptiedRecordIsNotForeign(t *testing.T) {
 	r.chain.mu.Lock()
 	delete(r.chain.records, r.name)
 	r.chain.mu.Unlock()
-	out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-	if len(out) != 1 || out[0].Outcome != OutcomeRollback || a.Hold() != nil {
-		t.Fatalf("emptied record: %+v hold %+v", out, a.Hold())
+	out := publishOnce(t, a, r.chain)
+	if len(out) != 1 || out[0].Outcome != pointer.Rollback || a.Head().Hold() != nil {
+		t.Fatalf("emptied record: %+v hold %+v", out, a.Head().Hold())
 	}
-	if p, ok := a.Pending(); !ok || p.Expected != "" || p.Value != second.Snapshot.BlobID {
+	if p, ok := a.Head().Pending(); !ok || p.Expected != "" || p.Value != second.Snapshot.BlobID {
 		t.Fatalf("pending: %+v %v", p, ok)
 	}
-	if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); out[0].Outcome != OutcomePublished || r.chain.get(r.name) != second.Snapshot.BlobID {
+	if out := publishOnce(t, a, r.chain); out[0].Outcome != pointer.Published || r.chain.get(r.name) != second.Snapshot.BlobID {
 		t.Fatalf("republish: %+v", out)
 	}
 }
@@ -172,7 +172,7 @@ func TestAdoptTwiceInOneSecond(t *testing.T) {
 	var asides []string
 	for i, foreign := range []string{"foreignA", "foreignB"} {
 		r.chain.set(r.name, foreign)
-		if out, _ := a.CheckPointer(t.Context()); out != OutcomeHeld {
+		if out, _ := a.Head().Check(t.Context()); out != pointer.Held {
 			t.Fatalf("round %d: check %s", i, out)
 		}
 		aside, err := a.Adopt(t.Context())

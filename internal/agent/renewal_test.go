@@ -6,6 +6,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // An unchanged brain is snapshotted again only when the pipeline says its
@@ -35,7 +36,7 @@ func TestRenewalOfUnchangedBrain(t *testing.T) {
 	if res.Hash != first.Hash || r.pipe.lastInput().Want != first.Hash {
 		t.Errorf("renewal snapshot of %s, want the unchanged %s", r.pipe.lastInput().Want, first.Hash)
 	}
-	if p, ok := a.Pending(); !ok || p.Value != res.Snapshot.BlobID {
+	if p, ok := a.Head().Pending(); !ok || p.Value != res.Snapshot.BlobID {
 		t.Errorf("the renewed snapshot is not pending publication: %+v %v", p, ok)
 	}
 	if st := a.Status(); st.Last == nil || st.Last.BlobID != res.Snapshot.BlobID {
@@ -99,7 +100,7 @@ func TestRunWakesForRenewal(t *testing.T) {
 		return snapshot.Renewal{Due: true, At: now, Reason: "test"}
 	})
 	r.run(a)
-	eventually(t, "the renewal snapshot", func() bool { return r.pipe.Takes() >= 2 })
+	wait.For(t, "the renewal snapshot", func() bool { return r.pipe.Takes() >= 2 })
 	if st := a.Status(); st.Last == nil || st.Last.BundleHash != first.Hash.String() {
 		t.Errorf("last snapshot %+v, want a renewal of %s", st.Last, first.Hash)
 	}

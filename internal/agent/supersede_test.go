@@ -7,6 +7,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/watch"
 )
 
@@ -41,11 +42,11 @@ func TestSupersededSnapshotGivesWay(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
+		a.Run(ctx, Env{Watch: func(string, watch.Options) (Watcher, error) { return w, nil }})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
-	eventually(t, "the first snapshot to wait", func() bool { return r.pipe.Takes() == 1 })
+	wait.For(t, "the first snapshot to wait", func() bool { return r.pipe.Takes() == 1 })
 	r.write("notes.md", "written while the first snapshot waited\n")
 	w.mu.Lock()
 	w.batch, w.has = watch.Batch{Paths: []string{"notes.md"}}, true
@@ -56,7 +57,7 @@ func TestSupersededSnapshotGivesWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the newer state's snapshot", func() bool {
+	wait.For(t, "the newer state's snapshot", func() bool {
 		s := a.Status()
 		return s.Last != nil && s.Last.BundleHash == want.Digest.String()
 	})
@@ -68,26 +69,27 @@ func TestSupersededSnapshotGivesWay(t *testing.T) {
 	}
 }
 
-// TestSlotHolderIdle: a sync gives its slot up while its packs wait
+// TestSlotHolderLend: a sync lends its slot out while its packs wait
 // (once, however many wait at once) and takes it back after the last.
-func TestSlotHolderIdle(t *testing.T) {
+func TestSlotHolderLend(t *testing.T) {
 	slots := make(chan struct{}, 1)
 	s := &slotHolder{slots: slots}
 	if err := s.take(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	r1, r2 := s.idle(), s.idle()
+	s.Lend()
+	s.Lend()
 	select {
 	case slots <- struct{}{}: // another sync can take the slot now
 		<-slots
 	default:
 		t.Fatal("the slot is still held while packs wait")
 	}
-	r1(t.Context())
+	s.Reclaim(t.Context())
 	if len(slots) != 0 {
 		t.Fatal("the slot came back before the last wait ended")
 	}
-	r2(t.Context())
+	s.Reclaim(t.Context())
 	if len(slots) != 1 || !s.held {
 		t.Fatal("the slot did not come back")
 	}
@@ -99,11 +101,11 @@ func TestSlotHolderIdle(t *testing.T) {
 	// releases nothing it does not hold.
 	s2 := &slotHolder{slots: slots}
 	s2.take(t.Context())
-	resume := s2.idle()
+	s2.Lend()
 	slots <- struct{}{} // someone else holds it
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := resume(ctx); err == nil {
+	if err := s2.Reclaim(ctx); err == nil {
 		t.Fatal("took a slot that is held")
 	}
 	s2.release()

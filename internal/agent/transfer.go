@@ -20,9 +20,9 @@ type Owners interface {
 }
 
 // Handover is what a buyer's configuration says about an agent handed
-// over (issue 15): the seller's head to restore and its bundle hash. The
-// handover file is only the seller's claim; the chain decides (see
-// checkHandover).
+// over (internal/handover): the seller's head to restore and its bundle
+// hash. The handover file is only the seller's claim; the chain decides
+// (see checkHandover).
 type Handover struct {
 	Head       string
 	BundleHash hash.Digest
@@ -33,59 +33,8 @@ type Handover struct {
 // this operator's signer.
 var ErrNotTransferred = errors.New("name not transferred to you")
 
-// OutcomeTransferred: the name belongs to another owner now; the agent is
-// no longer snapshotted or published here.
-const OutcomeTransferred PublishOutcome = "transferred"
-
 // TransferredOutcome is what SyncOnce does for an agent handed over.
 const TransferredOutcome Outcome = "transferred"
-
-// Transferred returns the record of the agent's handover, if it was handed
-// to a new owner.
-func (a *Agent) Transferred() *state.Transferred {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.st.Transferred == nil {
-		return nil
-	}
-	t := *a.st.Transferred
-	return &t
-}
-
-// MarkTransferred records that the agent now belongs to another owner:
-// no more snapshots or pointer writes for it here, for good (a restart
-// keeps it). head is the snapshot handed over ("" when not known).
-func (a *Agent) MarkTransferred(head, reason string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.markTransferredLocked(head, reason)
-}
-
-func (a *Agent) markTransferredLocked(head, reason string) error {
-	if a.st.Transferred != nil {
-		return nil
-	}
-	a.st.Transferred = &state.Transferred{Head: head, At: a.deps.Now(), Reason: reason}
-	a.st.Pending, a.st.Hold = nil, nil
-	a.log.Warn("agent transferred to another owner: no more snapshots or pointer writes for it here; remove it from the configuration", "reason", reason)
-	return a.saveStateLocked()
-}
-
-// checkOwner is called when the signer may not write the agent's name or
-// the record names a snapshot not of this agent: when the registry says
-// the name has another owner now, the agent was transferred and is marked
-// so (true). A failure to read the owner leaves things as they are.
-func (a *Agent) checkOwner(ctx context.Context) bool {
-	if a.deps.Owners == nil || a.cfg.Self == (common.Address{}) || a.cfg.ENSName == "" {
-		return false
-	}
-	owner, err := a.deps.Owners.Owner(ctx, a.cfg.ENSName)
-	if err != nil || owner == a.cfg.Self {
-		return false
-	}
-	a.MarkTransferred("", fmt.Sprintf("%s is owned by %s now, not by this operator (%s)", a.cfg.ENSName, owner.Hex(), a.cfg.Self.Hex()))
-	return true
-}
 
 // checkHandover is the buyer's side of a handover, before the first
 // restore: the name must be ours on the registry and its record must name

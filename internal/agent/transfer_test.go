@@ -11,7 +11,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -25,8 +27,8 @@ var (
 // record is "transferred" — final, no snapshots, no retries, kept across a
 // restart — while a refused write with the name still ours stays a hold.
 func TestSellerTransferred(t *testing.T) {
-	unauthorized := func(PointerUpdate) (WriteResult, bool) {
-		return WriteResult{Kind: Unauthorized, Err: errors.New("not authorised")}, true
+	unauthorized := func(ens.Update) (ens.UpdateResult, bool) {
+		return ens.UpdateResult{Outcome: ens.NotAuthorized, Err: errors.New("not authorised")}, true
 	}
 	t.Run("a refused write with the name still ours is a hold", func(t *testing.T) {
 		r := newRig(t)
@@ -36,8 +38,8 @@ func TestSellerTransferred(t *testing.T) {
 		r.chain.write = unauthorized
 		r.write("system.md", "v2\n")
 		a.SyncOnce(t.Context())
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if len(out) != 1 || out[0].Outcome != OutcomeUnauthorized || a.Transferred() != nil || a.Hold() == nil {
+		out := publishOnce(t, a, r.chain)
+		if len(out) != 1 || out[0].Outcome != pointer.Unauthorized || a.Transferred() != nil || a.Head().Hold() == nil {
 			t.Fatalf("publish: %+v, transferred %v", out, a.Transferred())
 		}
 	})
@@ -52,8 +54,8 @@ func TestSellerTransferred(t *testing.T) {
 		if res, err := a.SyncOnce(t.Context()); err != nil || res.Outcome != Snapshotted {
 			t.Fatalf("sync: %+v %v", res, err)
 		}
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if len(out) != 1 || out[0].Outcome != OutcomeTransferred {
+		out := publishOnce(t, a, r.chain)
+		if len(out) != 1 || out[0].Outcome != pointer.Transferred {
 			t.Fatalf("publish: %+v", out)
 		}
 		tr := a.Transferred()
@@ -69,10 +71,10 @@ func TestSellerTransferred(t *testing.T) {
 		if res, err := a.SyncOnce(t.Context()); err != nil || res.Outcome != TransferredOutcome || r.pipe.Takes() != takes {
 			t.Errorf("sync after the transfer: %+v %v (takes %d → %d)", res, err, takes, r.pipe.Takes())
 		}
-		if out := PublishOnce(t.Context(), r.chain, []*Agent{a}); len(out) != 0 {
+		if out := publishOnce(t, a, r.chain); len(out) != 0 {
 			t.Errorf("publish after the transfer: %+v", out)
 		}
-		if o, err := a.CheckPointer(t.Context()); o != OutcomeTransferred || err != nil {
+		if o, err := a.Head().Check(t.Context()); o != pointer.Transferred || err != nil {
 			t.Errorf("check after the transfer: %s %v", o, err)
 		}
 		a = r.reopen(a)
@@ -90,11 +92,11 @@ func TestSellerTransferred(t *testing.T) {
 		a, _ := publishFirst(t, r)
 		r.chain.setOwner(r.name, buyer)
 		r.chain.set(r.name, "buyersRekey")
-		if o, err := a.CheckPointer(t.Context()); o != OutcomeTransferred || err != nil {
+		if o, err := a.Head().Check(t.Context()); o != pointer.Transferred || err != nil {
 			t.Fatalf("check: %s %v", o, err)
 		}
-		if a.Hold() != nil || a.Transferred() == nil {
-			t.Errorf("hold %+v, transferred %+v", a.Hold(), a.Transferred())
+		if a.Head().Hold() != nil || a.Transferred() == nil {
+			t.Errorf("hold %+v, transferred %+v", a.Head().Hold(), a.Transferred())
 		}
 	})
 }
@@ -175,8 +177,8 @@ func TestBuyerHandover(t *testing.T) {
 		if res, err := a.SyncOnce(t.Context()); err != nil || res.Outcome != Unchanged {
 			t.Errorf("the second sync: %+v %v", res, err)
 		}
-		out := PublishOnce(t.Context(), r.chain, []*Agent{a})
-		if len(out) != 1 || out[0].Outcome != OutcomePublished || out[0].Update.Expected != head {
+		out := publishOnce(t, a, r.chain)
+		if len(out) != 1 || out[0].Outcome != pointer.Published || out[0].Update.Expected != head {
 			t.Fatalf("publish of the re-key: %+v", out)
 		}
 		// A restart with the handover still configured: no checks again,

@@ -1,74 +1,86 @@
 package arch
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 )
 
-const module = "github.com/hermesd/hermesd/"
-
 // A layer is a rank and a rule for imports inside it. A package imports
 // (outside its tests) only packages of lower layers, and of its own layer
-// where sameLayer allows it.
+// as the layer's lateral rule allows.
 type layer struct {
-	name      string
-	rank      int
-	sameLayer bool
+	name    string // its row in docs/design.md §1.1's table
+	rank    int
+	lateral lateralRule
 }
 
-// The layers, bottom up (docs/design.md §1).
+// lateralRule says which imports a layer allows between its own packages.
+type lateralRule int
+
+const (
+	noLateral     lateralRule = iota // none
+	listedLateral                    // the edges the lateral table lists
+	anyLateral                       // any
+)
+
+// The layers, bottom up (docs/design.md §1.1).
 var (
-	// leaf: one concept each, importing only the few leaves `leaves`
-	// allows (fsys, the one walker and name policy; secretfile).
-	leafLayer = layer{"leaf", 1, true}
+	// leaves: one mechanism each, importing only the few leaves lateral
+	// lists for them (fsys, the one walker and name policy; secretfile).
+	leafLayer = layer{"leaves", 1, listedLateral}
 	// clients, servers and formats: a client of one outside system (or
-	// its local stand-in), or one file or wire format. They may build on
-	// each other (sealserver on seal, handover on repo and config), never
-	// on the pipeline or anything above it.
-	formatLayer = layer{"client/format", 2, true}
+	// its local stand-in), or one file or wire format. They build on
+	// each other only along the edges lateral lists, never on the
+	// pipeline or anything above it.
+	formatLayer = layer{"clients, servers, formats", 2, listedLateral}
 	// pipeline: snapshot, the one path between a brain and a blob.
-	pipelineLayer = layer{"pipeline", 3, false}
+	pipelineLayer = layer{"pipeline", 3, noLateral}
+	// pointer: the one owner of an agent's head and where it is
+	// published. Beside the pipeline: neither imports the other.
+	pointerLayer = layer{"pointer", 3, noLateral}
 	// agent: one brain's decisions.
-	agentLayer = layer{"agent", 4, false}
+	agentLayer = layer{"agent", 4, noLateral}
 	// composition: compose builds every command's services from a
 	// configuration; devnet builds the local world (chain, Walrus, Seal
 	// key servers, keys, a configuration). Neither imports the other.
-	compositionLayer = layer{"composition", 5, false}
+	compositionLayer = layer{"composition", 5, noLateral}
 	// services: the daemon and the drill, which never import each other.
-	serviceLayer = layer{"service", 6, false}
-	// binary: the CLI, on top of everything the daemon runs.
-	binaryLayer = layer{"binary", 7, false}
+	serviceLayer = layer{"services", 6, noLateral}
+	// commands: hermesd and hermesd-devnet.
+	commandLayer = layer{"commands", 7, noLateral}
 	// tools: developer programs (benchmarks, the scale run, testnet
 	// helpers). Nothing but another tool imports them.
-	toolLayer = layer{"tool", 8, true}
+	toolLayer = layer{"tools", 8, anyLateral}
 	// test support: harnesses shared by tests. Only test files import
 	// them (checked below), so no binary carries them.
-	testLayer = layer{"test support", 8, false}
+	testLayer = layer{"test support", 8, noLateral}
 	// checks: packages with no code whose tests check the repository
 	// (this one; the sample configurations).
-	checkLayer = layer{"checks", 9, false}
+	checkLayer = layer{"checks", 9, noLateral}
 )
+
+// layers lists every layer, in the order of design.md's table.
+var layers = []layer{leafLayer, formatLayer, pipelineLayer, pointerLayer, agentLayer, compositionLayer,
+	serviceLayer, commandLayer, toolLayer, testLayer, checkLayer}
 
 // placement puts every package of the module in a layer. A pattern ending
 // in "/..." places a directory and everything below it. A package that is
-// in none fails TestEveryPackageIsPlaced until it is added here, and so
-// does an entry that names no package any more.
+// in none fails TestEveryPackageIsPlaced until it is added here (and to
+// the same layer's row of docs/design.md §1.1), and so does an entry that
+// names no package any more.
 var placement = map[string]layer{
 	"internal/atomicfile": leafLayer,
 	"internal/backoff":    leafLayer,
 	"internal/cipher":     leafLayer,
 	"internal/diskspace":  leafLayer,
+	"internal/exitcode":   leafLayer,
 	"internal/fsys":       leafLayer,
 	"internal/hash":       leafLayer,
 	"internal/headref":    leafLayer,
 	"internal/redact":     leafLayer,
+	"internal/redstuff":   leafLayer,
 	"internal/secretfile": leafLayer,
 	"internal/sqlite":     leafLayer,
 	"internal/tarball":    leafLayer,
@@ -91,6 +103,7 @@ var placement = map[string]layer{
 	"internal/watch":       formatLayer,
 
 	"internal/snapshot": pipelineLayer,
+	"internal/pointer":  pointerLayer,
 	"internal/agent":    agentLayer,
 
 	"internal/compose": compositionLayer,
@@ -99,97 +112,48 @@ var placement = map[string]layer{
 	"internal/daemon": serviceLayer,
 	"internal/drill":  serviceLayer,
 
-	"cmd/hermesd":        binaryLayer,
-	"cmd/hermesd-devnet": binaryLayer,
+	"cmd/hermesd":        commandLayer,
+	"cmd/hermesd-devnet": commandLayer,
 
 	"scripts/...":    toolLayer,
 	"testnet/ethkey": toolLayer,
 
+	"internal/nodetest":    testLayer,
 	"internal/pointertest": testLayer,
 	"internal/smallfstest": testLayer,
-	"internal/nodetest":    testLayer,
+	"internal/wait":        testLayer,
 	"internal/walrustest":  testLayer,
 
 	"internal/arch": checkLayer,
 	"configs":       checkLayer,
 }
 
-// leaves maps each leaf package to the only packages of this module it
-// may import: fsys, the shared directory walk, name policy, overlay and
-// path trust (owners, links, system directories), is itself a leaf that
-// imports nothing of ours; hash, tarball and sqlite build on it, and so
-// does secretfile (the ownership rule); cipher reads its key files through
-// secretfile.
-var leaves = map[string][]string{
-	"internal/atomicfile": nil,
-	"internal/backoff":    nil,
+// lateral is the order inside the two layers whose packages may build on
+// each other: package → the packages of its own layer it may import. An
+// import inside the layer that is not listed fails TestLayering, and an
+// entry no package needs any more fails TestLateralEdgesAreCurrent, so
+// the table is always today's edges.
+var lateral = map[string][]string{
+	// Leaves: fsys is the one directory walk, name policy, overlay and
+	// path trust (owners, links, system directories); hash, tarball and
+	// sqlite walk with it, secretfile applies its ownership rule, and
+	// cipher reads its key files through secretfile.
 	"internal/cipher":     {"internal/secretfile"},
-	"internal/diskspace":  nil,
-	"internal/fsys":       nil,
 	"internal/hash":       {"internal/fsys"},
 	"internal/headref":    nil,
 	"internal/redact":     nil,
+	"internal/redstuff":   {"internal/walruscost"},
 	"internal/secretfile": {"internal/fsys"},
 	"internal/sqlite":     {"internal/fsys"},
 	"internal/tarball":    {"internal/fsys"},
-	"internal/walruscost": nil,
-}
 
-// pkgs lists the module's packages and their non-test imports of the
-// module, as paths relative to the module root, from `go list ./...` (the
-// go command that runs the tests puts itself on PATH).
-var pkgs = sync.OnceValues(func() (map[string][]string, error) {
-	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
-	cmd.Dir = filepath.Join("..", "..")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("go list ./...: %v\n%s", err, stderr.String())
-	}
-	return parseList(out), nil
-})
-
-// parseList reads go list lines "PKG IMPORT..." into package → imports of
-// this module, relative to the module root.
-func parseList(out []byte) map[string][]string {
-	m := map[string][]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || !strings.HasPrefix(f[0], module) {
-			continue
-		}
-		var deps []string
-		for _, imp := range f[1:] {
-			if strings.HasPrefix(imp, module) {
-				deps = append(deps, strings.TrimPrefix(imp, module))
-			}
-		}
-		m[strings.TrimPrefix(f[0], module)] = deps
-	}
-	return m
-}
-
-func modulePackages(t *testing.T) map[string][]string {
-	t.Helper()
-	m, err := pkgs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := m["internal/arch"]; !ok {
-		t.Fatalf("go list did not list this module's packages: %v", keys(m))
-	}
-	return m
-}
-
-func keys(m map[string][]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	// Clients, servers and formats: a handover carries a v3 agent key and
+	// head and reads its age identity as a configured secret file; the
+	// cost ledger is a file of the agent's state directory; sealserver
+	// serves seal's key protocol.
+	"internal/handover":   {"internal/config", "internal/repo"},
+	"internal/ledger":     {"internal/state"},
+	"internal/sealserver": {"internal/seal"},
 }
 
 // layerOf returns the layer place gives pkg, if any.
@@ -229,9 +193,9 @@ func unplaced(pkgs []string, place map[string]layer) (missing, stale []string) {
 }
 
 // violations checks every import of deps (package → non-test imports)
-// against the layers of place and the leaf rules of leaves, and returns
+// against the layers of place and the lateral edges of lat, and returns
 // one line per forbidden import.
-func violations(deps map[string][]string, place map[string]layer, leaves map[string][]string) []string {
+func violations(deps map[string][]string, place map[string]layer, lat map[string][]string) []string {
 	var out []string
 	for _, p := range keys(deps) {
 		lp, ok := layerOf(place, p)
@@ -246,10 +210,33 @@ func violations(deps map[string][]string, place map[string]layer, leaves map[str
 				out = append(out, fmt.Sprintf("%s imports %s, test support: only tests may", p, d))
 			case ld.rank > lp.rank:
 				out = append(out, fmt.Sprintf("%s (%s) imports %s (%s), which is above it", p, lp.name, d, ld.name))
-			case ld.rank == lp.rank && (!lp.sameLayer || ld != lp):
+			case ld.rank < lp.rank:
+			case ld != lp:
+				out = append(out, fmt.Sprintf("%s (%s) imports %s (%s): the two layers do not import each other", p, lp.name, d, ld.name))
+			case lp.lateral == noLateral:
 				out = append(out, fmt.Sprintf("%s imports %s: %s packages do not import each other", p, d, lp.name))
-			case lp == leafLayer && !slices.Contains(leaves[p], d):
-				out = append(out, fmt.Sprintf("%s is a leaf package but imports %s (allowed: %v)", p, d, leaves[p]))
+			case lp.lateral == listedLateral && !slices.Contains(lat[p], d):
+				out = append(out, fmt.Sprintf("%s imports %s, an edge inside %s that lateral does not list (allowed: %v)", p, d, lp.name, lat[p]))
+			}
+		}
+	}
+	return out
+}
+
+// lateralProblems returns one line per entry of lat that is no import of
+// deps any more, or that joins packages place does not put in the same
+// layer with listed lateral edges.
+func lateralProblems(deps map[string][]string, place map[string]layer, lat map[string][]string) []string {
+	var out []string
+	for _, p := range keys(lat) {
+		lp, _ := layerOf(place, p)
+		for _, d := range lat[p] {
+			ld, _ := layerOf(place, d)
+			switch {
+			case lp != ld || lp.lateral != listedLateral:
+				out = append(out, fmt.Sprintf("lateral lists %s → %s, which are not two packages of one layer with listed edges", p, d))
+			case !slices.Contains(deps[p], d):
+				out = append(out, fmt.Sprintf("lateral lists %s → %s, which %s no longer imports: remove the entry", p, d, p))
 			}
 		}
 	}
@@ -262,32 +249,37 @@ func violations(deps map[string][]string, place map[string]layer, leaves map[str
 func TestEveryPackageIsPlaced(t *testing.T) {
 	missing, stale := unplaced(keys(modulePackages(t)), placement)
 	for _, p := range missing {
-		t.Errorf("%s is in no layer: add it to placement in internal/arch/arch_test.go (docs/design.md §1)", p)
+		t.Errorf("%s is in no layer: add it to placement in internal/arch/arch_test.go and to its layer's row in docs/design.md §1.1", p)
 	}
 	for _, p := range stale {
 		t.Errorf("placement names %s, which is no package (deleted or moved?): remove or update the entry", p)
 	}
-	for p := range leaves {
-		if l, _ := layerOf(placement, p); l != leafLayer {
-			t.Errorf("leaves lists %s, which placement does not make a leaf", p)
-		}
-	}
 }
 
 func TestLayering(t *testing.T) {
-	for _, v := range violations(modulePackages(t), placement, leaves) {
+	for _, v := range violations(modulePackages(t), placement, lateral) {
+		t.Error(v)
+	}
+}
+
+func TestLateralEdgesAreCurrent(t *testing.T) {
+	for _, v := range lateralProblems(modulePackages(t), placement, lateral) {
 		t.Error(v)
 	}
 }
 
 // TestPlacementChecks shows the checks at work on a made-up module: an
 // unplaced package and a stale entry are reported, and so is every kind
-// of forbidden import.
+// of forbidden import, a new lateral edge among them, and a listed edge
+// that is gone.
 func TestPlacementChecks(t *testing.T) {
 	place := map[string]layer{
 		"internal/fsys":    leafLayer,
 		"internal/hash":    leafLayer,
 		"internal/walrus":  formatLayer,
+		"internal/quilt":   formatLayer,
+		"internal/state":   formatLayer,
+		"internal/ledger":  formatLayer,
 		"internal/agent":   agentLayer,
 		"internal/compose": compositionLayer,
 		"internal/devnet":  compositionLayer,
@@ -299,13 +291,22 @@ func TestPlacementChecks(t *testing.T) {
 		"internal/fsys":    {"internal/hash"},
 		"internal/hash":    {"internal/fsys", "internal/walrus"},
 		"internal/walrus":  {"internal/agent"},
+		"internal/quilt":   {"internal/state"},
+		"internal/state":   nil,
+		"internal/ledger":  {"internal/state"},
 		"internal/agent":   nil,
 		"internal/compose": {"internal/devnet", "internal/harness"},
 		"internal/devnet":  nil,
-		"internal/harness": {"internal/compose"},
+		"internal/harness": {"internal/compose", "scripts/a"},
 		"internal/newpkg":  {"internal/fsys"},
 		"scripts/a":        {"scripts/a/b", "internal/compose"},
 		"scripts/a/b":      {"internal/fsys"},
+	}
+	lat := map[string][]string{
+		"internal/hash":   {"internal/fsys"},
+		"internal/ledger": {"internal/state"},
+		"internal/walrus": {"internal/state"},
+		"internal/agent":  {"internal/compose"},
 	}
 	missing, stale := unplaced(keys(deps), place)
 	if !slices.Equal(missing, []string{"internal/newpkg"}) || !slices.Equal(stale, []string{"internal/gone"}) {
@@ -314,13 +315,21 @@ func TestPlacementChecks(t *testing.T) {
 	want := []string{
 		"internal/compose imports internal/devnet: composition packages do not import each other",
 		"internal/compose imports internal/harness, test support: only tests may",
-		"internal/fsys is a leaf package but imports internal/hash (allowed: [])",
-		"internal/hash (leaf) imports internal/walrus (client/format), which is above it",
-		"internal/walrus (client/format) imports internal/agent (agent), which is above it",
+		"internal/fsys imports internal/hash, an edge inside leaves that lateral does not list (allowed: [])",
+		"internal/harness (test support) imports scripts/a (tools): the two layers do not import each other",
+		"internal/hash (leaves) imports internal/walrus (clients, servers, formats), which is above it",
+		"internal/quilt imports internal/state, an edge inside clients, servers, formats that lateral does not list (allowed: [])",
+		"internal/walrus (clients, servers, formats) imports internal/agent (agent), which is above it",
 	}
-	got := violations(deps, place, map[string][]string{"internal/hash": {"internal/fsys"}})
-	if !slices.Equal(got, want) {
+	if got := violations(deps, place, lat); !slices.Equal(got, want) {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	want = []string{
+		"lateral lists internal/agent → internal/compose, which are not two packages of one layer with listed edges",
+		"lateral lists internal/walrus → internal/state, which internal/walrus no longer imports: remove the entry",
+	}
+	if got := lateralProblems(deps, place, lat); !slices.Equal(got, want) {
+		t.Errorf("lateralProblems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -373,8 +382,7 @@ func TestWalrusAndENSAreIndependent(t *testing.T) {
 }
 
 // TestTopBuildsThroughComposition: the daemon, the drill and the CLI
-// build their services through compose (the daemon used to be the
-// factory every command depended on).
+// build their services through compose, not through each other.
 func TestTopBuildsThroughComposition(t *testing.T) {
 	m := modulePackages(t)
 	for _, pkg := range []string{"internal/daemon", "internal/drill", "cmd/hermesd"} {

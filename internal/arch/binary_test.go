@@ -22,11 +22,9 @@ type listed struct {
 // CGO_ENABLED=cgo: what the linker would link.
 func binaryDeps(t *testing.T, pkg, cgo string) []listed {
 	t.Helper()
-	goTool := filepath.Join(os.Getenv("GOROOT"), "bin", "go") // exported by the go command running the test
-	if _, err := os.Stat(goTool); os.Getenv("GOROOT") == "" || err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			t.Fatalf("the go command is needed to list dependencies: %v", err)
-		}
+	goTool, err := goCommand()
+	if err != nil {
+		t.Fatal(err)
 	}
 	cmd := exec.Command(goTool, "list", "-e", "-deps", "-f",
 		"{{.ImportPath}}\t{{if .CgoFiles}}cgo{{end}}\t{{with .Error}}{{.}}{{end}}", "./"+pkg)

@@ -1,10 +1,14 @@
 // Package cipher encrypts and decrypts hermesd snapshot blobs and handles
 // snapshot keys.
 //
-// A blob on Walrus is public, so it is always one of two envelopes
-// (docs/design.md §5):
+// A blob on Walrus is public, so it is always encrypted (docs/design.md
+// §5). This package holds the whole-blob envelopes of snapshot formats v1
+// and v2, which hermesd still writes when configured to and always reads.
+// The default format, v3, encrypts each object and pack itself
+// (internal/repo, docs/format-v3.md), with keys derived from the [Key]
+// this package loads; the seal format's envelope is internal/seal's.
 //
-//   - v2, the default: the 8 bytes "HRMS" 0x02 0x00 0x00 0x00 followed by a
+//   - v2: the 8 bytes "HRMS" 0x02 0x00 0x00 0x00 followed by a
 //     Tink streaming AEAD "AES-GCM-HKDF" ciphertext (AES256_GCM_HKDF_1MB:
 //     HKDF-SHA256, 32-byte derived keys, 1 MiB ciphertext segments). The
 //     associated data is "hermesd/v2:" + the agent identity, which binds a blob

@@ -11,7 +11,6 @@ import (
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
-	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Pipeline builds the snapshot pipeline of agent ac: the one way hermesd
@@ -69,13 +68,13 @@ func (s *Services) blobStore() *walrusStore {
 	return s.store
 }
 
-// quilter is the pipelines' Quilter, handing each pack's share of its
-// quilt's charge to charged (when set); nil without quilts.
-func (s *Services) quilter(charged func(walruscost.Charge)) snapshot.Quilter {
+// quilter is the pipelines' Quilter, charging each pack's share of its
+// quilt to acct (when set); nil without quilts.
+func (s *Services) quilter(acct *account) snapshot.Quilter {
 	if s.Quilts == nil {
 		return nil
 	}
-	return quilter{b: s.Quilts, charged: charged}
+	return quilter{b: s.Quilts, acct: acct}
 }
 
 // OpenAgent opens agent id exactly as the daemon does, on a state
@@ -110,10 +109,12 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	// What the agent spends goes to the state directory's cost ledger:
 	// every store answer of its pipeline (its share of a quilt's for a
 	// pack stored as a patch: the quilt's other packs' agents pay the
-	// rest), its snapshots, its share of every pointer transaction.
+	// rest), its snapshots, and (through its head) its share of every
+	// pointer transaction.
 	acct := accounts{l: s.Ledger(sd), c: c, log: log}
-	pipe.Store = s.blobStore().recording(acct.stored(ac.ID))
-	pipe.Quilts = s.quilter(acct.charged(ac.ID))
+	own := &account{accounts: acct, id: ac.ID}
+	pipe.Store = s.blobStore().charging(own)
+	pipe.Quilts = s.quilter(own)
 	deps := agent.Deps{
 		State:    sd,
 		Pipeline: pipe,
@@ -122,23 +123,17 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		Accounts: acct,
 		Log:      s.Log,
 	}
-	records := c.RecordsOf(ac)
 	if ac.ENSName != "" {
 		if s.Chain == nil {
 			rl.Close()
 			return nil, fmt.Errorf("agent %s has an ENS name but no chain client is configured", ac.ID)
 		}
 		deps.Pointer = Pointer(s.Chain)
-		if records == nil {
+		if c.RecordsOf(ac) == nil {
 			deps.Owners = s.Chain
-		} else if rc := s.Records[records.ID]; rc != nil {
-			// The name's owner in the L1 registry says nothing about who
-			// may write the record where it lives (an L2 registry's
-			// subname, say): no transfer is read from it. What the
-			// record holds there is what a hold is resolved against.
-			deps.Record = recordPointer{rc}
 		}
 	}
+	deps.Head = s.head(ac, acct)
 	var hand *agent.Handover
 	if h := s.AgentKeys[ac.ID].Handover; h != nil {
 		hand = &agent.Handover{Head: h.Head, BundleHash: h.BundleHash, KeyID: h.KeyID()}
@@ -161,8 +156,8 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		Handover:        hand,
 		KeyID:           keyID(pipe),
 	}
-	if records != nil {
-		acfg.Records, acfg.VisibilityTimeout = records.ID, records.VisibilityTimeout.D()
+	if r := c.RecordsOf(ac); r != nil {
+		acfg.Records = r.ID
 	}
 	a, err := agent.New(acfg, deps)
 	if err != nil {

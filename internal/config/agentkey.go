@@ -9,13 +9,13 @@ import "fmt"
 //     of base64url, as `hermesd keygen` writes), used to read and write
 //     the agent's snapshots; for an agent whose key must not follow from
 //     the operator's master key.
-//   - handover and identity: a transfer (issue 15). The handover file
-//     (age-encrypted, from the seller's `hermesd transfer export`) holds
-//     the key of the seller's snapshots, opened with the age identity file
-//     from `hermesd transfer request`. That key only reads what the seller
-//     wrote: the agent's next snapshot is written under the key derived
-//     from this operator's encryption.key, so nothing new is readable by
-//     the seller.
+//   - handover and identity: a transfer (internal/handover). The
+//     handover file (age-encrypted, from the seller's `hermesd transfer
+//     export`) holds the key of the seller's snapshots, opened with the
+//     age identity file from `hermesd transfer request`. That key only
+//     reads what the seller wrote: the agent's next snapshot is written
+//     under the key derived from this operator's encryption.key, so
+//     nothing new is readable by the seller.
 //
 // Like every SecretRef it never holds the secret itself.
 type AgentKey struct {

@@ -309,7 +309,7 @@ func unknownKey(key string, t reflect.Type) string {
 	if len(keys) <= 8 {
 		return "unknown key; the keys here are " + strings.Join(keys, ", ")
 	}
-	return "unknown key (README, Configuration, lists every key)"
+	return "unknown key (docs/configuration.md lists every key)"
 }
 
 // shownKey is the path of an unknown or repeated key below parent for a

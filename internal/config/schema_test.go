@@ -9,8 +9,8 @@ import (
 
 // TestErrorsNameThePlace: a configuration error names the YAML path and
 // the line, says what is wrong in words (never a Go type), suggests the
-// key that was meant, and is one line (issue 28 item 3: a literal \u000a
-// and "field shutdown_timout not found in type config.Config").
+// key that was meant, and is one line (never a literal \u000a, nor
+// "field shutdown_timout not found in type config.Config").
 func TestErrorsNameThePlace(t *testing.T) {
 	agents := "agents:\n  - id: a\n    brain_dir: /srv/a\n  - id: b\n"
 	for _, tc := range []struct{ name, body, want string }{
@@ -18,7 +18,7 @@ func TestErrorsNameThePlace(t *testing.T) {
 		{"misspelt key in a list", agents + "    brain_dri: /srv/b\n", "agents[1].brain_dri (line 5): unknown key; did you mean brain_dir?"},
 		{"dashes and case", "Shutdown-Timeout: 3s\n", "Shutdown-Timeout (line 1): unknown key; did you mean shutdown_timeout?"},
 		{"words swapped", "chain:\n  interval_check: 1m\n", "chain.interval_check (line 2): unknown key; did you mean check_interval?"},
-		{"nothing near", "walrus:\n  colour: blue\n", "walrus.colour (line 2): unknown key (README, Configuration, lists every key)"},
+		{"nothing near", "walrus:\n  colour: blue\n", "walrus.colour (line 2): unknown key (docs/configuration.md lists every key)"},
 		{"a few keys here", "agents:\n  - id: a\n    key: {path: /k}\n", "agents[0].key.path (line 3): unknown key; the keys here are file, env, handover, identity"},
 		{"repeated key", "walrus:\n  epochs: 3\n  epochs: 4\n", "walrus.epochs (line 3): repeated key (first at line 2)"},
 		{"string for a number", agents + "    epochs: many\n", "agents[1].epochs (line 5): want an integer, not a string"},

@@ -7,8 +7,8 @@ import (
 
 // TestErrorsShowNoSecret: no configuration error quotes a secret written
 // where it does not belong, or the path, query or user part of a URL
-// (issue 28 item 12: an inline key was echoed, its first 7 characters, by
-// yaml.v3; a publisher URL failing validation was echoed whole). Every
+// (yaml.v3 echoes the first characters of an inline key it cannot
+// decode; a URL that fails validation must not be echoed whole). Every
 // window of 6 characters of every secret is looked for.
 func TestErrorsShowNoSecret(t *testing.T) {
 	const (

@@ -27,15 +27,15 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ledger"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/state"
-	"github.com/hermesd/hermesd/internal/walrus"
 	"github.com/hermesd/hermesd/internal/watch"
 )
 
 // Daemon is a running hermesd. Create it with New, then Start, then Close.
 type Daemon struct {
 	cfg     *config.Config
-	svc     *compose.Services
+	svc     *compose.Services // built by New, closed by Close
 	log     *slog.Logger
 	state   *state.Dir
 	ledger  *ledger.Ledger
@@ -46,8 +46,10 @@ type Daemon struct {
 	hub          *watch.Hub
 	agents       []*agent.Agent
 	byID         map[string]*agent.Agent
-	pub          *publisher
+	pub          *pointer.Publisher // nil without a chain
 	probe        *prober
+	// slots bounds the agents syncing at once (agent.Env.Slots).
+	slots chan struct{}
 	// walrusRetryAt is when a Walrus attempt last failed and was to be
 	// retried (unix nanoseconds): until a backoff started then has surely
 	// ended, the prober watches for the store to come back, before any
@@ -67,30 +69,40 @@ type Daemon struct {
 	closed bool
 }
 
-// New locks the state directory, opens every agent and binds the HTTP
-// listeners. Nothing runs until Start.
-func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, error) {
+// New builds the services the configuration asks for (compose.Build with
+// opts, observed by the daemon: its metrics see every Walrus attempt and
+// quilt, and a Walrus retry waiting out its backoff goes as soon as the
+// prober sees the store answer again), locks the state directory, opens
+// every agent and binds the HTTP listeners. Nothing runs until Start;
+// Close releases everything, the services too. Build's errors are the
+// configuration's (ErrConfig): it reads and checks every secret and
+// touches no network.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts compose.Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sd, err := compose.OpenState(cfg)
-	if err != nil {
-		return nil, err
-	}
 	d := &Daemon{
 		cfg:     cfg,
-		svc:     svc,
 		log:     log,
-		state:   sd,
-		ledger:  svc.Ledger(sd),
 		now:     time.Now,
 		metrics: newMetrics(),
+		probe:   newProber(log.With("component", "walrus")),
 		byID:    map[string]*agent.Agent{},
 		cancel:  func() {},
 	}
-	svc.OnWalrusAttempt(d.observeWalrus)
 	d.quiltMetrics = newQuiltMetrics(d.metrics.reg)
-	svc.OnQuilt(d.quiltMetrics.observe)
+	opts.Observer = (*servicesObserver)(d)
+	svc, err := compose.Build(ctx, cfg, log, opts)
+	if err != nil {
+		return nil, configError{err}
+	}
+	d.svc = svc
+	sd, err := compose.OpenState(cfg)
+	if err != nil {
+		svc.Close()
+		return nil, err
+	}
+	d.state, d.ledger = sd, svc.Ledger(sd)
 	ok := false
 	defer func() {
 		if !ok {
@@ -102,6 +114,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 				l.Close()
 			}
 			sd.Close()
+			svc.Close()
 		}
 	}()
 
@@ -109,28 +122,17 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
-	d.probe = newProber(svc.Walrus.Ping, log.With("component", "walrus"))
-	// A Walrus retry waiting out its backoff goes as soon as the prober
-	// sees the store answer again.
-	svc.OnWalrusRecovered(d.probe.recovered)
 	// A few syncs at a time: the cores are the limit, and each pipeline
 	// holds buffers of its own.
-	slots := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
-	every, confirmPoll := map[string]time.Duration{}, map[string]time.Duration{}
+	d.slots = make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
 	for i := range cfg.Agents {
 		ac := &cfg.Agents[i]
 		a, err := svc.OpenAgent(sd, ac.ID, (*observer)(d.metrics))
 		if err != nil {
 			return nil, err
 		}
-		a.SetRecovered(d.probe.recovered)
-		a.SetSlots(slots)
 		d.agents = append(d.agents, a)
 		d.byID[a.ID()] = a
-		every[a.ID()] = cfg.PointerIntervalOf(ac)
-		if r := cfg.RecordsOf(ac); r != nil {
-			confirmPoll[a.ID()] = r.PollInterval.D()
-		}
 	}
 	d.metrics.reg.MustRegister(newAgeCollector(d.Agents, d.agentStatus, d.pointerCheckedAt))
 	ids := make([]string, len(d.agents))
@@ -139,14 +141,11 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 		d.metrics.zeroAgent(a.ID(), a.Config().ENSName != "")
 	}
 	d.metrics.reg.MustRegister(newSpendCollector(d.ledger, ids))
-	if svc.Chain != nil {
-		d.pub = newPublisher(svc.Pointer(), d.agents, every, confirmPoll, cfg.Chain.CheckInterval.D(),
-			log.With("component", "publisher"), d.metrics)
-		d.pub.heads, d.pub.headEvery = svc.Chain, cfg.Chain.HeadInterval.D()
-		for _, a := range d.agents {
-			a.SetPublisher(d.pub)
-		}
+	heads := make([]*pointer.Head, len(d.agents))
+	for i, a := range d.agents {
+		heads[i] = a.Head()
 	}
+	d.pub = svc.Publisher(heads, (*pointerObserver)(d.metrics), log.With("component", "publisher"))
 	if d.api, err = newAPI(d); err != nil {
 		return nil, configError{err}
 	}
@@ -196,13 +195,13 @@ func (d *Daemon) Start(ctx context.Context) {
 		d.bgWG.Add(1)
 		go func() {
 			defer d.bgWG.Done()
-			d.pub.run(ctx)
+			d.pub.Run(ctx)
 		}()
 	}
 	d.bgWG.Add(1)
 	go func() {
 		defer d.bgWG.Done()
-		d.probe.run(ctx, d.anyFailing)
+		d.probe.run(ctx, d.svc.Walrus.Ping, d.anyFailing)
 	}()
 	for _, a := range d.agents {
 		d.wg.Add(1)
@@ -249,7 +248,7 @@ func (d *Daemon) superviseAgent(ctx context.Context, a *agent.Agent) {
 		hashed = "none yet: the first snapshot hashes the brain as it reads it"
 	}
 	log.Info("agent ready", "origin", st.Origin, "bundle_hash", hashed, "dir", st.BrainDir)
-	a.Run(ctx, d.subscribe)
+	a.Run(ctx, agent.Env{Watch: d.subscribe, Slots: d.slots, Recovered: d.probe.recovered})
 }
 
 func (d *Daemon) subscribe(dir string, opts watch.Options) (agent.Watcher, error) {
@@ -298,32 +297,21 @@ func healthy(s agent.Status) (bool, string) {
 }
 
 // pointerCheckedAt is when what an agent's status says of its pointer
-// was last confirmed by the chain: its last read-back or write, or this
-// daemon's start when there was none yet; zero for an agent that
-// publishes nothing (no name, no chain, transferred).
-func (d *Daemon) pointerCheckedAt(s agent.Status) time.Time {
-	if d.pub == nil || s.ENSName == "" || s.Transferred != nil {
+// was last confirmed by the chain (the publisher's account of it); zero
+// for an agent that publishes nothing.
+func (d *Daemon) pointerCheckedAt(a *agent.Agent) time.Time {
+	if d.pub == nil {
 		return time.Time{}
 	}
-	if s.PointerCheckedAt.After(d.started) {
-		return s.PointerCheckedAt
-	}
-	return d.started
+	return d.pub.CheckedAt(a.Head())
 }
 
-// agentStatus is an agent's status with what the daemon knows of it: the
-// pointer unverified since when, once no read-back succeeded for longer
-// than chain.check_interval (and a little: a read-back takes a moment).
+// agentStatus is an agent's status with what the publisher knows of it:
+// since when its pointer is unverified, if it is.
 func (d *Daemon) agentStatus(a *agent.Agent) agent.Status {
 	s := a.Status()
-	at := d.pointerCheckedAt(s)
-	if at.IsZero() || d.pub.checkEvery <= 0 {
-		return s
-	}
-	every := d.pub.checkEvery
-	if age := d.now().Sub(at); age > every+min(every/4, 30*time.Second) {
-		s.PointerUnverified = fmt.Sprintf("unverified since %s: not read back from the chain for %s (check_interval %s)",
-			at.UTC().Format(time.RFC3339), age.Round(time.Second), every)
+	if d.pub != nil {
+		s.PointerUnverified = d.pub.Unverified(a.Head())
 	}
 	return s
 }
@@ -344,8 +332,8 @@ func (d *Daemon) Ready() bool {
 }
 
 // ErrConfig matches a start-up error that is the configuration's fault
-// (http.token that cannot be read or is too short), as opposed to the
-// environment's (a port in use, a locked state directory).
+// (a secret that cannot be read, an http.token too short), as opposed to
+// the environment's (a port in use, a locked state directory).
 var ErrConfig = errors.New("invalid configuration")
 
 type configError struct{ error }
@@ -391,7 +379,7 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 	d.bgWG.Wait()
 	var err error
 	if d.pub != nil {
-		if left := d.pub.flush(flushCtx); len(left) > 0 {
+		if left := d.pub.Flush(flushCtx); len(left) > 0 {
 			err = fmt.Errorf("%w (published on the next start): %v", ErrPending, left)
 		}
 	}
@@ -410,6 +398,7 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 	if cerr := d.state.Close(); err == nil {
 		err = cerr
 	}
+	d.svc.Close()
 	return err
 }
 
@@ -465,19 +454,4 @@ func (d *Daemon) closeAgents() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (d *Daemon) observeWalrus(a walrus.Attempt) {
-	outcome := "ok"
-	failed := a.Err != nil || a.Status == 0 || a.Status >= 400
-	switch {
-	case failed && a.Retry:
-		outcome = "retry"
-	case failed:
-		outcome = "error"
-	}
-	if failed && a.Retry {
-		d.walrusRetryAt.Store(d.now().UnixNano())
-	}
-	d.metrics.walrusAttempts.WithLabelValues(a.Op, outcome).Inc()
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // world is a devnet plus helpers to run daemons on it.
@@ -101,12 +102,7 @@ func (l *tailLog) String() string {
 func (w *world) start() *Daemon {
 	w.t.Helper()
 	log := testLogger(w.t)
-	svc, err := compose.Build(w.t.Context(), w.dn.Config, log, compose.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(svc.Close)
-	d, err := New(w.dn.Config, svc, log)
+	d, err := New(w.t.Context(), w.dn.Config, log, compose.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -131,26 +127,6 @@ func stop(t *testing.T, d *Daemon) {
 	defer cancel()
 	if err := d.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
-	}
-}
-
-// eventually polls cond until it holds or 60 s pass (a deadline for a
-// failure on a loaded machine, not a timing bound).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	eventuallyWithin(t, 60*time.Second, what, cond)
-}
-
-// eventuallyWithin is eventually with a deadline of its own, for a
-// condition that waits on the publisher's retry backoff.
-func eventuallyWithin(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for time to pass
 	}
 }
 
@@ -194,7 +170,7 @@ func published(t *testing.T, d *Daemon, id string) string {
 	t.Helper()
 	a, _ := d.Agent(id)
 	var blob string
-	eventually(t, id+" published", func() bool {
+	wait.For(t, id+" published", func() bool {
 		s := a.Status()
 		if s.Last == nil || s.Pending != nil || s.Published != s.Last.BlobID {
 			return false
@@ -279,7 +255,7 @@ func TestSnapshotPublishRestore(t *testing.T) {
 		start := time.Now()
 		writeFile(t, filepath.Join(w.brain("alpha"), "skills/new.md"), "a new skill\n", 0o644)
 		var blob string
-		eventually(t, "pointer to move", func() bool {
+		wait.For(t, "pointer to move", func() bool {
 			blob = readPointer(t, w, "alpha.hermes.eth")
 			return blob != first
 		})
@@ -295,7 +271,7 @@ func TestSnapshotPublishRestore(t *testing.T) {
 		if lock.BundleHash() != res.Digest.String() || lock.Version() != 2 {
 			t.Errorf("lock hash %s v%d, tree hashes to %s", lock.BundleHash(), lock.Version(), res.Digest)
 		}
-		eventually(t, "lock to name the blob", func() bool {
+		wait.For(t, "lock to name the blob", func() bool {
 			l, err := bundlelock.Read(filepath.Join(w.brain("alpha"), bundlelock.FileName))
 			return err == nil && l.BlobID() == blob
 		})
@@ -311,7 +287,7 @@ func TestSnapshotPublishRestore(t *testing.T) {
 		now := time.Now()
 		os.Chtimes(p, now, now)
 		writeFile(t, p, string(b), 0o644) // same bytes, new mtime
-		eventually(t, "an unchanged sync", func() bool {
+		wait.For(t, "an unchanged sync", func() bool {
 			return testutil.ToFloat64(d.metrics.snapshots.WithLabelValues("alpha", "unchanged")) > unchanged
 		})
 		if got := stores(t, w); got != puts {
@@ -338,7 +314,7 @@ func TestSnapshotPublishRestore(t *testing.T) {
 		}
 		puts := stores(t, w)
 		d := w.start()
-		eventually(t, "alpha ready", func() bool { a, _ := d.Agent("alpha"); return a.Ready() })
+		wait.For(t, "alpha ready", func() bool { a, _ := d.Agent("alpha"); return a.Ready() })
 		a, _ := d.Agent("alpha")
 		if s := a.Status(); s.StartedAs != "restored" {
 			t.Fatalf("started as %q: %+v", s.StartedAs, s)
@@ -358,7 +334,7 @@ func TestSnapshotPublishRestore(t *testing.T) {
 		// the same bundle, which it publishes); it does nothing else.
 		// Wait until what the lock names is published and in the state.
 		var lock *bundlelock.Lock
-		eventually(t, "alpha settled", func() bool {
+		wait.For(t, "alpha settled", func() bool {
 			l, err := bundlelock.Read(filepath.Join(w.brain("alpha"), bundlelock.FileName))
 			s := a.Status()
 			if err != nil || s.Pending != nil || s.Last == nil || s.Published != l.BlobID() || s.Last.BlobID != l.BlobID() {
@@ -388,12 +364,7 @@ func TestSecondDaemonRefused(t *testing.T) {
 	w := newWorld(t, devnet.Agent{ID: "solo"})
 	seedBrain(t, w.brain("solo"))
 	w.start()
-	svc, err := compose.Build(t.Context(), w.dn.Config, nil, compose.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	_, err = New(w.dn.Config, svc, nil)
+	_, err := New(t.Context(), w.dn.Config, nil, compose.Options{})
 	if !errors.Is(err, state.ErrLocked) {
 		t.Fatalf("second daemon: %v, want ErrLocked", err)
 	}
@@ -418,7 +389,7 @@ func TestFailedAgentDoesNotStopOthers(t *testing.T) {
 	d := w.start()
 	published(t, d, "good")
 	b, _ := d.Agent("broken")
-	eventually(t, "broken to fail", func() bool { return b.Status().Phase == agent.PhaseFailed })
+	wait.For(t, "broken to fail", func() bool { return b.Status().Phase == agent.PhaseFailed })
 	if _, err := os.Stat(w.brain("broken")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("broken's brain directory was touched: %v", err)
 	}
@@ -451,7 +422,7 @@ func TestWalrusPublisherOutageKeepsChangesSafe(t *testing.T) {
 		Kinds: []localwalrus.Fault{{Kind: localwalrus.FaultStatus, Status: 503}}})
 	writeFile(t, filepath.Join(w.brain("alpha"), "skills/during-outage.md"), "x\n", 0o644)
 	a, _ := d.Agent("alpha")
-	eventually(t, "the sync to fail", a.Failing)
+	wait.For(t, "the sync to fail", a.Failing)
 	if s := a.Status(); s.Last.BlobID != first || s.UnsavedSince.IsZero() {
 		t.Errorf("during the outage: %+v", s)
 	}
@@ -469,7 +440,7 @@ func TestWalrusPublisherOutageKeepsChangesSafe(t *testing.T) {
 	}
 
 	w.dn.Walrus.SetFaults(localwalrus.Faults{})
-	eventually(t, "the pending change to publish", func() bool {
+	wait.For(t, "the pending change to publish", func() bool {
 		s := a.Status()
 		return s.Last.BlobID != first && s.Published == s.Last.BlobID && s.Pending == nil
 	})
@@ -490,12 +461,12 @@ func TestBrainWipedWhileRunningComesBack(t *testing.T) {
 	if err := os.RemoveAll(w.brain("alpha")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the brain to be restored", func() bool {
+	wait.For(t, "the brain to be restored", func() bool {
 		_, err := os.Stat(filepath.Join(w.brain("alpha"), "system.md"))
 		return err == nil
 	})
 	a, _ := d.Agent("alpha")
-	eventually(t, "alpha ready again", a.Ready)
+	wait.For(t, "alpha ready again", a.Ready)
 	after := tree(t, w.brain("alpha"))
 	if len(after) != len(before) {
 		t.Fatalf("restored %d files, had %d", len(after), len(before))
@@ -514,7 +485,7 @@ func TestBrainWipedWhileRunningComesBack(t *testing.T) {
 	}
 	// And the watcher follows the new directory.
 	writeFile(t, filepath.Join(w.brain("alpha"), "skills/after.md"), "after\n", 0o644)
-	eventually(t, "a snapshot of the restored brain", func() bool { return readPointer(t, w, "alpha.hermes.eth") != blob })
+	wait.For(t, "a snapshot of the restored brain", func() bool { return readPointer(t, w, "alpha.hermes.eth") != blob })
 }
 
 func TestSeedFillsOnlyWhatIsMissing(t *testing.T) {
@@ -531,15 +502,15 @@ func TestSeedFillsOnlyWhatIsMissing(t *testing.T) {
 	// The brain evolves; then it is lost and restored: the seed must not
 	// overwrite the restored system.md, but fills a file the snapshot lacks.
 	writeFile(t, filepath.Join(w.brain("alpha"), "system.md"), "learned system\n", 0o644)
-	eventually(t, "the change to publish", func() bool { return readPointer(t, w, "alpha.hermes.eth") != blob })
+	wait.For(t, "the change to publish", func() bool { return readPointer(t, w, "alpha.hermes.eth") != blob })
 	a, _ := d.Agent("alpha")
-	eventually(t, "state to settle", func() bool { s := a.Status(); return s.Pending == nil })
+	wait.For(t, "state to settle", func() bool { s := a.Status(); return s.Pending == nil })
 	stop(t, d)
 	writeFile(t, filepath.Join(seed, "patterns/new-in-seed.md"), "later seed\n", 0o644)
 	os.RemoveAll(w.brain("alpha"))
 
 	d = w.start()
-	eventually(t, "alpha ready", func() bool { a, _ := d.Agent("alpha"); return a.Ready() })
+	wait.For(t, "alpha ready", func() bool { a, _ := d.Agent("alpha"); return a.Ready() })
 	if b, _ := os.ReadFile(filepath.Join(w.brain("alpha"), "system.md")); string(b) != "learned system\n" {
 		t.Errorf("seed overwrote the restored system.md: %q", b)
 	}
@@ -576,7 +547,7 @@ func TestSnapshotIntervalAndRefresh(t *testing.T) {
 	// Two quick edits: the second upload waits for snapshot_interval.
 	writeFile(t, filepath.Join(w.brain("alpha"), "a.md"), "a\n", 0o644)
 	var second string
-	eventually(t, "a second snapshot", func() bool {
+	wait.For(t, "a second snapshot", func() bool {
 		s := a.Status()
 		second = s.Last.BlobID
 		return second != first
@@ -588,7 +559,7 @@ func TestSnapshotIntervalAndRefresh(t *testing.T) {
 	// Nothing changes; before its packs expire the same brain is stored
 	// again (a re-pack) and the pointer follows.
 	hashBefore := a.Status().Last.BundleHash
-	eventually(t, "a refresh upload", func() bool {
+	wait.For(t, "a refresh upload", func() bool {
 		s := a.Status()
 		return s.Last.BlobID != second && s.Published == s.Last.BlobID
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // A clean stop stores what snapshot_interval (an hour here) and the
@@ -43,7 +44,7 @@ func TestStopStoresHeldChanges(t *testing.T) {
 	// interval; beta's is written just before the stop.
 	writeFile(t, filepath.Join(w.brain("alpha"), "skills", "held.md"), "held by snapshot_interval\n", 0o644)
 	a, _ := d.Agent("alpha")
-	eventually(t, "alpha's edit seen and held", func() bool { return !a.Status().UnsavedSince.IsZero() })
+	wait.For(t, "alpha's edit seen and held", func() bool { return !a.Status().UnsavedSince.IsZero() })
 	writeFile(t, filepath.Join(w.brain("beta"), "skills", "late.md"), "written just before the stop\n", 0o644)
 	stop(t, d)
 

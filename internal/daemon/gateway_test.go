@@ -13,6 +13,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // TestPointerRollbackThroughGateway: every read of the pointer resolves the
@@ -59,12 +60,12 @@ func TestPointerRollbackThroughGateway(t *testing.T) {
 	}
 
 	a, _ := d.Agent("alpha")
-	eventually(t, "the read-back to take the gateway's value for a rollback", func() bool {
-		p, ok := a.Pending()
+	wait.For(t, "the read-back to take the gateway's value for a rollback", func() bool {
+		p, ok := a.Head().Pending()
 		return checks(d, "alpha", "rollback") >= 1 && ok && p.Value == second && p.Expected == first
 	})
-	if a.Hold() != nil {
-		t.Fatalf("an older value from a gateway held publishing: %+v", a.Hold())
+	if a.Head().Hold() != nil {
+		t.Fatalf("an older value from a gateway held publishing: %+v", a.Head().Hold())
 	}
 	if rec.count(slog.LevelWarn, "went back to an older snapshot", "agent", "alpha") == 0 {
 		t.Error("no warning was logged")
@@ -82,12 +83,12 @@ func TestPointerRollbackThroughGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the pending pointer to settle", func() bool {
+	wait.For(t, "the pending pointer to settle", func() bool {
 		s := a.Status()
 		return s.Pending == nil && s.Published == second && readPointer(t, w, name) == second
 	})
-	if a.Hold() != nil {
-		t.Errorf("held: %+v", a.Hold())
+	if a.Head().Hold() != nil {
+		t.Errorf("held: %+v", a.Head().Hold())
 	}
 	after, err := ch.Client().NonceAt(t.Context(), w.dn.Owner(), nil)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ledger"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/receipts"
 )
 
@@ -428,14 +429,11 @@ func (a *api) servePointer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case errors.Is(err, agent.ErrNotHeld):
+	case errors.Is(err, pointer.ErrNotHeld):
 		apiError(w, http.StatusConflict, err.Error())
 	case err != nil:
 		apiError(w, http.StatusInternalServerError, err.Error())
 	default:
-		if a.d.pub != nil {
-			a.d.pub.Notify()
-		}
 		writeJSON(w, http.StatusOK, out)
 	}
 }

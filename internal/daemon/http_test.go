@@ -28,6 +28,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/receipts"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // withToken configures http.token from a 0600 file and returns the token.
@@ -55,12 +56,7 @@ func withSocket(t *testing.T, cfg *config.Config, mode fs.FileMode) string {
 func startDaemon(t *testing.T, w *world, tune func(*Daemon)) *Daemon {
 	t.Helper()
 	log := testLogger(t)
-	svc, err := compose.Build(t.Context(), w.dn.Config, log, compose.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	d, err := New(w.dn.Config, svc, log)
+	d, err := New(t.Context(), w.dn.Config, log, compose.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +383,7 @@ func TestSlowClientsCannotHoldTheImport(t *testing.T) {
 		bc := slowConn(t, d, head(d)+fmt.Sprintf("Content-Length: %d\r\n\r\n", 1<<20)+body[:10])
 		go trickle(bc, body, stopSlow)
 		// The body is being spooled.
-		eventually(t, "the slow body to be spooled", func() bool { return len(spooled(t, w)) == 1 })
+		wait.For(t, "the slow body to be spooled", func() bool { return len(spooled(t, w)) == 1 })
 		for i := range 3 {
 			id := fmt.Sprintf("meanwhile-%d", i)
 			if ans := post(t, d, id); ans.code != http.StatusOK || !a.Receipts().Has(id) {
@@ -437,7 +433,7 @@ func TestSlowClientsCannotHoldTheImport(t *testing.T) {
 				t.Logf("slow %s: ended by the server (%v)", slow.name, err)
 			})
 		}
-		eventually(t, "the spool to be cleaned", func() bool { return len(spooled(t, w)) == 0 })
+		wait.For(t, "the spool to be cleaned", func() bool { return len(spooled(t, w)) == 0 })
 		if a.Receipts().Has("slow-body") {
 			t.Error("a body the server cut off was imported")
 		}
@@ -568,7 +564,7 @@ func TestForgedReceiptsNeverReachASnapshot(t *testing.T) {
 	// The next snapshot carries the trusted receipts and nothing else.
 	writeFile(t, filepath.Join(w.brain("alpha"), "after-the-attack.md"), "still backed up\n", 0o644)
 	var next string
-	eventually(t, "a snapshot after the attack", func() bool {
+	wait.For(t, "a snapshot after the attack", func() bool {
 		next = published(t, d, "alpha")
 		return next != first
 	})
@@ -651,7 +647,7 @@ func TestJunkBodyBounded(t *testing.T) {
 	w.dn.Config.Receipts.QuarantineMaxBytes = qBytes
 	d := startDaemon(t, w, nil)
 	a, _ := d.Agent("alpha")
-	eventually(t, "the first snapshot", func() bool { return a.Status().Last != nil })
+	wait.For(t, "the first snapshot", func() bool { return a.Status().Last != nil })
 	n := a.Receipts().Len()
 	post := func(body io.Reader) answer {
 		return do(t, d, call{path: "/v1/agents/alpha/receipts", ctype: "application/x-ndjson", auth: "Bearer " + token, body: body})
@@ -685,7 +681,7 @@ func TestJunkBodyBounded(t *testing.T) {
 	if q2, _ := a.Receipts().Quarantine(); q2 != q {
 		t.Errorf("the refused body reached the quarantine: %+v, was %+v", q2, q)
 	}
-	eventually(t, "the spool to be cleaned", func() bool { return len(spooled(t, w)) == 0 })
+	wait.For(t, "the spool to be cleaned", func() bool { return len(spooled(t, w)) == 0 })
 }
 
 // TestQuarantinePurgeEndpoint: the daemon purges an agent's quarantine on
@@ -740,7 +736,7 @@ func TestFailedSnapshotShowsInReadyz(t *testing.T) {
 	d := startDaemon(t, w, nil)
 	for _, id := range []string{"good", "big"} {
 		a, _ := d.Agent(id)
-		eventually(t, id+" snapshotted", func() bool { return a.Status().Last != nil })
+		wait.For(t, id+" snapshotted", func() bool { return a.Status().Last != nil })
 	}
 	if code, _ := readyz(t, d); code != http.StatusOK {
 		t.Fatalf("readyz before the failure: %d", code)
@@ -751,7 +747,7 @@ func TestFailedSnapshotShowsInReadyz(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(w.brain("big"), "weights.bin"), string(noise), 0o644)
 	big, _ := d.Agent("big")
-	eventually(t, "the snapshot of big to fail", func() bool { return big.Status().LastError != "" })
+	wait.For(t, "the snapshot of big to fail", func() bool { return big.Status().LastError != "" })
 
 	code, r := readyz(t, d)
 	bad, good := r.agent("big"), r.agent("good")
@@ -774,7 +770,7 @@ func TestFailedSnapshotShowsInReadyz(t *testing.T) {
 	if err := os.Remove(filepath.Join(w.brain("big"), "weights.bin")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "big to recover", func() bool { code, _ := readyz(t, d); return code == http.StatusOK })
+	wait.For(t, "big to recover", func() bool { code, _ := readyz(t, d); return code == http.StatusOK })
 }
 
 // tokenLine is receiptLine for another tokenId (raw JSON number text).
@@ -834,7 +830,7 @@ func TestReceiptsOfOtherTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(w.brain("alpha"), "receipts.ndjson")
-	eventually(t, "alpha's snapshot with both of its receipts", func() bool {
+	wait.For(t, "alpha's snapshot with both of its receipts", func() bool {
 		b, err := os.ReadFile(path)
 		return err == nil && strings.Contains(string(b), `"callId":"call-7"`)
 	})

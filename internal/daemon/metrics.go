@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hermesd/hermesd/internal/agent"
+	"github.com/hermesd/hermesd/internal/pointer"
 )
 
 // metrics are hermesd's Prometheus series. Every series carries the agent
@@ -27,7 +28,6 @@ type metrics struct {
 	failures         *prometheus.CounterVec
 	publishLast      *prometheus.GaugeVec
 	publishes        *prometheus.CounterVec
-	gasUsed          *prometheus.CounterVec
 	walrusAttempts   *prometheus.CounterVec
 	receiptsIngested *prometheus.CounterVec
 	restores         *prometheus.CounterVec
@@ -47,7 +47,7 @@ func b2f(b bool) float64 {
 type ageCollector struct {
 	agents    func() []*agent.Agent
 	status    func(*agent.Agent) agent.Status
-	checkedAt func(agent.Status) time.Time
+	checkedAt func(*agent.Agent) time.Time
 	checked   *prometheus.Desc
 	unsaved   *prometheus.Desc
 	pending   *prometheus.Desc
@@ -56,7 +56,7 @@ type ageCollector struct {
 	unseen    *prometheus.Desc
 }
 
-func newAgeCollector(agents func() []*agent.Agent, status func(*agent.Agent) agent.Status, checkedAt func(agent.Status) time.Time) *ageCollector {
+func newAgeCollector(agents func() []*agent.Agent, status func(*agent.Agent) agent.Status, checkedAt func(*agent.Agent) time.Time) *ageCollector {
 	return &ageCollector{
 		agents:    agents,
 		status:    status,
@@ -102,7 +102,7 @@ func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, a := range c.agents() {
 		s := c.status(a)
-		ch <- prometheus.MustNewConstMetric(c.checked, prometheus.GaugeValue, age(c.checkedAt(s)), s.ID)
+		ch <- prometheus.MustNewConstMetric(c.checked, prometheus.GaugeValue, age(c.checkedAt(a)), s.ID)
 		ch <- prometheus.MustNewConstMetric(c.unsaved, prometheus.GaugeValue, age(s.UnsavedSince), s.ID)
 		var since time.Time
 		if s.Pending != nil {
@@ -134,11 +134,11 @@ func (m *metrics) zeroAgent(id string, ens bool) {
 	if !ens {
 		return
 	}
-	for _, r := range []agent.PublishOutcome{agent.OutcomePublished, agent.OutcomeRollback, agent.OutcomeHeld, agent.OutcomeFailed} {
+	for _, r := range []pointer.Outcome{pointer.Published, pointer.Rollback, pointer.Held, pointer.Failed} {
 		m.publishes.WithLabelValues(id, string(r))
 		m.pointerChecks.WithLabelValues(id, string(r))
 	}
-	m.pointerChecks.WithLabelValues(id, string(agent.OutcomeOK))
+	m.pointerChecks.WithLabelValues(id, string(pointer.OK))
 }
 
 func newMetrics() *metrics {
@@ -189,10 +189,6 @@ func newMetrics() *metrics {
 		Name: "hermesd_pointer_writes_total",
 		Help: "ENS pointer writes by result (published, rollback, held, unauthorized, failed).",
 	}, []string{"agent", "result"})
-	m.gasUsed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hermesd_gas_used_total",
-		Help: "Gas used by pointer transactions, by the chain they were mined on (a multicall's gas is split evenly across its agents).",
-	}, []string{"agent", "chain_id"})
 	m.walrusAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_walrus_requests_total",
 		Help: "HTTP requests to Walrus publishers and aggregators by operation and outcome (ok, retry, error).",
@@ -219,7 +215,7 @@ func newMetrics() *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.agentReady, m.brainBytes, m.brainFiles, m.snapshotLast, m.snapshotSize, m.snapshots,
 		m.uploadedBytes, m.stageDuration, m.failures, m.publishLast, m.publishes,
-		m.gasUsed, m.walrusAttempts, m.receiptsIngested, m.restores,
+		m.walrusAttempts, m.receiptsIngested, m.restores,
 	)
 	return m
 }

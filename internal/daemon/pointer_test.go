@@ -1,6 +1,6 @@
 package daemon
 
-// Daemon-level tests of the ENS pointer's life (issue 11): a rollback is
+// Daemon-level tests of the ENS pointer's life: a rollback is
 // republished, a stale pointer is repaired by the read-back, another
 // writer holds publishing visibly until an operator resolves it, a state
 // save that fails is retried — each also across a restart. They run on the
@@ -30,6 +30,7 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/pointertest"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // recorder is a slog.Handler that keeps every record, flattened to
@@ -112,12 +113,7 @@ func (w *world) config(mod func(c *config.Config)) *config.Config {
 // startWith runs a daemon on cfg, logging to log.
 func (w *world) startWith(cfg *config.Config, log *slog.Logger) *Daemon {
 	w.t.Helper()
-	svc, err := compose.Build(w.t.Context(), cfg, log, compose.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(svc.Close)
-	d, err := New(cfg, svc, log)
+	d, err := New(w.t.Context(), cfg, log, compose.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -148,7 +144,7 @@ func publishedNew(t *testing.T, d *Daemon, id, prev string) string {
 	t.Helper()
 	a, _ := d.Agent(id)
 	var blob string
-	eventually(t, id+" to publish a new snapshot of its brain", func() bool {
+	wait.For(t, id+" to publish a new snapshot of its brain", func() bool {
 		s := a.Status()
 		if s.Last == nil || s.Last.BlobID == prev || s.Pending != nil || s.Published != s.Last.BlobID {
 			return false
@@ -213,7 +209,7 @@ func TestPointerRollback(t *testing.T) {
 		proxy.Refuse()
 		writeFile(t, filepath.Join(w.brain("alpha"), "notes/2.md"), "two\n", 0o644)
 		var third string
-		eventually(t, "a third snapshot pending, its write refused", func() bool {
+		wait.For(t, "a third snapshot pending, its write refused", func() bool {
 			s := a.Status()
 			if s.Last == nil || s.Last.BlobID == second || s.Pending == nil || s.Pending.Value != s.Last.BlobID || proxy.Counts().Refused == 0 {
 				return false
@@ -228,12 +224,12 @@ func TestPointerRollback(t *testing.T) {
 		// machine several may come before this point, and the wait for
 		// the next attempt outgrow a minute.
 		const retry = 5 * time.Minute
-		eventuallyWithin(t, retry, "the rollback to be seen", func() bool { return writes(d, "alpha", "rollback") >= 1 })
-		if a.Hold() != nil {
-			t.Fatalf("a rollback held publishing: %+v", a.Hold())
+		wait.Within(t, retry, "the rollback to be seen", func() bool { return writes(d, "alpha", "rollback") >= 1 })
+		if a.Head().Hold() != nil {
+			t.Fatalf("a rollback held publishing: %+v", a.Head().Hold())
 		}
 		proxy.Pass()
-		eventuallyWithin(t, retry, "the newest snapshot published over the rollback", func() bool {
+		wait.Within(t, retry, "the newest snapshot published over the rollback", func() bool {
 			s := a.Status()
 			return readPointer(t, w, name) == third && s.Pending == nil && s.Published == third
 		})
@@ -251,7 +247,7 @@ func TestPointerRollback(t *testing.T) {
 		// for the restart below.
 		proxy.Refuse()
 		writeFile(t, filepath.Join(w.brain("alpha"), "notes/3.md"), "three\n", 0o644)
-		eventually(t, "a fourth snapshot pending", func() bool {
+		wait.For(t, "a fourth snapshot pending", func() bool {
 			s := a.Status()
 			if s.Last == nil || s.Last.BlobID == third || s.Pending == nil || s.Pending.Value != s.Last.BlobID {
 				return false
@@ -271,15 +267,15 @@ func TestPointerRollback(t *testing.T) {
 		rec := newRecorder(t)
 		d := w.startWith(cfg, rec.logger())
 		a, _ := d.Agent("alpha")
-		eventually(t, "the pending snapshot published over the rollback", func() bool {
+		wait.For(t, "the pending snapshot published over the rollback", func() bool {
 			s := a.Status()
 			return readPointer(t, w, name) == fourth && s.Pending == nil && s.Published == fourth
 		})
 		if writes(d, "alpha", "rollback") < 1 || rec.count(slog.LevelWarn, "went back to an older snapshot", "agent", "alpha") == 0 {
 			t.Error("the rollback was not counted and logged")
 		}
-		if a.Hold() != nil {
-			t.Errorf("held: %+v", a.Hold())
+		if a.Head().Hold() != nil {
+			t.Errorf("held: %+v", a.Head().Hold())
 		}
 		stop(t, d)
 		st, err := state.LoadAgent(state.AgentPath(cfg.StateDir, "alpha"))
@@ -311,7 +307,7 @@ func TestPointerStaleRepaired(t *testing.T) {
 		t.Helper()
 		a, _ := d.Agent("alpha")
 		start := time.Now()
-		eventually(t, "the stale pointer to be repaired", func() bool {
+		wait.For(t, "the stale pointer to be repaired", func() bool {
 			s := a.Status()
 			return readPointer(t, w, name) == second && s.Pending == nil && s.Published == second
 		})
@@ -319,8 +315,8 @@ func TestPointerStaleRepaired(t *testing.T) {
 		if checks(d, "alpha", "rollback") < 1 || rec.count(slog.LevelWarn, "went back to an older snapshot", "agent", "alpha") == 0 {
 			t.Error("the repair was not counted and logged")
 		}
-		if a.Hold() != nil {
-			t.Errorf("held: %+v", a.Hold())
+		if a.Head().Hold() != nil {
+			t.Errorf("held: %+v", a.Head().Hold())
 		}
 	}
 	// Nothing is pending before each rollback, so only the periodic check
@@ -337,7 +333,7 @@ func TestPointerStaleRepaired(t *testing.T) {
 	t.Run("while running", func(t *testing.T) {
 		t.Cleanup(func() { stop(t, d) }) // also when the subtest fails
 		a, _ := d.Agent("alpha")
-		if _, ok := a.Pending(); ok {
+		if _, ok := a.Head().Pending(); ok {
 			t.Fatal("something is pending")
 		}
 		setPointer(t, owner, name, first, second)
@@ -432,8 +428,8 @@ func TestPointerForeignWriter(t *testing.T) {
 	setPointer(t, other, name, fork, first)
 
 	a, _ := d.Agent("alpha")
-	eventually(t, "alpha to be held", func() bool { return a.Hold() != nil })
-	if h := a.Hold(); h.Value != fork || !strings.Contains(h.Reason, "hermesd pointer adopt alpha") || !strings.Contains(h.Reason, "hermesd pointer override alpha") {
+	wait.For(t, "alpha to be held", func() bool { return a.Head().Hold() != nil })
+	if h := a.Head().Hold(); h.Value != fork || !strings.Contains(h.Reason, "hermesd pointer adopt alpha") || !strings.Contains(h.Reason, "hermesd pointer override alpha") {
 		t.Fatalf("hold: %+v", h)
 	}
 	visible := func(t *testing.T, d *Daemon, readiness string) {
@@ -470,7 +466,7 @@ func TestPointerForeignWriter(t *testing.T) {
 	writeFile(t, filepath.Join(w.brain("beta"), "notes/b.md"), "b\n", 0o644)
 	publishedNew(t, d, "beta", betaBlob)
 	writeFile(t, filepath.Join(w.brain("alpha"), "notes/mine.md"), "mine\n", 0o644)
-	eventually(t, "alpha to snapshot while held", func() bool {
+	wait.For(t, "alpha to snapshot while held", func() bool {
 		s := a.Status()
 		return s.Last != nil && s.Last.BlobID != first && s.Pending != nil
 	})
@@ -482,14 +478,14 @@ func TestPointerForeignWriter(t *testing.T) {
 	cfg.HTTP.Readiness = "any"
 	d = w.startWith(cfg, testLogger(t))
 	a, _ = d.Agent("alpha")
-	eventually(t, "alpha ready after the restart", a.Ready)
-	if h := a.Hold(); h == nil || h.Value != fork {
+	wait.For(t, "alpha ready after the restart", a.Ready)
+	if h := a.Head().Hold(); h == nil || h.Value != fork {
 		t.Fatalf("the hold did not survive the restart: %+v", h)
 	}
 	// With readiness any, beta (not held) is what makes the daemon ready:
 	// wait until it has restored and is watched.
 	b, _ := d.Agent("beta")
-	eventually(t, "beta ready after the restart", b.Ready)
+	wait.For(t, "beta ready after the restart", b.Ready)
 	visible(t, d, "any")
 
 	t.Run("adopt", func(t *testing.T) {
@@ -522,12 +518,12 @@ func TestPointerForeignWriter(t *testing.T) {
 		cur := readPointer(t, w, name)
 		fork2 := pointertest.Fork(t, w.dn.Config, "alpha", map[string]string{"system.md": "I am another fork.\n"})
 		setPointer(t, other, name, fork2, cur)
-		eventually(t, "alpha to be held again", func() bool { h := a.Hold(); return h != nil && h.Value == fork2 })
+		wait.For(t, "alpha to be held again", func() bool { h := a.Head().Hold(); return h != nil && h.Value == fork2 })
 		code, out := httpPost(t, d, token, "/v1/agents/alpha/pointer/override")
 		if code != http.StatusOK {
 			t.Fatalf("override: %d %v", code, out)
 		}
-		eventually(t, "ours to be published over the other writer's", func() bool {
+		wait.For(t, "ours to be published over the other writer's", func() bool {
 			s := a.Status()
 			return s.Hold == nil && s.Pending == nil && s.Published == cur && readPointer(t, w, name) == cur
 		})
@@ -599,7 +595,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 	block(t)
 	writeFile(t, filepath.Join(w.brain("alpha"), "notes/1.md"), "one\n", 0o644)
 	var second string
-	eventually(t, "the second snapshot published with the state unsaved", func() bool {
+	wait.For(t, "the second snapshot published with the state unsaved", func() bool {
 		s := a.Status()
 		if s.Last == nil || s.Last.BlobID == first || readPointer(t, w, name) != s.Last.BlobID {
 			return false
@@ -610,19 +606,26 @@ func TestPointerStateSaveFails(t *testing.T) {
 	if s := a.Status(); !s.Unsaved || s.Hold != nil {
 		t.Fatalf("status: unsaved %v hold %+v", s.Unsaved, s.Hold)
 	}
-	if code, rz := getReadyz(t, d); code != http.StatusServiceUnavailable || !strings.Contains(rz.Agents[0].Reason, "save agent state") {
-		t.Errorf("readyz while unsaved: %d %+v", code, rz)
-	}
+	// Readiness says the state is not saved: at first from the unsaved
+	// state, then, once the sync that failed to save has reported, with
+	// the error of that save.
+	wait.For(t, "readyz to name the failed save", func() bool {
+		code, rz := getReadyz(t, d)
+		if code != http.StatusServiceUnavailable || !strings.Contains(rz.Agents[0].Reason, "not saved yet") && !strings.Contains(rz.Agents[0].Reason, "save agent state") {
+			t.Fatalf("readyz while unsaved: %d %+v", code, rz)
+		}
+		return strings.Contains(rz.Agents[0].Reason, "save agent state")
+	})
 	if err := os.RemoveAll(sf); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the state to be saved", func() bool { return !a.Dirty() })
+	wait.For(t, "the state to be saved", func() bool { return !a.Dirty() })
 	st, err := state.LoadAgent(dir)
 	if err != nil || st.Last == nil || st.Last.BlobID != second || st.Published != second || st.Pending != nil || st.Hold != nil {
 		t.Fatalf("saved state: %+v %v", st, err)
 	}
 	// The failed sync is retried (with backoff) and clears the error.
-	eventually(t, "readyz to say ready", func() bool { code, _ := getReadyz(t, d); return code == http.StatusOK })
+	wait.For(t, "readyz to say ready", func() bool { code, _ := getReadyz(t, d); return code == http.StatusOK })
 
 	t.Run("only the save after the publish fails", func(t *testing.T) {
 		// The snapshot is saved as pending while the chain refuses
@@ -632,7 +635,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 		proxy.Refuse()
 		writeFile(t, filepath.Join(w.brain("alpha"), "notes/2.md"), "two\n", 0o644)
 		var pending string
-		eventually(t, "a pending snapshot saved", func() bool {
+		wait.For(t, "a pending snapshot saved", func() bool {
 			st, err := state.LoadAgent(dir)
 			if err != nil || st.Pending == nil || st.Last == nil || st.Last.BlobID == second || proxy.Counts().Refused == 0 {
 				return false
@@ -642,7 +645,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 		})
 		block(t)
 		proxy.Pass()
-		eventually(t, "the pointer published with the state unsaved", func() bool {
+		wait.For(t, "the pointer published with the state unsaved", func() bool {
 			s := a.Status()
 			return readPointer(t, w, name) == pending && s.Published == pending && s.Pending == nil && s.Unsaved
 		})
@@ -652,7 +655,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 		if err := os.RemoveAll(sf); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the state to be saved", func() bool { return !a.Dirty() })
+		wait.For(t, "the state to be saved", func() bool { return !a.Dirty() })
 		st, err := state.LoadAgent(dir)
 		if err != nil || st.Published != pending || st.Pending != nil {
 			t.Fatalf("saved state: %+v %v", st, err)
@@ -664,7 +667,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 		old := block(t)
 		writeFile(t, filepath.Join(w.brain("alpha"), "notes/3.md"), "three\n", 0o644)
 		var third string
-		eventually(t, "the third snapshot published with the state unsaved", func() bool {
+		wait.For(t, "the third snapshot published with the state unsaved", func() bool {
 			s := a.Status()
 			if s.Last == nil || s.Last.BlobID == second || readPointer(t, w, name) != s.Last.BlobID {
 				return false
@@ -693,7 +696,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 
 		d := w.startWith(cfg, testLogger(t))
 		a, _ := d.Agent("alpha")
-		eventually(t, "the restarted daemon to recognise its own snapshot", func() bool {
+		wait.For(t, "the restarted daemon to recognise its own snapshot", func() bool {
 			s := a.Status()
 			return a.Ready() && s.Last != nil && s.Last.BlobID == third && s.Published == third && s.Pending == nil && !s.Unsaved
 		})
@@ -706,7 +709,7 @@ func TestPointerStateSaveFails(t *testing.T) {
 		if now, err := w.dn.Chain.Client().BlockNumber(t.Context()); err != nil || now != head {
 			t.Errorf("a transaction was sent (head %d -> %d, %v)", head, now, err)
 		}
-		if a.Hold() != nil || writes(d, "alpha", "rollback") != 0 || checks(d, "alpha", "rollback") != 0 {
+		if a.Head().Hold() != nil || writes(d, "alpha", "rollback") != 0 || checks(d, "alpha", "rollback") != 0 {
 			t.Errorf("treated as a rollback or held: %+v", a.Status())
 		}
 		stop(t, d)

@@ -12,6 +12,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // The prober wakes waiting agents when Walrus answers again after failing
@@ -20,16 +21,17 @@ func TestProberBroadcastsRecovery(t *testing.T) {
 	t.Parallel()
 	var down, failing atomic.Bool
 	var pings atomic.Int64
-	p := newProber(func(context.Context) error {
+	p := newProber(slog.New(slog.DiscardHandler))
+	ping := func(context.Context) error {
 		pings.Add(1)
 		if down.Load() {
 			return errors.New("connection refused")
 		}
 		return nil
-	}, slog.New(slog.DiscardHandler))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.run(ctx, failing.Load) }()
+	go func() { defer close(done); p.run(ctx, ping, failing.Load) }()
 	defer func() { cancel(); <-done }()
 
 	woken := p.recovered()
@@ -68,7 +70,7 @@ func TestProberBroadcastsRecovery(t *testing.T) {
 // TestWalrusOutageRecoveryIsProbed: a snapshot whose upload fails while
 // Walrus is down (the server gone: connection refused) is uploaded soon
 // after Walrus comes back, not at the end of the Walrus retry's backoff
-// (issue 28 item 7: after a 120 s outage the backoff had grown to 50 s).
+// (after a 120 s outage the backoff alone would wait up to 50 s).
 // The retry backs off for at least walrus.retry_wait_min = 20 s; the
 // prober, which probes every probeInterval while a Walrus request is being
 // retried, ends that wait when Walrus answers: the upload comes within a
@@ -85,7 +87,7 @@ func TestWalrusOutageRecoveryIsProbed(t *testing.T) {
 	rec := newRecorder(t)
 	d := w.startWith(cfg, rec.logger())
 	a, _ := d.Agent("alpha")
-	eventually(t, "the first snapshot", func() bool { s := a.Status(); return s.Last != nil && s.UnsavedSince.IsZero() })
+	wait.For(t, "the first snapshot", func() bool { s := a.Status(); return s.Last != nil && s.UnsavedSince.IsZero() })
 	first := a.Status().Last.BlobID
 
 	addr := w.dn.Walrus.Addr()
@@ -93,7 +95,7 @@ func TestWalrusOutageRecoveryIsProbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(w.brain("alpha"), "skills/during-outage.md"), "x\n", 0o644)
-	eventually(t, "the prober to see Walrus down", func() bool {
+	wait.For(t, "the prober to see Walrus down", func() bool {
 		return rec.count(slog.LevelWarn, "walrus does not answer") > 0
 	})
 	if s := a.Status(); s.Last.BlobID != first || s.UnsavedSince.IsZero() {
@@ -110,7 +112,7 @@ func TestWalrusOutageRecoveryIsProbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.dn.Walrus = srv // the devnet closes it
-	eventually(t, "the change to be uploaded", func() bool {
+	wait.For(t, "the change to be uploaded", func() bool {
 		s := a.Status()
 		return s.Last.BlobID != first && s.UnsavedSince.IsZero()
 	})

@@ -24,6 +24,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -38,12 +39,7 @@ func (w *world) startBatching(edit func(c *config.Config)) *Daemon {
 		edit(&cfg)
 	}
 	log := testLogger(w.t)
-	svc, err := compose.Build(w.t.Context(), &cfg, log, compose.Options{Batch: true})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(svc.Close)
-	d, err := New(&cfg, svc, log)
+	d, err := New(w.t.Context(), &cfg, log, compose.Options{Batch: true})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -55,7 +51,7 @@ func (w *world) startBatching(edit func(c *config.Config)) *Daemon {
 // flushWhen stores the open quilt batch once n packs wait in it.
 func flushWhen(t *testing.T, d *Daemon, n int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d packs waiting for their quilt", n), func() bool { return d.svc.Quilts.Pending() >= n })
+	wait.For(t, fmt.Sprintf("%d packs waiting for their quilt", n), func() bool { return d.svc.Quilts.Pending() >= n })
 	d.svc.Quilts.Flush()
 }
 
@@ -63,7 +59,7 @@ func flushWhen(t *testing.T, d *Daemon, n int) {
 // storing batches as they fill.
 func settleAll(t *testing.T, d *Daemon) {
 	t.Helper()
-	eventually(t, "every agent published", func() bool {
+	wait.For(t, "every agent published", func() bool {
 		if d.svc.Quilts.Pending() > 0 {
 			d.svc.Quilts.Flush()
 		}
@@ -179,13 +175,13 @@ func TestWalrusPublisherOutageDuringBatch(t *testing.T) {
 		writeFile(t, filepath.Join(w.brain(a.ID), "skills/during-outage.md"), a.ID+" changed\n", 0o644)
 	}
 	waiting := len(agents)
-	eventually(t, "the changes to wait in a batch", func() bool { return d.svc.Quilts.Pending() == waiting })
+	wait.For(t, "the changes to wait in a batch", func() bool { return d.svc.Quilts.Pending() == waiting })
 	w.dn.Walrus.SetFaults(localwalrus.Faults{Rate: 1, Target: localwalrus.RoutePublisher,
 		Kinds: []localwalrus.Fault{{Kind: localwalrus.FaultStatus, Status: 503}}})
 	d.svc.Quilts.Flush()
 	for _, a := range agents {
 		ag, _ := d.Agent(a.ID)
-		eventually(t, a.ID+" to fail its sync", ag.Failing)
+		wait.For(t, a.ID+" to fail its sync", ag.Failing)
 		s := ag.Status()
 		if s.Last.BlobID != before[a.ID] || s.Pending != nil || s.UnsavedSince.IsZero() {
 			t.Errorf("%s during the outage: last %s, pending %+v", a.ID, s.Last.BlobID, s.Pending)
@@ -286,7 +282,7 @@ func TestHostileQuiltAnswersRefused(t *testing.T) {
 		hw.mode.Store(mode)
 		hits := hw.hits.Load()
 		writeFile(t, filepath.Join(w.brain("q0"), "skills/hostile.md"), fmt.Sprintf("change %d\n", i), 0o644)
-		eventually(t, mode+": the sync to fail", func() bool {
+		wait.For(t, mode+": the sync to fail", func() bool {
 			if d.svc.Quilts.Pending() > 0 {
 				d.svc.Quilts.Flush()
 			}

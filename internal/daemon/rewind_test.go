@@ -22,6 +22,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // switchProxy is a JSON-RPC endpoint in front of a chain that a test can
@@ -89,12 +90,11 @@ func copyDir(t *testing.T, from, to string) {
 // older copy of its chain — without an outage the daemon could notice —
 // whose record names an older snapshot of the agent and whose signer is
 // two nonces behind. With the defaults check_interval 5m and tx_timeout
-// 5m, the rewound head is seen by the head watch (issue 28 item 5: the
-// pointer stayed stale until the next read-back, readiness green), the
-// rollback is repaired, and the repair is mined within seconds of the
-// rollback being seen: the nonce is read from the chain again rather than
-// sent from the counter, whose transaction would wait out tx_timeout
-// (item 4).
+// 5m, the rewound head is seen by the head watch (not only at the next
+// read-back, with readiness green meanwhile), the rollback is repaired,
+// and the repair is mined within seconds of the rollback being seen: the
+// nonce is read from the chain again rather than sent from the counter,
+// whose transaction would wait out tx_timeout.
 func TestChainRestoredOlder(t *testing.T) {
 	t.Parallel()
 	chainDir := filepath.Join(t.TempDir(), "chain")
@@ -146,10 +146,9 @@ func TestChainRestoredOlder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the publisher to know the chain's height", func() bool {
-		d.pub.mu.Lock()
-		defer d.pub.mu.Unlock()
-		return max(d.pub.seen.Number, d.pub.mined) >= headA
+	wait.For(t, "the publisher to know the chain's height", func() bool {
+		seen, mined := d.pub.Watched()
+		return max(seen.Number, mined) >= headA
 	})
 
 	// The node now serves the older copy of its chain.
@@ -165,7 +164,7 @@ func TestChainRestoredOlder(t *testing.T) {
 	switched := time.Now()
 	proxy.point(t, chainB.URL())
 
-	eventuallyWithin(t, 2*time.Minute, "the newest snapshot on the older chain", func() bool {
+	wait.Within(t, 2*time.Minute, "the newest snapshot on the older chain", func() bool {
 		v, err := onB.Read(t.Context(), "alpha.hermes.eth")
 		return err == nil && v == blob
 	})
@@ -188,7 +187,7 @@ func TestChainRestoredOlder(t *testing.T) {
 	// Within the deadline above, far below check_interval and tx_timeout.
 	t.Logf("the rollback repaired %v after the node served the older chain (check_interval %v, tx_timeout %v, head_interval %v)",
 		repaired.Round(time.Millisecond), cfg.Chain.CheckInterval, cfg.Chain.TxTimeout, cfg.Chain.HeadInterval)
-	eventually(t, "the daemon to publish over the rollback", func() bool {
+	wait.For(t, "the daemon to publish over the rollback", func() bool {
 		s := a.Status()
 		return s.Pending == nil && s.Published == blob
 	})
@@ -198,10 +197,9 @@ func TestChainRestoredOlder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the head watch to see the repaired chain", func() bool {
-		d.pub.mu.Lock()
-		defer d.pub.mu.Unlock()
-		return d.pub.seen.Number >= headB
+	wait.For(t, "the head watch to see the repaired chain", func() bool {
+		seen, _ := d.pub.Watched()
+		return seen.Number >= headB
 	})
 	if n := testutil.ToFloat64(d.metrics.headRewinds); n != 1 {
 		t.Errorf("%v rewinds counted, want 1", n)
@@ -215,7 +213,7 @@ func TestChainRestoredOlder(t *testing.T) {
 // pointer is not known to be what the chain holds: once no read-back
 // succeeded for longer than check_interval, status, /v1/status and
 // /readyz say "unverified since" and hermesd_pointer_check_age_seconds
-// grows — readiness stays 200 (README, Health and metrics: the chain's
+// grows — readiness stays 200 (docs/operations.md#series-to-alert-on: the chain's
 // view is a fact with an age to alert on, not this machine failing its
 // job) — and it clears when a read-back succeeds again.
 func TestPointerUnverifiedSince(t *testing.T) {
@@ -238,7 +236,7 @@ func TestPointerUnverifiedSince(t *testing.T) {
 	gone.Close() // nothing listens there any more
 	proxy.point(t, gone.URL)
 	var st agent.Status
-	eventually(t, "the pointer to be unverified", func() bool {
+	wait.For(t, "the pointer to be unverified", func() bool {
 		st = statusOf(t, d, "alpha")
 		return st.PointerUnverified != ""
 	})
@@ -253,7 +251,7 @@ func TestPointerUnverifiedSince(t *testing.T) {
 	}
 
 	proxy.point(t, w.dn.Chain.URL())
-	eventually(t, "the pointer to be verified again", func() bool {
+	wait.For(t, "the pointer to be verified again", func() bool {
 		return statusOf(t, d, "alpha").PointerUnverified == ""
 	})
 	if after := statusOf(t, d, "alpha").PointerCheckedAt; !after.After(st.PointerCheckedAt) {

@@ -18,7 +18,7 @@ type spendCollector struct {
 	l      *ledger.Ledger
 	agents []string
 
-	stores, encoded, encodedEpochs, frost, suiTx, naiveEpochs, chainTx, feeWei *prometheus.Desc
+	stores, encoded, encodedEpochs, frost, suiTx, naiveEpochs, chainTx, gas, feeWei *prometheus.Desc
 }
 
 func newSpendCollector(l *ledger.Ledger, agents []string) *spendCollector {
@@ -40,6 +40,9 @@ func newSpendCollector(l *ledger.Ledger, agents []string) *spendCollector {
 			"Encoded bytes times epochs the same snapshots would take as one whole-brain blob each (the naive way).", a, nil),
 		chainTx: prometheus.NewDesc("hermesd_chain_transactions_total",
 			"Pointer transactions mined, by chain id (a multicall of n agents counts 1/n for each).", []string{"agent", "chain_id"}, nil),
+		gas: prometheus.NewDesc("hermesd_gas_used_total",
+			"Gas used by pointer transactions, by the chain they were mined on (a multicall's gas is split evenly across its agents).",
+			[]string{"agent", "chain_id"}, nil),
 		feeWei: prometheus.NewDesc("hermesd_gas_fee_wei_total",
 			"Gas used times effective gas price of pointer transactions, in wei, by chain id (a multicall's split across its agents).",
 			[]string{"agent", "chain_id"}, nil),
@@ -47,7 +50,7 @@ func newSpendCollector(l *ledger.Ledger, agents []string) *spendCollector {
 }
 
 func (c *spendCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.stores, c.encoded, c.encodedEpochs, c.frost, c.suiTx, c.naiveEpochs, c.chainTx, c.feeWei} {
+	for _, d := range []*prometheus.Desc{c.stores, c.encoded, c.encodedEpochs, c.frost, c.suiTx, c.naiveEpochs, c.chainTx, c.gas, c.feeWei} {
 		ch <- d
 	}
 }
@@ -69,6 +72,7 @@ func (c *spendCollector) Collect(ch chan<- prometheus.Metric) {
 		for chain, s := range t.Chains {
 			cid := strconv.FormatUint(chain, 10)
 			counter(c.chainTx, s.Transactions, id, cid)
+			counter(c.gas, float64(s.Gas), id, cid)
 			fee := 0.0
 			if s.FeeWei != nil {
 				fee, _ = new(big.Float).SetInt(s.FeeWei).Float64()

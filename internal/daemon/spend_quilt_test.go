@@ -24,6 +24,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ledger"
 	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -240,12 +241,12 @@ func TestSpendAccountedQuilts(t *testing.T) {
 	// snapshot fails and is retaken once the aggregator answers again.
 	rec.round.Store(3)
 	writeFile(t, filepath.Join(w.brain("q0"), "patterns/round3.md"), "discarded once\n", 0o644)
-	eventually(t, "q0's pack to wait", func() bool { return d.svc.Quilts.Pending() == 1 })
+	wait.For(t, "q0's pack to wait", func() bool { return d.svc.Quilts.Pending() == 1 })
 	w.dn.Walrus.SetFaults(localwalrus.Faults{Rate: 1, Target: localwalrus.RouteAggregator,
 		Kinds: []localwalrus.Fault{{Kind: localwalrus.FaultStatus, Status: http.StatusForbidden}}})
 	d.svc.Quilts.Flush()
 	q0, _ := d.Agent("q0")
-	eventually(t, "q0's read-back to fail", q0.Failing)
+	wait.For(t, "q0's read-back to fail", q0.Failing)
 	w.dn.Walrus.SetFaults(localwalrus.Faults{})
 	settleAll(t, d)
 	stores(t, w) // every answer the daemon saw has passed the recorder

@@ -19,6 +19,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ledger"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -100,7 +101,7 @@ func TestSpendAccounted(t *testing.T) {
 	first := published(t, d, "auditor")
 	writeFile(t, filepath.Join(w.brain("auditor"), "skills/new.md"), "a new skill\n", 0o644)
 	a, _ := d.Agent("auditor")
-	eventually(t, "the second snapshot published", func() bool {
+	wait.For(t, "the second snapshot published", func() bool {
 		s := a.Status()
 		return s.Last != nil && s.Last.BlobID != first && s.Published == s.Last.BlobID && s.Pending == nil
 	})
@@ -115,7 +116,7 @@ func TestSpendAccounted(t *testing.T) {
 	}
 	// The agent's share of a transaction is recorded just after its state.
 	var book ledger.Book
-	eventually(t, "the gas recorded", func() bool {
+	wait.For(t, "the gas recorded", func() bool {
 		book = d.ledger.Book("auditor")
 		c := book.Total.Chains[chainID]
 		return c != nil && c.Gas == gas

@@ -15,10 +15,11 @@ import (
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // sqliteDuration is how long each writer runs at least. The default keeps
-// CI quick; the acceptance run of issue 12 uses -sqlite.duration=2m.
+// CI quick; a soak run uses -sqlite.duration=2m or more.
 var sqliteDuration = flag.Duration("sqlite.duration", 10*time.Second, "how long the SQLite writer of TestLiveSQLiteBrain runs at least per journal mode")
 
 // The writer runs until the daemon has taken minSnapshots snapshots of
@@ -118,7 +119,7 @@ func TestLiveSQLiteBrain(t *testing.T) {
 				defer mu.Unlock()
 				return len(snaps)
 			}
-			eventuallyWithin(t, *sqliteDuration+snapshotsWithin, fmt.Sprintf("%d snapshots of the live database", minSnapshots), func() bool {
+			wait.Within(t, *sqliteDuration+snapshotsWithin, fmt.Sprintf("%d snapshots of the live database", minSnapshots), func() bool {
 				return taken() >= minSnapshots && time.Since(started) >= *sqliteDuration
 			})
 			if err := stopWriter.Close(); err != nil {

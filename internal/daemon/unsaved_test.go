@@ -11,13 +11,14 @@ import (
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/sqlite"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // TestUnwritableSpoolIsUnsaved: with the spool directory unwritable, a
 // change to a brain holding a SQLite database (whose consistent copy goes
 // to the spool before the brain is hashed) is reported unsaved — in
 // /v1/status and hermesd_unsaved_change_age_seconds, not only lastError
-// (issue 28 item 6) — and saved once the spool is back. A regular file
+// — and saved once the spool is back. A regular file
 // where the spool directory should be makes it unwritable for root too.
 func TestUnwritableSpoolIsUnsaved(t *testing.T) {
 	t.Parallel()
@@ -27,7 +28,7 @@ func TestUnwritableSpoolIsUnsaved(t *testing.T) {
 	writeFile(t, filepath.Join(brain, "memory.db"), sqlite.Magic+strings.Repeat("\x00", 4096-len(sqlite.Magic)), 0o644)
 	d := w.start()
 	a, _ := d.Agent("alpha")
-	eventually(t, "the first snapshot", func() bool {
+	wait.For(t, "the first snapshot", func() bool {
 		s := a.Status()
 		return s.Last != nil && s.UnsavedSince.IsZero() && s.LastError == ""
 	})
@@ -41,14 +42,14 @@ func TestUnwritableSpoolIsUnsaved(t *testing.T) {
 	writeFile(t, filepath.Join(brain, "memory.db"), sqlite.Magic+strings.Repeat("\x01", 4096-len(sqlite.Magic)), 0o644)
 
 	var st agent.Status
-	eventually(t, "the change to be reported unsaved", func() bool {
+	wait.For(t, "the change to be reported unsaved", func() bool {
 		st = statusOf(t, d, "alpha")
 		return st.LastError != "" && !st.UnsavedSince.IsZero()
 	})
 	if st.Last == nil || st.Last.BlobID != first {
 		t.Errorf("the last snapshot moved while the spool was unwritable: %+v", st.Last)
 	}
-	eventually(t, "hermesd_unsaved_change_age_seconds to count", func() bool {
+	wait.For(t, "hermesd_unsaved_change_age_seconds to count", func() bool {
 		return metricValue(t, getMetrics(t, d), `hermesd_unsaved_change_age_seconds{agent="alpha"}`) > 0
 	})
 	t.Logf("unsaved while the spool is unwritable: %s", st.LastError)
@@ -59,7 +60,7 @@ func TestUnwritableSpoolIsUnsaved(t *testing.T) {
 	if err := os.Mkdir(spool, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the change to be saved", func() bool {
+	wait.For(t, "the change to be saved", func() bool {
 		s := a.Status()
 		return s.Last != nil && s.Last.BlobID != first && s.UnsavedSince.IsZero() && s.LastError == ""
 	})

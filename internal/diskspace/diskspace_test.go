@@ -23,8 +23,8 @@ func TestCheck(t *testing.T) {
 
 // TestMargin: the margin follows the filesystem's size (5 %, at least
 // 1 MiB, at most 64 MiB), so a restore that fits a small filesystem is
-// taken (issue 28 item 8: a fixed 64 MiB refused a 3 MiB restore on a
-// 16 MiB filesystem forever), and the refusal states the rule.
+// taken (a fixed 64 MiB would refuse a 3 MiB restore on a 16 MiB
+// filesystem forever), and the refusal states the rule.
 func TestMargin(t *testing.T) {
 	const MiB, GiB = 1 << 20, 1 << 30
 	for _, tc := range []struct {

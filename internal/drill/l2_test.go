@@ -27,11 +27,11 @@ func TestDrillL2(t *testing.T) {
 	seedBrain(t, w.brain("scout"))
 
 	// The gateway catches up once the drill has found its write on the
-	// L2 not visible from L1 (the agent's state records it).
+	// L2 not visible from L1 (the agent's state records the read).
 	go func() {
 		dir := state.AgentPath(dn.Config.StateDir, "scout")
 		for t.Context().Err() == nil {
-			if st, err := state.LoadAgent(dir); err == nil && st.Pending != nil && st.Pending.Written != nil {
+			if st, err := state.LoadAgent(dir); err == nil && st.Pending != nil && st.Pending.Written != nil && st.Pending.Written.Reads > 0 {
 				dn.L2.Records.SetLag(0)
 				return
 			}

@@ -72,9 +72,8 @@ type UpdateResult struct {
 	TxHash common.Hash
 	// BlockNumber is the block of a mined transaction.
 	BlockNumber uint64
-	// GasShare is the transaction's gas used divided by BatchSize.
-	GasShare uint64
-	// BatchSize is the number of updates in the transaction.
+	// BatchSize is the number of updates in the transaction (how its gas
+	// is split among them is the caller's: internal/pointer).
 	BatchSize int
 	// ChainID is the chain of the update's record (0 when the client
 	// could not reach its node). TxGasUsed and EffectiveGasPrice are the
@@ -131,17 +130,14 @@ func (c *Client) WriteBatches(ctx context.Context, updates []Update, each func(U
 		reported[it.index] = true
 		r := UpdateResult{Index: it.index, Update: it.Update, Outcome: it.outcome, Err: it.err, ChainID: chainID}
 		if it.outcome == Conflict {
-			r.Actual = it.current
+			r.Actual = it.onChain
 		}
 		if tx != nil {
 			r.TxHash, r.BlockNumber, r.BatchSize = tx.TxHash, tx.BlockNumber, size
 			if tx.EffectiveGasPrice != nil {
 				r.EffectiveGasPrice = new(big.Int).Set(tx.EffectiveGasPrice)
 			}
-			if tx.GasUsed > 0 { // a reverted transaction costs gas too
-				r.GasShare = tx.GasUsed / uint64(size)
-				r.TxGasUsed = tx.GasUsed
-			}
+			r.TxGasUsed = tx.GasUsed // a reverted transaction costs gas too
 		}
 		if each != nil {
 			each(r)

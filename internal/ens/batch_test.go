@@ -70,7 +70,7 @@ func TestWriteBatchesSplitsByGas(t *testing.T) {
 	perTx := map[common.Hash][]int{}
 	var order []common.Hash
 	for i, r := range got {
-		if r.Outcome != Published || r.Err != nil || r.TxHash == (common.Hash{}) || r.GasShare == 0 || r.Update.Name != names[i] {
+		if r.Outcome != Published || r.Err != nil || r.TxHash == (common.Hash{}) || r.TxGasUsed == 0 || r.Update.Name != names[i] {
 			t.Fatalf("update %d: %+v", i, r)
 		}
 		if len(perTx[r.TxHash]) == 0 {
@@ -425,7 +425,9 @@ func BenchmarkWriteBatches(b *testing.B) {
 					if r.Outcome != Published {
 						b.Fatalf("%s: %s, %v", r.Update.Name, r.Outcome, r.Err)
 					}
-					gas += r.GasShare
+					if !hashes[r.TxHash] {
+						gas += r.TxGasUsed
+					}
 					hashes[r.TxHash] = true
 				})
 				if err != nil {

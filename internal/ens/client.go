@@ -451,20 +451,20 @@ func (c *Client) Resolve(ctx context.Context, name string) (Resolution, error) {
 		return Resolution{}, err
 	}
 	if c.records != (common.Address{}) {
-		return c.direct(ctx, norm)
+		return c.readRecordsContract(ctx, norm)
 	}
 	return c.res.Text(ctx, name, TextKey)
 }
 
-// current is the record's value as Resolve reads it ("" when the name has
-// no record), for a compare-and-set.
-func (c *Client) current(ctx context.Context, name string) (string, error) {
+// valueForWrite is the record's value as Resolve reads it ("" when the
+// name has no record), for a compare-and-set.
+func (c *Client) valueForWrite(ctx context.Context, name string) (string, error) {
 	var (
 		res Resolution
 		err error
 	)
 	if c.records != (common.Address{}) {
-		res, err = c.direct(ctx, name)
+		res, err = c.readRecordsContract(ctx, name)
 	} else {
 		res, err = c.res.Text(ctx, name, TextKey)
 	}
@@ -474,9 +474,9 @@ func (c *Client) current(ctx context.Context, name string) (string, error) {
 	return res.Value, nil
 }
 
-// direct reads text(node, agent-snapshot) of the normalised name from the
-// records contract.
-func (c *Client) direct(ctx context.Context, norm string) (Resolution, error) {
+// readRecordsContract reads text(node, agent-snapshot) of the normalised
+// name from the records contract (not through L1 resolution).
+func (c *Client) readRecordsContract(ctx context.Context, norm string) (Resolution, error) {
 	res := Resolution{Name: norm, Node: nameHash(norm), Key: TextKey, Resolver: c.records, Via: PathRecords}
 	data, err := resolverABI.Pack("text", res.Node, TextKey)
 	if err != nil {

@@ -556,7 +556,7 @@ func bigOne() *big.Int { return big.NewInt(1) }
 // chain is below (the client's counter ran ahead: the chain went back
 // under it) waits for nonces that never come; the client notices in
 // seconds, not at TxTimeout, fails it as ErrTxDropped (retryable), and the
-// next write takes its nonce from the chain (issue 28 item 4). So does
+// next write takes its nonce from the chain. So does
 // ResyncNonce, before anything is sent.
 func TestGappedTransactionIsDropped(t *testing.T) {
 	e := newEnv(t, "agent.eth")

@@ -62,8 +62,8 @@ func TestRecordsClientWrites(t *testing.T) {
 		if r.Outcome != Published || r.BatchSize != 2 || r.TxHash != got[0].TxHash {
 			t.Fatalf("%+v: want both published in one multicall", r)
 		}
-		if r.ChainID != e.chain.ChainID().Uint64() || r.EffectiveGasPrice == nil || r.EffectiveGasPrice.Sign() <= 0 || r.GasShare == 0 {
-			t.Errorf("%s: receipt not reported: chain %d, price %v, gas %d", r.Update.Name, r.ChainID, r.EffectiveGasPrice, r.GasShare)
+		if r.ChainID != e.chain.ChainID().Uint64() || r.EffectiveGasPrice == nil || r.EffectiveGasPrice.Sign() <= 0 || r.TxGasUsed == 0 {
+			t.Errorf("%s: receipt not reported: chain %d, price %v, gas %d", r.Update.Name, r.ChainID, r.EffectiveGasPrice, r.TxGasUsed)
 		}
 	}
 	res, err := rc.Resolve(ctx, "scout.l2.eth")

@@ -137,8 +137,8 @@ type pendingWrite struct {
 	Update    // Name normalised
 	index     int
 	rec       Record
-	current   string
-	authKnown bool // owner or explicitly authorised
+	onChain   string // the record's value at the last check
+	authKnown bool   // owner or explicitly authorised
 	outcome   Outcome
 	err       error
 }
@@ -159,13 +159,13 @@ func (it *pendingWrite) failed(err error) error {
 // compare settles the item by the record's current value: Unchanged when it
 // holds the new value, Conflict when it holds anything but the expected
 // one.
-func (it *pendingWrite) compare(current string) {
-	it.current = current
+func (it *pendingWrite) compare(onChain string) {
+	it.onChain = onChain
 	switch {
-	case current == it.Value:
+	case onChain == it.Value:
 		it.settle(Unchanged, nil)
-	case current != it.Expected:
-		it.settle(Conflict, &ConflictError{Name: it.Name, Expected: it.Expected, Actual: current})
+	case onChain != it.Expected:
+		it.settle(Conflict, &ConflictError{Name: it.Name, Expected: it.Expected, Actual: onChain})
 	}
 }
 
@@ -225,7 +225,7 @@ func (c *Client) check(ctx context.Context, items []*pendingWrite) error {
 // which keeps the compare-and-set window of a long run to one batch.
 func (c *Client) recheck(ctx context.Context, items []*pendingWrite) error {
 	return forEach(ctx, items, func(ctx context.Context, it *pendingWrite) error {
-		v, err := c.current(ctx, it.Name)
+		v, err := c.valueForWrite(ctx, it.Name)
 		if err != nil {
 			return it.failed(err)
 		}
@@ -262,7 +262,7 @@ func (c *Client) inspect(ctx context.Context, it *pendingWrite) error {
 		it.settle(NotFound, fmt.Errorf("%w for %s (owned by %s): set a resolver first", ErrNoResolver, rec.Name, rec.Owner))
 		return nil
 	}
-	v, err := c.current(ctx, it.Name)
+	v, err := c.valueForWrite(ctx, it.Name)
 	if err != nil {
 		return it.failed(err)
 	}
@@ -295,7 +295,7 @@ func (c *Client) inspect(ctx context.Context, it *pendingWrite) error {
 // decides.
 func (c *Client) inspectRecords(ctx context.Context, it *pendingWrite) error {
 	it.rec = Record{Name: it.Name, Node: nameHash(it.Name), Resolver: c.records}
-	v, err := c.current(ctx, it.Name)
+	v, err := c.valueForWrite(ctx, it.Name)
 	if err != nil {
 		return it.failed(err)
 	}

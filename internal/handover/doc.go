@@ -1,6 +1,6 @@
 // Package handover is the file a seller gives the buyer of an agent
-// (issue 15; ERC-7857's "transfer re-encrypts the state for the
-// receiver"): one JSON document naming the agent, its ENS name and token,
+// (ERC-7857's "transfer re-encrypts the state for the receiver"): one
+// JSON document naming the agent, its ENS name and token,
 // the head snapshot the buyer restores and its bundle hash, and the
 // agent's own v3 key (docs/format-v3.md §2) — never the seller's master
 // key, so the seller's other agents stay unreadable.

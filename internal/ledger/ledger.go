@@ -120,8 +120,8 @@ func Snapshot(blobBytes, epochs uint64, shards int) Spend {
 	}
 	units := walruscost.Units(enc)
 	return Spend{Snapshots: 1, Naive: Naive{
-		Bytes: blobBytes, EncodedBytes: enc, EncodedByteEpochs: mul(enc, epochs),
-		Units: units, UnitEpochs: mul(units, epochs),
+		Bytes: blobBytes, EncodedBytes: enc, EncodedByteEpochs: walruscost.ForEpochs(enc, epochs),
+		Units: units, UnitEpochs: walruscost.ForEpochs(units, epochs),
 	}}
 }
 
@@ -421,11 +421,4 @@ func add(a, b uint64) uint64 {
 		return s
 	}
 	return math.MaxUint64
-}
-
-func mul(a, b uint64) uint64 {
-	if a != 0 && b > math.MaxUint64/a {
-		return math.MaxUint64
-	}
-	return a * b
 }

@@ -105,11 +105,13 @@ func Fork(t testing.TB, cfg *config.Config, id string, files map[string]string) 
 }
 
 // ChainProxy stands between a client and the chain's JSON-RPC. Reads
-// always pass; a request that sends a transaction (eth_sendRawTransaction)
-// is treated as the proxy's mode says when it arrives: passed, refused
-// with 503 (a node that takes no writes), delayed, or held until the mode
-// changes (a chain that takes transactions but mines nothing). A held
-// request whose sender gives up is dropped, never forwarded.
+// pass unless the proxy hangs; a request that sends a transaction
+// (eth_sendRawTransaction) is treated as the proxy's mode says when it
+// arrives: passed, refused with 503 (a node that takes no writes),
+// delayed, or held until the mode changes (a chain that takes
+// transactions but mines nothing). Hang holds every request, reads too
+// (a node that accepts connections and never answers). A held request
+// whose sender gives up is dropped, never forwarded.
 type ChainProxy struct {
 	URL string
 
@@ -131,6 +133,7 @@ const (
 	refuse
 	delay
 	hold
+	hang
 )
 
 // Counts are the transactions a ChainProxy saw since it started.
@@ -139,6 +142,7 @@ type Counts struct {
 	Held    int // waited for the mode to change
 	Dropped int // given up by their sender while held or delayed
 	Sent    int // forwarded to the chain
+	Hung    int // requests (of any kind) held while the proxy hung
 }
 
 // NewChainProxy starts a proxy to rpcURL, passing everything; it stops
@@ -160,6 +164,9 @@ func NewChainProxy(t testing.TB, rpcURL string) *ChainProxy {
 			return
 		}
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		if !p.hangs(w, r) {
+			return
+		}
 		if bytes.Contains(body, []byte("eth_sendRawTransaction")) {
 			p.mu.Lock()
 			f := p.onSend
@@ -230,6 +237,33 @@ func (p *ChainProxy) gate(w http.ResponseWriter, r *http.Request) bool {
 	}
 }
 
+// hangs holds a request while the proxy hangs; it reports whether to go
+// on with it (having answered it otherwise).
+func (p *ChainProxy) hangs(w http.ResponseWriter, r *http.Request) bool {
+	counted := false
+	for {
+		p.mu.Lock()
+		m, changed := p.mode, p.changed
+		if m == hang && !counted {
+			p.counts.Hung++
+			counted = true
+		}
+		p.mu.Unlock()
+		if m != hang {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-r.Context().Done():
+			p.dropped()
+			return false
+		case <-p.closed:
+			http.Error(w, "chain unavailable", http.StatusServiceUnavailable)
+			return false
+		}
+	}
+}
+
 func (p *ChainProxy) dropped() {
 	p.mu.Lock()
 	p.counts.Dropped++
@@ -264,6 +298,10 @@ func (p *ChainProxy) Delay(d time.Duration) { p.set(delay, d) }
 // Hold keeps transactions waiting until the mode changes or their sender
 // gives up (a chain that stopped mining).
 func (p *ChainProxy) Hold() { p.set(hold, 0) }
+
+// Hang holds every request, reads included, until the mode changes or
+// the sender gives up: a node that takes connections and never answers.
+func (p *ChainProxy) Hang() { p.set(hang, 0) }
 
 // Counts returns what the proxy did so far.
 func (p *ChainProxy) Counts() Counts {

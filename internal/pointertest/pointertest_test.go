@@ -8,10 +8,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
-// TestChainProxy: reads always pass; transactions follow the mode, and a
-// held one whose sender gives up never reaches the chain.
+// TestChainProxy: reads pass unless the proxy hangs; transactions follow
+// the mode, and a held one whose sender gives up never reaches the chain.
 func TestChainProxy(t *testing.T) {
 	var reached atomic.Int64
 	chain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -49,7 +51,7 @@ func TestChainProxy(t *testing.T) {
 	p.Hold()
 	done := make(chan int)
 	go func() { code, _ := post(context.Background(), tx); done <- code }()
-	eventually(t, func() bool { return p.Counts().Held == 1 })
+	wait.For(t, "the proxy to hold a transaction", func() bool { return p.Counts().Held == 1 })
 	expect(read, 200, Counts{Refused: 1, Held: 1, Sent: 1}, 3)
 	p.Pass()
 	if code := <-done; code != 200 {
@@ -63,29 +65,39 @@ func TestChainProxy(t *testing.T) {
 	p.Hold()
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
-		eventually(t, func() bool { return p.Counts().Held == 2 })
+		if !wait.Until(wait.Deadline, func() bool { return p.Counts().Held == 2 }) {
+			t.Error("timed out waiting for the proxy to hold a second transaction")
+		}
 		cancel()
 	}()
 	if _, err := post(ctx, tx); err == nil {
 		t.Fatal("a cancelled held transaction was answered")
 	}
-	eventually(t, func() bool { return p.Counts().Dropped == 1 })
+	wait.For(t, "the proxy to drop the abandoned transaction", func() bool { return p.Counts().Dropped == 1 })
 	p.Pass()
 	expect(read, 200, Counts{Refused: 1, Held: 2, Dropped: 1, Sent: 2}, 5)
 
 	p.Delay(20 * time.Millisecond)
 	expect(tx, 200, Counts{Refused: 1, Held: 2, Dropped: 1, Sent: 3}, 6)
-}
 
-// eventually waits for cond, checking every millisecond, for at most a
-// minute.
-func eventually(t *testing.T, cond func() bool) {
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Error("timed out waiting for the proxy")
-			return
+	// Hang holds reads too, until the mode changes; nothing reaches the
+	// chain meanwhile.
+	p.Hang()
+	got := make(chan int, 2)
+	for _, m := range []string{read, tx} {
+		go func() { code, _ := post(context.Background(), m); got <- code }()
+	}
+	wait.For(t, "both requests to hang", func() bool { return p.Counts().Hung == 2 })
+	if reached.Load() != 6 {
+		t.Fatalf("the chain saw %d requests while the proxy hung", reached.Load())
+	}
+	p.Pass()
+	for range 2 {
+		if code := <-got; code != 200 {
+			t.Fatalf("released request: %d", code)
 		}
-		time.Sleep(time.Millisecond)
+	}
+	if c := p.Counts(); c.Hung != 2 || c.Sent != 4 || reached.Load() != 8 {
+		t.Fatalf("after the hang: %+v, chain saw %d", c, reached.Load())
 	}
 }

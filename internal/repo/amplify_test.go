@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-// Amplification with a valid key (issue 28 item 14): a seller handing an
+// Amplification with a valid key: a seller handing an
 // agent over holds its key, so every commit below authenticates; what
 // bounds the buyer's cost is what the commit declares.
 
@@ -133,7 +133,7 @@ func TestAmplifiedChunkRestores(t *testing.T) {
 }
 
 // TestHostilePackList: a head listing 5,000 packs behind a small brain
-// (issue 28: 5,004 sequential range reads, 56 s) is refused after the two
+// (5,004 sequential range reads, about a minute) is refused after the two
 // reads of the head, before any listed pack is read; so is a head listing
 // one pack twice.
 func TestHostilePackList(t *testing.T) {

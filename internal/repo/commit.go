@@ -56,8 +56,8 @@ const (
 // PackBound is the most packs a commit declaring files files of bytes
 // bytes (lock and receipts included) may list. Every listed pack costs a
 // range read before a restore can start: a head listing 5,000 packs
-// behind a 1 MiB brain cost 5,004 reads (issue 28); such a commit is now
-// refused after the head's two.
+// behind a 1 MiB brain would cost 5,004 reads; such a commit is refused
+// after the head's two.
 func PackBound(files, bytes int64) int64 {
 	return packAllowance + files/filesPerPack + bytes/bytesPerPack
 }

@@ -20,10 +20,10 @@ import (
 // head reads and stores the lock and receipts, then writes the head.
 func (bd *build) head(ctx context.Context, lockVersion int64) (*Result, error) {
 	var err error
-	if bd.lock, err = bd.sideFile(ctx, LockFile); err != nil {
+	if bd.lock, err = bd.readHeadFile(ctx, LockFile); err != nil {
 		return nil, err
 	}
-	if bd.receipts, err = bd.sideFile(ctx, ReceiptsFile); err != nil {
+	if bd.receipts, err = bd.readHeadFile(ctx, ReceiptsFile); err != nil {
 		return nil, err
 	}
 	// Nothing claims objects any more: the set of a large brain's new
@@ -32,10 +32,11 @@ func (bd *build) head(ctx context.Context, lockVersion int64) (*Result, error) {
 	return bd.commit(ctx, lockVersion)
 }
 
-// sideFile reads the top-level file name (the lock or the receipts) and
-// seals its chunks; nil when there is none (a symlink, a fifo... count as
-// none, as in the tree).
-func (bd *build) sideFile(ctx context.Context, name string) (*Entry, error) {
+// readHeadFile reads the top-level file name (the lock or the receipts,
+// which are read last and go into the head pack) and seals its chunks;
+// nil when there is none (a symlink, a fifo... count as none, as in the
+// tree).
+func (bd *build) readHeadFile(ctx context.Context, name string) (*Entry, error) {
 	lst, err := bd.fsroot.Lstat(name)
 	switch {
 	case err != nil && fsys.IsGone(err):

@@ -15,8 +15,8 @@ import (
 )
 
 // TestRestoreSmallFilesystem restores onto a real 16 MiB filesystem: a
-// 3 MiB brain restores (issue 28 item 8: the fixed 64 MiB margin refused
-// it forever), one that would leave less than the filesystem's margin is
+// 3 MiB brain restores (a fixed 64 MiB margin would refuse it forever),
+// one that would leave less than the filesystem's margin is
 // refused before anything is written, with the numbers and the rule, and
 // a 6 MiB file under three names (18 MiB declared) restores: a hard link
 // takes no space, so its bytes count once (where the walker knows inodes;

@@ -122,8 +122,8 @@ func TestCreate(t *testing.T) {
 }
 
 // TestReadOwner: a key file, or a link on the way to it, that belongs to
-// another user is refused, as the state directory is (issue 28 item 11:
-// the same rule for both, fsys.CheckOwner); root's are accepted (systemd
+// another user is refused, as the state directory is (the same rule for
+// both, fsys.CheckOwner); root's are accepted (systemd
 // credentials, Kubernetes Secret mounts), and so are hermesd's own.
 func TestReadOwner(t *testing.T) {
 	dir, err := filepath.EvalSymlinks(t.TempDir())

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -215,45 +214,17 @@ func TestSealInteropReferenceRuntime(t *testing.T) {
 // must be byte for byte what their full node would accept from the SDK.
 func TestSealInteropAllowlistPTB(t *testing.T) {
 	t.Parallel()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node not found (%v): the Seal SDK interop tests need Node.js 20+ on PATH", err)
-	}
-	dir := sealSDK(t)
-	script, err := os.ReadFile(filepath.Join("testdata", "approve_ptb.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.CreateTemp(dir, ".approve-ptb-*.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(f.Name()) })
-	f.Write(script)
-	f.Close()
-
 	w := newSealWorld(t, nil)
 	allowlist := seal.MustParseAddress("0x" + strings.Repeat("a7", 32))
 	const version = 123456789
 	s := w.sealing(w.user, snapshot.SealPolicy{Module: snapshot.SealAllowlist, Allowlist: allowlist, AllowlistVersion: version})
 	id := seal.AllowlistID(allowlist, "auditor.eth")
-	in, _ := json.Marshal(map[string]any{"packageId": w.pkg.String(), "id": hex.EncodeToString(id), "allowlist": allowlist.String(), "version": version})
-	cmd := exec.CommandContext(t.Context(), node, f.Name())
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node approve_ptb.mjs: %v\n%s", err, stderr.String())
-	}
+	in := map[string]any{"packageId": w.pkg.String(), "id": hex.EncodeToString(id), "allowlist": allowlist.String(), "version": version}
 	var res struct {
 		Kind int    `json:"kind"`
 		PTB  string `json:"ptb"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("node approve_ptb.mjs: %v: %.300s", err, out)
-	}
+	nodetest.RunModule(t, sealSDK(t), filepath.Join("testdata", "approve_ptb.mjs"), "the Seal SDK interop tests", in, &res)
 	want, err := base64.StdEncoding.DecodeString(res.PTB)
 	if err != nil || res.Kind != 0 {
 		t.Fatalf("SDK transaction kind %d, %v", res.Kind, err)

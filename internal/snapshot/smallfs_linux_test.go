@@ -16,7 +16,7 @@ import (
 // TestHardLinksFitSmallFilesystem: a v3 brain holding a 6 MiB file under
 // three names, 18 MiB by its commit's totals, restores onto a 16 MiB
 // filesystem: a hard link takes no space, and the free-space check counts
-// what the restore writes (issue 27's links with issue 28's bounds).
+// what the restore writes.
 func TestHardLinksFitSmallFilesystem(t *testing.T) {
 	smallfstest.Run(t, 16<<20, func(t *testing.T, small string) {
 		f := newFixture(t)

@@ -655,8 +655,8 @@ func TestV3TakeAsHash(t *testing.T) {
 
 // TestV3HistoryEndEpochs: history shows a snapshot's end epoch with its
 // head pack's, though a commit does not list its own head, whenever a
-// newer commit lists it (issue 28 item 3: END EPOCH was "-" for all but
-// the newest entry); a head no newer commit uses is known only locally
+// newer commit lists it (END EPOCH is not "-" for all but the newest
+// entry); a head no newer commit uses is known only locally
 // (hermesd log reads the lock's lineage). A restore reports the bound its
 // commit records.
 func TestV3HistoryEndEpochs(t *testing.T) {

@@ -207,6 +207,8 @@ type Written struct {
 	// record, or when it could not be read: SeenErr).
 	Seen    string `json:"seen,omitempty"`
 	SeenErr string `json:"seenError,omitempty"`
+	// Reads counts the L1 resolutions that did not show it yet.
+	Reads int `json:"reads,omitempty"`
 }
 
 // Hold records why publishing an agent's pointer stopped until an operator
@@ -219,9 +221,10 @@ type Hold struct {
 	Since  time.Time `json:"since"`
 }
 
-// Transferred records that the agent was handed to a new owner (issue
-// 15): this operator no longer snapshots or publishes it. It is final;
-// removing the agent from the configuration is what is left to do.
+// Transferred records that the agent was handed to a new owner
+// (internal/handover): this operator no longer snapshots or publishes it.
+// It is final; removing the agent from the configuration is what is left
+// to do.
 type Transferred struct {
 	// Head is the last snapshot handed over ("" when the daemon only
 	// found out from the registry).

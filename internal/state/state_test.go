@@ -178,8 +178,8 @@ func TestCloseReleasesLockHeldByChild(t *testing.T) {
 
 // TestStateDirOwnerAndSystemDirs: a state directory of another user is
 // refused by the rule key files follow too (fsys.CheckOwner), and so is a
-// system directory (issue 28 items 10 and 11: /etc was taken, and
-// hermesd.lock and agents/ created in it), by its name or through a link;
+// system directory (/etc must not be taken, with hermesd.lock and
+// agents/ created in it), by its name or through a link;
 // nothing is created in either.
 func TestStateDirOwnerAndSystemDirs(t *testing.T) {
 	for _, p := range []string{"/etc", "/", "/usr/lib/hermesd", "/proc/self"} {

@@ -111,11 +111,14 @@ func (p Price) Cost(encoded uint64, epochs uint64) uint64 {
 	if !ok {
 		return math.MaxUint64
 	}
-	hi, lo := bits.Mul64(Units(encoded), per)
-	if hi != 0 {
-		return math.MaxUint64
-	}
-	return lo
+	return saturatingMul(Units(encoded), per)
+}
+
+// ForEpochs is x (an encoded length, or storage units) held for epochs
+// epochs: the byte-epochs or unit-epochs a store pays for, x·epochs. It
+// saturates at the largest uint64 rather than wrapping.
+func ForEpochs(x, epochs uint64) uint64 {
+	return saturatingMul(x, epochs)
 }
 
 // mulAdd is a·b + c, and false when it overflows.
@@ -146,7 +149,7 @@ type Charge struct {
 // NewBlob is the charge of a newly created blob of encoded length, stored
 // for epochs epochs, that cost frost.
 func NewBlob(encoded, epochs, frost uint64) Charge {
-	return Charge{New: true, EncodedBytes: encoded, EncodedByteEpochs: saturatingMul(encoded, epochs),
+	return Charge{New: true, EncodedBytes: encoded, EncodedByteEpochs: ForEpochs(encoded, epochs),
 		FROST: frost, SuiTx: SuiTxPerBlob}
 }
 
@@ -223,6 +226,7 @@ func scaleDown(w []uint64) []uint64 {
 	return out
 }
 
+// saturatingMul is a·b, or the largest uint64 where that overflows.
 func saturatingMul(a, b uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
 	if hi != 0 {

@@ -122,6 +122,23 @@ func TestUnitsAndCost(t *testing.T) {
 	}
 }
 
+func TestForEpochs(t *testing.T) {
+	for _, tc := range []struct{ x, epochs, want uint64 }{
+		{0, math.MaxUint64, 0},
+		{66_034_000, 5, 330_170_000},
+		{1 << 32, 1 << 31, 1 << 63},
+		{1 << 32, 1 << 32, math.MaxUint64},
+		{math.MaxUint64, 2, math.MaxUint64},
+	} {
+		if got := ForEpochs(tc.x, tc.epochs); got != tc.want {
+			t.Errorf("ForEpochs(%d, %d) = %d, want %d", tc.x, tc.epochs, got, tc.want)
+		}
+	}
+	if c := NewBlob(math.MaxUint64, 3, 1); c.EncodedByteEpochs != math.MaxUint64 {
+		t.Errorf("NewBlob: EncodedByteEpochs = %d, want saturation", c.EncodedByteEpochs)
+	}
+}
+
 func TestSplit(t *testing.T) {
 	c := Charge{New: true, EncodedBytes: 72_040_000, EncodedByteEpochs: 5 * 72_040_000, FROST: 1_001, SuiTx: 2}
 	shares := c.Split([]uint64{1, 1, 1})

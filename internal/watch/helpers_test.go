@@ -83,21 +83,6 @@ func watchOn(t *testing.T, h *Hub, root string, o Options) *Watcher {
 	return w
 }
 
-// waitFor polls cond until it holds, failing the test after a deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // nextRescan takes batches until one asks for a rescan.
 func nextRescan(t *testing.T, w *Watcher) Batch {
 	t.Helper()

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // The watcher tests again, each subscription on one hub shared with
@@ -97,7 +99,7 @@ func TestHubThousandRoots(t *testing.T) {
 
 	// Idle: every worker gone, no alarm armed (so nothing can wake the
 	// hub), a constant number of goroutines, not one log line.
-	waitFor(t, "idle workers", func() bool {
+	wait.For(t, "idle workers", func() bool {
 		for _, w := range ws {
 			if !idle(w) {
 				return false
@@ -109,7 +111,7 @@ func TestHubThousandRoots(t *testing.T) {
 		t.Errorf("%d alarms armed while idle", k)
 	}
 	// Router, clock, fsnotify's reader.
-	waitFor(t, "three hub goroutines", func() bool { return runtime.NumGoroutine() <= goroutinesBefore+3 })
+	wait.For(t, "three hub goroutines", func() bool { return runtime.NumGoroutine() <= goroutinesBefore+3 })
 	if k := logs.count(); k != 0 {
 		t.Errorf("%d log lines, want none: %q", k, logs.lines(slog.LevelDebug, ""))
 	}
@@ -220,7 +222,7 @@ func TestWatchLimitPollsAndRecovers(t *testing.T) {
 
 	// Idle polls report nothing.
 	start := b.polls.Load()
-	waitFor(t, "three polls", func() bool { return b.polls.Load() >= start+3 })
+	wait.For(t, "three polls", func() bool { return b.polls.Load() >= start+3 })
 	if batch, ok := b.Take(); ok {
 		t.Fatalf("idle polled tree released %+v", batch)
 	}
@@ -233,7 +235,7 @@ func TestWatchLimitPollsAndRecovers(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b and c watched again", func() bool { return !b.Polling() && !c.Polling() })
+	wait.For(t, "b and c watched again", func() bool { return !b.Polling() && !c.Polling() })
 	if st := h.Stats(); st != (Stats{Roots: 2, Watches: 3, Instances: 1}) {
 		t.Errorf("stats after recovery = %+v", st)
 	}
@@ -283,10 +285,10 @@ func TestWatchBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	nextRescan(t, a)
-	waitFor(t, "a watched again", func() bool { return !a.Polling() })
+	wait.For(t, "a watched again", func() bool { return !a.Polling() })
 	// A poll may still have a rescan on its way (a removal it saw half
 	// done): let it go first, or it would absorb the path below.
-	waitFor(t, "a settled", func() bool { return settled(a) })
+	wait.For(t, "a settled", func() bool { return settled(a) })
 	write(t, filepath.Join(rootA, "one", "later.md"), "later")
 	until(t, a, "one/later.md")
 }
@@ -332,7 +334,7 @@ func TestNoInstanceFallsBack(t *testing.T) {
 	nextRescan(t, w)
 
 	fail.Store(false)
-	waitFor(t, "the tree watched", func() bool { return !w.Polling() })
+	wait.For(t, "the tree watched", func() bool { return !w.Polling() })
 	if got := inotifyFDs(t); got != fdsBefore+1 {
 		t.Errorf("inotify instances = %d, want %d", got, fdsBefore+1)
 	}
@@ -373,14 +375,14 @@ func TestFallbackErrorsAreRateLimited(t *testing.T) {
 	})
 	w := watchOn(t, h, t.TempDir(), Options{Logger: slog.New(logs)})
 	fail.Store(false)
-	waitFor(t, "an instance", func() bool { return h.Stats().Instances == 1 })
+	wait.For(t, "an instance", func() bool { return h.Stats().Instances == 1 })
 	start := w.polls.Load()
-	waitFor(t, "ten polls", func() bool { return w.polls.Load() >= start+10 })
+	wait.For(t, "ten polls", func() bool { return w.polls.Load() >= start+10 })
 	if got := logs.lines(slog.LevelWarn, "cannot watch directory"); len(got) != 1 {
 		t.Errorf("error lines over 10 polls = %q, want one", got)
 	}
 	deny.Store(false)
-	waitFor(t, "the tree watched", func() bool { return !w.Polling() })
+	wait.For(t, "the tree watched", func() bool { return !w.Polling() })
 	if got := logs.lines(slog.LevelInfo, "watching directory again"); len(got) != 1 {
 		t.Errorf("recovery lines = %q, want one", got)
 	}
@@ -396,13 +398,13 @@ func TestRootGoneThenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	nextRescan(t, w)
-	waitFor(t, "polling", w.Polling)
+	wait.For(t, "polling", w.Polling)
 	if st := h.Stats(); st.Watches != 0 {
 		t.Errorf("watches of a vanished tree = %d", st.Watches)
 	}
 	write(t, filepath.Join(root, "sub", "b.md"), "b")
 	nextRescan(t, w)
-	waitFor(t, "watched again", func() bool { return !w.Polling() })
+	wait.For(t, "watched again", func() bool { return !w.Polling() })
 	write(t, filepath.Join(root, "sub", "c.md"), "c")
 	until(t, w, "sub/c.md")
 }
@@ -428,7 +430,7 @@ func TestOverflowRescansEveryRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, ws[0], "sub")
-	waitFor(t, "idle worker", func() bool { return idle(ws[0]) })
+	wait.For(t, "idle worker", func() bool { return idle(ws[0]) })
 	ws[0].mu.Lock() // no worker can start while held
 	delete(ws[0].held, sub)
 	h.releaseDir(sub)
@@ -498,7 +500,7 @@ func TestDirectoryRenameAndRemove(t *testing.T) {
 	if slices.Contains(b.Paths, "a/b/y.md") {
 		t.Errorf("a write under the new name reported under the old one: %v", b.Paths)
 	}
-	waitFor(t, "three watches: root, c, c/b", func() bool { return h.Stats().Watches == 3 })
+	wait.For(t, "three watches: root, c, c/b", func() bool { return h.Stats().Watches == 3 })
 
 	for i := range 20 {
 		if err := os.MkdirAll(filepath.Join(root, "tmp", fmt.Sprint(i)), 0o755); err != nil {
@@ -509,7 +511,7 @@ func TestDirectoryRenameAndRemove(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(root, "tmp")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the removed tree's watches released", func() bool { return h.Stats().Watches == 3 })
+	wait.For(t, "the removed tree's watches released", func() bool { return h.Stats().Watches == 3 })
 }
 
 // Close unsubscribes: the root's watches go, its events stop; a closed hub

@@ -190,7 +190,7 @@ func runReport(ctx context.Context, args []string) error {
 			fmt.Sprintf("[%.3f–%.3f]", lo, hi), median(a.cores), a.maxRSS(), a.maxAnon(), otherHi, strings.Join(ms, " "))
 	}
 
-	fmt.Fprintf(w, "\nRatios and targets (PASS/MISS = an issue's acceptance target or a perf.md goal; INFO = figure only)\n")
+	fmt.Fprintf(w, "\nRatios and targets (PASS/MISS = an acceptance target or a perf.md goal; INFO = figure only)\n")
 	c := &checker{w: w}
 	checks(c, res, stamps)
 	fmt.Fprintf(w, "\n  %d PASS, %d MISS\n", c.pass, c.miss)
@@ -286,24 +286,24 @@ func checks(c *checker, r *results, stamps map[string]genParams) {
 			a.rssText(), bt.maxRSS()))
 	}
 
-	// Issue 7: hash.
-	if !skip("issue 7", "hash big", "hash.big.hermesd", "hash.big.openssl") {
+	// Hash.
+	if !skip("hash", "hash big", "hash.big.hermesd", "hash.big.openssl") {
 		h, o := wall("hash.big.hermesd"), wall("hash.big.openssl")
-		c.target("issue 7", h/o <= 1.10, fmt.Sprintf("hash big: hermesd/openssl time = %.2f (target ≤ 1.10); hermesd %.3fs = %s, openssl %.3fs = %s",
+		c.target("hash", h/o <= 1.10, fmt.Sprintf("hash big: hermesd/openssl time = %.2f (target ≤ 1.10); hermesd %.3fs = %s, openssl %.3fs = %s",
 			h/o, h, mbps(big.Bytes, h), o, mbps(big.Bytes, o)))
 		if r.get("hash.big.gosha") != nil {
 			g := wall("hash.big.gosha")
-			c.line("INFO", "issue 7", fmt.Sprintf("hash big: hermesd/Go-crypto/sha256-alone = %.2f, Go-sha256/openssl = %.2f (how much of the gap is Go's SHA-256 itself)", h/g, g/o))
+			c.line("INFO", "hash", fmt.Sprintf("hash big: hermesd/Go-crypto/sha256-alone = %.2f, Go-sha256/openssl = %.2f (how much of the gap is Go's SHA-256 itself)", h/g, g/o))
 		}
 	}
-	if !skip("issue 7", "hash many", "hash.many.hermesd") {
+	if !skip("hash", "hash many", "hash.many.hermesd") {
 		a := r.get("hash.many.hermesd")
 		cores := median(a.cores)
-		c.target("issue 7", cores > 1.5, fmt.Sprintf("hash many: hermesd uses %.2f cores (user+sys/wall; target > 1.5 of %d); %.3fs = %.0f files/s, %s",
+		c.target("hash", cores > 1.5, fmt.Sprintf("hash many: hermesd uses %.2f cores (user+sys/wall; target > 1.5 of %d); %.3fs = %.0f files/s, %s",
 			cores, runtime.NumCPU(), median(a.wall), float64(many.AllFiles)/median(a.wall), mbps(many.Bytes, median(a.wall))))
 		for _, k := range []string{"hash.many.openssl", "hash.many.openssl2", "hash.many.gosha"} {
 			if r.get(k) != nil {
-				c.line("INFO", "issue 7", fmt.Sprintf("hash many: hermesd/%s time = %.2f (%s %.3fs, %.2f cores)", strings.TrimPrefix(k, "hash.many."),
+				c.line("INFO", "hash", fmt.Sprintf("hash many: hermesd/%s time = %.2f (%s %.3fs, %.2f cores)", strings.TrimPrefix(k, "hash.many."),
 					median(a.wall)/wall(k), k, wall(k), median(r.get(k).cores)))
 			}
 		}
@@ -313,7 +313,7 @@ func checks(c *checker, r *results, stamps map[string]genParams) {
 		a := r.get(k)
 		if a == nil {
 			if ds == "many" {
-				skip("issue 7", "incremental re-hash", k)
+				skip("hash", "incremental re-hash", k)
 			}
 			continue
 		}
@@ -322,68 +322,68 @@ func checks(c *checker, r *results, stamps map[string]genParams) {
 		scan, _ := a.metric("rescan_ms")
 		full, _ := a.metric("full_ms")
 		if ds == "many" {
-			c.target("issue 7", u <= 10, fmt.Sprintf("incremental re-hash after one edit, path known (Cache.Update), many: median %.2f ms, p90 %.2f ms (target ≤ 10 ms)", u, p90))
+			c.target("hash", u <= 10, fmt.Sprintf("incremental re-hash after one edit, path known (Cache.Update), many: median %.2f ms, p90 %.2f ms (target ≤ 10 ms)", u, p90))
 		} else {
-			c.line("INFO", "issue 7", fmt.Sprintf("incremental re-hash after one edit, path known, big: median %.2f ms, p90 %.2f ms", u, p90))
+			c.line("INFO", "hash", fmt.Sprintf("incremental re-hash after one edit, path known, big: median %.2f ms, p90 %.2f ms", u, p90))
 		}
-		c.line("INFO", "issue 7", fmt.Sprintf("%s: no-change Rescan (stat walk) %.1f ms; first full hash in process %.0f ms (update is %.1f%% of a full hash)", ds, scan, full, 100*u/full))
+		c.line("INFO", "hash", fmt.Sprintf("%s: no-change Rescan (stat walk) %.1f ms; first full hash in process %.0f ms (update is %.1f%% of a full hash)", ds, scan, full, 100*u/full))
 	}
-	if !skip("issue 7", "v2 encrypt+decrypt", "cipher.v2") {
+	if !skip("hash", "v2 encrypt+decrypt", "cipher.v2") {
 		a := r.get("cipher.v2")
 		enc, _ := a.metric("enc_MBps")
 		dec, _ := a.metric("dec_MBps")
 		size, _ := a.metric("plaintext_MiB")
-		c.target("issue 7", a.maxRSS() < 64, fmt.Sprintf("v2 encrypt+decrypt of %.0f MiB: %s (target < 64 MiB); encrypt %.0f MB/s, decrypt %.0f MB/s", size, a.rssText(), enc, dec))
+		c.target("hash", a.maxRSS() < 64, fmt.Sprintf("v2 encrypt+decrypt of %.0f MiB: %s (target < 64 MiB); encrypt %.0f MB/s, decrypt %.0f MB/s", size, a.rssText(), enc, dec))
 		if g, ok := a.metric("gogcm_MBps"); ok {
-			c.line("INFO", "issue 7", fmt.Sprintf("v2 vs Go's AES-256-GCM primitive (%.0f MB/s, 1 MiB in-place Seal, in memory): encrypt %.2f, decrypt %.2f", g, enc/g, dec/g))
+			c.line("INFO", "hash", fmt.Sprintf("v2 vs Go's AES-256-GCM primitive (%.0f MB/s, 1 MiB in-place Seal, in memory): encrypt %.2f, decrypt %.2f", g, enc/g, dec/g))
 		}
 		if o := r.get("ossl.aes256gcm"); o != nil {
 			ob, _ := o.metric("MBps")
-			c.line("INFO", "issue 7", fmt.Sprintf("v2 vs `openssl speed -evp aes-256-gcm` (%.0f MB/s, 1 MiB blocks, in memory): encrypt %.2f, decrypt %.2f (v2 includes the file write/read)", ob, enc/ob, dec/ob))
+			c.line("INFO", "hash", fmt.Sprintf("v2 vs `openssl speed -evp aes-256-gcm` (%.0f MB/s, 1 MiB blocks, in memory): encrypt %.2f, decrypt %.2f (v2 includes the file write/read)", ob, enc/ob, dec/ob))
 		}
 	}
 
-	// Issue 2: walrus client.
+	// Walrus client.
 	for _, dir := range []string{"put", "get"} {
 		k := "walrus." + dir
-		if skip("issue 2", "walrus "+dir, k) {
+		if skip("walrus", "walrus "+dir, k) {
 			continue
 		}
 		a := r.get(k)
 		m, _ := a.metric("MBps")
 		what := map[string]string{"put": "upload", "get": "download"}[dir]
-		c.target("issue 2", a.maxRSS() < 64, fmt.Sprintf("walrus client %s of a %.0f MiB blob (server in a separate process): %s (target < 64 MiB); %.0f MB/s",
+		c.target("walrus", a.maxRSS() < 64, fmt.Sprintf("walrus client %s of a %.0f MiB blob (server in a separate process): %s (target < 64 MiB); %.0f MB/s",
 			what, float64(big.BigSize)/(1<<20), a.rssText(), m))
 	}
 
-	// Issue 5: snapshot/restore (v2) vs restic.
+	// Snapshot/restore (v2) vs restic.
 	for _, ds := range []string{"big", "many"} {
 		bytes := stamps[ds].Bytes
 		hk, rk := "snap."+ds+".hermesd", "snap."+ds+".restic"
-		if !skip("issue 5", "snapshot "+ds, hk, rk) {
+		if !skip("snapshot", "snapshot "+ds, hk, rk) {
 			h, rs := r.get(hk), r.get(rk)
 			hw, rw := wall(hk), wall(rk)
 			hs, _ := h.metric("hash_s")
 			ps, _ := h.metric("pack_s")
 			us, _ := h.metric("upload_s")
 			vs, _ := h.metric("verify_s")
-			c.line("INFO", "issue 5", fmt.Sprintf("snapshot %s end to end (hash + Take: pack, upload, read-back verify): hermesd %.3fs (%s), restic first backup %.3fs (%s): restic/hermesd = %.2f×",
+			c.line("INFO", "snapshot", fmt.Sprintf("snapshot %s end to end (hash + Take: pack, upload, read-back verify): hermesd %.3fs (%s), restic first backup %.3fs (%s): restic/hermesd = %.2f×",
 				ds, hw, mbps(bytes, hw), rw, mbps(bytes, rw), rw/hw))
-			c.line("INFO", "issue 5", fmt.Sprintf("snapshot %s stages: hash %.3fs, pack (tar+v2+spool) %.3fs, upload %.3fs, verify %.3fs", ds, hs, ps, us, vs))
+			c.line("INFO", "snapshot", fmt.Sprintf("snapshot %s stages: hash %.3fs, pack (tar+v2+spool) %.3fs, upload %.3fs, verify %.3fs", ds, hs, ps, us, vs))
 			local := hs + ps
-			c.target("issue 5", rw/local >= 4, fmt.Sprintf("snapshot %s local part (hash + pack to spool, like restic's local repo): %.3fs; restic/hermesd = %.2f× (perf.md goal ≥ 4×)", ds, local, rw/local))
-			c.target("issue 5", h.maxRSS() <= 0.5*rs.maxRSS(), fmt.Sprintf("snapshot %s peak RSS: hermesd %.1f MiB (anon %.1f), restic %.1f MiB (anon %.1f): hermesd/restic = %.2f (perf.md goal ≤ 0.5)",
+			c.target("snapshot", rw/local >= 4, fmt.Sprintf("snapshot %s local part (hash + pack to spool, like restic's local repo): %.3fs; restic/hermesd = %.2f× (perf.md goal ≥ 4×)", ds, local, rw/local))
+			c.target("snapshot", h.maxRSS() <= 0.5*rs.maxRSS(), fmt.Sprintf("snapshot %s peak RSS: hermesd %.1f MiB (anon %.1f), restic %.1f MiB (anon %.1f): hermesd/restic = %.2f (perf.md goal ≤ 0.5)",
 				ds, h.maxRSS(), h.maxAnon(), rs.maxRSS(), rs.maxAnon(), h.maxRSS()/rs.maxRSS()))
 		}
 		hk, rk = "restore."+ds+".hermesd", "restore."+ds+".restic"
-		if !skip("issue 5", "restore "+ds, hk, rk) {
+		if !skip("snapshot", "restore "+ds, hk, rk) {
 			h, rs := r.get(hk), r.get(rk)
 			hw, rw := wall(hk), wall(rk)
 			dl, _ := h.metric("download_s")
 			up, _ := h.metric("unpack_s")
-			c.line("INFO", "issue 5", fmt.Sprintf("restore %s into a fresh dir: hermesd %.3fs (%s; download %.3fs + decrypt/extract/verify/sync %.3fs), restic %.3fs (%s): restic/hermesd = %.2f×",
+			c.line("INFO", "snapshot", fmt.Sprintf("restore %s into a fresh dir: hermesd %.3fs (%s; download %.3fs + decrypt/extract/verify/sync %.3fs), restic %.3fs (%s): restic/hermesd = %.2f×",
 				ds, hw, mbps(bytes, hw), dl, up, rw, mbps(bytes, rw), rw/hw))
-			c.line("INFO", "issue 5", fmt.Sprintf("restore %s peak RSS: hermesd %.1f MiB (anon %.1f), restic %.1f MiB (anon %.1f): restic/hermesd = %.2f×", ds, h.maxRSS(), h.maxAnon(), rs.maxRSS(), rs.maxAnon(), rs.maxRSS()/h.maxRSS()))
+			c.line("INFO", "snapshot", fmt.Sprintf("restore %s peak RSS: hermesd %.1f MiB (anon %.1f), restic %.1f MiB (anon %.1f): restic/hermesd = %.2f×", ds, h.maxRSS(), h.maxAnon(), rs.maxRSS(), rs.maxAnon(), rs.maxRSS()/h.maxRSS()))
 		}
 	}
 	if h, rs := r.get("second.many.hermesd"), r.get("second.many.restic"); h != nil && rs != nil {
@@ -391,11 +391,11 @@ func checks(c *checker, r *results, stamps map[string]genParams) {
 		loc, _ := h.metric("second_local_s")
 		upd, _ := h.metric("second_update_ms")
 		rw := median(rs.wall)
-		c.line("INFO", "issue 5", fmt.Sprintf("second snapshot of many after one small edit: hermesd %.3fs end to end (incremental hash %.1f ms + full re-pack/upload/verify), local part %.3fs; restic second backup %.3fs: restic/hermesd = %.2f× end to end, %.2f× local",
+		c.line("INFO", "snapshot", fmt.Sprintf("second snapshot of many after one small edit: hermesd %.3fs end to end (incremental hash %.1f ms + full re-pack/upload/verify), local part %.3fs; restic second backup %.3fs: restic/hermesd = %.2f× end to end, %.2f× local",
 			tot, upd, loc, rw, rw/tot, rw/loc))
-		c.target("issue 5", rw/(upd/1000) >= 10, fmt.Sprintf("second snapshot of many, change detection: incremental hash %.1f ms vs restic second backup %.3fs = %.0f× (perf.md goal ≥ 10× with an incremental hash; hermesd still re-packs everything)", upd, rw, rw/(upd/1000)))
+		c.target("snapshot", rw/(upd/1000) >= 10, fmt.Sprintf("second snapshot of many, change detection: incremental hash %.1f ms vs restic second backup %.3fs = %.0f× (perf.md goal ≥ 10× with an incremental hash; hermesd still re-packs everything)", upd, rw, rw/(upd/1000)))
 	} else if h != nil || rs != nil {
-		c.line("SKIP", "issue 5", "second snapshot of many: only one side measured")
+		c.line("SKIP", "snapshot", "second snapshot of many: only one side measured")
 	}
 	v3Checks(c, r, stamps)
 	if a := r.get("latency.devnet"); a != nil {
@@ -404,10 +404,10 @@ func checks(c *checker, r *results, stamps map[string]genParams) {
 		q, _ := a.metric("quiet_ms")
 		n, _ := a.metric("edits")
 		files, _ := a.metric("brain_files")
-		c.line("INFO", "issue 5", fmt.Sprintf("change-to-pointer latency on the devnet (quiet period %.0f ms, %0.f edits, %.0f-file brain): median %.0f ms, p90 %.0f ms; minus the quiet period: median %.0f ms, p90 %.0f ms",
+		c.line("INFO", "snapshot", fmt.Sprintf("change-to-pointer latency on the devnet (quiet period %.0f ms, %0.f edits, %.0f-file brain): median %.0f ms, p90 %.0f ms; minus the quiet period: median %.0f ms, p90 %.0f ms",
 			q, n, files, med, p90, med-q, p90-q))
 	} else {
-		skip("issue 5", "change-to-pointer latency", "latency.devnet")
+		skip("snapshot", "change-to-pointer latency", "latency.devnet")
 	}
 }
 

@@ -1,7 +1,7 @@
-// Command scale measures hermesd with many agents in one process (issue
-// 12's acceptance): start-up time, idle RSS, idle CPU and log lines per
-// minute while idle. It starts a devnet (real chain with the agents' ENS
-// names, local Walrus) in this process and the real `hermesd run` binary
+// Command scale measures hermesd with many agents in one process:
+// start-up time, idle RSS, idle CPU and log lines per minute while idle.
+// It starts a devnet (real chain with the agents' ENS names, local
+// Walrus) in this process and the real `hermesd run` binary
 // as a child, so the figures are the daemon's alone.
 //
 //	go run ./scripts/scale -agents 1000 -idle 60s

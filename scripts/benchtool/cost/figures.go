@@ -253,14 +253,14 @@ func recoveryPoints(r *result) (durMean, durMax, ptrMean, ptrMax float64) {
 // naiveFigures is the reference runtime's way per agent-month: for every
 // change one blob of the whole brain (sizes: what it held at each change
 // of the run), stored for naiveEpochs, and one L1 update of updateGas.
-func naiveFigures(sizes []uint64, updateGas uint64, price walruscost.Price) *figures {
+func naiveFigures(sizes []uint64, updateGas uint64, price walruscost.Price, shards int) *figures {
 	f := &figures{Key: "c", Label: "the reference runtime's way (one whole-brain blob for 5 epochs and one L1 setText per change)"}
 	if len(sizes) == 0 {
 		return f
 	}
 	var enc, frost float64
 	for _, s := range sizes {
-		e, c, err := naiveCharge(s, naiveEpochs, price)
+		e, c, err := naiveCharge(s, naiveEpochs, price, shards)
 		if err != nil {
 			return f
 		}
@@ -366,7 +366,7 @@ func summary(out io.Writer, all []*tierResult, p prices) {
 			t.Agents, ratio(bm.FROST, a.FROST), ratio(bm.SuiTx, a.SuiTx), num(a.walrusUSD(p)+a.gasUSD(p)), num(a.walrusUSD(p)), num(a.gasUSD(p)))
 	}
 	if b.Len() > 0 {
-		fmt.Fprintf(out, "\n(a) hermesd as configured against (b) hermesd with quilts off, before issue 26, per agent-month:\n%s", b.String())
+		fmt.Fprintf(out, "\n(a) hermesd as configured against (b) hermesd with quilts off and the old defaults, per agent-month:\n%s", b.String())
 	}
 	fmt.Fprintf(out, "prices ASSUMED: $%g per WAL (at which the default 100,000 FROST per MiB-epoch is Walrus's documented $0.023 per encoded GB-month), %g gwei, $%g per ETH; a month is 30.44 days, an epoch 14 days\n",
 		p.walUSD, p.gwei, p.ethUSD)

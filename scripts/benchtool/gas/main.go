@@ -7,8 +7,9 @@
 // It runs the devnet (two in-process chains under mainnet's Osaka fee and
 // gas rules, the real ENS registry and PublicResolver on both, ENS's
 // OffchainResolver and a gateway between them) and publishes through
-// hermesd's own writer (compose), which writes each record where it lives
-// and confirms the L2 ones through L1 resolution. Gas is read from the
+// hermesd's own writer (internal/pointer, on the clients compose builds),
+// which writes each record where it lives; the L2 ones are then read back
+// through L1 resolution, as the daemon confirms them. Gas is read from the
 // receipts, and the L1's gas is also summed block by block over the L2
 // updates, which must send nothing on L1.
 package main
@@ -31,9 +32,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/ethclient"
 
-	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/pointer"
 )
 
 func main() {
@@ -96,7 +97,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer svc.Close()
-	w := svc.Pointer()
+	chains, viaL1 := svc.Chains(), compose.Pointer(svc.Chain)
+	// confirm reads the values written on the L2 back through L1
+	// resolution (gateway included), as the daemon confirms them.
+	confirm := func(target string, ups []pointer.Update) error {
+		if target == "" {
+			return nil
+		}
+		for _, u := range ups {
+			if v, _, err := viaL1.Read(ctx, u.Name); err != nil || v != u.Value {
+				return fmt.Errorf("%s through L1: %q, %v; want %q", u.Name, v, err, u.Value)
+			}
+		}
+		return nil
+	}
 
 	layout := func(single string, names []string, target string, tx *ethclient.Client) (measured, error) {
 		var m measured
@@ -104,44 +118,45 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return m, err
 		}
-		one := func(value, expected string) (agent.WriteResult, error) {
-			r := w.WritePointers(ctx, []agent.PointerUpdate{{Name: single, Value: value, Expected: expected, Target: target}})
-			if r[0].Kind != agent.Written || r[0].TxHash == "" {
+		one := func(value, expected string) (pointer.Written, error) {
+			ups := []pointer.Update{{Name: single, Value: value, Expected: expected}}
+			r := pointer.Write(ctx, chains[target], ups)
+			if r[0].Kind != pointer.Wrote || r[0].Tx.Hash == "" {
 				return r[0], fmt.Errorf("%s: kind %d: %v", single, r[0].Kind, r[0].Err)
 			}
-			return r[0], nil
+			return r[0], confirm(target, ups)
 		}
 		many := func(value func(int) string, expected func(int) string) (uint64, int, error) {
-			ups := make([]agent.PointerUpdate, len(names))
+			ups := make([]pointer.Update, len(names))
 			for i, n := range names {
-				ups[i] = agent.PointerUpdate{Name: n, Value: value(i), Expected: expected(i), Target: target}
+				ups[i] = pointer.Update{Name: n, Value: value(i), Expected: expected(i)}
 			}
 			var sum uint64
 			txs := map[string]bool{}
-			for i, r := range w.WritePointers(ctx, ups) {
-				if r.Kind != agent.Written {
+			for i, r := range pointer.Write(ctx, chains[target], ups) {
+				if r.Kind != pointer.Wrote {
 					return 0, 0, fmt.Errorf("%s: kind %d: %v", names[i], r.Kind, r.Err)
 				}
-				sum += r.GasUsed
-				txs[r.TxHash] = true
+				sum += r.Tx.Gas
+				txs[r.Tx.Hash] = true
 			}
 			if len(txs) > 2 {
 				return 0, 0, fmt.Errorf("%d agents went into %d transactions, want at most two multicalls", len(names), len(txs))
 			}
-			return sum / uint64(len(names)), len(txs), nil
+			return sum / uint64(len(names)), len(txs), confirm(target, ups)
 		}
 		r, err := one(longest(1), "")
 		if err != nil {
 			return m, err
 		}
-		m.first = r.GasUsed
+		m.first = r.Tx.Gas
 		if r, err = one(longest(2), longest(1)); err != nil {
 			return m, err
 		}
-		m.update = r.GasUsed
-		t, _, err := tx.TransactionByHash(ctx, common.HexToHash(r.TxHash))
+		m.update = r.Tx.Gas
+		t, _, err := tx.TransactionByHash(ctx, common.HexToHash(r.Tx.Hash))
 		if err != nil {
-			return m, fmt.Errorf("transaction %s: %w", r.TxHash, err)
+			return m, fmt.Errorf("transaction %s: %w", r.Tx.Hash, err)
 		}
 		raw, err := t.MarshalBinary()
 		if err != nil {
@@ -179,12 +194,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var byForm [len(forms)][2]uint64
 	for i, f := range forms {
 		name := fmt.Sprintf("r%d.hermes.eth", i)
-		for j, up := range []agent.PointerUpdate{{Name: name, Value: f.value(1)}, {Name: name, Value: f.value(2), Expected: f.value(1)}} {
-			r := w.WritePointers(ctx, []agent.PointerUpdate{up})
-			if r[0].Kind != agent.Written || r[0].TxHash == "" {
+		for j, up := range []pointer.Update{{Name: name, Value: f.value(1)}, {Name: name, Value: f.value(2), Expected: f.value(1)}} {
+			r := pointer.Write(ctx, svc.Chains()[""], []pointer.Update{up})
+			if r[0].Kind != pointer.Wrote || r[0].Tx.Hash == "" {
 				return fmt.Errorf("%s (%s): kind %d: %v", name, f.name, r[0].Kind, r[0].Err)
 			}
-			byForm[i][j] = r[0].GasUsed
+			byForm[i][j] = r[0].Tx.Gas
 		}
 	}
 	l1, err := layout("solo.hermes.eth", names("f", "hermes.eth"), "", dn.Chain.Client())
