@@ -66,6 +66,25 @@ func (r Ref) String() string {
 	return r.ID + string(Sep) + r.Digest.String()
 }
 
+// MarshalText is String, for a reference kept in JSON (a fleet's head
+// entry, a state file). The zero Ref has no text form and is refused.
+func (r Ref) MarshalText() ([]byte, error) {
+	if err := checkID(r.ID); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return []byte(r.String()), nil
+}
+
+// UnmarshalText is Parse.
+func (r *Ref) UnmarshalText(b []byte) error {
+	p, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*r = p
+	return nil
+}
+
 // IsPatch reports whether the reference names a quilt patch rather than
 // a blob: by the id's length alone (docs/format-v3.md §13).
 func (r Ref) IsPatch() bool { return len(r.ID) > BlobIDLen }

@@ -2,6 +2,7 @@ package headref
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -121,6 +122,37 @@ func TestSame(t *testing.T) {
 	}
 	if ID(bound) != vecBlob || ID("x y") != "x y" {
 		t.Errorf("ID: %q, %q", ID(bound), ID("x y"))
+	}
+}
+
+// TestText: a Ref in JSON is its text form, and what does not parse is
+// refused on the way in and out.
+func TestText(t *testing.T) {
+	type entry struct {
+		Head Ref `json:"head"`
+	}
+	ref := Bind(vecPatch, commitDigest(t, vecCommit))
+	b, err := json.Marshal(entry{ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"head":"` + vecPatch + "." + vecDigest + `"}`; string(b) != want {
+		t.Fatalf("json %s, want %s", b, want)
+	}
+	var got entry
+	if err := json.Unmarshal(b, &got); err != nil || got.Head != ref {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(`{"head":"`+vecBlob+`"}`), &got); err != nil || got.Head != Bare(vecBlob) {
+		t.Fatalf("bare: %+v, %v", got, err)
+	}
+	for _, bad := range []string{`{"head":""}`, `{"head":"` + vecBlob + `.x"}`, `{"head":3}`} {
+		if err := json.Unmarshal([]byte(bad), &got); err == nil {
+			t.Errorf("%s was accepted", bad)
+		}
+	}
+	if _, err := json.Marshal(entry{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("the zero Ref marshals: %v", err)
 	}
 }
 

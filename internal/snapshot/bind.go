@@ -10,25 +10,20 @@ import (
 	"github.com/hermesd/hermesd/internal/repo"
 )
 
-// BlobIDs checks a whole blob against the id it was read under. A Walrus
-// blob id is a commitment to the blob's encoding, so bytes that do not
-// encode to the id are not the blob the id names, whatever the aggregator
-// says. A quilt patch cannot be checked so: its id names its quilt, whose
-// other patches a reader does not have (docs/format-v3.md §14).
-type BlobIDs interface {
-	// CheckBlobID returns nil when the size bytes of blob are the blob
-	// blobID names, and an error matching headref.ErrMismatch when they
-	// are not.
-	CheckBlobID(ctx context.Context, blobID string, blob io.ReaderAt, size int64) error
-}
+// A whole blob is bound to its id by the store: a Walrus blob id is a
+// commitment to the blob's encoding, and BlobStore.Get and Stream return
+// only bytes that encode to the id asked for (an error matching
+// headref.ErrMismatch otherwise). A quilt patch cannot be checked so: its
+// id names its quilt, whose other patches a reader does not have; only a
+// head reference's digest binds it (docs/format-v3.md §14).
 
 // Warnings a restore gives when nothing binds the bytes it read to the
 // reference it was given: one line each, naming the risk.
 const (
-	warnNoDigest = "head %s was named without its digest: " +
+	warnNoDigest = "head %s was named without its digest, and a quilt patch cannot be checked against its id: " +
 		"an aggregator could serve another of this agent's snapshots in its place unnoticed"
-	warnNoBlobID = "blob %s was taken on the aggregator's word: its bytes are not checked against its blob id here, " +
-		"so an aggregator could serve another of this agent's snapshots in its place unnoticed"
+	warnPatch = "blob %s is a quilt patch, which cannot be checked against its id: " +
+		"an aggregator could serve another of this agent's snapshots in its place unnoticed"
 )
 
 // parseRef reads a head reference handed to the pipeline: a record's
@@ -47,29 +42,25 @@ func notV3(ref headref.Ref, f Format) error {
 	return fmt.Errorf("%w: %s is a %s blob, the reference names the v3 head of commit %s", headref.ErrMismatch, ref.ID, f, ref.Digest)
 }
 
-// checkWhole checks a whole downloaded blob against its id with p.IDs,
-// when it can: a patch, or a pipeline without BlobIDs, takes the
-// aggregator's word, and the warning it returns says so.
-func (p *Pipeline) checkWhole(ctx context.Context, blobID string, f *os.File, size int64) (warning string, err error) {
-	if p.IDs == nil || headref.Bare(blobID).IsPatch() {
-		return fmt.Sprintf(warnNoBlobID, blobID), nil
+// wholeWarning is the warning a whole read of id gives: none for a blob,
+// which the store checks against its id; one for a quilt patch.
+func wholeWarning(id string) string {
+	if headref.Bare(id).IsPatch() {
+		return fmt.Sprintf(warnPatch, id)
 	}
-	if err := p.IDs.CheckBlobID(ctx, blobID, f, size); err != nil {
-		return "", fmt.Errorf("check blob %s against its id: %w", blobID, err)
-	}
-	return "", nil
+	return ""
 }
 
 // bindV3 gives a bare reference to a v3 head the digest it can prove: a
-// head pack that is a whole blob is downloaded and checked against its
-// blob id (p.IDs), and its commit id, read from those checked bytes,
-// binds the range reads that follow. A patch, or a pipeline without
-// BlobIDs, stays bare, and the warning says so.
+// head pack that is a whole blob is downloaded (the store checks it
+// against its blob id), and its commit id, read from those checked bytes,
+// binds the range reads that follow. A patch stays bare, and the warning
+// says so.
 func (p *Pipeline) bindV3(ctx context.Context, ref headref.Ref) (headref.Ref, string, error) {
 	if ref.Bound {
 		return ref, "", nil
 	}
-	if p.IDs == nil || ref.IsPatch() {
+	if ref.IsPatch() {
 		return ref, fmt.Sprintf(warnNoDigest, ref.ID), nil
 	}
 	spool, err := os.CreateTemp(p.SpoolDir, "head-*.pack")
@@ -87,9 +78,6 @@ func (p *Pipeline) bindV3(ctx context.Context, ref headref.Ref) (headref.Ref, st
 		return ref, "", err
 	}
 	defer f.Close()
-	if _, err := p.checkWhole(ctx, ref.ID, f, got.Size); err != nil {
-		return ref, "", &StageError{"unpack", err}
-	}
 	keys, err := p.keysFor(ctx, ref.ID)
 	if err != nil {
 		return ref, "", err

@@ -2,10 +2,7 @@ package snapshot_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,26 +10,8 @@ import (
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/headref"
-	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
-
-// localIDs checks whole blobs against localwalrus's ids, which are
-// content-addressed as Walrus's are (another function of the bytes, see
-// the localwalrus package doc): the stand-in for the real Walrus blob id
-// check (snapshot.BlobIDs) until localwalrus issues real ids.
-type localIDs struct{}
-
-func (localIDs) CheckBlobID(_ context.Context, id string, r io.ReaderAt, size int64) error {
-	b := make([]byte, size)
-	if _, err := r.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	if got := localwalrus.BlobID(b); got != id {
-		return fmt.Errorf("%w: the bytes read under %s are blob %s", headref.ErrMismatch, id, got)
-	}
-	return nil
-}
 
 // readAll reads a blob whole, as a hostile aggregator would to replay it.
 func readAll(t *testing.T, p *snapshot.Pipeline, id string, size int64) []byte {
@@ -55,10 +34,10 @@ func gone(t *testing.T, dir string) {
 // TestReplayV3: the aggregator answers the newer v3 head's id with the
 // same agent's older head. A reference with the digest (what the pointer,
 // the state and the lock hold) refuses it in every read of a head —
-// restore, OpenV3, History — before anything is written; a bare id is
-// bound by checking the whole head pack against its blob id when the
-// pipeline can (BlobIDs), and otherwise restores with a warning naming
-// the risk.
+// restore, OpenV3, History — before anything is written; a bare blob id
+// (a record written before heads carried their digest) is bound by the
+// store's check of the whole head pack against its blob id, and refused
+// too.
 func TestReplayV3(t *testing.T) {
 	t.Parallel()
 	f := newV3Fix(t, 0)
@@ -86,33 +65,64 @@ func TestReplayV3(t *testing.T) {
 		t.Errorf("History: %v", err)
 	}
 
-	// A bare id with the blob id check: the whole head pack is checked
-	// against its id, and refused.
-	p.IDs = localIDs{}
+	// A bare id: the whole head pack is checked against its blob id, and
+	// refused.
 	if _, err := p.Restore(t.Context(), headref.ID(newer.BlobID), dir); !errors.Is(err, headref.ErrMismatch) {
-		t.Fatalf("bare id, blob ids checked: %v", err)
+		t.Fatalf("bare id: %v", err)
 	}
 	gone(t, dir)
-
-	// A bare id without it: the older brain, and a warning that says so.
-	p.IDs = nil
-	r, err := p.Restore(t.Context(), headref.ID(newer.BlobID), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.BundleHash != older.BundleHash || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "named without its digest") {
-		t.Fatalf("bare id: restored %s (older %s), warnings %q", r.BundleHash, older.BundleHash, r.Warnings)
-	}
-	t.Logf("warning: %s", r.Warnings[0])
 
 	// The genuine bytes: a bare id checked against its blob id is bound
 	// to the commit it holds, and restores without a warning.
 	f.srv.Forge(headref.ID(newer.BlobID), nil)
-	p.IDs = localIDs{}
-	r, err = p.Restore(t.Context(), headref.ID(newer.BlobID), filepath.Join(t.TempDir(), "genuine"))
+	r, err := p.Restore(t.Context(), headref.ID(newer.BlobID), filepath.Join(t.TempDir(), "genuine"))
 	if err != nil || r.BlobID != newer.BlobID || r.BundleHash != newer.BundleHash || len(r.Warnings) != 0 {
 		t.Fatalf("genuine head, bare id: %v; restored %s as %s, warnings %q", err, r.BundleHash, r.BlobID, r.Warnings)
 	}
+}
+
+// TestReplayV3Patch: the same replay of a head stored as a quilt patch.
+// Named with its digest it is refused; a bare patch id cannot be checked
+// against its quilt's id, so it restores what is served, with the one
+// warning that names the risk.
+func TestReplayV3Patch(t *testing.T) {
+	t.Parallel()
+	agents, b, _ := quiltAgents(t, 1)
+	a := agents[0]
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(a.brain, "system.md"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("the older brain\n")
+	older := takeAll(t, b, agents)[0]
+	write("the newer brain\n")
+	newer := takeAll(t, b, agents)[0]
+	ref, err := headref.Parse(newer.BlobID)
+	if err != nil || !ref.Bound || !ref.IsPatch() {
+		t.Fatalf("the head %q (%v): want a quilt patch named with its digest", newer.BlobID, err)
+	}
+	var buf bytes.Buffer
+	if _, err := a.p.Store.Stream(t.Context(), headref.ID(older.BlobID), &buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	a.srv.Forge(ref.ID, buf.Bytes())
+
+	dir := filepath.Join(t.TempDir(), "restored")
+	if _, err := a.p.Restore(t.Context(), newer.BlobID, dir); !errors.Is(err, headref.ErrMismatch) {
+		t.Fatalf("restore of the replayed patch: %v", err)
+	}
+	gone(t, dir)
+
+	r, err := a.p.Restore(t.Context(), ref.ID, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.BundleHash != older.BundleHash || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "named without its digest") {
+		t.Fatalf("bare patch id: restored %s (older %s), warnings %q", r.BundleHash, older.BundleHash, r.Warnings)
+	}
+	t.Logf("warning: %s", r.Warnings[0])
 }
 
 // TestReplayV3Parent: the parent a snapshot builds on is read under the
@@ -154,8 +164,7 @@ func TestReplayV3Parent(t *testing.T) {
 // TestReplayWhole: v1/v2 blobs are named by their blob id alone (the
 // reference runtime reads them so). Under a reference with a digest a
 // v2 blob is refused (a digest names a v3 head); under its id it is bound
-// by the blob id check (BlobIDs), and without one restored with a
-// warning.
+// by the store's blob id check, and refused too.
 func TestReplayWhole(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -183,24 +192,17 @@ func TestReplayWhole(t *testing.T) {
 	}
 	gone(t, dir)
 
-	p.IDs = localIDs{}
-	if _, err := p.Restore(t.Context(), newer.BlobID, dir); !errors.Is(err, headref.ErrMismatch) {
-		t.Fatalf("replayed v2 blob, blob ids checked: %v", err)
+	if _, err := p.Restore(t.Context(), newer.BlobID, dir); !errors.Is(err, headref.ErrMismatch) ||
+		!strings.Contains(err.Error(), "served other bytes than the blob id names") {
+		t.Fatalf("replayed v2 blob: %v", err)
 	}
 	gone(t, dir)
-
-	p.IDs = nil
-	r, err := p.Restore(t.Context(), newer.BlobID, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.BundleHash != older.BundleHash || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "aggregator's word") {
-		t.Fatalf("replayed v2 blob, unchecked: restored %s (older %s), warnings %q", r.BundleHash, older.BundleHash, r.Warnings)
+	if _, err := p.ReadLock(t.Context(), newer.BlobID); !errors.Is(err, headref.ErrMismatch) {
+		t.Errorf("the lock of a replayed v2 blob: %v", err)
 	}
 
 	f.srv.Forge(newer.BlobID, nil)
-	p.IDs = localIDs{}
-	r, err = p.Restore(t.Context(), newer.BlobID, filepath.Join(t.TempDir(), "genuine"))
+	r, err := p.Restore(t.Context(), newer.BlobID, filepath.Join(t.TempDir(), "genuine"))
 	if err != nil || r.BundleHash != newer.BundleHash || len(r.Warnings) != 0 {
 		t.Fatalf("genuine v2 blob: %v; %s, warnings %q", err, r.BundleHash, r.Warnings)
 	}

@@ -67,11 +67,6 @@ type Pipeline struct {
 	// limit here (v3 packs are then 10 MiB).
 	MaxBlobSize int64
 	Store       BlobStore
-	// IDs, when set, checks every blob read whole against its blob id
-	// before it is used (a v1/v2 blob, a v3 head named without its
-	// digest); without it such a read takes the aggregator's word, and
-	// the restore warns. v3 heads named with their digest need no id.
-	IDs BlobIDs
 	// Quilts, when set, stores v3 packs of at most Quilts.MaxPatch()
 	// bytes as patches of quilts shared with other agents' packs.
 	Quilts Quilter
