@@ -10,6 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -316,6 +317,14 @@ func TestCheck(t *testing.T) {
 					t.Fatalf("pending %+v", p)
 				}
 			}},
+		{name: "our head by its id, with a digest the state does not carry → rollback",
+			// A record written before heads carried their digest names
+			// ours by its id alone (headref.Same); so does one that
+			// carries a digest where the state has none.
+			setup: func(r *rig, a *agent, first string) {
+				r.w.set("alpha.eth", headref.Bind(first, headref.Digest{1}).String())
+			},
+			want: Rollback},
 		{name: "no record while we published one → rollback",
 			setup: func(r *rig, a *agent, first string) { r.w.set("alpha.eth", "") },
 			want:  Rollback},
