@@ -8,9 +8,9 @@ import (
 
 // The gas figures come out, and the goal holds: an agent whose record
 // lives on the L2 costs no L1 gas per update (run exits with an error
-// otherwise). A bare blob id's update costs what ledger.NaiveWriteGas
-// recorded before records carried head digests; the longest record is
-// measured.
+// otherwise). A bare blob id's update (the reference runtime's record)
+// costs ledger.NaiveWriteGas; the longest record hermesd writes, a patch
+// id and its head's digest, is measured beside it.
 func TestGasFigures(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(t.Context(), []string{"-dir", t.TempDir()}, &out); err != nil {
