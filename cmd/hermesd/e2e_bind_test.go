@@ -83,7 +83,7 @@ func TestE2EBindReplay(t *testing.T) {
 			t.Logf("record %s (%d characters)", newer, len(newer))
 
 			// The aggregator serves the older snapshot under the newer id.
-			w.dn.Walrus.Forge(ref.ID, packBytes(t, w.dn, headref.ID(older)))
+			w.dn.Walrus.Forge(ref.ID, packBytes(t, w.dn, older))
 			live := hashedTree(t, brain)
 			unchanged := func(what string) {
 				t.Helper()
