@@ -228,7 +228,7 @@ func (a *Agent) noteRestore(r snapshot.Restored) {
 		a.log.Warn("restore not bound to its reference", "warning", s)
 	}
 	a.mu.Lock()
-	a.restored = reportOf(r)
+	a.st.Restored = savedRestore(r, a.deps.Now()) // saved with the restored snapshot
 	a.mu.Unlock()
 }
 

@@ -383,7 +383,7 @@ func (d *drill) head(ctx context.Context, cp *coldPath) (string, error) {
 		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
 		if err == nil {
 			// The record is anyone's text until it is a head reference.
-			err = validRef(v)
+			err = agent.ValidatePointer(v)
 		}
 		if err != nil {
 			d.rep.stage("ens-read", t, err, "")
