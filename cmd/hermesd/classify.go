@@ -11,6 +11,7 @@ import (
 	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/fsys"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/seal"
@@ -55,6 +56,11 @@ func classify(err error) int {
 	case errors.Is(err, seal.ErrNoAccess), errors.Is(err, seal.ErrMalformed), errors.Is(err, seal.ErrUnsupported),
 		errors.Is(err, seal.ErrNonceMismatch), errors.Is(err, seal.ErrAuth), errors.Is(err, snapshot.ErrSealIdentity):
 		return exitAuth
+	// Other bytes than the pointer names (docs/format-v3.md §14): an
+	// older head of the same agent, genuine in every other way, under a
+	// newer head's reference; a blob that is not its blob id.
+	case errors.Is(err, headref.ErrMismatch):
+		return exitAuth
 	case errors.Is(err, cipher.ErrAuth), errors.Is(err, snapshot.ErrWrongAgent), errors.Is(err, repo.ErrAuth),
 		errors.Is(err, cipher.ErrUnknownFormat), errors.Is(err, cipher.ErrUnsupportedVersion),
 		errors.Is(err, cipher.ErrTruncated), errors.Is(err, cipher.ErrTrailingData),
@@ -62,6 +68,7 @@ func classify(err error) int {
 		return exitAuth
 	case errors.Is(err, snapshot.ErrHashMismatch), errors.Is(err, snapshot.ErrNoLock),
 		errors.Is(err, snapshot.ErrHostile), errors.Is(err, bundlelock.ErrMalformed), errors.Is(err, repo.ErrCorrupt),
+		errors.Is(err, headref.ErrInvalid),
 		errors.Is(err, walrus.ErrMismatch), errors.Is(err, walrus.ErrBodyTooLarge),
 		errors.Is(err, receipts.ErrRejected), errors.Is(err, agent.ErrInvalidPointer):
 		return exitMismatch

@@ -63,13 +63,13 @@ key file on the cold path. The report names the key servers that answered.
 
 Exit status: 0 pass; 3 any difference nothing explains, or a blob that does
 not read back intact; 6 the blob does not decrypt (wrong key, tampered
-blob); 4 no brain, pointer, snapshot or blob; 5 hermesd holds the state
+blob), or the aggregator served other bytes than the pointer names; 4 no brain, pointer, snapshot or blob; 5 hermesd holds the state
 directory (--destructive); 7 the name's offchain (CCIP-read) lookup is
 refused; 1 the chain or Walrus unreachable (one line says how to start
 them).`)
 	cfgPath := configFlag(fs)
 	mode := fs.String("mode", "b", "b: cold boot from the ENS pointer; a: key + blob id only, no ENS")
-	blob := fs.String("blob", "", "mode a: restore this blob id instead of the snapshot the drill just verified")
+	blob := fs.String("blob", "", "mode a: restore this head reference (a blob id, with the head's digest for v3) instead of the snapshot the drill just verified")
 	destructive := fs.Bool("destructive", false, "wipe the real brain directory and restore it in place (moved aside first, put back on any failure)")
 	keep := fs.Bool("keep", false, "keep the scratch directory (the restored copy, or a failed destructive restore)")
 	scratch := fs.String("scratch", "", "create the scratch directory in `DIR` (default: the system's temporary directory)")

@@ -15,6 +15,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -115,12 +116,12 @@ func localEndEpochs(stateDir string, ac *config.Agent) map[string]uint64 {
 	if lock, err := bundlelock.Read(filepath.Join(ac.BrainDir, bundlelock.FileName)); err == nil {
 		for _, e := range lock.Lineage() {
 			if e.EndEpoch > 0 {
-				known[e.BlobID] = e.EndEpoch
+				known[headref.ID(e.BlobID)] = e.EndEpoch
 			}
 		}
 	}
 	if st, err := state.LoadAgent(state.AgentPath(stateDir, ac.ID)); err == nil && st.Last != nil && st.Last.EndEpoch > 0 {
-		known[st.Last.BlobID] = st.Last.EndEpoch
+		known[headref.ID(st.Last.BlobID)] = st.Last.EndEpoch
 	}
 	return known
 }
@@ -129,7 +130,7 @@ func localEndEpochs(stateDir string, ac *config.Agent) map[string]uint64 {
 // blobs say and what was recorded locally.
 func fillEndEpochs(entries []snapshot.HistoryEntry, known map[string]uint64) {
 	for i := range entries {
-		if k := known[entries[i].BlobID]; k > 0 && (entries[i].EndEpoch == 0 || k < entries[i].EndEpoch) {
+		if k := known[headref.ID(entries[i].BlobID)]; k > 0 && (entries[i].EndEpoch == 0 || k < entries[i].EndEpoch) {
 			entries[i].EndEpoch = k
 		}
 	}
@@ -218,8 +219,8 @@ func (h *historyCommand) resolve(ctx context.Context, sel string) (snapshot.Hist
 		}
 		return es[n], nil
 	}
-	if !repo.ValidBlobID(sel) {
-		return snapshot.HistoryEntry{}, usageErrorf("%q is neither N, a blob id nor a 0x bundle hash prefix", sel)
+	if r, err := headref.Parse(sel); err != nil || !repo.ValidBlobID(r.ID) {
+		return snapshot.HistoryEntry{}, usageErrorf("%q is neither N, a blob id (or head reference) nor a 0x bundle hash prefix", sel)
 	}
 	return snapshot.HistoryEntry{BlobID: sel}, nil
 }

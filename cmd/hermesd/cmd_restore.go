@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/agent"
+	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -32,7 +35,10 @@ object, every file's SHA-256 and the bundle hash are verified before the
 directory is moved into place.
 
 With --dir, the snapshot is restored into DIR instead (which must be empty),
-and nothing of the agent's own state changes. --blob picks a blob id;
+and nothing of the agent's own state changes. --blob picks a snapshot by
+its head reference (the value an ENS record holds: a blob or patch id,
+for v3 with "." and the head's digest; a bare id is given the digest the
+agent's state or lock records for it);
 --at picks a snapshot of the history 'hermesd log' lists: N (0 = the
 latest, 1 = its parent), a blob id, or 0x and a bundle hash prefix. --path
 restores only that file or directory of a v3 snapshot (verified likewise).
@@ -78,6 +84,11 @@ so the daemon can go on writing under the same key.`)
 	}
 	if *blob != "" && *at != "" {
 		return usageErrorf("--blob and --at are exclusive")
+	}
+	if *blob != "" {
+		if _, err := headref.Parse(*blob); err != nil {
+			return usageErrorf("--blob: %v", err)
+		}
 	}
 	if (*blob != "" || *at != "" || *path != "") && *dir == "" {
 		return usageErrorf("--blob, --at and --path restore into --dir DIR (stop hermesd and swap directories to roll a live brain back)")
@@ -138,6 +149,7 @@ so the daemon can go on writing under the same key.`)
 		}
 		if r := st.Restore; r != nil && st.StartedAs == "restored" {
 			out.Links, out.Skipped, out.Stripped, out.Notes, out.Unverified = r.Links, r.Skipped, r.Stripped, r.Notes, r.Unchecked
+			out.Warnings = r.Warnings
 		}
 		return printRestore(env, out, *jsonOut)
 	}
@@ -160,6 +172,11 @@ so the daemon can go on writing under the same key.`)
 		}
 		id = e.BlobID
 	}
+	// A bare id is read as the head this agent recorded under it, with
+	// its digest (docs/format-v3.md §14): its state and its brain's lock.
+	st, _ := state.LoadAgent(state.AgentPath(cfg.StateDir, ac.ID))
+	lock, _ := bundlelock.Read(filepath.Join(ac.BrainDir, bundlelock.FileName))
+	id = agent.Bind(id, agent.KnownHeads(st, lock))
 	res, err := pipe.RestoreWith(ctx, id, *dir, snapshot.RestoreOptions{Unverified: *unverified, Path: *path, PublicRoot: cfg.AllowUnsafeDirs})
 	if err != nil {
 		if errors.Is(err, snapshot.ErrNoLock) || errors.Is(err, snapshot.ErrHashMismatch) {
@@ -173,6 +190,7 @@ so the daemon can go on writing under the same key.`)
 	out.Format, out.Path, out.Downloaded, out.Ranges = string(res.Format), *path, res.Downloaded, res.Ranges
 	out.DownloadMS, out.UnpackMS = res.Download.Milliseconds(), res.Unpack.Milliseconds()
 	out.Unverified, out.Stripped, out.Notes, out.Links = res.Unchecked, res.Stripped, res.Notes, res.Links
+	out.Warnings = res.Warnings
 	return printRestore(env, out, *jsonOut)
 }
 
@@ -228,6 +246,10 @@ type restoreOutput struct {
 	Notes    []string `json:"notes,omitempty"`
 	// Unverified lists what an --unverified restore could not check.
 	Unverified []string `json:"unverified,omitempty"`
+	// Warnings say what did not bind the restored bytes to the reference
+	// they were read under (a head named without its digest, a blob not
+	// checked against its id).
+	Warnings []string `json:"warnings,omitempty"`
 	// Escrow says where the agent key came from with --escrow.
 	Escrow *escrowOutput `json:"escrow,omitempty"`
 }
@@ -281,6 +303,9 @@ func printRestore(env *cmdEnv, o restoreOutput, asJSON bool) error {
 	}
 	for _, s := range o.Notes {
 		fmt.Fprintf(env.stdout, "  note: %s\n", sanitize(s))
+	}
+	for _, s := range o.Warnings {
+		fmt.Fprintf(env.stdout, "  warning: %s\n", sanitize(s))
 	}
 	for _, s := range o.Unverified {
 		fmt.Fprintf(env.stdout, "  NOT VERIFIED: %s\n", sanitize(s))

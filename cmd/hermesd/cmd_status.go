@@ -186,7 +186,7 @@ func printStatus(w io.Writer, rep statusReport) {
 		for _, x := range []struct {
 			what  string
 			lines []string
-		}{{"NOT VERIFIED", r.Unchecked}, {"stripped", r.Stripped}, {"skipped", r.Skipped}, {"note", r.Notes}} {
+		}{{"NOT VERIFIED", r.Unchecked}, {"warning", r.Warnings}, {"stripped", r.Stripped}, {"skipped", r.Skipped}, {"note", r.Notes}} {
 			for _, l := range x.lines {
 				fmt.Fprintf(w, "%s: restore of %s: %s: %s\n", a.ID, sanitize(r.BlobID), x.what, sanitize(l))
 			}

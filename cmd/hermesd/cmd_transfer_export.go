@@ -12,6 +12,7 @@ import (
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/handover"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
@@ -114,7 +115,7 @@ func runTransferExport(ctx context.Context, env *cmdEnv, args []string) (err err
 	if err != nil {
 		return fmt.Errorf("transfer export: read back %s: %w", ac.ENSName, err)
 	}
-	if v != out.Head {
+	if !headref.Same(v, out.Head) {
 		return fmt.Errorf("transfer export: %s names %s, not the final snapshot %s", ac.ENSName, v, out.Head)
 	}
 

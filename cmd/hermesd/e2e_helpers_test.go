@@ -30,6 +30,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -659,10 +660,10 @@ func listDir(t *testing.T, dir string) []string {
 }
 
 // packBytes reads a blob's or a quilt patch's bytes from the devnet Walrus
-// server's disk.
+// server's disk; id may be a head reference (its id is read).
 func packBytes(t *testing.T, dn *devnet.Devnet, id string) []byte {
 	t.Helper()
-	b, err := dn.Walrus.ReadStored(id)
+	b, err := dn.Walrus.ReadStored(headref.ID(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -670,10 +671,11 @@ func packBytes(t *testing.T, dn *devnet.Devnet, id string) []byte {
 }
 
 // flipPackByte inverts the byte in the middle of a blob's or a quilt
-// patch's bytes on the devnet Walrus server's disk.
+// patch's bytes on the devnet Walrus server's disk; id may be a head
+// reference.
 func flipPackByte(t *testing.T, dn *devnet.Devnet, id string, mask byte) {
 	t.Helper()
-	if err := dn.Walrus.FlipStoredByte(id, mask); err != nil {
+	if err := dn.Walrus.FlipStoredByte(headref.ID(id), mask); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/pointertest"
 	"github.com/hermesd/hermesd/internal/wait"
@@ -125,7 +126,8 @@ func (s *pointerSpy) onSend(body []byte) {
 	if err := tx.UnmarshalBinary(raw); err != nil {
 		return
 	}
-	for _, id := range pointerValues(s.t, s.abi, tx.Data()) {
+	for _, v := range pointerValues(s.t, s.abi, tx.Data()) {
+		id := headref.ID(v)
 		if walrus.ValidatePatchID(id) != nil {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
@@ -45,7 +46,7 @@ func TestE2EHostileV3(t *testing.T) {
 	alphaKeys, betaKeys := keysOf("alpha.hermes.eth"), keysOf("beta.hermes.eth")
 	client := w.walrusClient(walrus.Config{Epochs: 5, MaxBlobSize: 1 << 30})
 	var head bytes.Buffer
-	if _, err := client.Read(t.Context(), w.pointer("alpha.hermes.eth"), &head); err != nil {
+	if _, err := client.Read(t.Context(), headref.ID(w.pointer("alpha.hermes.eth")), &head); err != nil {
 		t.Fatal(err)
 	}
 	// reseal opens the real head, lets mod change its index and objects,

@@ -69,7 +69,7 @@ func restoreEscrow(ctx context.Context, env *cmdEnv, cfgPath, id, blob, dir, pat
 	out := restoreOutput{Agent: id, Dir: target, Origin: "restored", BlobID: blob, Path: path,
 		Escrow: &escrowOutput{KeyID: rec.KeyID, Bytes: rec.EscrowBytes, Servers: rec.Servers, MS: rec.Took.Milliseconds(), KeyFile: keyFile}}
 	out.BundleHash, out.Files, out.Bytes = res.BundleHash.String(), res.Files, res.Bytes
-	out.BlobBytes, out.Skipped = res.BlobSize, res.Skipped
+	out.BlobBytes, out.Skipped, out.Warnings = res.BlobSize, res.Skipped, res.Warnings
 	out.Format, out.Downloaded, out.Ranges = string(res.Format), res.Downloaded, res.Ranges
 	out.DownloadMS, out.UnpackMS = res.Download.Milliseconds(), res.Unpack.Milliseconds()
 	return printRestore(env, out, jsonOut)

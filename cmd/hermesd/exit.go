@@ -20,7 +20,7 @@ const (
 	exitMismatch    = 3   // verification failed: hash, bytes, modes, signatures, a tampered blob, an ENS record that names no snapshot
 	exitNotFound    = 4   // no pointer, no blob, or the blob has expired
 	exitLocked      = 5   // another hermesd process holds the state directory
-	exitAuth        = 6   // decryption failed: wrong key, wrong agent, or a corrupted blob
+	exitAuth        = 6   // not this agent's snapshot as named: decryption failed (wrong key, wrong agent, a corrupted blob), or the aggregator served other bytes than the pointer names
 	exitOffchain    = 7   // ENS resolution refused what a CCIP-read gateway or its resolver sent
 	exitInterrupted = 130 // stopped by SIGINT or SIGTERM before finishing
 )
@@ -36,7 +36,10 @@ Exit status:
        an ENS record that is not a blob id or a quilt patch id)
   4    not found (no ENS pointer, no such blob, blob expired)
   5    state directory locked by another hermesd process
-  6    decryption failed (wrong key, blob of another agent, corrupted blob)
+  6    not the snapshot named: decryption failed (wrong key, blob of
+       another agent, corrupted blob), or the aggregator served other
+       bytes than the pointer names (another head than its digest, a
+       blob that is not its id)
   7    ENS offchain lookup refused (CCIP-read: invalid lookup, gateway 4xx
        or unusable answer, answer rejected by the resolver, too many
        lookups); an unreachable gateway is 1

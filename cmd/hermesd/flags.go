@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -143,7 +144,7 @@ func dashValue(fs *flag.FlagSet, a string) bool {
 	switch {
 	case name == "" || fs.Lookup(name) != nil || name == "h" || name == "help":
 		return false
-	case walrus.ValidateRef(a) == nil:
+	case walrus.ValidateRef(headref.ID(a)) == nil: // a blob or patch id, or a head reference
 		return true
 	}
 	return strings.ContainsFunc(name, func(r rune) bool {

@@ -393,6 +393,10 @@ type RestoreReport struct {
 	Skipped   []string `json:"skipped,omitempty"`   // archive entries not restored (symlinks, devices)
 	Notes     []string `json:"notes,omitempty"`     // e.g. the brain directory's mode kept narrower
 	Unchecked []string `json:"unchecked,omitempty"` // what an unverified restore could not check
+	// Warnings say what did not bind the restored bytes to their
+	// reference (a head named without its digest that nothing else
+	// binds).
+	Warnings []string `json:"warnings,omitempty"`
 	// At is when the restore was; Omitted counts lines of the lists above
 	// that the state did not keep (state.MaxRestoredLines).
 	At      time.Time `json:"at,omitzero"`
@@ -402,7 +406,7 @@ type RestoreReport struct {
 // savedRestore is what a restore reported, as the state keeps it.
 func savedRestore(r snapshot.Restored, at time.Time) *state.Restored {
 	s := &state.Restored{BlobID: r.BlobID, At: at, Verified: r.Verified, Links: r.Links,
-		Stripped: slices.Clone(r.Stripped), Skipped: slices.Clone(r.Skipped), Notes: slices.Clone(r.Notes), Unchecked: slices.Clone(r.Unchecked)}
+		Stripped: slices.Clone(r.Stripped), Skipped: slices.Clone(r.Skipped), Notes: slices.Clone(r.Notes), Unchecked: slices.Clone(r.Unchecked), Warnings: slices.Clone(r.Warnings)}
 	s.Bound()
 	return s
 }
@@ -413,7 +417,7 @@ func RestoreReportOf(s *state.Restored) *RestoreReport {
 		return nil
 	}
 	return &RestoreReport{BlobID: s.BlobID, Verified: s.Verified, Links: s.Links, Stripped: s.Stripped,
-		Skipped: s.Skipped, Notes: s.Notes, Unchecked: s.Unchecked, At: s.At, Omitted: s.Omitted}
+		Skipped: s.Skipped, Notes: s.Notes, Unchecked: s.Unchecked, Warnings: s.Warnings, At: s.At, Omitted: s.Omitted}
 }
 
 // Status reports the agent's state.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -38,16 +39,18 @@ func (l lineage) lock() (*bundlelock.Lock, error) {
 	return bundlelock.Read(filepath.Join(l.a.cfg.BrainDir, bundlelock.FileName))
 }
 
-// Knows reports whether id is a snapshot the lock records.
+// Knows reports whether id is a snapshot the lock records: the same head
+// reference, or its id alone where one of the two carries no digest (a
+// record written before heads carried theirs, docs/format-v3.md §14).
 func (l lineage) Knows(id string) bool {
 	lock, err := l.lock()
 	if err != nil || id == "" {
 		return false
 	}
-	if lock.BlobID() == id {
+	if headref.Same(lock.BlobID(), id) {
 		return true
 	}
-	return slices.ContainsFunc(lock.Lineage(), func(e bundlelock.LineageEntry) bool { return e.BlobID == id })
+	return slices.ContainsFunc(lock.Lineage(), func(e bundlelock.LineageEntry) bool { return headref.Same(e.BlobID, id) })
 }
 
 // Newest is the newest snapshot the lock records, when the lock names it
@@ -123,7 +126,7 @@ func (a *Agent) Adopt(ctx context.Context) (aside string, err error) {
 	}
 	a.noteRestore(r)
 	// The record names the restored snapshot: published, the hold gone.
-	if err := a.afterRestore(ctx, r, true); err != nil {
+	if err := a.afterRestore(ctx, r, v); err != nil {
 		return aside, err
 	}
 	res, err := a.cache.Rescan(ctx)

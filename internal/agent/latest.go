@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 // ErrInvalidPointer means an ENS record names no snapshot hermesd can
-// read: its text is neither a blob id nor a QuiltV1 patch id. The record
+// read: its text is not a head reference (docs/format-v3.md §14) whose id
+// is a blob id or a QuiltV1 patch id. The record
 // is refused (a restore fails, exit 3), never followed, and never taken
 // for "no record", which would start the agent fresh.
 var ErrInvalidPointer = errors.New("the ENS record is not a blob id or a quilt patch id")
@@ -21,12 +24,18 @@ var ErrInvalidPointer = errors.New("the ENS record is not a blob id or a quilt p
 // (docs/format-v3.md §13).
 const quiltV1PatchID = 32 + 1 + 2 + 2
 
-// ValidatePointer checks that v, an ENS record's text, is a snapshot
-// reference: a Walrus blob id, or a patch id of a QuiltV1 quilt, in
-// canonical URL-safe base64. Anything else (too long, truncated, another
-// quilt version, another encoding of the same bytes) wraps
+// ValidatePointer checks that v, an ENS record's text, is a head
+// reference (docs/format-v3.md §14) to a Walrus blob id, or a patch id of
+// a QuiltV1 quilt, in canonical URL-safe base64, with or without its
+// head's digest. Anything else (too long, truncated, another quilt
+// version, another encoding of the same bytes, a damaged digest) wraps
 // ErrInvalidPointer before any aggregator is asked.
 func ValidatePointer(v string) error {
+	r, err := headref.Parse(v)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidPointer, err)
+	}
+	v = r.ID
 	if !walrus.IsPatchID(v) {
 		if err := walrus.ValidateBlobID(v); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidPointer, err)
@@ -104,4 +113,46 @@ func Latest(ctx context.Context, p Pointer, name string, local func() (*state.Ag
 		return st.Last.BlobID, SourceLocal, nil
 	}
 	return "", "", nil
+}
+
+// Bind gives ref, when it names a head without its digest, the digest a
+// known reference of the same head carries (docs/format-v3.md §14); ref
+// itself otherwise. A bare id — a record written before heads carried
+// their digest, an id typed on the command line — is then read as the
+// head this machine uploaded or verified under that id: an id names one
+// blob or patch, so its digest does not change.
+func Bind(ref string, known []string) string {
+	r, err := headref.Parse(ref)
+	if err != nil || r.Bound {
+		return ref
+	}
+	for _, k := range known {
+		if kr, err := headref.Parse(k); err == nil && kr.Bound && kr.ID == r.ID {
+			return kr.String()
+		}
+	}
+	return ref
+}
+
+// KnownHeads lists the head references an agent's state and its brain's
+// lock record (either may be nil): the last snapshot, the pending and
+// published values, the lock's newest upload and its lineage.
+func KnownHeads(st *state.AgentState, lock *bundlelock.Lock) []string {
+	var out []string
+	if st != nil {
+		if st.Last != nil {
+			out = append(out, st.Last.BlobID)
+		}
+		if st.Pending != nil {
+			out = append(out, st.Pending.Value)
+		}
+		out = append(out, st.Published)
+	}
+	if lock != nil {
+		out = append(out, lock.BlobID())
+		for _, e := range lock.Lineage() {
+			out = append(out, e.BlobID)
+		}
+	}
+	return out
 }

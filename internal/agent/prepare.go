@@ -14,6 +14,7 @@ import (
 	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -155,14 +156,22 @@ func (a *Agent) restoreIfNeeded(ctx context.Context, opts PrepareOptions) (bool,
 	}
 
 	handover := a.cfg.Handover != nil && a.handoverPending()
+	// What is restored: the head the record (or state) names, with the
+	// digest this machine or the handover knows for it when the record
+	// has none.
+	a.mu.Lock()
+	known := KnownHeads(a.st, nil)
+	a.mu.Unlock()
 	if handover {
 		if err := a.checkHandover(ctx, blob); err != nil {
 			a.deps.Observer.Restore(a.cfg.ID, "failed", nil)
 			return false, fmt.Errorf("%w: %w", ErrRestoreFailed, err)
 		}
+		known = append(known, a.cfg.Handover.Head)
 	}
-	a.log.Info("brain missing; restoring", "blob", blob, "from", source)
-	r, err := a.deps.Pipeline.RestoreWith(ctx, blob, a.cfg.BrainDir, snapshot.RestoreOptions{Unverified: opts.Unverified, PublicRoot: a.cfg.AllowUnsafeDirs})
+	head := Bind(blob, known)
+	a.log.Info("brain missing; restoring", "blob", head, "from", source)
+	r, err := a.deps.Pipeline.RestoreWith(ctx, head, a.cfg.BrainDir, snapshot.RestoreOptions{Unverified: opts.Unverified, PublicRoot: a.cfg.AllowUnsafeDirs})
 	if err == nil && handover {
 		err = a.afterHandoverRestore(r)
 	}
@@ -177,10 +186,14 @@ func (a *Agent) restoreIfNeeded(ctx context.Context, opts PrepareOptions) (bool,
 			// changing) can install it, saying so.
 			err = fmt.Errorf("%w (to install it anyway, unverified: hermesd restore %s --unverified)", err, a.cfg.ID)
 		}
-		return false, fmt.Errorf("%w: blob %s (from %s): %w", ErrRestoreFailed, blob, source, err)
+		return false, fmt.Errorf("%w: blob %s (from %s): %w", ErrRestoreFailed, head, source, err)
 	}
 	a.noteRestore(r)
-	if err := a.afterRestore(ctx, r, source == SourceENS); err != nil {
+	published := ""
+	if source == SourceENS {
+		published = blob // the record's value, verbatim: what the publisher compares
+	}
+	if err := a.afterRestore(ctx, r, published); err != nil {
 		return true, err
 	}
 	end := "unknown"
@@ -189,7 +202,7 @@ func (a *Agent) restoreIfNeeded(ctx context.Context, opts PrepareOptions) (bool,
 		end = strconv.FormatUint(l.EndEpoch, 10)
 	}
 	a.mu.Unlock()
-	a.log.Info("brain restored", "blob", blob, "bundle_hash", r.BundleHash, "files", r.Files,
+	a.log.Info("brain restored", "blob", r.BlobID, "bundle_hash", r.BundleHash, "files", r.Files,
 		"bytes", r.Bytes, "blob_bytes", r.BlobSize, "end_epoch", end, "download", r.Download.Round(time.Millisecond),
 		"unpack", r.Unpack.Round(time.Millisecond))
 	a.deps.Observer.Restore(a.cfg.ID, "restored", &r)
@@ -211,6 +224,9 @@ func (a *Agent) noteRestore(r snapshot.Restored) {
 	for _, s := range r.Unchecked {
 		a.log.Warn("restore NOT VERIFIED", "unchecked", s)
 	}
+	for _, s := range r.Warnings {
+		a.log.Warn("restore not bound to its reference", "warning", s)
+	}
 	a.mu.Lock()
 	a.st.Restored = savedRestore(r, a.deps.Now()) // saved with the restored snapshot
 	a.mu.Unlock()
@@ -231,8 +247,10 @@ func (a *Agent) findSnapshot(ctx context.Context) (blob, source string, err erro
 }
 
 // afterRestore records the restored snapshot: receipts re-imported, the
-// lock naming the restored blob, the local state pointing at it.
-func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS bool) error {
+// lock naming the restored head (with its digest), the local state
+// pointing at it, and published, when the head came from the ENS record,
+// as the record's value.
+func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, published string) error {
 	rpath := filepath.Join(a.cfg.BrainDir, snapshot.ReceiptsFile)
 	if f, err := os.Open(rpath); err == nil && a.deps.Receipts != nil {
 		rep, err := a.deps.Receipts.ImportRouted(ctx, f, a.cfg.ImportPolicy, a.cfg.Trusted, a.cfg.ReceiptRoute)
@@ -286,7 +304,7 @@ func (a *Agent) afterRestore(ctx context.Context, r snapshot.Restored, fromENS b
 		EndEpoch:   end,
 		CreatedAt:  created,
 		Links:      linksID(links.Digest()),
-	}, fromENS)
+	}, published)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.st.Origin = "restored"
@@ -303,7 +321,7 @@ func (a *Agent) restoredEndEpoch(r snapshot.Restored) uint64 {
 	a.mu.Lock()
 	last := a.st.Last
 	a.mu.Unlock()
-	if last != nil && last.BlobID == r.BlobID && last.EndEpoch > 0 {
+	if last != nil && headref.Same(last.BlobID, r.BlobID) && last.EndEpoch > 0 {
 		return last.EndEpoch
 	}
 	return r.EndEpoch

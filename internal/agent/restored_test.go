@@ -54,7 +54,8 @@ func TestRestoreReportKept(t *testing.T) {
 }
 
 // TestValidatePointer: an ENS record is followed only when it is a blob id
-// or a QuiltV1 patch id; every other text is ErrInvalidPointer.
+// or a QuiltV1 patch id, with or without its head's digest; every other
+// text is ErrInvalidPointer.
 func TestValidatePointer(t *testing.T) {
 	quilt := make([]byte, 32)
 	for i := range quilt {
@@ -73,6 +74,10 @@ func TestValidatePointer(t *testing.T) {
 	}{
 		{"blob id", enc(quilt), true},
 		{"patch id", good, true},
+		{"blob id and its head's digest", enc(quilt) + "." + enc(quilt), true},
+		{"patch id and its head's digest", good + "." + enc(quilt), true},
+		{"a digest of another length", good + "." + enc(quilt[:31]), false},
+		{"a digest over a wrong quilt version", enc(wrongVersion) + "." + enc(quilt), false},
 		{"too long", good + strings.Repeat("A", 60), false},
 		{"longer than QuiltV1", enc(append(append([]byte(nil), patch...), 0, 0, 0)), false},
 		{"bad base64", good[:20] + "!" + good[21:], false},

@@ -9,6 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
 )
@@ -57,7 +58,7 @@ func (a *Agent) checkHandover(ctx context.Context, blob string) error {
 	if blob == "" {
 		return fmt.Errorf("%w: %s has no agent-snapshot record; the handover names %s", snapshot.ErrBlobNotFound, a.cfg.ENSName, h.Head)
 	}
-	if blob != h.Head {
+	if !headref.Same(blob, h.Head) {
 		return fmt.Errorf("the record of %s names %s, not the handover's head %s: ask the seller for a new handover", a.cfg.ENSName, blob, h.Head)
 	}
 	return nil
@@ -81,7 +82,7 @@ func (a *Agent) afterHandoverRestore(r snapshot.Restored) error {
 // written under the seller's key: the next snapshot must be taken even if
 // nothing changed (the re-key).
 func (a *Agent) rekeyDue(last *state.Snapshot) bool {
-	return a.cfg.Handover != nil && last != nil && last.BlobID == a.cfg.Handover.Head
+	return a.cfg.Handover != nil && last != nil && headref.Same(last.BlobID, a.cfg.Handover.Head)
 }
 
 // handoverPending reports whether this operator has not restored or

@@ -79,6 +79,7 @@ var placement = map[string]layer{
 	"internal/ensname":    leafLayer,
 	"internal/fsys":       leafLayer,
 	"internal/hash":       leafLayer,
+	"internal/headref":    leafLayer,
 	"internal/redact":     leafLayer,
 	"internal/redstuff":   leafLayer,
 	"internal/secretfile": leafLayer,
@@ -140,6 +141,8 @@ var lateral = map[string][]string{
 	// cipher reads its key files through secretfile.
 	"internal/cipher":     {"internal/secretfile"},
 	"internal/hash":       {"internal/fsys"},
+	"internal/headref":    nil,
+	"internal/redact":     nil,
 	"internal/redstuff":   {"internal/walruscost"},
 	"internal/secretfile": {"internal/fsys"},
 	"internal/sqlite":     {"internal/fsys"},

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/headref"
 )
 
 // FileName is the lock's name at the top of a brain directory.
@@ -38,6 +39,10 @@ const (
 	KeyLastUpdated = "lastUpdated"
 	KeyBlobID      = "walrusSnapshotBlobId"
 	KeyLineage     = "lineage"
+	// KeyHead is hermesd's: walrusSnapshotBlobId's head reference with
+	// its digest (docs/format-v3.md §14), beside the plain id the
+	// reference runtime reads and writes.
+	KeyHead = "walrusSnapshotHead"
 )
 
 // ErrMalformed is matched by every parse error.
@@ -55,6 +60,8 @@ type member struct {
 
 // LineageEntry describes one earlier snapshot of the agent.
 type LineageEntry struct {
+	// BlobID is the snapshot's head reference (docs/format-v3.md §14): a
+	// blob or patch id, for a v3 head with its commit id.
 	BlobID     string `json:"blobId"`
 	BundleHash string `json:"bundleHash"`
 	CreatedAt  int64  `json:"createdAt"` // milliseconds since the epoch
@@ -123,7 +130,7 @@ func (l *Lock) check() error {
 	for _, m := range l.members {
 		var err error
 		switch m.key {
-		case KeyBundleHash, KeyBlobID:
+		case KeyBundleHash, KeyBlobID, KeyHead:
 			var s string
 			err = json.Unmarshal(m.val, &s)
 		case KeyVersion, KeyLastUpdated:
@@ -268,6 +275,16 @@ func (l *Lock) set(key string, v any) {
 	}
 }
 
+// del removes key, if present.
+func (l *Lock) del(key string) {
+	for i := range l.members {
+		if l.members[i].key == key {
+			l.members = append(l.members[:i], l.members[i+1:]...)
+			return
+		}
+	}
+}
+
 func (l *Lock) str(key string) string {
 	raw, ok := l.Raw(key)
 	if !ok {
@@ -307,12 +324,34 @@ func (l *Lock) LastUpdated() int64 { return l.num(KeyLastUpdated) }
 // SetLastUpdated sets lastUpdated (milliseconds since the epoch).
 func (l *Lock) SetLastUpdated(ms int64) { l.set(KeyLastUpdated, ms) }
 
-// BlobID is walrusSnapshotBlobId: the latest uploaded snapshot. Inside a
-// snapshot's own tar it names that snapshot's parent.
-func (l *Lock) BlobID() string { return l.str(KeyBlobID) }
+// BlobID is the head reference of the latest uploaded snapshot
+// (walrusSnapshotBlobId, with the digest walrusSnapshotHead records for
+// it). Inside a snapshot's own tar it names that snapshot's parent.
+// walrusSnapshotHead counts only while it names walrusSnapshotBlobId: the
+// reference runtime, which knows only walrusSnapshotBlobId, may have moved
+// that on since.
+func (l *Lock) BlobID() string {
+	id := l.str(KeyBlobID)
+	if r, err := headref.Parse(l.str(KeyHead)); err == nil && r.Bound && r.ID == id {
+		return r.String()
+	}
+	return id
+}
 
-// SetBlobID sets walrusSnapshotBlobId.
-func (l *Lock) SetBlobID(id string) { l.set(KeyBlobID, id) }
+// SetBlobID records the head reference ref: its id in
+// walrusSnapshotBlobId, where the reference runtime reads a blob id, and
+// the whole reference in walrusSnapshotHead when it carries a digest (a
+// reference without one removes walrusSnapshotHead).
+func (l *Lock) SetBlobID(ref string) {
+	r, err := headref.Parse(ref)
+	if err != nil || !r.Bound {
+		l.set(KeyBlobID, ref)
+		l.del(KeyHead)
+		return
+	}
+	l.set(KeyBlobID, r.ID)
+	l.set(KeyHead, r.String())
+}
 
 // Lineage returns the earlier snapshots, newest first.
 func (l *Lock) Lineage() []LineageEntry {
@@ -355,15 +394,17 @@ func (l *Lock) Record(bundleHash string, nowMS int64) bool {
 }
 
 // Uploaded records that the snapshot e (of this lock's state) is stored: it
-// becomes walrusSnapshotBlobId and the newest lineage entry. A lineage entry
-// with the same blob id is replaced rather than repeated.
+// becomes walrusSnapshotBlobId (and walrusSnapshotHead) and the newest
+// lineage entry. A lineage entry with the same blob id is replaced rather
+// than repeated.
 func (l *Lock) Uploaded(e LineageEntry) {
 	l.SetBlobID(e.BlobID)
 	old := l.Lineage()
 	es := make([]LineageEntry, 0, len(old)+1)
 	es = append(es, e)
+	id := headref.ID(e.BlobID)
 	for _, o := range old {
-		if o.BlobID != e.BlobID {
+		if headref.ID(o.BlobID) != id {
 			es = append(es, o)
 		}
 	}

@@ -155,7 +155,7 @@ func (s *walrusStore) readPatchRange(ctx context.Context, id string, off, length
 	data, err := s.patches.get(ctx, id, func(ctx context.Context) ([]byte, error) {
 		var b bytes.Buffer
 		if _, err := s.c.Read(ctx, id, &b, walrus.WithMaxSize(MaxPatchRead)); err != nil {
-			return nil, notFound(err)
+			return nil, storeErr(err)
 		}
 		return b.Bytes(), nil
 	})

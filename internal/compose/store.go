@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
@@ -77,31 +78,39 @@ func readOpts(max int64) []walrus.ReadOption {
 	return nil
 }
 
-// notFound makes a read error that means "no such blob" match
-// snapshot.ErrBlobNotFound too, keeping its text.
-func notFound(err error) error {
-	if err != nil && errors.Is(err, walrus.ErrNotFound) {
-		return notFoundError{err}
+// storeErr makes a read error that means "no such blob" match
+// snapshot.ErrBlobNotFound too, and one that means "other bytes than the
+// blob id names" headref.ErrMismatch, keeping its text: the pipeline's
+// words for them (snapshot.BlobStore).
+func storeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, walrus.ErrNotFound):
+		return alsoError{snapshot.ErrBlobNotFound, err}
+	case errors.Is(err, walrus.ErrBlobID):
+		return alsoError{headref.ErrMismatch, err}
 	}
 	return err
 }
 
-type notFoundError struct{ err error }
+// alsoError is err, matching also too.
+type alsoError struct{ also, err error }
 
-func (e notFoundError) Error() string   { return e.err.Error() }
-func (e notFoundError) Unwrap() []error { return []error{snapshot.ErrBlobNotFound, e.err} }
+func (e alsoError) Error() string   { return e.err.Error() }
+func (e alsoError) Unwrap() []error { return []error{e.also, e.err} }
 
 func (s *walrusStore) Get(ctx context.Context, blobID, path string, max int64) (snapshot.Fetched, error) {
 	r, err := s.c.ReadToFile(ctx, blobID, path, readOpts(max)...)
 	if err != nil {
-		return snapshot.Fetched{}, notFound(err)
+		return snapshot.Fetched{}, storeErr(err)
 	}
 	return snapshot.Fetched{Size: r.Size, Source: r.Aggregator, Attempts: r.Attempts}, nil
 }
 
 func (s *walrusStore) Check(ctx context.Context, blobID string, size int64, sum [32]byte) error {
 	_, err := s.c.Verify(ctx, blobID, sum, size, walrus.WithNotFoundRetries(verifyNotFoundRetries))
-	return notFound(err)
+	return storeErr(err)
 }
 
 // Compare reads the blob back and compares it with what open returns, byte
@@ -123,7 +132,7 @@ func (s *walrusStore) Compare(ctx context.Context, blobID string, open func() (i
 	}
 	res, err := s.c.Read(ctx, blobID, w, walrus.WithExpectedSize(size), walrus.WithNotFoundRetries(verifyNotFoundRetries))
 	if err != nil {
-		return notFound(err)
+		return storeErr(err)
 	}
 	if res.Size != size || w.off != size {
 		return fmt.Errorf("%w: blob %s reads back as %d bytes, %d were stored", walrus.ErrMismatch, blobID, res.Size, size)
@@ -194,7 +203,7 @@ func (w *compareWriter) Write(p []byte) (int, error) {
 
 func (s *walrusStore) Stream(ctx context.Context, blobID string, w io.Writer, max int64) (int64, error) {
 	r, err := s.c.Read(ctx, blobID, w, readOpts(max)...)
-	return r.Size, notFound(err)
+	return r.Size, storeErr(err)
 }
 
 func (s *walrusStore) ReadRange(ctx context.Context, blobID string, off, length int64, w io.Writer) (int64, error) {
@@ -202,5 +211,5 @@ func (s *walrusStore) ReadRange(ctx context.Context, blobID string, off, length 
 		return s.readPatchRange(ctx, blobID, off, length, w)
 	}
 	r, err := s.c.ReadRange(ctx, blobID, off, length, w)
-	return r.Total, notFound(err)
+	return r.Total, storeErr(err)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/fsys"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
 
@@ -232,7 +233,7 @@ func checkLock(liveRaw, gotRaw []byte, blob string) (*Mismatch, string) {
 		return bad("bundleHash "+ll.BundleHash(), "bundleHash "+gl.BundleHash())
 	}
 	lin := ll.Lineage()
-	if len(lin) == 0 || lin[0].BlobID != blob || ll.BlobID() != blob {
+	if len(lin) == 0 || !headref.Same(lin[0].BlobID, blob) || !headref.Same(ll.BlobID(), blob) {
 		return nil, fmt.Sprintf("bundle.lock.json: bundleHash equal; blob %s is not the live lock's newest upload, so only bundleHash was compared", blob)
 	}
 	if gl.Version() != ll.Version() {

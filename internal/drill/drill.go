@@ -22,6 +22,7 @@ import (
 	"github.com/hermesd/hermesd/internal/ens"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -198,7 +199,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		return rep, fmt.Errorf("%w: agent %s has no ENS name, which mode b (ENS pointer cold boot) needs; use mode a", ErrOptions, ac.ID)
 	}
 	if o.BlobID != "" {
-		if err := walrus.ValidateRef(o.BlobID); err != nil {
+		if err := validRef(o.BlobID); err != nil {
 			return rep, fmt.Errorf("%w: %w", ErrOptions, err)
 		}
 	}
@@ -381,7 +382,7 @@ func (d *drill) head(ctx context.Context, cp *coldPath) (string, error) {
 	case d.o.Mode == ModeB:
 		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
 		if err == nil {
-			// The record is anyone's text until it is a blob or patch id.
+			// The record is anyone's text until it is a head reference.
 			err = agent.ValidatePointer(v)
 		}
 		if err != nil {
@@ -391,7 +392,7 @@ func (d *drill) head(ctx context.Context, cp *coldPath) (string, error) {
 		d.rep.stage("ens-read", t, nil, fmt.Sprintf("%s agent-snapshot = %s", d.ac.ENSName, v))
 		d.rep.Source = "the ENS record agent-snapshot of " + d.ac.ENSName
 		switch l := st.Last; {
-		case l == nil || l.BlobID == v:
+		case l == nil || headref.Same(l.BlobID, v):
 		case st.Pending != nil && st.Pending.Value == l.BlobID:
 			d.rep.note("a newer snapshot (%s) is verified and waits for its pointer since %s; the drill restores the published one, which a fresh machine gets",
 				l.BlobID, st.Pending.Since.UTC().Format(time.RFC3339))
@@ -401,7 +402,10 @@ func (d *drill) head(ctx context.Context, cp *coldPath) (string, error) {
 		return v, nil
 	case d.o.BlobID != "":
 		d.rep.Source = "--blob"
-		return d.o.BlobID, nil
+		// A bare id is read as the head this machine recorded under it,
+		// with its digest (the state, the live brain's lock).
+		lock, _ := bundlelock.Read(filepath.Join(d.ac.BrainDir, bundlelock.FileName))
+		return agent.Bind(d.o.BlobID, agent.KnownHeads(st, lock)), nil
 	}
 	l := st.Last
 	if l == nil {
@@ -464,7 +468,7 @@ func (d *drill) runDestructive(ctx context.Context) (err error) {
 		}
 	}
 	blob := d.last.BlobID
-	if d.o.BlobID != "" {
+	if d.o.BlobID != "" && !headref.Same(d.o.BlobID, blob) {
 		blob = d.o.BlobID
 	}
 	d.rep.BlobID = blob
@@ -579,7 +583,7 @@ func (d *drill) publish(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("read back pointer: %w", err)
 	}
-	if got != d.last.BlobID {
+	if !headref.Same(got, d.last.BlobID) {
 		return fmt.Errorf("%w: %s names %s, the verified snapshot is %s", ErrPointer, d.ac.ENSName, got, d.last.BlobID)
 	}
 	detail += "; read back"
@@ -638,7 +642,7 @@ func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) 
 		// (the read-only drill read the record to find its blob).
 		t := time.Now()
 		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
-		if err == nil && v != blob {
+		if err == nil && !headref.Same(v, blob) {
 			err = fmt.Errorf("%w: %s names %s, the verified snapshot is %s", ErrPointer, d.ac.ENSName, v, blob)
 		}
 		d.rep.stage("ens-read", t, err, fmt.Sprintf("%s agent-snapshot = %s", d.ac.ENSName, v))
@@ -687,6 +691,9 @@ func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) 
 	}
 	for _, s := range res.Notes {
 		d.rep.note("%s", s)
+	}
+	for _, s := range res.Warnings {
+		d.rep.note("warning: %s", s)
 	}
 	return res, nil
 }
@@ -988,13 +995,13 @@ func (d *drill) checkGate(ctx context.Context, blob string) (*manifest, string, 
 		// Renaming a link would move the link, not the brain.
 		return nil, "", fmt.Errorf("%w: %s is not a directory (a symlink?); point brain_dir at the directory itself", ErrRefused, d.ac.BrainDir)
 	}
-	if blob != d.last.BlobID {
+	if !headref.Same(blob, d.last.BlobID) {
 		return nil, "", fmt.Errorf("%w: it restores only the snapshot the drill verified (%s), not %s", ErrRefused, d.last.BlobID, blob)
 	}
 	verified := "uploaded and read back by this drill"
 	if !d.took {
 		if sum, err := hex.DecodeString(d.last.SHA256); err == nil && len(sum) == 32 {
-			if err := compose.Store(d.svc.Walrus).Check(ctx, blob, d.last.Size, [32]byte(sum)); err != nil {
+			if err := compose.Store(d.svc.Walrus).Check(ctx, headref.ID(blob), d.last.Size, [32]byte(sum)); err != nil {
 				return nil, "", fmt.Errorf("%w: blob %s does not read back intact: %w", ErrRefused, blob, err)
 			}
 			verified = "read back: size and sha256 match the upload"
@@ -1156,4 +1163,14 @@ func relink(target, name string) error {
 		return err
 	}
 	return nil
+}
+
+// validRef checks untrusted text (a record, --blob) is a head reference
+// whose id is a Walrus blob or quilt patch id.
+func validRef(s string) error {
+	r, err := headref.Parse(s)
+	if err != nil {
+		return err
+	}
+	return walrus.ValidateRef(r.ID)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -76,10 +77,11 @@ func (w *world) pointer(name string) string {
 	return v
 }
 
-// tamper flips one byte in the middle of a stored blob (or quilt patch).
-func (w *world) tamper(blobID string) {
+// tamper flips one byte in the middle of a stored blob (or quilt patch)
+// a head reference names.
+func (w *world) tamper(ref string) {
 	w.t.Helper()
-	if err := w.dn.Walrus.FlipStoredByte(blobID, 0x01); err != nil {
+	if err := w.dn.Walrus.FlipStoredByte(headref.ID(ref), 0x01); err != nil {
 		w.t.Fatal(err)
 	}
 }

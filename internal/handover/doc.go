@@ -32,7 +32,7 @@
 //	  "identity":    "auditor.hermes.eth",      // the v3 identity (§2)
 //	  "ens_name":    "auditor.hermes.eth",      // normalized; = identity
 //	  "token_id":    7,                         // or null without an iNFT
-//	  "head":        "<walrus blob id>",        // the head pack to restore
+//	  "head":        "<head reference>",        // the head pack to restore (docs/format-v3.md §14)
 //	  "bundle_hash": "0x…",                     // keccak bundle hash of head
 //	  "key":         "<43 characters>",         // the agent key, base64url
 //	  "key_id":      "<16 hex digits>",         // its public key id (§2)

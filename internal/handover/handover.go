@@ -16,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 )
 
@@ -44,7 +45,7 @@ type Handover struct {
 	Identity   string        // the v3 identity the agent's objects are bound to
 	ENSName    string        // the agent's normalized ENS name
 	TokenID    *uint64       // the agent's iNFT token id; nil without one
-	Head       string        // blob id of the head snapshot to restore
+	Head       string        // head reference of the snapshot to restore (docs/format-v3.md §14)
 	BundleHash hash.Digest   // bundle hash of the head snapshot
 	Key        repo.AgentKey // the agent's own v3 key; prints as [REDACTED]
 	Created    time.Time     // when the seller wrote it (UTC, seconds)
@@ -74,8 +75,8 @@ func (h *Handover) Validate() error {
 	if h.Identity != h.ENSName {
 		return fmt.Errorf("identity %q is not the ENS name %q (a published agent's identity is its name)", clip(h.Identity), clip(h.ENSName))
 	}
-	if !repo.ValidBlobID(h.Head) {
-		return fmt.Errorf("head %q is not a blob id", clip(h.Head))
+	if _, err := headref.Parse(h.Head); err != nil {
+		return fmt.Errorf("head is not a blob id: %w", err)
 	}
 	if h.Key.Bytes() == [repo.KeySize]byte{} {
 		return errors.New("key is all zero")

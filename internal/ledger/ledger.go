@@ -42,9 +42,11 @@ const maxCount = 1 << 53
 var maxFeeWei = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
 
 // NaiveWriteGas is the gas of one L1 setText update of an agent-snapshot
-// record (a 43-character blob id over another) on the ENS PublicResolver
-// under mainnet's rules, as measured on the devnet's contracts: what the
-// naive way pays for every snapshot.
+// record (a 43-character blob id over another, as the reference runtime
+// writes it) on the ENS PublicResolver under mainnet's rules, as measured
+// on the devnet's contracts (scripts/benchtool/gas): what the naive way
+// pays for every snapshot. hermesd's own v3 records carry their head's
+// digest and cost more (docs/design.md §11).
 const NaiveWriteGas = 47_819
 
 // Spend is what was spent: the totals of a book, or of one hour.

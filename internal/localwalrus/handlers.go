@@ -648,28 +648,35 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
 		}
 		rng = &br
 	}
-	m, f, ok := s.openBlob(w, id)
-	if !ok {
-		return
+	var body io.ReadSeeker
+	var size int64
+	if b, ok := s.forged.get(blobID); ok {
+		body, size = bytes.NewReader(b), int64(len(b))
+	} else {
+		m, f, ok := s.openBlob(w, id)
+		if !ok {
+			return
+		}
+		defer f.Close()
+		body, size = f, m.Size
 	}
-	defer f.Close()
 
-	start, length, status := int64(0), m.Size, http.StatusOK
+	start, length, status := int64(0), size, http.StatusOK
 	if rng != nil {
-		if rng.last >= m.Size {
+		if rng.last >= size {
 			writeAPIError(w, http.StatusRequestedRangeNotSatisfiable, "RANGE_NOT_SATISFIABLE", "INVALID_BYTE_RANGE",
-				fmt.Sprintf("invalid byte range parameters: range %d-%d is outside the blob of %d bytes", rng.first, rng.last, m.Size))
+				fmt.Sprintf("invalid byte range parameters: range %d-%d is outside the blob of %d bytes", rng.first, rng.last, size))
 			return
 		}
 		start, length, status = rng.first, rng.last-rng.first+1, http.StatusPartialContent
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, m.Size))
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, size))
 	}
-	if _, err := f.Seek(start, io.SeekStart); err != nil {
+	if _, err := body.Seek(start, io.SeekStart); err != nil {
 		writeInternal(w, err)
 		return
 	}
 	readHeaders(w.Header(), r, blobID)
-	s.sendBody(w, r, st, f, length, status)
+	s.sendBody(w, r, st, body, length, status)
 }
 
 // openBlob opens a blob readable now, or answers the request with 404

@@ -82,6 +82,7 @@ type Server struct {
 	clock   clockState
 
 	faults   faultState
+	forged   forgeries
 	stats    statsState
 	inflight inflight
 	ids      idCache

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -256,12 +257,14 @@ func (h *Head) Transferred() *state.Transferred {
 }
 
 // own reports whether v is a snapshot of the agent's lineage: one the
-// state names or the brain's lock records.
+// state names or the brain's lock records (headref.Same: a value without
+// its head's digest, written before heads carried theirs, is the head of
+// that id).
 func (h *Head) own(st *state.AgentState, v string) bool {
 	if v == "" {
 		return false
 	}
-	if (st.Last != nil && st.Last.BlobID == v) || (st.Pending != nil && st.Pending.Value == v) || st.Published == v {
+	if (st.Last != nil && headref.Same(st.Last.BlobID, v)) || (st.Pending != nil && headref.Same(st.Pending.Value, v)) || headref.Same(st.Published, v) {
 		return true
 	}
 	return h.lineage != nil && h.lineage.Knows(v)

@@ -64,13 +64,14 @@ func (h *Head) Verified(s state.Snapshot) error {
 }
 
 // Restored makes s, a snapshot restored into the brain, the agent's last;
-// fromRecord says its id came from the record, which then names it:
-// published, with nothing pending or held.
-func (h *Head) Restored(s state.Snapshot, fromRecord bool) error {
+// record, when not empty, is the record's value it was restored from,
+// verbatim (a record written before heads carried their digest names
+// the head by its id alone): published, with nothing pending or held.
+func (h *Head) Restored(s state.Snapshot, record string) error {
 	return h.update(func(st *state.AgentState) bool {
 		st.Last = &s
-		if fromRecord {
-			st.Published, st.PublishedAt = s.BlobID, h.deps.Now()
+		if record != "" {
+			st.Published, st.PublishedAt = record, h.deps.Now()
 			st.Pending, st.Hold = nil, nil
 		}
 		return true

@@ -10,6 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/state"
 )
 
@@ -316,6 +317,14 @@ func TestCheck(t *testing.T) {
 					t.Fatalf("pending %+v", p)
 				}
 			}},
+		{name: "our head by its id, with a digest the state does not carry → rollback",
+			// A record written before heads carried their digest names
+			// ours by its id alone (headref.Same); so does one that
+			// carries a digest where the state has none.
+			setup: func(r *rig, a *agent, first string) {
+				r.w.set("alpha.eth", headref.Bind(first, headref.Digest{1}).String())
+			},
+			want: Rollback},
 		{name: "no record while we published one → rollback",
 			setup: func(r *rig, a *agent, first string) { r.w.set("alpha.eth", "") },
 			want:  Rollback},
@@ -433,7 +442,7 @@ func TestRestoredAndCatchUp(t *testing.T) {
 			st.Pending, st.Hold = &state.Pointer{Value: "x"}, &state.Hold{Value: "y"}
 			return true
 		})
-		if err := a.h.Restored(state.Snapshot{BlobID: "r1"}, true); err != nil {
+		if err := a.h.Restored(state.Snapshot{BlobID: "r1"}, "r1"); err != nil {
 			t.Fatal(err)
 		}
 		if st := a.st.get(); st.Last.BlobID != "r1" || st.Published != "r1" || st.Pending != nil || st.Hold != nil {
@@ -443,7 +452,7 @@ func TestRestoredAndCatchUp(t *testing.T) {
 	t.Run("restored from the state: the last snapshot only", func(t *testing.T) {
 		r := newRig(t)
 		a := r.head("alpha", "", false, 0)
-		a.h.Restored(state.Snapshot{BlobID: "r1"}, false)
+		a.h.Restored(state.Snapshot{BlobID: "r1"}, "")
 		if st := a.st.get(); st.Last.BlobID != "r1" || st.Published != "" {
 			t.Fatalf("state %+v", st)
 		}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/hermesd/hermesd/internal/headref"
 )
 
 // RangeReader reads closed byte ranges of blobs: the Walrus aggregator's
@@ -161,12 +163,18 @@ type Head struct {
 // reads) and returns its verified commit: enough to walk a lineage
 // (hermesd log: follow Commit.Parent while ParentFormat is "v3").
 func ReadCommit(ctx context.Context, src RangeReader, keys *Keys, blobID string) (*Head, error) {
+	return ReadCommitRef(ctx, src, keys, headref.Bare(blobID))
+}
+
+// ReadCommitRef is ReadCommit of a head reference: a reference bound to a
+// commit id reads only the head whose commit has that id (see OpenRef).
+func ReadCommitRef(ctx context.Context, src RangeReader, keys *Keys, ref headref.Ref) (*Head, error) {
 	r := &Reader{src: src, keys: keys, opts: ReadOptions{}.withDefaults()}
-	p, c, cid, err := r.readHead(ctx, blobID)
+	p, c, cid, err := r.readHead(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	return &Head{BlobID: blobID, Commit: c, CommitID: cid, Size: p.ref.Size, IndexLength: p.ref.IndexLength, Objects: p.entries}, nil
+	return &Head{BlobID: ref.ID, Commit: c, CommitID: cid, Size: p.ref.Size, IndexLength: p.ref.IndexLength, Objects: p.entries}, nil
 }
 
 // Open reads the head pack blobID (header, index, commit) and the indexes
@@ -174,8 +182,19 @@ func ReadCommit(ctx context.Context, src RangeReader, keys *Keys, blobID string)
 // verifies them: the commit must be this agent's, every pack must have the
 // size and index length the commit records.
 func Open(ctx context.Context, src RangeReader, keys *Keys, blobID string, opts ReadOptions) (*Reader, error) {
+	return OpenRef(ctx, src, keys, headref.Bare(blobID), opts)
+}
+
+// OpenRef is Open of a head reference (docs/format-v3.md §14). A
+// reference bound to a commit id opens only the head whose commit has
+// that id: another head, however genuine (an older snapshot of the same
+// agent an aggregator serves in its place), fails with an error matching
+// headref.ErrMismatch as soon as its index is decrypted, before its
+// commit is parsed or any other pack is read.
+func OpenRef(ctx context.Context, src RangeReader, keys *Keys, ref headref.Ref, opts ReadOptions) (*Reader, error) {
+	blobID := ref.ID
 	r := &Reader{src: src, keys: keys, opts: opts.withDefaults(), headID: blobID, trees: map[ID]*Tree{}}
-	head, c, cid, err := r.readHead(ctx, blobID)
+	head, c, cid, err := r.readHead(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -233,8 +252,10 @@ func (r *Reader) compareIDs(a, b idKey) int {
 	return cmp.Compare(ea.Type, eb.Type)
 }
 
-// readHead reads and verifies a head pack's header, index and commit.
-func (r *Reader) readHead(ctx context.Context, blobID string) (*packState, *Commit, ID, error) {
+// readHead reads and verifies a head pack's header, index and commit;
+// the commit's id must be the reference's digest when it has one.
+func (r *Reader) readHead(ctx context.Context, ref headref.Ref) (*packState, *Commit, ID, error) {
+	blobID := ref.ID
 	if !ValidBlobID(blobID) {
 		return nil, nil, ID{}, fmt.Errorf("repo: %q is not a blob id", clip(blobID))
 	}
@@ -260,6 +281,11 @@ func (r *Reader) readHead(ctx context.Context, blobID string) (*packState, *Comm
 	if err != nil {
 		return nil, nil, ID{}, fmt.Errorf("pack %s: %w", blobID, err)
 	}
+	cid := ID(sha256.Sum256(ix.Commit))
+	if ref.Bound && cid != ID(ref.Digest) {
+		return nil, nil, ID{}, fmt.Errorf("%w: %s holds the head of commit %s, the reference names commit %s",
+			headref.ErrMismatch, blobID, headref.Digest(cid), ref.Digest)
+	}
 	c, err := DecodeCommit(ix.Commit)
 	if err != nil {
 		return nil, nil, ID{}, fmt.Errorf("pack %s: %w", blobID, err)
@@ -269,7 +295,7 @@ func (r *Reader) readHead(ctx context.Context, blobID string) (*packState, *Comm
 	}
 	p := &packState{ref: PackRef{BlobID: blobID, Size: total, IndexLength: h.IndexLength}, hdr: h, entries: ix.Entries, head: true}
 	r.headPrefix = append(append([]byte{}, hb...), ib...)
-	return p, c, sha256.Sum256(ix.Commit), nil
+	return p, c, cid, nil
 }
 
 // readPack reads a listed pack's header and index in one range read.
@@ -362,6 +388,10 @@ func (r *Reader) Commit() *Commit { return r.commit }
 
 // CommitID returns the SHA-256 of the head commit's encoding.
 func (r *Reader) CommitID() ID { return r.cid }
+
+// Ref returns the reference naming the head read, with its commit id
+// (docs/format-v3.md §14).
+func (r *Reader) Ref() headref.Ref { return headref.Bind(r.headID, headref.Digest(r.cid)) }
 
 // HeadBlobID returns the head pack's blob id.
 func (r *Reader) HeadBlobID() string { return r.headID }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hermesd/hermesd/internal/cipher"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 )
 
@@ -35,8 +36,10 @@ func DetectFormat(prefix []byte) (Format, error) {
 }
 
 // BlobFormat reads the first bytes of blobID (one closed range read) and
-// says which format it is.
+// says which format it is. blobID may be a head reference: its id is
+// read (its digest is checked only by what reads the head).
 func (p *Pipeline) BlobFormat(ctx context.Context, blobID string) (Format, error) {
+	blobID = headref.ID(blobID)
 	var b bytes.Buffer
 	total, err := p.Store.ReadRange(ctx, blobID, 0, formatPrefixLen, &b)
 	if err != nil && total > 0 && total < formatPrefixLen {

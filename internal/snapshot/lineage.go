@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/headref"
 )
 
 // errFound stops a download once the lock has been read.
@@ -17,8 +18,10 @@ var errFound = errors.New("lock found")
 // ReadLock returns the bundle.lock.json inside a snapshot blob. It streams
 // the blob and stops as soon as the lock entry has been read and its
 // segments authenticated, so listing the lineage (which every lock carries)
-// never downloads older blobs, and usually not all of this one.
+// never downloads older blobs, and usually not all of this one. blobID
+// names a v1 or v2 blob (a head reference's id is read).
 func (p *Pipeline) ReadLock(ctx context.Context, blobID string) (*bundlelock.Lock, error) {
+	blobID = headref.ID(blobID)
 	pr, pw := io.Pipe()
 	type result struct {
 		lock *bundlelock.Lock

@@ -72,7 +72,10 @@ func (l Limits) limitsFor(blobSize int64) Limits {
 
 // Restored describes a completed restore.
 type Restored struct {
-	Format     Format
+	Format Format
+	// BlobID is the head reference restored (docs/format-v3.md §14): the
+	// one asked for, with, for a v3 head, its commit id (read from the
+	// head when the reference had none).
 	BlobID     string
 	BundleHash hash.Digest
 	// Verified is false only for an unverified restore (see
@@ -112,10 +115,13 @@ type Restored struct {
 	Notes []string
 	// Unchecked says what an unverified restore could not check.
 	Unchecked []string
-	Source    string // where the blob came from
-	Attempts  int    // download attempts
-	Download  time.Duration
-	Unpack    time.Duration // decrypt + extract + verify + sync + rename
+	// Warnings say what nothing bound to the reference restored: a
+	// reference without a digest, a blob taken on the aggregator's word.
+	Warnings []string
+	Source   string // where the blob came from
+	Attempts int    // download attempts
+	Download time.Duration
+	Unpack   time.Duration // decrypt + extract + verify + sync + rename
 
 	root rootMeta // the brain directory's own, from the snapshot (fill)
 }
@@ -195,16 +201,25 @@ type StageError struct {
 func (e *StageError) Error() string { return e.Err.Error() }
 func (e *StageError) Unwrap() error { return e.Err }
 
-// Restore downloads blobID and installs it as target, which must not exist
-// or must hold no regular files. On any error target is left as it was.
-func (p *Pipeline) Restore(ctx context.Context, blobID, target string) (Restored, error) {
-	return p.RestoreWith(ctx, blobID, target, RestoreOptions{})
+// Restore downloads the snapshot head names (a head reference,
+// docs/format-v3.md §14: a blob or patch id, with a v3 head's digest) and
+// installs it as target, which must not exist or must hold no regular
+// files. On any error target is left as it was. Bytes that are not the
+// ones the reference names fail with an error matching
+// headref.ErrMismatch before anything is decrypted into target.
+func (p *Pipeline) Restore(ctx context.Context, head, target string) (Restored, error) {
+	return p.RestoreWith(ctx, head, target, RestoreOptions{})
 }
 
 // RestoreWith is Restore with options. The blob's first bytes say its
 // format: v3 is read with range reads of only the objects needed, v1 and
 // v2 are downloaded whole.
-func (p *Pipeline) RestoreWith(ctx context.Context, blobID, target string, opts RestoreOptions) (Restored, error) {
+func (p *Pipeline) RestoreWith(ctx context.Context, head, target string, opts RestoreOptions) (Restored, error) {
+	ref, err := parseRef(head)
+	if err != nil {
+		return Restored{}, err
+	}
+	blobID := ref.ID
 	if err := checkEmpty(target); err != nil {
 		return Restored{}, err
 	}
@@ -217,7 +232,9 @@ func (p *Pipeline) RestoreWith(ctx context.Context, blobID, target string, opts 
 	case err != nil:
 		return Restored{}, &StageError{"download", err}
 	case f == FormatV3:
-		return p.restoreV3(ctx, blobID, target, opts)
+		return p.restoreV3(ctx, ref, target, opts)
+	case ref.Bound:
+		return Restored{}, &StageError{"unpack", notV3(ref, f)}
 	case opts.Path != "":
 		return Restored{}, fmt.Errorf("%w: blob %s is %s; only v3 snapshots restore a single path", ErrNotV3, blobID, f)
 	}
@@ -240,9 +257,15 @@ func (p *Pipeline) restoreWhole(ctx context.Context, blobID, target string, opts
 		return Restored{}, &StageError{"download", fmt.Errorf("download %s: %w", blobID, err)}
 	}
 	download := time.Since(start)
+	// The store checked the whole blob against its id; a patch it could
+	// not check.
+	warning := wholeWarning(blobID)
 
 	start = time.Now()
 	res, err := p.restoreFile(ctx, spool.Name(), got.Size, target, opts)
+	if warning != "" {
+		res.Warnings = append(res.Warnings, warning)
+	}
 	res.BlobID, res.BlobSize, res.Download = blobID, got.Size, download
 	res.Downloaded, res.Ranges = got.Size, 1
 	res.Source, res.Attempts = got.Source, got.Attempts

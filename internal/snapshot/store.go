@@ -22,12 +22,16 @@ type BlobStore interface {
 	// only). It may fail after a partial write.
 	ReadRange(ctx context.Context, blobID string, off, length int64, w io.Writer) (total int64, err error)
 	// Get downloads blobID into the file at path, refusing a blob larger
-	// than max bytes before writing it.
+	// than max bytes before writing it. Of a blob id it writes only the
+	// bytes the id names (a Walrus blob id commits to them), else fails
+	// with an error matching headref.ErrMismatch; a quilt patch it takes
+	// on the aggregator's word.
 	Get(ctx context.Context, blobID, path string, max int64) (Fetched, error)
 	// Check reads blobID back and requires its size and SHA-256.
 	Check(ctx context.Context, blobID string, size int64, sum [32]byte) error
 	// Stream writes blobID to w, refusing more than max bytes. It may stop
-	// early when w returns an error.
+	// early when w returns an error. A whole blob is checked as Get checks
+	// it, before w sees a byte.
 	Stream(ctx context.Context, blobID string, w io.Writer, max int64) (int64, error)
 }
 

@@ -83,8 +83,11 @@ func (s *Pipeline) HashesWhileTaking() bool { return s.Format == FormatV3 }
 
 // Result describes an uploaded, verified snapshot.
 type Result struct {
-	Format           Format
-	BlobID           string // what the ENS pointer names: the blob, or the v3 head pack
+	Format Format
+	// BlobID is what the ENS pointer names: the blob (v1, v2), or the v3
+	// head pack's head reference, with its commit id (docs/format-v3.md
+	// §14).
+	BlobID           string
 	BundleHash       hash.Digest
 	Version          int64
 	Size             int64    // encrypted bytes of BlobID

@@ -17,6 +17,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 )
 
@@ -246,23 +247,27 @@ type v3parent struct {
 	rekey        bool // blob was written under a ReadKeys key
 }
 
-// parentLocked prepares st.index for a snapshot whose parent is blob (the
-// lock's walrusSnapshotBlobId): the cached index when it describes blob,
-// else one rebuilt from Walrus for a v3 parent, or a new repository for a
-// v1/v2 parent (a migrated agent's first v3 snapshot is a full one). A
-// parent that is gone or not readable as this agent's starts a new chain.
-func (p *Pipeline) parentLocked(ctx context.Context, st *v3state, blob string) (v3parent, error) {
-	if blob == "" || !repo.ValidBlobID(blob) {
+// parentLocked prepares st.index for a snapshot whose parent is head (the
+// lock's head reference, bundlelock.Lock.BlobID): the cached index when it
+// describes that head, else one rebuilt from Walrus for a v3 parent, or a
+// new repository for a v1/v2 parent (a migrated agent's first v3 snapshot
+// is a full one). A parent read from Walrus must be the head the reference
+// names (its commit id, when the lock records it). A parent that is gone,
+// not readable as this agent's, or not the head named starts a new chain.
+func (p *Pipeline) parentLocked(ctx context.Context, st *v3state, head string) (v3parent, error) {
+	ref, err := headref.Parse(head)
+	if head == "" || err != nil || !repo.ValidBlobID(ref.ID) {
 		st.index, st.prev, st.trees = repo.NewIndex(), nil, nil
 		return v3parent{}, nil
 	}
+	blob := ref.ID
 	if st.index != nil && st.index.Head() == blob {
 		par := v3parent{blob: blob, format: repo.ParentV3, prev: st.prev, trees: st.trees}
 		if par.prev == nil {
 			// A restart: the index is cached, the trees are read from
 			// Walrus (in a few batched requests) so that unchanged files
 			// are not read again.
-			r, err := repo.Open(ctx, p.Store, st.keys, blob, p.Read)
+			r, err := repo.OpenRef(ctx, p.Store, st.keys, ref, p.Read)
 			if err != nil {
 				if fatal := p.unreadableParent(blob, err); fatal != nil {
 					return v3parent{}, fatal
@@ -278,6 +283,9 @@ func (p *Pipeline) parentLocked(ctx context.Context, st *v3state, blob string) (
 		return par, nil
 	}
 	f, err := p.BlobFormat(ctx, blob)
+	if err == nil && f != FormatV3 && ref.Bound {
+		err = notV3(ref, f)
+	}
 	if err != nil {
 		if fatal := p.unreadableParent(blob, err); fatal != nil {
 			return v3parent{}, fatal
@@ -311,7 +319,7 @@ func (p *Pipeline) parentLocked(ctx context.Context, st *v3state, blob string) (
 			}
 		}
 	}
-	r, err := repo.Open(ctx, p.Store, st.keys, blob, p.Read)
+	r, err := repo.OpenRef(ctx, p.Store, st.keys, ref, p.Read)
 	var ix *repo.Index
 	if err == nil {
 		ix, err = r.Index(ctx, headEnd)
@@ -336,7 +344,8 @@ func (p *Pipeline) parentLocked(ctx context.Context, st *v3state, blob string) (
 // a warning); anything else (the network) fails the snapshot, to be
 // retried.
 func (p *Pipeline) unreadableParent(blob string, err error) error {
-	for _, e := range []error{ErrBlobNotFound, repo.ErrAuth, repo.ErrCorrupt, repo.ErrNotPack, cipher.ErrUnknownFormat, cipher.ErrUnsupportedVersion} {
+	for _, e := range []error{ErrBlobNotFound, repo.ErrAuth, repo.ErrCorrupt, repo.ErrNotPack, cipher.ErrUnknownFormat, cipher.ErrUnsupportedVersion,
+		headref.ErrMismatch} {
 		if errors.Is(err, e) {
 			p.log().Warn("the previous snapshot cannot be read; this snapshot stores the whole brain", "parent", blob, "error", err)
 			return nil
@@ -478,7 +487,7 @@ func (p *Pipeline) takeV3(ctx context.Context, in Input) (Result, error) {
 	s := res.Stats
 	out := Result{
 		Format:           FormatV3,
-		BlobID:           res.Head.BlobID,
+		BlobID:           headref.Bind(res.Head.BlobID, headref.Digest(res.CommitID)).String(),
 		BundleHash:       res.Commit.BundleHash,
 		Version:          lock.Version(),
 		Size:             res.Head.Size,

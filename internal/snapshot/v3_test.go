@@ -20,6 +20,7 @@ import (
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/repo"
@@ -329,7 +330,7 @@ func TestV3Dedup(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := r.Commit()
-	if c.Parent != first.BlobID || c.ParentFormat != repo.ParentV3 {
+	if c.Parent != headref.ID(first.BlobID) || c.ParentFormat != repo.ParentV3 {
 		t.Errorf("commit parent %s (%s), want %s", c.Parent, c.ParentFormat, first.BlobID)
 	}
 	t.Logf("first snapshot %d bytes uploaded, second %d (%.4f%% of the brain)", first.Uploaded, second.Uploaded, 100*float64(second.Uploaded)/float64(first.Bytes))
@@ -681,7 +682,7 @@ func TestV3HistoryEndEpochs(t *testing.T) {
 		t.Fatalf("history of %d entries", len(hist))
 	}
 	for i, want := range []uint64{res[0].EndEpoch, res[1].EndEpoch, 0} {
-		if e := hist[i]; e.BlobID != res[i].BlobID || e.EndEpoch != want {
+		if e := hist[i]; headref.ID(e.BlobID) != headref.ID(res[i].BlobID) || e.EndEpoch != want {
 			t.Errorf("entry %d: %s ends with epoch %d, want %d (the snapshot's: %d)", i, e.BlobID, e.EndEpoch, want, res[i].EndEpoch)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/seal"
 )
@@ -43,15 +44,18 @@ func (p *Pipeline) escrowFor(k *repo.Keys, ak repo.AgentKey) error {
 	return k.SetEscrow(e)
 }
 
-// RecoverAgentKey reads the key escrow of the v3 head pack blobID (its
+// RecoverAgentKey reads the key escrow of the v3 head pack head names (its
 // header and escrow only, two range reads), asks threshold key servers for
 // the keys as the configured Sui requester, and makes the recovered agent
 // key the pipeline's: then a restore needs no key file. The key must have
 // the key id the pack names, so an escrow that does not belong to the
-// pack is refused before anything is read with it.
-func (p *Pipeline) RecoverAgentKey(ctx context.Context, blobID string) (Recovered, error) {
+// pack is refused before anything is read with it. Only the head's
+// header and escrow are read: the restore that follows checks the head
+// against its reference's digest.
+func (p *Pipeline) RecoverAgentKey(ctx context.Context, head string) (Recovered, error) {
 	start := time.Now()
-	out := Recovered{BlobID: blobID}
+	out := Recovered{BlobID: head}
+	blobID := headref.ID(head)
 	if p.Seal == nil {
 		return out, fmt.Errorf("%w: recovering from a key escrow needs the seal section (key servers, threshold, policy, sui_key)", ErrSealNotConfigured)
 	}

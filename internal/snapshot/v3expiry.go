@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 )
 
@@ -191,7 +192,7 @@ func (p *Pipeline) Renewal(now time.Time) Renewal {
 	if err != nil {
 		return Renewal{}
 	}
-	if st.index == nil || st.index.Head() != head {
+	if st.index == nil || st.index.Head() != headref.ID(head) {
 		return Renewal{Due: true, At: now, Reason: "the end epochs of the packs of " + head + " are not known here (or it is a v1/v2 snapshot)"}
 	}
 	pl := p.repackPlan(st, now)

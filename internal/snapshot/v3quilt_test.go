@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/redstuff"
 	"github.com/hermesd/hermesd/internal/repo"
@@ -117,10 +118,10 @@ func TestV3QuiltedSnapshots(t *testing.T) {
 	first := takeAll(t, b, agents)
 	quiltOf := map[string]bool{}
 	for i, r := range first[1:] {
-		if !walrus.IsPatchID(r.BlobID) || r.Quilted != 1 {
+		if !walrus.IsPatchID(headref.ID(r.BlobID)) || r.Quilted != 1 {
 			t.Fatalf("agent %d: head %s, %d packs quilted: want its head a patch", i+1, r.BlobID, r.Quilted)
 		}
-		q, err := walrus.PatchQuilt(r.BlobID)
+		q, err := walrus.PatchQuilt(headref.ID(r.BlobID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +151,7 @@ func TestV3QuiltedSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r2.Commit().Parent != first[1].BlobID || !slices.ContainsFunc(r2.Commit().Packs, func(p repo.PackRef) bool { return p.BlobID == first[1].BlobID }) {
+	if r2.Commit().Parent != headref.ID(first[1].BlobID) || !slices.ContainsFunc(r2.Commit().Packs, func(p repo.PackRef) bool { return p.BlobID == headref.ID(first[1].BlobID) }) {
 		t.Errorf("second commit: parent %s, packs %+v; want the first head, a patch, as both", r2.Commit().Parent, r2.Commit().Packs)
 	}
 	hist, err := agents[1].p.History(t.Context(), second.BlobID, 10)
@@ -180,10 +181,10 @@ func TestV3QuiltedSnapshots(t *testing.T) {
 	// Tampered bytes inside the quilt fail both readers.
 	a := agents[2]
 	var pack bytes.Buffer
-	if _, err := c.Read(t.Context(), first[2].BlobID, &pack); err != nil {
+	if _, err := c.Read(t.Context(), headref.ID(first[2].BlobID), &pack); err != nil {
 		t.Fatal(err)
 	}
-	q, _ := walrus.PatchQuilt(first[2].BlobID)
+	q, _ := walrus.PatchQuilt(headref.ID(first[2].BlobID))
 	file := a.blobFile(t, q)
 	whole, err := os.ReadFile(file)
 	if err != nil {

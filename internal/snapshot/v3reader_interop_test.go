@@ -26,6 +26,7 @@ import (
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/repo"
@@ -320,7 +321,7 @@ func TestV3IndependentReader(t *testing.T) {
 	if s.BundleHash != second.BundleHash.String() {
 		t.Errorf("reader bundle hash %s, daemon's %s", s.BundleHash, second.BundleHash)
 	}
-	if s.Head != second.BlobID || s.Parent != first.BlobID || s.ParentFormat != "v3" {
+	if s.Head != second.BlobID || s.Parent != headref.ID(first.BlobID) || s.ParentFormat != "v3" {
 		t.Errorf("reader read head %s with parent %s (%s), want %s with parent %s (v3)", s.Head, s.Parent, s.ParentFormat, second.BlobID, first.BlobID)
 	}
 	if s.Files != second.Files || s.Bytes != second.Bytes || s.Packs != second.LivePacks || !s.Lock || !s.Receipts || s.Symlinks != 3 {
@@ -370,7 +371,7 @@ func TestV3IndependentReader(t *testing.T) {
 	// The first snapshot's head holds objects the second still needs, so
 	// the reader meets a listed pack that is itself a head (flag set,
 	// commit embedded; §9 step 4).
-	if !slices.ContainsFunc(r.Commit().Packs, func(pk repo.PackRef) bool { return pk.BlobID == first.BlobID }) {
+	if !slices.ContainsFunc(r.Commit().Packs, func(pk repo.PackRef) bool { return pk.BlobID == headref.ID(first.BlobID) }) {
 		t.Fatalf("the second commit does not list the first head %s; the test no longer covers listed heads", first.BlobID)
 	}
 	var listed string // the largest pack of the first snapshot the head still needs
@@ -411,8 +412,9 @@ func TestV3IndependentReader(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.blob != "" {
-				flipByte(t, a.blobFile(t, tt.blob), tt.offset)
-				t.Cleanup(func() { flipByte(t, a.blobFile(t, tt.blob), tt.offset) })
+				file := a.blobFile(t, headref.ID(tt.blob))
+				flipByte(t, file, tt.offset)
+				t.Cleanup(func() { flipByte(t, file, tt.offset) })
 			}
 			out := filepath.Join(t.TempDir(), "restored")
 			args := append([]string{"--aggregator", a.srv.URL(), "--blob", second.BlobID, "--out", out}, tt.key...)
@@ -428,6 +430,37 @@ func TestV3IndependentReader(t *testing.T) {
 			}
 		})
 	}
+
+	// The replay (docs/format-v3.md §14): the aggregator answers the
+	// second head's id with the first head's bytes, genuine in every way
+	// but the commit. Both readers refuse it, given the reference the
+	// pointer holds, with exit 6; given the bare id they cannot tell.
+	t.Run("older head under the newer id", func(t *testing.T) {
+		var older bytes.Buffer
+		if _, err := a.p.Store.ReadRange(t.Context(), headref.ID(first.BlobID), 0, first.Size, &older); err != nil {
+			t.Fatal(err)
+		}
+		a.srv.Forge(headref.ID(second.BlobID), older.Bytes())
+		t.Cleanup(func() { a.srv.Forge(headref.ID(second.BlobID), nil) })
+		out := filepath.Join(t.TempDir(), "restored")
+		got := runReader(t, a.readerArgs(second.BlobID, out)...)
+		if got.code != 6 || !strings.Contains(got.stderr, "served other bytes than the pointer names") {
+			t.Errorf("reader of a replayed head exited %d with %q, want 6", got.code, got.stderr)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("failed restore left %s: %v", out, err)
+		}
+		if _, err := a.p.Restore(t.Context(), second.BlobID, out); !errors.Is(err, headref.ErrMismatch) {
+			t.Errorf("daemon restore of a replayed head: %v", err)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("failed restore left %s: %v", out, err)
+		}
+		s := restoreWithReader(t, a.readerArgs(headref.ID(second.BlobID), filepath.Join(t.TempDir(), "bare"))...)
+		if s.BundleHash != first.BundleHash.String() {
+			t.Errorf("bare id: restored %s, want the older %s", s.BundleHash, first.BundleHash)
+		}
+	})
 }
 
 // flipByte inverts one byte of a stored blob in place.

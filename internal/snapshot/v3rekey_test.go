@@ -9,6 +9,7 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
@@ -78,7 +79,7 @@ func TestV3Rekey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := r.Commit(); c.Parent != s1.BlobID || c.ParentFormat != repo.ParentV3 || c.KeyID != buyerKey.ID() {
+	if c := r.Commit(); c.Parent != headref.ID(s1.BlobID) || c.ParentFormat != repo.ParentV3 || c.KeyID != buyerKey.ID() {
 		t.Errorf("re-key commit: parent %s (%s), key id %s; want %s (v3), %s", c.Parent, c.ParentFormat, c.KeyID, s1.BlobID, buyerKey.ID())
 	}
 	// The seller's key reads nothing the buyer writes.

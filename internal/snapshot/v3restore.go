@@ -13,31 +13,40 @@ import (
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
 )
 
-// OpenV3 reads the v3 head pack blobID (its commit) and the indexes of the
-// packs it lists, verified: what history, diffs and checks read from.
-// A v1 or v2 blob is ErrNotV3.
-func (p *Pipeline) OpenV3(ctx context.Context, blobID string) (*repo.Reader, error) {
-	f, err := p.BlobFormat(ctx, blobID)
+// OpenV3 reads the v3 head pack head names (a head reference: its id and,
+// bound, its commit id, which the head's commit must have) and the
+// indexes of the packs it lists, verified: what history, diffs and checks
+// read from. A v1 or v2 blob is ErrNotV3 (headref.ErrMismatch for a
+// reference bound to a v3 commit).
+func (p *Pipeline) OpenV3(ctx context.Context, head string) (*repo.Reader, error) {
+	ref, err := parseRef(head)
 	if err != nil {
 		return nil, err
 	}
-	if f != FormatV3 {
-		return nil, fmt.Errorf("%w: blob %s is %s", ErrNotV3, blobID, f)
+	f, err := p.BlobFormat(ctx, ref.ID)
+	switch {
+	case err != nil:
+		return nil, err
+	case f != FormatV3 && ref.Bound:
+		return nil, notV3(ref, f)
+	case f != FormatV3:
+		return nil, fmt.Errorf("%w: blob %s is %s", ErrNotV3, ref.ID, f)
 	}
-	return p.openV3(ctx, blobID)
+	return p.openV3(ctx, ref)
 }
 
-func (p *Pipeline) openV3(ctx context.Context, blobID string) (*repo.Reader, error) {
-	keys, err := p.keysFor(ctx, blobID)
+func (p *Pipeline) openV3(ctx context.Context, ref headref.Ref) (*repo.Reader, error) {
+	keys, err := p.keysFor(ctx, ref.ID)
 	if err != nil {
 		return nil, err
 	}
-	r, err := repo.Open(ctx, p.Store, keys, blobID, p.Read)
+	r, err := repo.OpenRef(ctx, p.Store, keys, ref, p.Read)
 	if err != nil {
-		return nil, p.explainV3(ctx, blobID, err)
+		return nil, p.explainV3(ctx, ref.ID, err)
 	}
 	return r, nil
 }
@@ -71,20 +80,32 @@ func (p *Pipeline) explainV3(ctx context.Context, blobID string, err error) erro
 // coalesced, concurrent, resumable range reads; every object id, every
 // file's SHA-256 and the bundle hash are verified before the temporary
 // directory is synced and renamed into place.
-func (p *Pipeline) restoreV3(ctx context.Context, blobID, target string, opts RestoreOptions) (Restored, error) {
+//
+// A reference bound to a commit id reads only that head (else
+// headref.ErrMismatch, before any object is read); a bare one is bound
+// first where the head's bytes can be checked (bindV3), else restored
+// with a warning.
+func (p *Pipeline) restoreV3(ctx context.Context, ref headref.Ref, target string, opts RestoreOptions) (Restored, error) {
 	start := p.now()
-	r, err := p.openV3(ctx, blobID)
+	ref, warning, err := p.bindV3(ctx, ref)
+	if err != nil {
+		return Restored{}, err
+	}
+	r, err := p.openV3(ctx, ref)
 	if err != nil {
 		stage := "download"
-		if errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrAuth) || errors.Is(err, ErrWrongAgent) {
+		if errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrAuth) || errors.Is(err, ErrWrongAgent) || errors.Is(err, headref.ErrMismatch) {
 			stage = "unpack"
 		}
-		return Restored{}, &StageError{stage, fmt.Errorf("open v3 snapshot %s: %w", blobID, err)}
+		return Restored{}, &StageError{stage, fmt.Errorf("open v3 snapshot %s: %w", ref.ID, err)}
 	}
 	download := p.now().Sub(start)
 	start = p.now()
 	res, err := p.installV3(ctx, r, target, opts)
-	res.Format, res.BlobID, res.BlobSize = FormatV3, blobID, r.HeadSize()
+	if warning != "" {
+		res.Warnings = append(res.Warnings, warning)
+	}
+	res.Format, res.BlobID, res.BlobSize = FormatV3, r.Ref().String(), r.HeadSize()
 	res.Download, res.Unpack = download, p.now().Sub(start)
 	res.Downloaded, res.Ranges = r.Downloaded()
 	if err != nil {
@@ -157,7 +178,10 @@ func commitLock(dir string, c *repo.Commit) (*bundlelock.Lock, error) {
 
 // HistoryEntry is one snapshot in an agent's history.
 type HistoryEntry struct {
-	N          int       `json:"n"` // 0 is the newest
+	N int `json:"n"` // 0 is the newest
+	// BlobID names the snapshot: its blob id, for v3 its head reference
+	// with the commit id read (docs/format-v3.md §14), which restores
+	// exactly the snapshot listed.
 	BlobID     string    `json:"blobId"`
 	Format     Format    `json:"format,omitempty"` // "" for older v1/v2 lineage entries not read
 	BundleHash string    `json:"bundleHash"`
@@ -188,7 +212,8 @@ type HistoryEntry struct {
 // limit of them (0: all): v3 commits from their head packs (a few range
 // reads each, no file content), then the lineage recorded in the first
 // v1/v2 snapshot met. A head pack that is gone ends the walk with an
-// "expired" entry.
+// "expired" entry. head is a head reference: bound, its commit must be
+// the one read (the parents a commit names carry no digest).
 func (p *Pipeline) History(ctx context.Context, head string, limit int) ([]HistoryEntry, error) {
 	out, err := p.history(ctx, head, limit)
 	if limit > 0 && len(out) > limit {
@@ -208,7 +233,11 @@ func (p *Pipeline) history(ctx context.Context, head string, limit int) ([]Histo
 	ends := map[string]uint64{}
 	full := func() bool { return limit > 0 && len(out) > limit }
 	for blob := head; blob != "" && !full(); {
-		f, err := p.BlobFormat(ctx, blob)
+		ref, err := parseRef(blob)
+		if err != nil {
+			return out, err
+		}
+		f, err := p.BlobFormat(ctx, ref.ID)
 		if errors.Is(err, ErrBlobNotFound) {
 			out = append(out, HistoryEntry{N: len(out), BlobID: blob, Changed: -1, Status: "expired",
 				Detail: "the blob is gone from Walrus; older snapshots cannot be listed from it"})
@@ -217,10 +246,13 @@ func (p *Pipeline) history(ctx context.Context, head string, limit int) ([]Histo
 		if err != nil {
 			return out, err
 		}
-		if f != FormatV3 {
-			return p.wholeHistory(ctx, out, blob, f, limit)
+		switch {
+		case f != FormatV3 && ref.Bound:
+			return out, notV3(ref, f)
+		case f != FormatV3:
+			return p.wholeHistory(ctx, out, ref.ID, f, limit)
 		}
-		e, r, parent, perr := p.v3Entry(ctx, blob, len(out), ends)
+		e, r, parent, perr := p.v3Entry(ctx, ref, len(out), ends)
 		if perr != nil {
 			return out, perr
 		}
@@ -244,22 +276,24 @@ func (p *Pipeline) history(ctx context.Context, head string, limit int) ([]Histo
 // v3Entry reads one v3 commit. A listed pack that is gone or damaged makes
 // the entry "expired" or "damaged" (with a nil reader); the head itself
 // failing is an error.
-func (p *Pipeline) v3Entry(ctx context.Context, blob string, n int, ends map[string]uint64) (HistoryEntry, *repo.Reader, string, error) {
+func (p *Pipeline) v3Entry(ctx context.Context, ref headref.Ref, n int, ends map[string]uint64) (HistoryEntry, *repo.Reader, string, error) {
+	blob := ref.ID
 	keys, err := p.keysFor(ctx, blob)
 	if err != nil {
 		return HistoryEntry{}, nil, "", err
 	}
-	e := HistoryEntry{N: n, BlobID: blob, Format: FormatV3, Changed: -1}
+	e := HistoryEntry{N: n, BlobID: ref.String(), Format: FormatV3, Changed: -1}
 	var c *repo.Commit
-	r, err := repo.Open(ctx, p.Store, keys, blob, p.Read)
+	r, err := repo.OpenRef(ctx, p.Store, keys, ref, p.Read)
 	if err == nil {
-		c, e.Status = r.Commit(), "restorable"
+		c, e.Status, e.BlobID = r.Commit(), "restorable", r.Ref().String()
 	} else {
-		h, herr := repo.ReadCommit(ctx, p.Store, keys, blob)
+		h, herr := repo.ReadCommitRef(ctx, p.Store, keys, ref)
 		if herr != nil {
 			return e, nil, "", p.explainV3(ctx, blob, herr)
 		}
 		c, r = h.Commit, nil
+		e.BlobID = headref.Bind(blob, headref.Digest(h.CommitID)).String()
 		e.Status, e.Detail = "damaged", err.Error()
 		if errors.Is(err, ErrBlobNotFound) {
 			e.Status = "expired"

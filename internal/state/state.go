@@ -254,6 +254,7 @@ type Restored struct {
 	Skipped   []string  `json:"skipped,omitempty"`
 	Notes     []string  `json:"notes,omitempty"`
 	Unchecked []string  `json:"unchecked,omitempty"`
+	Warnings  []string  `json:"warnings,omitempty"`
 	Omitted   int       `json:"omitted,omitempty"`
 }
 
@@ -265,7 +266,7 @@ const (
 
 // Bound cuts r to its bounds, counting what it leaves out.
 func (r *Restored) Bound() {
-	for _, l := range []*[]string{&r.Stripped, &r.Skipped, &r.Notes, &r.Unchecked} {
+	for _, l := range []*[]string{&r.Stripped, &r.Skipped, &r.Notes, &r.Unchecked, &r.Warnings} {
 		if n := len(*l); n > MaxRestoredLines {
 			r.Omitted += n - MaxRestoredLines
 			*l = (*l)[:MaxRestoredLines]

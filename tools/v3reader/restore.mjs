@@ -7,13 +7,16 @@
 // restore a snapshot without hermesd's Go code. Section numbers (§n) refer
 // to that document.
 //
-//   node restore.mjs --aggregator URL --blob HEAD_BLOB_OR_PATCH_ID --identity NAME
+//   node restore.mjs --aggregator URL --blob HEAD_REFERENCE --identity NAME
 //                    (--key-file FILE | --agent-key-file FILE) --out DIR
 //
-// On success it prints one JSON line (root, bundle hash, counts) and exits
-// 0. On failure it prints one line to stderr and exits with hermesd's
-// codes: 1 network or disk, 2 usage, 3 verification failed, 4 blob not
-// found, 6 authentication failed (wrong key or identity, or tampered).
+// HEAD_REFERENCE is the head pack's blob or patch id, with "." and its
+// commit id when the reference carries it (§14), as the ENS record holds
+// it. On success it prints one JSON line (root, bundle hash, counts) and
+// exits 0. On failure it prints one line to stderr and exits with
+// hermesd's codes: 1 network or disk, 2 usage, 3 verification failed, 4
+// blob not found, 6 authentication failed (wrong key or identity, or
+// tampered) or another head than the reference names.
 
 import { createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -198,6 +201,20 @@ function openObject(ctx, stored, ref) {
 // ---------------------------------------------------------------- Walrus
 
 const BLOB_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+// parseHeadRef reads a head reference (§14): id [ "." digest ], the digest
+// 43 characters of canonical unpadded base64url (32 bytes). It returns the
+// id and the commit id it names (hex), or null without one.
+function parseHeadRef(s) {
+  const dot = s.indexOf('.');
+  const id = dot < 0 ? s : s.slice(0, dot);
+  if (!BLOB_ID.test(id)) usage('--blob is not a Walrus blob id or head reference');
+  if (dot < 0) return { blob: id, commit: null };
+  const d = s.slice(dot + 1);
+  const raw = /^[A-Za-z0-9_-]{43}$/.test(d) ? Buffer.from(d, 'base64url') : null;
+  if (!raw || raw.length !== 32 || raw.toString('base64url') !== d) usage('--blob: the head reference\'s digest is not base64url of 32 bytes');
+  return { blob: id, commit: raw.toString('hex') };
+}
 
 // A pack may be a quilt patch (§13): its reference is then longer than a
 // blob id's 43 characters. A patch is read whole, without Range, and its
@@ -709,6 +726,12 @@ async function restore(opts) {
   // §9 steps 2-3: the head pack's header, index and commit.
   const head = await openPack(ctx, opts.blob);
   const commitId = sha256(head.commit).toString('hex');
+  // §14: a reference with a digest names one head; another (an older
+  // snapshot of the same agent, genuine in every other way) is refused
+  // before anything else of it is read.
+  if (opts.commit !== null && commitId !== opts.commit) {
+    auth(`the aggregator served other bytes than the pointer names: ${opts.blob} holds the head of commit ${commitId}, the reference names ${opts.commit}`);
+  }
   ctx.commit = parseCommit(ctx, head.commit);
   const index = (entries) => { for (const e of entries) if (!ctx.objects.has(e.type + e.id)) ctx.objects.set(e.type + e.id, e); };
   index(head.entries);
@@ -761,7 +784,7 @@ async function restore(opts) {
     throw e;
   }
   return {
-    head: opts.blob, commit: commitId, root: ctx.commit.root, parent: ctx.commit.parent,
+    head: opts.head, commit: commitId, root: ctx.commit.root, parent: ctx.commit.parent,
     parentFormat: ctx.commit.parentFormat, time: ctx.commit.time, bundleHash: bh,
     files: tree.files.length, bytes: tree.bytes, dirs: tree.dirs.length, links: tree.links.length,
     symlinks: tree.symlinks.length, stripped: ctx.stripped, narrowed: ctx.narrowed,
@@ -782,17 +805,17 @@ function parseArgs(argv) {
   const known = ['aggregator', 'blob', 'identity', 'key-file', 'agent-key-file', 'out'];
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]?.replace(/^--/, '');
-    if (!known.includes(k) || argv[i + 1] === undefined) usage(`usage: restore.mjs --aggregator URL --blob ID --identity NAME (--key-file F | --agent-key-file F) --out DIR`);
+    if (!known.includes(k) || argv[i + 1] === undefined) usage(`usage: restore.mjs --aggregator URL --blob HEAD_REFERENCE --identity NAME (--key-file F | --agent-key-file F) --out DIR`);
     o[k] = argv[i + 1];
   }
   for (const k of ['aggregator', 'blob', 'identity', 'out']) if (!o[k]) usage(`missing --${k}`);
   if (!!o['key-file'] === !!o['agent-key-file']) usage('give exactly one of --key-file and --agent-key-file');
   if (!/^https?:\/\//.test(o.aggregator)) usage('--aggregator must be an http(s) URL');
-  if (!BLOB_ID.test(o.blob)) usage('--blob is not a Walrus blob id');
+  const ref = parseHeadRef(o.blob);
   const idb = enc(o.identity);
   if (idb.length < 1 || idb.length > 1024 || o.identity.includes('\0')) usage('--identity must be 1 to 1024 bytes without NUL');
   return {
-    aggregator: o.aggregator, blob: o.blob, identity: o.identity, out: o.out,
+    aggregator: o.aggregator, head: o.blob, blob: ref.blob, commit: ref.commit, identity: o.identity, out: o.out,
     masterKey: o['key-file'] ? readKeyFile(o['key-file'], 'key file') : undefined,
     agentKey: o['agent-key-file'] ? readKeyFile(o['agent-key-file'], 'agent key file') : undefined,
   };
