@@ -1029,7 +1029,7 @@ func (d *drill) checkGate(ctx context.Context, blob string) (*manifest, string, 
 		return nil, "", fmt.Errorf("%w: read the trees of %s: %w", ErrRefused, blob, err)
 	} else if len(miss) > 0 {
 		return nil, "", fmt.Errorf("%w: the snapshot does not hold these symlinks of the brain, which the wipe would lose "+
-			"(a symlink alone changes no bundle hash, so no snapshot was taken since it was made; one is once the brain's files change): %v", ErrRefused, miss)
+			"(the brain changed since the drill's snapshot; run the drill again): %v", ErrRefused, miss)
 	}
 	if h := pre.bundleHash().String(); h != d.last.BundleHash {
 		return nil, "", fmt.Errorf("%w: the brain changed since the snapshot (%s, snapshot %s); run the drill again", ErrRefused, h, d.last.BundleHash)
