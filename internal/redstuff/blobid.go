@@ -78,12 +78,20 @@ func Sum(b []byte, shards int) (ID, error) {
 // the blob's metadata and id, as Walrus computes them. It reads r twice
 // (rows in order, then column by column) and holds about half the blob
 // (the secondary code's recovery columns) plus a few MiB; it uses every
-// core (GOMAXPROCS).
+// core (GOMAXPROCS). Computations run one at a time in a process (others
+// wait, or give up when ctx ends): each already takes every core, so
+// running several at once would only add up their memory.
 func Compute(ctx context.Context, r io.ReaderAt, size int64, shards int) (*Metadata, error) {
 	pr, err := NewParams(shards, size)
 	if err != nil {
 		return nil, err
 	}
+	select {
+	case computing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-computing }()
 	e, err := newEncoder(pr, r)
 	if err != nil {
 		return nil, err
@@ -106,6 +114,9 @@ func Compute(ctx context.Context, r io.ReaderAt, size int64, shards int) (*Metad
 	m.ID = IDOf(m.Root, size)
 	return m, nil
 }
+
+// computing admits one Compute at a time.
+var computing = make(chan struct{}, 1)
 
 // encoder is one blob id computation.
 //

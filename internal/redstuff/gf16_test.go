@@ -2,6 +2,8 @@ package redstuff
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -84,5 +86,21 @@ func TestGFTables(t *testing.T) {
 				t.Fatalf("%#x·exp(%d): table %#x, mulLog %#x", x, logM, got, want)
 			}
 		}
+	}
+}
+
+// TestComputeOneAtATime: while a computation runs, another waits, and
+// gives up when its context ends.
+func TestComputeOneAtATime(t *testing.T) {
+	computing <- struct{}{} // a computation under way
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Compute(ctx, bytes.NewReader([]byte("x")), 1, 10)
+	<-computing
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Compute while another runs, context ended: %v", err)
+	}
+	if _, err := Compute(context.Background(), bytes.NewReader([]byte("x")), 1, 10); err != nil {
+		t.Fatalf("Compute once the other ended: %v", err)
 	}
 }
