@@ -158,3 +158,44 @@ func TestCompareChecksBoth(t *testing.T) {
 		t.Fatalf("pack a under its id, b served: %v, want a mismatch", err)
 	}
 }
+
+// BenchmarkCompare is the read-back stage of a first snapshot: per pack,
+// the publisher's id checked over the stored bytes (at the network's
+// 1000 shards) and the blob read back and compared as it streams. The
+// local server's own id computation happens once, at the store, outside
+// the timed loop.
+func BenchmarkCompare(b *testing.B) {
+	for _, size := range []int{1 << 20, 10 << 20} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			dir := b.TempDir()
+			s, err := localwalrus.New(localwalrus.Config{Dir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Start(""); err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := newStore(c)
+			pack := make([]byte, size)
+			for i := range pack {
+				pack[i] = byte(rand.N(256))
+			}
+			open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(pack)), nil }
+			res, err := st.PutReader(b.Context(), open, int64(size), 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if err := st.Compare(b.Context(), res.BlobID, open, int64(size)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
