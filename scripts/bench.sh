@@ -175,10 +175,19 @@ go build -o "$BIN/benchtool" ./scripts/benchtool
 go build -o "$BIN/benchtool-latency" ./scripts/benchtool/latency
 HERMESD=$BIN/hermesd
 BT=$BIN/benchtool
-m() { "$BT" measure -results "$RESULTS" "$@"; }
+# m: every sample starts settled (-settle: sync, then until writeback is
+# done, untimed), so no sample pays for an earlier one's writes, on either
+# side. The local Walrus server's CPU during a sample (when one runs) is
+# recorded as server_cpu_s and not counted as other load: it stands in for
+# the network's machines (its blob-id encodings are theirs, not hermesd's).
+m() { "$BT" measure -results "$RESULTS" -settle ${SERVER_PID:+-server "$SERVER_PID"} "$@"; }
 # mq: for commands that can run twice alike; a sample during which other
 # processes kept more than half a core busy is taken again (the quieter wins).
-mq() { "$BT" measure -results "$RESULTS" -noise 0.5 "$@"; }
+mq() { "$BT" measure -results "$RESULTS" -settle -noise 0.5 "$@"; }
+# resticsync: restic restore followed by sync, as hermesd's restore fsyncs
+# what it writes (parity: both figures include getting the files to disk).
+resticsync() { restic "$@" && sync; }
+export -f resticsync
 # profargs KEY sets PA to the -cpuprofile flag for KEY when BENCH_PROFILE=1.
 PA=()
 profargs() {
@@ -307,7 +316,7 @@ if want snap; then
 			profargs "restore.$ds.hermesd"
 			m -key "restore.$ds.hermesd" -n 1 -- "$BT" restore -url "$URL" -idfile "$WORK/$ds.id" \
 				-target "$WORK/restore/hermesd-$ds-$i" -spool "$WORK/spool" -keyfile "$WORK/snapshot.key" "${PA[@]}"
-			m -key "restore.$ds.restic" -n 1 -- restic -r "$WORK/restic-$ds-$NP" restore latest \
+			m -key "restore.$ds.restic" -n 1 -- bash -c 'resticsync "$@"' _ -r "$WORK/restic-$ds-$NP" restore latest \
 				--target "$WORK/restore/restic-$ds-$i" -q
 		done
 		stop_server
@@ -365,7 +374,7 @@ if want v3; then
 			profargs "v3.restore.$ds"
 			m -key "v3.restore.$ds" -n 1 -- "$BT" v3restore -url "$URL" -idfile "$WORK/v3-$ds.id" \
 				-target "$WORK/restore/v3-$ds-$i" -keyfile "$WORK/snapshot.key" "${PA[@]}"
-			m -key "v3.restore.$ds.restic" -n 1 -- restic -r "$WORK/v3-restic-$ds-$NP" restore latest \
+			m -key "v3.restore.$ds.restic" -n 1 -- bash -c 'resticsync "$@"' _ -r "$WORK/v3-restic-$ds-$NP" restore latest \
 				--target "$WORK/restore/v3-restic-$ds-$i" -q
 		done
 		# Second snapshots: one small file edited, then the incremental hash

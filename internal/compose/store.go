@@ -113,12 +113,21 @@ func (s *walrusStore) Check(ctx context.Context, blobID string, size int64, sum 
 	return storeErr(err)
 }
 
-// Compare reads the blob back and compares it with what open returns, byte
-// for byte: for a pack still in memory, this proves what comparing
-// SHA-256 sums proves, without a hash pass over every uploaded byte. When
-// what open returns maps its bytes in windows (a spooled pack on Linux),
-// they are compared in place instead of read through a buffer.
+// Compare checks that blobID is the blob id of what open returns
+// (walrus.Client.CheckID: the publisher named the id of these bytes),
+// then reads the blob back and compares it with them byte for byte, as
+// the bytes arrive (walrus.Client.ReadBack): together these prove what
+// Read's own id check over the served bytes would, without holding the
+// blob while it is encoded. A quilt patch id, which commits to its whole
+// quilt, is compared only. When what open returns maps its bytes in
+// windows (a spooled pack on Linux), they are compared in place instead
+// of read through a buffer.
 func (s *walrusStore) Compare(ctx context.Context, blobID string, open func() (io.ReadCloser, error), size int64) error {
+	if !walrus.IsPatchID(blobID) {
+		if err := s.checkID(ctx, blobID, open, size); err != nil {
+			return err
+		}
+	}
 	rc, err := open()
 	if err != nil {
 		return err
@@ -130,7 +139,7 @@ func (s *walrusStore) Compare(ctx context.Context, blobID string, open func() (i
 	} else {
 		w.buf = make([]byte, 64<<10)
 	}
-	res, err := s.c.Read(ctx, blobID, w, walrus.WithExpectedSize(size), walrus.WithNotFoundRetries(verifyNotFoundRetries))
+	res, err := s.c.ReadBack(ctx, blobID, w, walrus.WithExpectedSize(size), walrus.WithNotFoundRetries(verifyNotFoundRetries))
 	if err != nil {
 		return storeErr(err)
 	}
@@ -138,6 +147,26 @@ func (s *walrusStore) Compare(ctx context.Context, blobID string, open func() (i
 		return fmt.Errorf("%w: blob %s reads back as %d bytes, %d were stored", walrus.ErrMismatch, blobID, res.Size, size)
 	}
 	return nil
+}
+
+// checkID checks blobID against the size bytes open returns: in place
+// when they can be read at offsets (a spooled pack), else read into
+// memory (a pack is at most walrus.max_blob_size).
+func (s *walrusStore) checkID(ctx context.Context, blobID string, open func() (io.ReadCloser, error), size int64) error {
+	rc, err := open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	ra, ok := rc.(io.ReaderAt)
+	if !ok {
+		b := make([]byte, size)
+		if _, err := io.ReadFull(rc, b); err != nil {
+			return fmt.Errorf("read the stored pack: %w", err)
+		}
+		ra = bytes.NewReader(b)
+	}
+	return s.c.CheckID(ctx, blobID, ra, size)
 }
 
 // windower maps bytes [off, off+n) of what it reads, valid until the

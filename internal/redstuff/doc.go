@@ -21,23 +21,27 @@
 // H(0x01 ‖ left ‖ right), a level of odd length completed by 32 zero
 // bytes.
 //
-// Reed–Solomon: Walrus uses reed-solomon-simd (Leopard-style, GF(2^16)),
-// which picks a "high" or "low" rate per code; klauspost/reedsolomon's
-// Leopard GF(2^16) encoder computes the same field and transforms but
-// only the high rate. Their high-rate outputs are byte-identical; low
-// rate (the primary code at most shard counts, 334+666 at 1000) is a
-// different code, which rs.go builds from single-chunk high-rate encodes
-// (see code). The tests compare the recovery symbols themselves with
-// walrus-core's slivers, and blob ids with walrus-core's (its WASM
-// build, @mysten/walrus-wasm) on random blobs; golden vectors pin both.
+// Reed–Solomon: Walrus uses reed-solomon-simd (Leopard-style, GF(2^16)
+// with the LCH additive FFT), which picks a "high" or "low" rate per
+// code; the two rates are different codes (rs.go). gf16.go computes the
+// field and the transform with 384 KiB of tables; a general-purpose
+// library's multiplication tables (klauspost/reedsolomon's take 74 MiB
+// once a process first encodes) would exceed the daemon's memory budget
+// by themselves. The tests compare the high rate with klauspost's
+// encoder, the recovery symbols of both rates with walrus-core's
+// slivers, and blob ids with walrus-core's (its WASM build,
+// @mysten/walrus-wasm) on random blobs; golden vectors pin both.
 //
 // Cost: at 1000 shards every id takes n² = 10⁶ symbol hashes and about
 // twice as many inner nodes, whatever the blob's size (most of the time
-// for blobs under a few MiB), plus the Reed–Solomon work, about 4.5 times
-// the blob's bytes. All-zero symbols (a small blob's padding, and the
-// rows and columns it leaves zero; a quilt's unused columns) and
-// complete subtrees of them hash to known nodes, which are looked up:
-// a small blob's id costs about a third of a dense one's. Compute streams: it reads the rows in order, keeps the
+// for blobs under a few MiB), plus the Reed–Solomon work, about 4.5
+// times the blob's bytes. The hashes are about four fifths of the CPU
+// time (Blake2b compressions: two inner nodes per leaf), the
+// Reed–Solomon transforms most of the rest. All-zero symbols (a small
+// blob's padding, and the rows and columns it leaves zero; a quilt's
+// unused columns) and complete subtrees of them hash to known nodes,
+// which are looked up: a small blob's id costs about a third of a dense
+// one's. Compute streams: it reads the rows in order, keeps the
 // secondary recovery columns (about half the blob), then reads the
 // matrix again in blocks of columns, which workers (every core) encode
 // and hash, folding each row's tree as the blocks finish in order. Peak

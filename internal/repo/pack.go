@@ -345,6 +345,26 @@ func (r *PackFile) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// ReadAt reads the pack's bytes at off (from its start), whatever the
+// file's offset: for its blob id to be computed in place.
+func (r *PackFile) ReadAt(b []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("repo: negative pack offset")
+	}
+	if off >= r.end-r.start {
+		return 0, io.EOF
+	}
+	short := int64(len(b)) > r.end-r.start-off
+	if short {
+		b = b[:r.end-r.start-off]
+	}
+	n, err := r.f.ReadAt(b, r.start+off)
+	if err == nil && short {
+		err = io.EOF
+	}
+	return n, err
+}
+
 // SyscallConn returns the file's, for sendfile(2).
 func (r *PackFile) SyscallConn() (syscall.RawConn, error) {
 	r.handed = true

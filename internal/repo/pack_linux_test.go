@@ -75,7 +75,22 @@ func TestPackFileWindow(t *testing.T) {
 			t.Errorf("Window(%d, %d) outside a pack of %d bytes maps", w.off, w.n, p.Size)
 		}
 	}
-	// Reading still starts at the pack after windows.
+	// ReadAt reads the pack's bytes at offsets from its start, whatever
+	// the file's offset, and ends at the pack's end.
+	for _, w := range []struct{ off, n int64 }{{0, 1}, {p.Size - 10, 10}, {p.Size / 2, 4096}} {
+		b := make([]byte, w.n)
+		if n, err := pf.ReadAt(b, w.off); n != len(b) || err != nil || !bytes.Equal(b, whole[w.off:w.off+w.n]) {
+			t.Fatalf("ReadAt(%d bytes at %d): %d, %v", w.n, w.off, n, err)
+		}
+	}
+	tail := make([]byte, 20)
+	if n, err := pf.ReadAt(tail, p.Size-10); n != 10 || err != io.EOF || !bytes.Equal(tail[:10], whole[p.Size-10:]) {
+		t.Fatalf("ReadAt past the pack's end: %d, %v (want 10 bytes and EOF)", n, err)
+	}
+	if _, err := pf.ReadAt(tail, p.Size); err != io.EOF {
+		t.Fatalf("ReadAt at the pack's end: %v, want EOF", err)
+	}
+	// Reading still starts at the pack after windows and ReadAt.
 	b, err := io.ReadAll(rc)
 	if err != nil || !bytes.Equal(b, whole) {
 		t.Fatalf("read after windows: %d bytes, %v", len(b), err)

@@ -128,6 +128,21 @@ func (c *Client) Read(ctx context.Context, blobID string, dst io.Writer, opts ..
 	return res, nil
 }
 
+// ReadBack streams the blob into dst as it arrives, unchecked against
+// its id: for a caller that has checked blobID against the bytes it
+// stored (CheckID) and compares every byte read back with them (dst
+// refuses the first that differs). Read would check the id again over
+// the bytes served, holding them (up to 16 MiB in memory) while it
+// encodes them. Resumes, bounds and options are Read's; a quilt patch id
+// is read as Read reads one.
+func (c *Client) ReadBack(ctx context.Context, blobID string, dst io.Writer, opts ...ReadOption) (ReadResult, error) {
+	t, err := readTarget(blobID)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	return c.read(ctx, t, dst, nil, opts)
+}
+
 // target is what a read asks for: a blob, a quilt patch, or another
 // aggregator document.
 type target struct {

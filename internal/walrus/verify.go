@@ -169,6 +169,25 @@ func (c *Client) readChecked(ctx context.Context, t target, s sink, opts []ReadO
 	return ReadResult{}, fmt.Errorf("%w: blob %s (ids over %d shards): %s", ErrBlobID, t.id, c.cfg.Shards, strings.Join(lies, "; "))
 }
 
+// CheckID checks that blobID is the Walrus blob id (over Config.Shards)
+// of the size bytes r holds: for an uploader, who has the bytes, to check
+// the id a publisher answered before relying on it. A publisher's other
+// id fails with ErrMismatch.
+func (c *Client) CheckID(ctx context.Context, blobID string, r io.ReaderAt, size int64) error {
+	want, err := redstuff.ParseID(blobID)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidBlobID, err)
+	}
+	got, err := c.blobID(ctx, r, size)
+	if err != nil {
+		return fmt.Errorf("blob id of %d stored bytes: %w", size, err)
+	}
+	if got != want {
+		return fmt.Errorf("%w: the publisher named blob %s for %d bytes whose blob id over %d shards is %s", ErrMismatch, blobID, size, c.cfg.Shards, got)
+	}
+	return nil
+}
+
 // blobID is the Walrus blob id of the size bytes r holds.
 func (c *Client) blobID(ctx context.Context, r io.ReaderAt, size int64) (redstuff.ID, error) {
 	m, err := redstuff.Compute(ctx, r, size, c.cfg.Shards)

@@ -125,3 +125,55 @@ func TestPatchReadsUnchecked(t *testing.T) {
 		t.Fatalf("patch read: %v %q", err, buf.String())
 	}
 }
+
+// TestReadBackStreamsUnchecked: ReadBack hands the bytes served to a
+// caller that compares them with what it stored (whose id it checked with
+// CheckID), unchecked against the id: the caller's comparison is the
+// check.
+func TestReadBackStreamsUnchecked(t *testing.T) {
+	s := startServer(t, localwalrus.Config{Shards: testShards})
+	honest := newClient(t, s, walrus.Config{Shards: testShards})
+	stored := bytes.Repeat([]byte("the stored pack "), 300)
+	res, err := honest.Store(t.Context(), walrus.BytesBody(stored))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := honest.ReadBack(t.Context(), res.BlobID, &buf, walrus.WithExpectedSize(int64(len(stored)))); err != nil || !bytes.Equal(buf.Bytes(), stored) {
+		t.Fatalf("ReadBack: %v, %d bytes", err, buf.Len())
+	}
+	other := bytes.Repeat([]byte("another old pk "), 320)
+	lying := newClient(t, nil, walrus.Config{Aggregators: []string{liar(t, other).URL}, Shards: testShards})
+	buf.Reset()
+	if _, err := lying.ReadBack(t.Context(), res.BlobID, &buf); err != nil || !bytes.Equal(buf.Bytes(), other) {
+		t.Fatalf("ReadBack from a liar: %v, %d bytes (want the liar's, for the caller to refuse)", err, buf.Len())
+	}
+	if _, err := lying.ReadBack(t.Context(), "not a blob id", &buf); !errors.Is(err, walrus.ErrInvalidBlobID) {
+		t.Fatalf("ReadBack of a bad id: %v", err)
+	}
+}
+
+// TestCheckID: CheckID accepts the id of the bytes and refuses another
+// blob's id (a publisher naming the wrong blob) and text that is no id.
+func TestCheckID(t *testing.T) {
+	s := startServer(t, localwalrus.Config{Shards: testShards})
+	c := newClient(t, s, walrus.Config{Shards: testShards})
+	a, b := bytes.Repeat([]byte("blob a "), 500), bytes.Repeat([]byte("blob b "), 500)
+	ra, err := c.Store(t.Context(), walrus.BytesBody(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := c.Store(t.Context(), walrus.BytesBody(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckID(t.Context(), ra.BlobID, bytes.NewReader(a), int64(len(a))); err != nil {
+		t.Fatalf("the id of the bytes: %v", err)
+	}
+	if err := c.CheckID(t.Context(), rb.BlobID, bytes.NewReader(a), int64(len(a))); !errors.Is(err, walrus.ErrMismatch) {
+		t.Fatalf("another blob's id: %v, want ErrMismatch", err)
+	}
+	if err := c.CheckID(t.Context(), "not a blob id", bytes.NewReader(a), int64(len(a))); !errors.Is(err, walrus.ErrInvalidBlobID) {
+		t.Fatalf("not an id: %v, want ErrInvalidBlobID", err)
+	}
+}

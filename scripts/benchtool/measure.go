@@ -37,6 +37,8 @@ func runMeasure(ctx context.Context, args []string) error {
 	n := fs.Int("n", 5, "samples")
 	noise := fs.Float64("noise", 0, "re-run a sample once when other processes used more than this many cores meanwhile, keeping the quieter run (0 = never; only for commands that can run twice)")
 	note := fs.String("note", "", "free text stored with the samples")
+	settle := fs.Bool("settle", false, "before each sample (untimed), write back every dirty page (sync) and wait until writeback is done, so no sample pays for an earlier one's writes")
+	server := fs.Int("server", 0, "`pid` of the local Walrus server the command talks to: its CPU seconds during each sample are recorded (server_cpu_s) and not counted as other load (it stands in for the network's machines)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,13 +52,19 @@ func runMeasure(ctx context.Context, args []string) error {
 	}
 	defer out.Close()
 	for i := 1; i <= *n; i++ {
-		s, err := measureOnce(ctx, cmd)
+		if *settle {
+			settleWriteback(ctx)
+		}
+		s, err := measureServed(ctx, cmd, *server)
 		if err != nil {
 			return fmt.Errorf("%s: %w", *key, err)
 		}
 		if *noise > 0 && s.Other > *noise {
 			fmt.Fprintf(os.Stderr, "  %s #%d: %.2f other cores busy, re-running\n", *key, i, s.Other)
-			s2, err := measureOnce(ctx, cmd)
+			if *settle {
+				settleWriteback(ctx)
+			}
+			s2, err := measureServed(ctx, cmd, *server)
 			if err != nil {
 				return fmt.Errorf("%s: %w", *key, err)
 			}
@@ -84,6 +92,83 @@ func fmtMetrics(m map[string]float64) string {
 		fmt.Fprintf(&b, " %s=%.4g", k, m[k])
 	}
 	return b.String()
+}
+
+// settleWriteback syncs and then waits (up to 30 s) until the kernel
+// reports less than 16 MiB dirty or under writeback.
+func settleWriteback(ctx context.Context) {
+	syscall.Sync()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		b, err := os.ReadFile("/proc/meminfo")
+		if err != nil {
+			return
+		}
+		var kib int64
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && (f[0] == "Dirty:" || f[0] == "Writeback:") {
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				kib += v
+			}
+		}
+		if kib < 16<<10 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // others' writes: let writeback catch up
+		syscall.Sync()
+	}
+}
+
+// measureServed is measureOnce, with the CPU time the process server
+// (0: none) used meanwhile recorded and taken out of the other load.
+func measureServed(ctx context.Context, argv []string, server int) (sample, error) {
+	if server <= 0 {
+		return measureOnce(ctx, argv)
+	}
+	c0, err := procCPU(server)
+	if err != nil {
+		return sample{}, fmt.Errorf("server process: %w", err)
+	}
+	s, err := measureOnce(ctx, argv)
+	if err != nil {
+		return s, err
+	}
+	c1, err := procCPU(server)
+	if err != nil {
+		return sample{}, fmt.Errorf("server process: %w", err)
+	}
+	if s.Metrics == nil {
+		s.Metrics = map[string]float64{}
+	}
+	s.Metrics["server_cpu_s"] = c1 - c0
+	if s.Wall > 0 {
+		s.Other = max(0, s.Other-(c1-c0)/s.Wall)
+	}
+	return s, nil
+}
+
+// procCPU is the user+system CPU seconds of process pid so far.
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which may hold spaces), from its ")".
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, errors.New("unexpected /proc/PID/stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("unexpected /proc/PID/stat")
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("unexpected /proc/PID/stat")
+	}
+	return (ut + st) / 100, nil // USER_HZ
 }
 
 // measureOnce runs argv under /usr/bin/time, whose %M is the peak RSS of

@@ -102,7 +102,7 @@ var shownMetrics = map[string][]string{
 	"hash.big": {}, "hash.many": {},
 	"v3.snap":    {"hash_s", "snap_s", "upload_s", "verify_s", "packs", "MBps"},
 	"v3.second":  {"second_update_ms", "second_snap_s", "second_total_s", "second_uploaded_B"},
-	"v3.restore": {"open_s", "ranges", "MBps"},
+	"v3.restore": {"open_s", "sync_s", "ranges", "MBps"},
 	"v3.sqlite":  {"brain_B", "changed_pages", "uploaded_B", "uploaded_ratio", "chunks_new"},
 }
 
@@ -224,8 +224,12 @@ Method
     figures; its time is, through upload/verify). restic: a fresh repository per sample (init not
     timed; every run includes restic's ~0.5 s scrypt key derivation), "restic backup -q DIR".
   - restore: snapshot.Restorer.Restore (download to spool, decrypt, extract, re-hash against the
-    lock, fsync, rename) vs "restic restore latest" (no re-hash); always into a fresh directory
+    lock, fsync, rename) vs "restic restore latest" followed by sync (no re-hash); v3: repo.Restore
+    into a temporary directory, syncfs, rename (as hermesd restore). Always into a fresh directory
     name, never right after deleting a tree (ext4 recently_deleted, see scripts/bench.sh).
+  - every sample starts settled (benchtool measure -settle: sync and wait for writeback, untimed);
+    server_cpu_s is the local Walrus server's CPU during the sample (its blob-id encodings stand in
+    for the network's), not counted in "other".
   - second snapshot: hermesd = Cache.Update of the edited path + a full Take (re-packs and uploads
     everything); restic = "restic backup" with the previous snapshot as parent.
   - latency: devnet (chain + ENS + local walrus) and daemon in one process; a brain file is written

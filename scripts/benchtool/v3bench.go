@@ -18,11 +18,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/walrus"
+	"golang.org/x/sys/unix"
 )
 
 // walrusSink is a repo.PackSink over the walrus client, as the daemon
@@ -428,10 +430,27 @@ func runV3Restore(ctx context.Context, args []string) error {
 		return err
 	}
 	openS := time.Since(t).Seconds()
-	res, err := r.Restore(ctx, *target, repo.RestoreOptions{})
+	// As hermesd restore does: into a temporary directory beside the
+	// target, made durable (syncfs) and renamed into place.
+	tmp := *target + ".restoring"
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return err
+	}
+	res, err := r.Restore(ctx, tmp, repo.RestoreOptions{})
 	if err != nil {
 		return err
 	}
+	ts := time.Now()
+	if err := syncfs(tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, *target); err != nil {
+		return err
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(*target)); err != nil {
+		return err
+	}
+	syncS := time.Since(ts).Seconds()
 	total := time.Since(t).Seconds()
 	if *memProf != "" {
 		if err := writeHeapProfile(*memProf); err != nil {
@@ -440,6 +459,7 @@ func runV3Restore(ctx context.Context, args []string) error {
 	}
 	emit(map[string]float64{
 		"open_s":         openS,
+		"sync_s":         syncS,
 		"total_s":        total,
 		"MBps":           float64(res.Bytes) / 1e6 / total,
 		"files":          float64(res.Files),
@@ -461,4 +481,15 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// syncfs makes everything written under dir durable, as hermesd restore
+// does (one syncfs(2)).
+func syncfs(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
 }
