@@ -24,7 +24,7 @@ func TestE2ERestoreWithoutSigner(t *testing.T) {
 	bw.put(t, "system.md", []byte("You audit.\n"), 0o644)
 	bw.put(t, "skills/reentrancy.md", []byte("Look for re-entrant calls.\n"), 0o600)
 	settleAgents(t, w, "auditor")
-	head := headref.ID(w.pointer("auditor.hermes.eth"))
+	head := w.pointer("auditor.hermes.eth")
 	if head == "" {
 		t.Fatal("no pointer after settling")
 	}
