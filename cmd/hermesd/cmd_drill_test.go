@@ -30,6 +30,7 @@ func newDrillWorld(t *testing.T) *drillWorld {
 	t.Helper()
 	dn, err := devnet.Start(t.Context(), devnet.Options{
 		Dir:    t.TempDir(),
+		Shards: e2eShards,
 		Agents: []devnet.Agent{{ID: "alpha", ENSName: "alpha.hermes.eth"}},
 	})
 	if err != nil {

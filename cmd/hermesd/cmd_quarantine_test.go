@@ -249,7 +249,7 @@ func quarantineDaemon(t *testing.T, edit func(string) string) (*daemon.Daemon, s
 	t.Helper()
 	tok := uint64(1)
 	dn, err := devnet.Start(t.Context(), devnet.Options{
-		Dir: t.TempDir(), HTTPListen: freePort(t), Quiet: 50 * time.Millisecond, MaxLag: 500 * time.Millisecond,
+		Dir: t.TempDir(), Shards: e2eShards, HTTPListen: freePort(t), Quiet: 50 * time.Millisecond, MaxLag: 500 * time.Millisecond,
 		Agents: []devnet.Agent{{ID: "alpha", TokenID: &tok}},
 	})
 	if err != nil {

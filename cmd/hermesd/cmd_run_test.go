@@ -17,6 +17,7 @@ import (
 func TestRunStartupExitCodes(t *testing.T) {
 	dn, err := devnet.Start(t.Context(), devnet.Options{
 		Dir:        t.TempDir(),
+		Shards:     e2eShards,
 		Agents:     []devnet.Agent{{ID: "alpha", ENSName: "alpha.hermes.eth"}},
 		HTTPListen: "127.0.0.1:0",
 	})

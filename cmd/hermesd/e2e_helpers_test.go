@@ -182,8 +182,10 @@ func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
 
 // newE2EWorldWith is newE2EWorld with more devnet options (the test's
 // directory, timings and HTTP address are always its own).
-// e2eShards is the devnets' shard count unless a test says otherwise.
-const e2eShards = 334
+// e2eShards is the devnets' shard count unless a test says otherwise:
+// blob ids at a hundredth of mainnet's 1000-shard cost (what depends on
+// the count is tested in internal/redstuff), quilts of up to 66 patches.
+const e2eShards = 100
 
 func newE2EWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *e2eWorld {
 	t.Helper()
@@ -192,9 +194,6 @@ func newE2EWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *e2
 	o.Dir, o.Agents, o.HTTPListen = t.TempDir(), agents, w.http
 	o.Quiet, o.MaxLag = 50*time.Millisecond, 500*time.Millisecond
 	if o.Shards == 0 {
-		// Blob ids (the server's, and the daemon's checks of what it
-		// reads) at about a tenth of 1000 shards' cost: a snapshot takes
-		// two, and these tests wait on them; quilts of up to 222 patches.
 		o.Shards = e2eShards
 	}
 	dn, err := devnet.Start(t.Context(), o)

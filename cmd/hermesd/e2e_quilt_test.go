@@ -150,7 +150,8 @@ func (s *pointerSpy) onSend(body []byte) {
 
 // TestE2EQuilts200: 200 agents, each edited once a "minute" for ten
 // "minutes" (rounds as fast as the daemon settles, not wall-clock
-// minutes), on the devnet with a 5 s batch window. The agents' small
+// minutes), on the devnet with a 5 s batch window and 301 shards (the
+// fewest whose quilts hold 200 patches, one round's). The agents' small
 // packs share quilts: at most 0.02 stored blobs per snapshot. Every
 // pointer transaction names only patches that were read back before it
 // reached the chain, and every head restores byte for byte.
@@ -163,7 +164,7 @@ func TestE2EQuilts200(t *testing.T) {
 	}
 	start := time.Now()
 	reads := &readBacks{read: map[string]time.Time{}}
-	w := newE2EWorldWith(t, devnet.Options{BatchWindow: 5 * time.Second, WalrusOnRequest: reads.observe}, agents...)
+	w := newE2EWorldWith(t, devnet.Options{BatchWindow: 5 * time.Second, WalrusOnRequest: reads.observe, Shards: 301}, agents...)
 	for _, a := range agents {
 		if err := os.MkdirAll(filepath.Join(w.brain(a.ID), "notes"), 0o755); err != nil {
 			t.Fatal(err)

@@ -39,10 +39,18 @@ func newWorld(t *testing.T, agents ...devnet.Agent) *world {
 
 // newWorldWith is newWorld with more devnet options (the directory,
 // timings and HTTP address are always the test's).
+// testShards is the test devnets' Walrus shard count: blob ids at a
+// hundredth of mainnet's 1000-shard cost (what depends on the count is
+// tested in internal/redstuff).
+const testShards = 100
+
 func newWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *world {
 	t.Helper()
 	o.Dir, o.Agents, o.HTTPListen = t.TempDir(), agents, "127.0.0.1:0"
 	o.Quiet, o.MaxLag = 100*time.Millisecond, time.Second
+	if o.Shards == 0 {
+		o.Shards = testShards
+	}
 	dn, err := devnet.Start(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -523,6 +531,7 @@ func TestSnapshotIntervalAndRefresh(t *testing.T) {
 	t.Parallel()
 	dn, err := devnet.Start(t.Context(), devnet.Options{
 		Dir:              t.TempDir(),
+		Shards:           testShards,
 		Agents:           []devnet.Agent{{ID: "alpha", ENSName: "alpha.hermes.eth"}},
 		Quiet:            50 * time.Millisecond,
 		MaxLag:           200 * time.Millisecond,

@@ -16,7 +16,8 @@ import (
 func TestStopStoresHeldChanges(t *testing.T) {
 	t.Parallel()
 	dn, err := devnet.Start(t.Context(), devnet.Options{
-		Dir: t.TempDir(),
+		Dir:    t.TempDir(),
+		Shards: testShards,
 		Agents: []devnet.Agent{
 			{ID: "alpha", ENSName: "alpha.hermes.eth"},
 			{ID: "beta", ENSName: "beta.hermes.eth"},

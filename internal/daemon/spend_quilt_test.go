@@ -22,6 +22,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/ledger"
 	"github.com/hermesd/hermesd/internal/localwalrus"
@@ -207,7 +208,8 @@ func (ar *answerRecorder) record(req *http.Request, body []byte) {
 func TestSpendAccountedQuilts(t *testing.T) {
 	t.Parallel()
 	agents := quiltAgentsOf(3)
-	w := newWorld(t, agents...)
+	// Mainnet's 1000 shards: the charges below are what an operator pays.
+	w := newWorldWith(t, devnet.Options{Shards: walruscost.DefaultShards}, agents...)
 	for i, a := range agents {
 		seedBrain(t, w.brain(a.ID))
 		// Packs of different sizes: the shares differ.

@@ -85,7 +85,8 @@ func metricValue(t *testing.T, text, sample string) float64 {
 // covers quilts).
 func TestSpendAccounted(t *testing.T) {
 	t.Parallel()
-	w := newWorldWith(t, devnet.Options{NoQuilts: true}, devnet.Agent{ID: "auditor", ENSName: "auditor.hermes.eth"})
+	// Mainnet's 1000 shards: the figures below are what an operator pays.
+	w := newWorldWith(t, devnet.Options{NoQuilts: true, Shards: walruscost.DefaultShards}, devnet.Agent{ID: "auditor", ENSName: "auditor.hermes.eth"})
 	seedBrain(t, w.brain("auditor"))
 	rpc, err := ethclient.Dial(w.dn.Chain.URL())
 	if err != nil {

@@ -35,7 +35,8 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	dn, err := devnet.Start(t.Context(), devnet.Options{
-		Dir: t.TempDir(),
+		Dir:    t.TempDir(),
+		Shards: 100, // blob ids at a hundredth of 1000 shards' cost
 		Agents: []devnet.Agent{
 			{ID: "alpha", ENSName: "alpha.hermes.eth"},
 			{ID: "solo"},

@@ -16,6 +16,7 @@ import (
 func TestDrillL2(t *testing.T) {
 	dn, err := devnet.Start(t.Context(), devnet.Options{
 		Dir:    t.TempDir(),
+		Shards: 100,
 		Agents: []devnet.Agent{{ID: "scout", ENSName: "scout.l2.hermes.eth", OnL2: true}},
 		L2:     &devnet.L2Options{Lag: 1, VisibilityTimeout: time.Minute},
 	})

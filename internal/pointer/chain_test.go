@@ -80,7 +80,7 @@ func (c *fakeClock) set(t time.Time) {
 func TestLaggingGatewayOneL2Transaction(t *testing.T) {
 	t.Parallel()
 	const name = "scout.l2.hermes.eth"
-	dn, err := devnet.Start(t.Context(), devnet.Options{Dir: t.TempDir(), L2: &devnet.L2Options{},
+	dn, err := devnet.Start(t.Context(), devnet.Options{Dir: t.TempDir(), L2: &devnet.L2Options{}, Shards: 100,
 		Agents: []devnet.Agent{{ID: "scout", ENSName: name, OnL2: true}}})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
-	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/redstuff"
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
 
@@ -346,7 +346,11 @@ func (f *fixture) put(blob []byte) string {
 	if resp.StatusCode != http.StatusOK {
 		f.t.Fatalf("store: %s", resp.Status)
 	}
-	return localwalrus.BlobID(blob)
+	m, err := redstuff.Compute(f.t.Context(), bytes.NewReader(blob), int64(len(blob)), testShards)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m.ID.String()
 }
 
 // TestFidelityReferenceSnapshot: a snapshot the reference runtime took of

@@ -36,9 +36,14 @@ type fixture struct {
 	signer *ecdsa.PrivateKey
 }
 
+// testShards is the fixtures' Walrus shard count: blob ids (the server's
+// and the client's checks) at a hundredth of mainnet's 1000-shard cost.
+// What depends on the count itself is tested in internal/redstuff.
+const testShards = 100
+
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir()})
+	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir(), Shards: testShards})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +51,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	c, err := walrus.New(walrus.Config{Publishers: []string{srv.URL()}, Aggregators: []string{srv.URL()}})
+	c, err := walrus.New(walrus.Config{Publishers: []string{srv.URL()}, Aggregators: []string{srv.URL()}, Shards: testShards})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func newV3Fix(t *testing.T, maxBlob int64) *v3fix {
 		maxBlob = 10 << 20
 	}
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir(), EpochDuration: epochLen, Now: clk.Now, MaxBodySize: maxBlob})
+	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir(), EpochDuration: epochLen, Now: clk.Now, MaxBodySize: maxBlob, Shards: testShards})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func newV3Fix(t *testing.T, maxBlob int64) *v3fix {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	c, err := walrus.New(walrus.Config{Publishers: []string{srv.URL()}, Aggregators: []string{srv.URL()}, MaxBlobSize: maxBlob})
+	c, err := walrus.New(walrus.Config{Publishers: []string{srv.URL()}, Aggregators: []string{srv.URL()}, MaxBlobSize: maxBlob, Shards: testShards})
 	if err != nil {
 		t.Fatal(err)
 	}
