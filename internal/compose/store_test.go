@@ -39,10 +39,14 @@ func (w *windowBody) Window(off, n int64) ([]byte, error) {
 }
 
 // localWalrus runs a local Walrus server for the test and returns it
-// with a client of it that retries fast.
+// with a client of it that retries fast. Its shard count is 100 unless
+// the test says otherwise: blob ids at a hundredth of mainnet's cost.
 func localWalrus(t *testing.T, cfg localwalrus.Config) (*localwalrus.Server, *walrus.Client) {
 	t.Helper()
 	cfg.Dir = t.TempDir()
+	if cfg.Shards == 0 {
+		cfg.Shards = 100
+	}
 	s, err := localwalrus.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +55,7 @@ func localWalrus(t *testing.T, cfg localwalrus.Config) (*localwalrus.Server, *wa
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()},
+	c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()}, Shards: cfg.Shards,
 		RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
