@@ -9,6 +9,8 @@ import (
 
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/redstuff"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // devnetFlags are hermesd-devnet's flags.
@@ -23,6 +25,7 @@ type devnetFlags struct {
 	seal       *int
 	sealPort   *int
 	format     *string
+	shards     *int
 }
 
 func addDevnetFlags(fs *flag.FlagSet) *devnetFlags {
@@ -36,6 +39,7 @@ func addDevnetFlags(fs *flag.FlagSet) *devnetFlags {
 		seal:       fs.Int("seal-servers", 3, "local Seal key servers to run on 127.0.0.1, written into the seal section (threshold 2; 0 = none)"),
 		sealPort:   fs.Int("seal-port", 0, "port of the first Seal key server on 127.0.0.1, the others following it (0 = any free ports)"),
 		format:     fs.String("format", "v3", "encryption.format of the generated configuration: v3, v2, v1 or seal"),
+		shards:     fs.Int("shards", walruscost.DefaultShards, "shard count of the local Walrus (blob ids, quilt layout, cost.walrus_shards); mainnet's by default, fewer costs less CPU per blob id (tests take 100)"),
 	}
 	fs.Var(&f.agents, "agent", "agent as ID, ID=ENS-NAME, or ID=ENS-NAME@l2 for a record on the devnet's L2 (repeatable; default auditor=auditor.hermes.eth and scout=scout.l2.hermes.eth@l2). "+
 		"With an L2 agent the devnet also runs the L2 chain on chain-port+1 and its gateway on chain-port+2")
@@ -82,6 +86,9 @@ func (f *devnetFlags) check() error {
 	}
 	if *f.seal < 0 || *f.seal > 16 {
 		return usageErrorf("-seal-servers must be between 0 and 16")
+	}
+	if err := redstuff.CheckShards(*f.shards); err != nil {
+		return usageErrorf("-shards: %v", err)
 	}
 	if *f.agentsFrom != "" && len(f.agents) > 0 {
 		return usageErrorf("-agents-from and -agent exclude each other")
@@ -134,6 +141,7 @@ func (f *devnetFlags) options() (devnet.Options, error) {
 		SealServers:  *f.seal,
 		SealPort:     *f.sealPort,
 		Format:       *f.format,
+		Shards:       *f.shards,
 		Quiet:        500 * time.Millisecond,
 		MaxLag:       5 * time.Second,
 	}, nil

@@ -162,8 +162,8 @@ func newCheckout(t *testing.T, w *e2eWorld) *checkout {
 	if err := os.Symlink(hermesdBinary(t), filepath.Join(c.dir, "bin", "hermesd")); err != nil {
 		t.Fatal(err)
 	}
-	wrapper := fmt.Sprintf("#!/bin/sh\n# the devnet of this checkout, on ports of its own\nexec %q -chain-port %d -walrus-port %s -http %s \"$@\"\n",
-		devnetBinary(t), c.chainPort, walrusPort, w.http)
+	wrapper := fmt.Sprintf("#!/bin/sh\n# the devnet of this checkout, on ports of its own\nexec %q -chain-port %d -walrus-port %s -http %s -shards %d \"$@\"\n",
+		devnetBinary(t), c.chainPort, walrusPort, w.http, e2eShards)
 	if err := os.WriteFile(filepath.Join(c.dir, "bin", "hermesd-devnet"), []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}

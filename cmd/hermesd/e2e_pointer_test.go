@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -604,7 +605,7 @@ func TestE2EDevnetKill9(t *testing.T) {
 	port := func() string { _, p, _ := net.SplitHostPort(freePort(t)); return p }
 	chainPort, walrusPort := port(), port()
 	ids := []string{"k0", "k1", "k2"}
-	args := []string{"--dir", dir, "--chain-port", chainPort, "--walrus-port", walrusPort, "--http", w.http}
+	args := []string{"--dir", dir, "--chain-port", chainPort, "--walrus-port", walrusPort, "--http", w.http, "--shards", strconv.Itoa(e2eShards)}
 	for _, id := range ids {
 		args = append(args, "--agent", id+"="+id+".hermes.eth")
 	}
