@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -271,7 +272,7 @@ func printMove(w io.Writer, out pointerMoveResult, res pointer.MoveResult) {
 		fmt.Fprintf(w, "%s resolves through %s already (%s): moved; nothing sent\n", out.Name, out.ToResolver, sanitize(out.Value))
 	case out.DryRun:
 		fmt.Fprintf(w, "plan: move %s (head %s) to %s\n", out.Name, sanitize(out.Value), dest)
-		fmt.Fprintf(w, "  now: resolves through %s (%s of %s)\n", out.FromResolver, res.Via, out.FromResolverOf)
+		fmt.Fprintf(w, "  now: resolves through %s, the resolver of %s (%s)\n", out.FromResolver, out.FromResolverOf, res.Via)
 		if out.DestPrevious == out.Value {
 			fmt.Fprintf(w, "  1. %s holds the head already: nothing to write\n", dest)
 		} else {
@@ -279,8 +280,10 @@ func printMove(w io.Writer, out pointerMoveResult, res pointer.MoveResult) {
 		}
 		fmt.Fprintf(w, "  2. check that %s serves the head for %s\n", out.ToResolver, out.Name)
 		fmt.Fprintf(w, "  3. L1 setResolver(%s, %s): about %d gas", out.Name, out.ToResolver, out.L1GasEstimate)
-		if out.L1GasPrice != "" {
-			fmt.Fprintf(w, " at %s wei per gas now", out.L1GasPrice)
+		if p := res.Plan.GasPrice; p != nil {
+			gwei, _ := new(big.Float).Quo(new(big.Float).SetInt(p), big.NewFloat(1e9)).Float64()
+			eth, _ := new(big.Float).Quo(new(big.Float).Mul(new(big.Float).SetInt(p), new(big.Float).SetUint64(out.L1GasEstimate)), big.NewFloat(1e18)).Float64()
+			fmt.Fprintf(w, " (%.6g ETH at %.4g gwei now)", eth, gwei)
 		}
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "  4. resolve %s through L1 until it shows the head\n", out.Name)

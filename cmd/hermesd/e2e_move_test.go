@@ -124,6 +124,10 @@ func testPointerMove(t *testing.T, w *e2eWorld) {
 	}
 	p := w.run()
 	p.mustWaitLine("its name resolves from elsewhere than its records", 1, 60*time.Second)
+	if stdout, stderr, code := w.cli(append([]string{"status"}, cfg...)...); !strings.Contains(stdout, "NOT WRITTEN: "+name+" resolves through the L1 resolver of ens.records l2") ||
+		!strings.Contains(stdout, "records: l2") {
+		t.Errorf("status of the misconfigured daemon: exit %d: %s %s", code, stdout, stderr)
+	}
 	p.signal(os.Interrupt)
 	// Like a hold, it waits for the operator: the stop does not wait
 	// for a write that cannot be made here.
@@ -156,7 +160,17 @@ func testPointerMove(t *testing.T, w *e2eWorld) {
 		t.Fatalf("published %q (was %q): L1 shows %q, the L2 %q, resolver %s", newHead, head, w.pointer(name), atL2(), resolverOf())
 	}
 
-	// Back to L1: the newest head goes on L1's PublicResolver first.
+	// Back to L1: the newest head goes on L1's PublicResolver first. The
+	// plan, as an operator reads it:
+	stdout, stderr, code := w.cli(append([]string{"pointer", "move", name, "--to", "l1", "--resolver", publicResolver.Hex(), "--dry-run"}, cfg...)...)
+	t.Logf("the plan back:\n%s", stdout)
+	for _, want := range []string{"plan: move " + name + " (head " + newHead + ") to the L1 resolver " + publicResolver.Hex(),
+		"1. write the head at the L1 resolver " + publicResolver.Hex() + " (it holds \"" + head + "\" now)",
+		"3. L1 setResolver(" + name + ", " + publicResolver.Hex() + "): about ", "per write: before", "then set agent auditor's records: l1"} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("the plan back: exit %d, no %q in\n%s%s", code, want, stdout, stderr)
+		}
+	}
 	back, stderr, code := move("--to", "l1", "--resolver", publicResolver.Hex())
 	if code != 0 || back.Done || !back.Visible || back.Value != newHead || back.DestPrevious != head || back.DestTxHash == "" ||
 		back.L1TxHash == "" || back.ConfigChange != "records: l1" {

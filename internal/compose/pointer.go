@@ -134,14 +134,17 @@ type router struct {
 }
 
 func (r router) Route(ctx context.Context, name string) (string, bool, error) {
-	res, err := r.c.Resolve(ctx, name)
+	res, err := r.c.ResolverOf(ctx, name)
 	if errors.Is(err, ens.ErrNoPointer) || errors.Is(err, ens.ErrNameNotFound) {
 		return "", false, nil // no resolver: the write says what is wrong
 	}
 	if err != nil {
 		return "", false, err
 	}
-	return RouteOf(r.cfg, res.Resolver)
+	if res == (common.Address{}) {
+		return "", false, nil
+	}
+	return RouteOf(r.cfg, res)
 }
 
 // RouteOf is the ens.records target whose l1_resolver is resolver ("":

@@ -22,6 +22,32 @@ func (c *Client) ResolveAt(ctx context.Context, name string, resolver common.Add
 	return c.res.TextAt(ctx, resolver, name, TextKey)
 }
 
+// ResolverOf is the resolver L1 resolution reaches name through: the
+// nearest one up its labels in the registry (ENSIP-10; zero when none),
+// or with a Universal Resolver the one it reports, which takes a whole
+// resolution. It tells where a name's record lives from L1's view.
+func (c *Client) ResolverOf(ctx context.Context, name string) (common.Address, error) {
+	norm, err := Normalize(name)
+	if err != nil {
+		return common.Address{}, err
+	}
+	if c.records != (common.Address{}) {
+		return common.Address{}, ErrRecordsClient
+	}
+	if _, err := c.setup(ctx); err != nil {
+		return common.Address{}, err
+	}
+	if c.res.UniversalResolver() != (common.Address{}) {
+		res, err := c.res.Text(ctx, norm, TextKey)
+		if err != nil {
+			return common.Address{}, err
+		}
+		return res.Resolver, nil
+	}
+	r, _, err := c.res.findResolver(ctx, norm)
+	return r, err
+}
+
 // ResolverPlan is what SetResolver would do.
 type ResolverPlan struct {
 	Name  string // normalised

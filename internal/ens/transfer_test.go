@@ -136,6 +136,9 @@ func testResolverChange(t *testing.T, e *env, owner, intruder *Client) {
 		t.Fatalf("ResolveAt before the change: %+v, %v", r, err)
 	}
 	e.mustRead(t, "agent.eth", blobID(2))
+	if r, err := owner.ResolverOf(ctx, "agent.eth"); err != nil || r != e.chain.ResolverAddress() {
+		t.Fatalf("ResolverOf before the change: %s, %v", r, err)
+	}
 
 	before := e.nonce(t, intruderKey)
 	_, err = intruder.SetResolver(ctx, "agent.eth", wild)
@@ -161,6 +164,9 @@ func testResolverChange(t *testing.T, e *env, owner, intruder *Client) {
 	e.mustRead(t, "agent.eth", blobID(3))
 	if rec, err := owner.Lookup(ctx, "agent.eth"); err != nil || rec.Resolver != wild {
 		t.Fatalf("registry after the change: %+v, %v", rec, err)
+	}
+	if r, err := owner.ResolverOf(ctx, "agent.eth"); err != nil || r != wild {
+		t.Fatalf("ResolverOf after the change: %s, %v", r, err)
 	}
 	if res, err := owner.SetResolver(ctx, "agent.eth", wild); err != nil || !res.Unchanged || res.TxHash != (common.Hash{}) {
 		t.Fatalf("again: %+v, %v", res, err)

@@ -273,8 +273,18 @@ func (l *lane) write(ctx context.Context, heads []*Head, pps []Pending) []Result
 	var refused []Result
 	keep := heads[:0:0]
 	var kpps []Pending
+	routes := make([]error, len(heads))
+	g := new(errgroup.Group)
+	g.SetLimit(confirmConcurrency)
 	for i, h := range heads {
-		if err := h.routed(ctx); err != nil {
+		g.Go(func() error {
+			routes[i] = h.routed(ctx)
+			return nil
+		})
+	}
+	g.Wait()
+	for i, h := range heads {
+		if err := routes[i]; err != nil {
 			pp := pps[i]
 			out := Failed
 			if errors.Is(err, ErrMisrouted) {
