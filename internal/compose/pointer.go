@@ -125,40 +125,50 @@ func L1Move(c *config.Config, resolver common.Address, dest *ens.Client) pointer
 }
 
 // router tells which ens.records target L1 resolution reaches a name
-// through: the one whose l1_resolver answers it; a resolver that is no
-// target's is L1's own, unless a target names no l1_resolver (it might
-// be that one's: not known).
+// through (docs/design.md §7.4).
 type router struct {
 	c   *ens.Client
 	cfg *config.Config
 }
 
-func (r router) Route(ctx context.Context, name string) (string, bool, error) {
-	res, err := r.c.ResolverOf(ctx, name)
-	if errors.Is(err, ens.ErrNoPointer) || errors.Is(err, ens.ErrNameNotFound) {
-		return "", false, nil // no resolver: the write says what is wrong
-	}
+func (r router) Route(ctx context.Context, name, configured string) (string, bool, error) {
+	addr, err := r.c.ResolverOf(ctx, name)
 	if err != nil {
 		return "", false, err
 	}
-	if res == (common.Address{}) {
+	if addr == (common.Address{}) {
+		return "", false, nil // no resolver: the write says what is wrong
+	}
+	target, known := RouteOf(r.cfg, addr, configured)
+	if known || configured == "" {
+		return target, known, nil
+	}
+	// A resolver that is no entry's l1_resolver, for a record configured
+	// off L1: a resolver that answers from L1 itself, without an offchain
+	// lookup, holds the record on L1 (it was moved back); one that looks
+	// offchain may be the entry's under a new deployment (not known).
+	res, err := r.c.Resolve(ctx, name)
+	if err != nil || res.Offchain() {
 		return "", false, nil
 	}
-	return RouteOf(r.cfg, res)
+	return "", true, nil
 }
 
-// RouteOf is the ens.records target whose l1_resolver is resolver ("":
-// L1's own), and whether the configuration can tell.
-func RouteOf(c *config.Config, resolver common.Address) (string, bool, error) {
-	known := true
+// RouteOf is the ens.records target whose l1_resolver is resolver, and
+// whether the configuration can tell: known when resolver is an entry's
+// l1_resolver; for a record configured on L1 (configured ""), a resolver
+// that is no entry's is L1's own, unless an entry names no l1_resolver
+// (it might be that one's).
+func RouteOf(c *config.Config, resolver common.Address, configured string) (string, bool) {
+	all := true
 	for _, t := range c.ENS.Records {
 		if t.L1Resolver == "" {
-			known = false
+			all = false
 			continue
 		}
 		if common.HexToAddress(t.L1Resolver) == resolver {
-			return t.ID, true, nil
+			return t.ID, true
 		}
 	}
-	return "", known, nil
+	return "", all && configured == ""
 }

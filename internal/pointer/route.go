@@ -11,9 +11,10 @@ import (
 // resolver to an ens.records entry by its l1_resolver).
 type Router interface {
 	// Route is the target L1 resolution of name reaches ("" = a resolver
-	// on L1 itself); known is false when the configuration cannot tell
-	// (a target without an l1_resolver might be the one).
-	Route(ctx context.Context, name string) (target string, known bool, err error)
+	// on L1 itself), for a head whose record is configured at configured;
+	// known is false when it cannot tell (a target without an
+	// l1_resolver might be the one).
+	Route(ctx context.Context, name, configured string) (target string, known bool, err error)
 }
 
 // ErrMisrouted: the name resolves from another place than the agent's
@@ -26,7 +27,8 @@ var ErrMisrouted = errors.New("the name resolves from another place than its con
 // reaches the name through its configured target; a read-back
 // (Check) makes the next write check again. A name that resolves from
 // elsewhere is ErrMisrouted, kept for status (Misrouted) until a check
-// finds the route agrees.
+// finds the route agrees. A route that cannot be read or told is no
+// misroute: the write goes ahead as configured.
 func (h *Head) routed(ctx context.Context) error {
 	if h.deps.Router == nil || h.cfg.Name == "" {
 		return nil
@@ -37,9 +39,12 @@ func (h *Head) routed(ctx context.Context) error {
 	if ok {
 		return nil
 	}
-	target, known, err := h.deps.Router.Route(ctx, h.cfg.Name)
+	target, known, err := h.deps.Router.Route(ctx, h.cfg.Name, h.cfg.Target)
 	if err != nil {
-		return fmt.Errorf("find where %s resolves from: %w", h.cfg.Name, err)
+		// Not known: the write goes ahead (it needs the chain as much),
+		// and the next one checks again.
+		h.log.Debug("could not find where the name resolves from; writing as configured", "name", h.cfg.Name, "error", err)
+		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

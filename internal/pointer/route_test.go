@@ -17,7 +17,7 @@ type routeOf struct {
 	asked  int
 }
 
-func (r *routeOf) Route(context.Context, string) (string, bool, error) {
+func (r *routeOf) Route(context.Context, string, string) (string, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.asked++
@@ -34,7 +34,7 @@ func (r *routeOf) set(target string, known bool, err error) {
 // resolving through another target's L1 resolver, it is misrouted — not
 // written, said in Misrouted — until a route check agrees; a read-back
 // makes the next write check again; an unknown route or a failed route
-// read is no misroute.
+// read is no misroute (and is asked again before the next write).
 func TestMisrouted(t *testing.T) {
 	r := newRig(t)
 	a := r.head("alpha", "alpha.eth", false, 0)
@@ -79,9 +79,14 @@ func TestMisrouted(t *testing.T) {
 	if _, err := a.h.Check(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	route.set("", false, errDown)
+	route.set("l2", true, errDown) // a route that cannot be read: written as configured
 	a.snapshot(t)
-	if res := r.publishOnce(a); res.Outcome != Failed || errors.Is(res.Err, ErrMisrouted) || !errors.Is(res.Err, errDown) {
+	asked = route.asked
+	if res := r.publishOnce(a); res.Outcome != Published || route.asked != asked+1 {
 		t.Fatalf("a failed route read: %s (%v)", res.Outcome, res.Err)
+	}
+	a.snapshot(t)
+	if res := r.publishOnce(a); res.Outcome != Published || route.asked != asked+2 {
+		t.Fatalf("after a failed route read, the next write asks again: %s (%v), asked %d", res.Outcome, res.Err, route.asked-asked)
 	}
 }
