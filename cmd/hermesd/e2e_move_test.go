@@ -94,11 +94,12 @@ func testPointerMove(t *testing.T, w *e2eWorld) {
 	// Stopped midway: the head is on the L2, the gateway does not serve
 	// it, so the resolver stays; L1 still shows the head.
 	w.dn.L2.Records.SetDown(true)
-	_, stderr, code = move("--to", "l2", "--wait", "300ms")
+	stdout, stderr, code := w.cli(append([]string{"pointer", "move", name, "--to", "l2", "--wait", "300ms"}, cfg...)...)
 	w.dn.L2.Records.SetDown(false)
-	if code == 0 || !strings.Contains(stderr, "nothing changed on L1") {
-		t.Fatalf("a move with the gateway down: exit %d: %s", code, stderr)
+	if code == 0 || !strings.Contains(stderr, "nothing changed on L1") || !strings.Contains(stdout, "written at ens.records l2: tx ") {
+		t.Fatalf("a move with the gateway down: exit %d: %s%s", code, stdout, stderr)
 	}
+	t.Logf("to the L2, stopped: %s", strings.TrimSpace(stdout))
 	if resolverOf() != publicResolver || atL2() != head || w.pointer(name) != head {
 		t.Fatalf("after the stopped move: resolver %s, the L2 holds %q, L1 shows %q", resolverOf(), atL2(), w.pointer(name))
 	}
@@ -162,7 +163,7 @@ func testPointerMove(t *testing.T, w *e2eWorld) {
 
 	// Back to L1: the newest head goes on L1's PublicResolver first. The
 	// plan, as an operator reads it:
-	stdout, stderr, code := w.cli(append([]string{"pointer", "move", name, "--to", "l1", "--resolver", publicResolver.Hex(), "--dry-run"}, cfg...)...)
+	stdout, stderr, code = w.cli(append([]string{"pointer", "move", name, "--to", "l1", "--resolver", publicResolver.Hex(), "--dry-run"}, cfg...)...)
 	t.Logf("the plan back:\n%s", stdout)
 	for _, want := range []string{"plan: move " + name + " (head " + newHead + ") to the L1 resolver " + publicResolver.Hex(),
 		"1. write the head at the L1 resolver " + publicResolver.Hex() + " (it holds \"" + head + "\" now)",
