@@ -27,8 +27,9 @@ import (
 //     changed) is finished by running it again; once more is a no-op;
 //   - L1 resolution (ENSIP-10 + CCIP-read) shows the head after each move;
 //   - the daemon still configured for L1 writes nothing (the name resolves
-//     through the L2's resolver); configured records: l2 it publishes
-//     there, visible from L1, and L1's resolver is left alone;
+//     through the L2's resolver) and says so in status; no move runs
+//     beside it; configured records: l2 it publishes there, visible from
+//     L1, and L1's resolver is left alone;
 //   - back to L1, the newest head is written on L1's PublicResolver first.
 func testPointerMove(t *testing.T, w *e2eWorld) {
 	const name = "auditor.hermes.eth"
@@ -128,6 +129,11 @@ func testPointerMove(t *testing.T, w *e2eWorld) {
 	if stdout, stderr, code := w.cli(append([]string{"status"}, cfg...)...); !strings.Contains(stdout, "NOT WRITTEN: "+name+" resolves through the L1 resolver of ens.records l2") ||
 		!strings.Contains(stdout, "records: l2") {
 		t.Errorf("status of the misconfigured daemon: exit %d: %s %s", code, stdout, stderr)
+	}
+	// No move while a daemon runs on the state directory: it would write
+	// the old place.
+	if _, stderr, code := move("--to", "l1", "--resolver", publicResolver.Hex()); code != exitLocked || !strings.Contains(stderr, "stop hermesd first") {
+		t.Errorf("a move beside the running daemon: exit %d: %s", code, stderr)
 	}
 	p.signal(os.Interrupt)
 	// Like a hold, it waits for the operator: the stop does not wait
