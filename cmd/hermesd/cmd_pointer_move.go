@@ -44,7 +44,7 @@ sending nothing.
 For a configured agent with this ens_name, the state directory's lock is
 taken (stop hermesd first: a running daemon would go on writing where the
 record was), the gas per month before and after is computed from the
-agent's cost ledger, and the configuration change to make is printed:
+agent's cost ledger (where the move's own transactions are then recorded), and the configuration change to make is printed:
 its records: must name where the record lives now (hermesd refuses to
 publish an agent whose name resolves through another ens.records entry's
 l1_resolver than its records: says).
@@ -200,6 +200,18 @@ func runPointerMove(ctx context.Context, env *cmdEnv, args []string) error {
 	if r := res.Resolver; !r.Unchanged && r.TxHash != (common.Hash{}) {
 		out.L1TxHash, out.L1GasUsed = r.TxHash.Hex(), r.GasUsed
 	}
+	if err == nil && ac != nil {
+		out.Agent = ac.ID
+		if cfg.RecordsOf(ac) != rt {
+			out.ConfigChange = fmt.Sprintf("records: %s", to)
+		}
+		out.Gas = moveGasFigures(env, cfg, ac, l1, rt, res, out.DestGasUsed)
+	}
+	if ac != nil && !*dryRun {
+		// What the move paid is the agent's, like its pointer writes
+		// (after the figures above, which are of its writes alone).
+		recordMove(env, cfg, ac.ID, res)
+	}
 	if err != nil {
 		if out.DestTxHash != "" {
 			// What was done stays done; a re-run goes on from there.
@@ -210,37 +222,56 @@ func runPointerMove(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 		return fmt.Errorf("pointer move %s --to %s: %w", norm, to, err)
 	}
-	if ac != nil {
-		out.Agent = ac.ID
-		if cfg.RecordsOf(ac) != rt {
-			out.ConfigChange = fmt.Sprintf("records: %s", to)
-		}
-		l1ID := uint64(0)
-		if id := l1.ChainID(); id != nil {
-			l1ID = id.Uint64()
-		}
-		destID := l1ID
-		if rt != nil {
-			destID = rt.ChainID
-		}
-		fromID := l1ID
-		if from := cfg.RecordsOf(ac); from != nil {
-			fromID = from.ChainID
-		}
-		if fromID != destID {
-			g, gerr := moveGasOf(cfg, ac.ID, fromID, destID, out.DestGasUsed, time.Now())
-			if gerr != nil {
-				fmt.Fprintf(env.stderr, "hermesd: the gas figures are not shown: %v\n", gerr)
-			} else {
-				out.Gas = &g
-			}
-		}
-	}
 	if *asJSON {
 		return json.NewEncoder(env.stdout).Encode(out)
 	}
 	printMove(env.stdout, out, res)
 	return nil
+}
+
+// moveGasFigures is the agent's pointer gas before and after the move
+// (nil, said on stderr, when its ledger cannot be read).
+func moveGasFigures(env *cmdEnv, cfg *config.Config, ac *config.Agent, l1 *ens.Client, rt *config.RecordsTarget, res pointer.MoveResult, destGas uint64) *moveGas {
+	l1ID := uint64(0)
+	if id := l1.ChainID(); id != nil {
+		l1ID = id.Uint64()
+	}
+	destID := l1ID
+	if rt != nil {
+		destID = rt.ChainID
+	}
+	// Where the record was: the entry whose l1_resolver answered, else L1.
+	fromID := l1ID
+	if from, _ := compose.RouteOf(cfg, res.From, ""); from != "" {
+		if t := cfg.RecordsTarget(from); t != nil {
+			fromID = t.ChainID
+		}
+	}
+	if fromID == destID {
+		return nil
+	}
+	g, err := moveGasOf(cfg, ac.ID, fromID, destID, destGas, time.Now())
+	if err != nil {
+		fmt.Fprintf(env.stderr, "hermesd: the gas figures are not shown: %v\n", err)
+		return nil
+	}
+	return &g
+}
+
+// recordMove records the move's mined transactions in the agent's cost
+// ledger (the state directory's lock is held).
+func recordMove(env *cmdEnv, cfg *config.Config, agent string, res pointer.MoveResult) {
+	l := ledger.Open(cfg.StateDir, ledger.Options{})
+	var errs []error
+	if f := res.DestWrite.Fee; f != nil {
+		errs = append(errs, l.Record(agent, ledger.Tx(f.ChainID, f.Gas, f.GasPrice, f.Share)))
+	}
+	if r := res.Resolver; !r.Unchanged && r.GasUsed > 0 {
+		errs = append(errs, l.Record(agent, ledger.Tx(r.ChainID, r.GasUsed, r.EffectiveGasPrice, 1)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(env.stderr, "hermesd: the move's gas is not in the cost ledger: %v\n", err)
+	}
 }
 
 // agentOfName is the configured agent whose ens_name is norm (nil: none).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/ledger"
 )
 
 // testPointerMove moves auditor.hermes.eth's record from L1 to the L2 and
@@ -178,6 +179,18 @@ func testPointerMove(t *testing.T, w *e2eWorld) {
 			t.Errorf("the plan back: exit %d, no %q in\n%s%s", code, want, stdout, stderr)
 		}
 	}
+	l1Txs := func() float64 {
+		t.Helper()
+		b, err := ledger.Load(w.dn.Config.StateDir, "auditor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := b.Total.Chains[w.dn.Config.Chain.ChainID]; c != nil {
+			return c.Transactions
+		}
+		return 0
+	}
+	txsBefore := l1Txs()
 	back, stderr, code := move("--to", "l1", "--resolver", publicResolver.Hex())
 	if code != 0 || back.Done || !back.Visible || back.Value != newHead || back.DestPrevious != head || back.DestTxHash == "" ||
 		back.L1TxHash == "" || back.ConfigChange != "records: l1" {
@@ -187,6 +200,9 @@ func testPointerMove(t *testing.T, w *e2eWorld) {
 		t.Errorf("gas figures back %+v", back.Gas)
 	}
 	t.Logf("back to L1: setText %d gas + setResolver %d gas", back.DestGasUsed, back.L1GasUsed)
+	if n := l1Txs(); n != txsBefore+2 {
+		t.Errorf("the agent's ledger: %v L1 transactions after the move back, %v before; want both of the move's", n, txsBefore)
+	}
 	if resolverOf() != publicResolver || w.pointer(name) != newHead {
 		t.Fatalf("after the move back: resolver %s, L1 shows %q", resolverOf(), w.pointer(name))
 	}
