@@ -34,6 +34,8 @@ const pointerHelp = `Subcommands:
   override AGENT   resolve a held pointer: publish ours over the other
                    writer's
   transfer NAME    move NAME to a new owner in the registry (--to, --yes)
+  move NAME        move NAME's record between L1 and an L2 (--to ID|l1),
+                   verified through L1
 
 For get and set, the chain comes from the configuration's chain section
 (-config), or from --rpc (plus --registry and a key flag for set), which
@@ -52,6 +54,7 @@ func runPointer(ctx context.Context, env *cmdEnv, args []string) error {
 		{name: "adopt", run: resolve("adopt")},
 		{name: "override", run: resolve("override")},
 		{name: "transfer", run: runPointerTransfer},
+		{name: "move", run: runPointerMove},
 	}}.run(ctx, env, args)
 }
 

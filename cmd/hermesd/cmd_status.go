@@ -165,6 +165,9 @@ func printStatus(w io.Writer, rep statusReport) {
 		if a.Hold != nil {
 			pending += " HELD: " + a.Hold.Reason
 		}
+		if a.PointerMisrouted != "" {
+			pending += " NOT WRITTEN: " + a.PointerMisrouted
+		}
 		if a.LastError != "" {
 			phase += " (last snapshot failed: " + a.LastError + ")"
 		}

@@ -208,4 +208,8 @@ agents:
 			t.Errorf("the record through L1 after a refused write: %q, want %q", got, before)
 		}
 	})
+
+	// pointer move takes the L1 agent's record to the L2 and back
+	// (e2e_move_test.go).
+	t.Run("pointer move", func(t *testing.T) { testPointerMove(t, w) })
 }

@@ -369,6 +369,10 @@ type Status struct {
 	// it was written and what L1 shows ("written on L2, not yet visible
 	// from L1").
 	PointerNote string `json:"pointerNote,omitempty"`
+	// PointerMisrouted says, when the agent's name resolves from another
+	// place than its configured records (the record was moved), what to
+	// do: nothing is written until then.
+	PointerMisrouted string `json:"pointerMisrouted,omitempty"`
 	// PointerCheckedAt is when the pointer was last read back from the
 	// chain or written there (zero: not since this process started).
 	PointerCheckedAt time.Time `json:"pointerCheckedAt,omitzero"`
@@ -447,6 +451,7 @@ func (a *Agent) Status() Status {
 
 		PointerCheckedAt: a.head.CheckedAt(),
 		PointerNote:      a.head.Note(st),
+		PointerMisrouted: a.head.Misrouted(),
 	}
 	if lim := a.cfg.UnsavedLimit; lim > 0 && !a.unsavedSince.IsZero() {
 		if age := a.deps.Now().Sub(a.unsavedSince); age > lim {

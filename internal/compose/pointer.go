@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
@@ -54,6 +57,7 @@ func (s *Services) head(ac *config.Agent, acct pointer.Accounts) *pointer.Head {
 	deps := pointer.Deps{Accounts: acct, Log: s.Log}
 	if ac.ENSName != "" && s.Chain != nil {
 		deps.Reader = Pointer(s.Chain)
+		deps.Router = router{c: s.Chain, cfg: c}
 	}
 	if o := s.owners(ac); o != nil {
 		deps.Owners = o
@@ -99,4 +103,72 @@ func (s *Services) Publisher(heads []*pointer.Head, obs pointer.Observer, log *s
 func RecordsSet(r *config.RecordsTarget, rc, l1 *ens.Client) pointer.SetRequest {
 	return pointer.SetRequest{Chain: rc, AtTarget: Pointer(rc), L1: Pointer(l1),
 		Visibility: r.VisibilityTimeout.D(), ConfirmPoll: r.PollInterval.D()}
+}
+
+// RecordsMove is the part of a move of a record to ens.records target r
+// that the configuration decides: rc writes and reads it there, L1
+// resolution is given r's visibility_timeout to show it.
+func RecordsMove(r *config.RecordsTarget, rc *ens.Client) pointer.MoveRequest {
+	return pointer.MoveRequest{To: r.ID, Resolver: common.HexToAddress(r.L1Resolver), Dest: rc, AtDest: Pointer(rc),
+		Visibility: r.VisibilityTimeout.D(), ConfirmPoll: r.PollInterval.D()}
+}
+
+// L1MoveVisibility bounds the reads through L1 of a move to a resolver
+// on L1: no gateway stands between, so the first read shows it.
+const L1MoveVisibility = 30 * time.Second
+
+// L1Move is RecordsMove for a move back to the L1 resolver at resolver,
+// which dest (a records client of L1 for that contract) writes and reads.
+func L1Move(c *config.Config, resolver common.Address, dest *ens.Client) pointer.MoveRequest {
+	return pointer.MoveRequest{Resolver: resolver, Dest: dest, AtDest: Pointer(dest),
+		Visibility: L1MoveVisibility, ConfirmPoll: c.Chain.PollInterval.D()}
+}
+
+// router tells which ens.records target L1 resolution reaches a name
+// through (docs/design.md §7.4).
+type router struct {
+	c   *ens.Client
+	cfg *config.Config
+}
+
+func (r router) Route(ctx context.Context, name, configured string) (string, bool, error) {
+	addr, err := r.c.ResolverOf(ctx, name)
+	if err != nil {
+		return "", false, err
+	}
+	if addr == (common.Address{}) {
+		return "", false, nil // no resolver: the write says what is wrong
+	}
+	target, known := RouteOf(r.cfg, addr, configured)
+	if known || configured == "" {
+		return target, known, nil
+	}
+	// A resolver that is no entry's l1_resolver, for a record configured
+	// off L1: a resolver that answers from L1 itself, without an offchain
+	// lookup, holds the record on L1 (it was moved back); one that looks
+	// offchain may be the entry's under a new deployment (not known).
+	res, err := r.c.Resolve(ctx, name)
+	if err != nil || res.Offchain() {
+		return "", false, nil
+	}
+	return "", true, nil
+}
+
+// RouteOf is the ens.records target whose l1_resolver is resolver, and
+// whether the configuration can tell: known when resolver is an entry's
+// l1_resolver; for a record configured on L1 (configured ""), a resolver
+// that is no entry's is L1's own, unless an entry names no l1_resolver
+// (it might be that one's).
+func RouteOf(c *config.Config, resolver common.Address, configured string) (string, bool) {
+	all := true
+	for _, t := range c.ENS.Records {
+		if t.L1Resolver == "" {
+			all = false
+			continue
+		}
+		if common.HexToAddress(t.L1Resolver) == resolver {
+			return t.ID, true
+		}
+	}
+	return "", all && configured == ""
 }

@@ -37,6 +37,13 @@ type RecordsTarget struct {
 	// whose owner of a name may write its record there: pointer transfer
 	// moves the name in it. Empty: names are not transferred there.
 	Registry string `yaml:"registry"`
+	// L1Resolver is the resolver on L1 (chain) that serves these records
+	// through CCIP-read (an OffchainResolver whose gateway reads this
+	// contract). A name whose L1 resolver it is has its record here:
+	// `hermesd pointer move NAME --to ID` makes it the name's resolver,
+	// and an agent whose name resolves through it must have records: ID.
+	// Empty: no name is moved here, and the check is not made.
+	L1Resolver string `yaml:"l1_resolver"`
 	// Signer writes there; empty means chain.signer.
 	Signer SecretRef `yaml:"signer"`
 	// TxTimeout, MaxFeeGwei, GasLimit and PollInterval are as chain's,
@@ -141,6 +148,9 @@ func (c *Config) validateRecords(v *validator) {
 		}
 		if r.Registry != "" && !addressRe.MatchString(r.Registry) {
 			v.add(f("registry"), "%q is not an address (0x + 40 hex digits) of the ENS registry on that chain", r.Registry)
+		}
+		if r.L1Resolver != "" && !addressRe.MatchString(r.L1Resolver) {
+			v.add(f("l1_resolver"), "%q is not an address (0x + 40 hex digits) of the L1 resolver that serves these records", r.L1Resolver)
 		}
 		if r.TxTimeout <= 0 {
 			v.add(f("tx_timeout"), "must be positive")

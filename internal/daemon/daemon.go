@@ -288,6 +288,8 @@ func healthy(s agent.Status) (bool, string) {
 		return false, r
 	case s.Hold != nil:
 		return false, "publishing held: " + s.Hold.Reason
+	case s.PointerMisrouted != "":
+		return false, "pointer not written: " + s.PointerMisrouted
 	case s.LastError != "":
 		return false, "last snapshot failed: " + s.LastError
 	case s.Unsaved:

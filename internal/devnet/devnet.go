@@ -197,6 +197,11 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 			names = append(names, devchain.Name{Name: a.ENSName, Owner: owner})
 		}
 	}
+	// The L1 agents' names are registered on the L2 too (to the same
+	// owner), so that 'hermesd pointer move' can move their records there:
+	// the L2's resolver lets only a name's owner in that chain's registry
+	// write its record.
+	movable := names
 	ok := false
 	defer func() {
 		if !ok {
@@ -215,7 +220,7 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 		return nil, fmt.Errorf("devnet chain: %w", err)
 	}
 	if o.L2 != nil {
-		if d.L2, err = startL2(ctx, d.Chain, *o.L2, l2Names, owner, o.ArtifactsDir, o.Logger); err != nil {
+		if d.L2, err = startL2(ctx, d.Chain, *o.L2, l2Names, movable, owner, o.ArtifactsDir, o.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -308,13 +313,16 @@ chain:
 ens:
   # The devnet's L2: a second chain whose PublicResolver holds the records
   # of the agents under {{.L2.Parent}}; on L1 that name's resolver is ENS's
-  # OffchainResolver, whose gateway ({{.L2.Gateway}}) answers from the L2.
+  # OffchainResolver, whose gateway ({{.L2.Gateway}}) answers from the L2
+  # for any name it is asked about ('hermesd pointer move NAME --to {{.L2.ID}}'
+  # makes it a name's own resolver).
   records:
     - id: {{.L2.ID}}
       rpc: {{.L2.RPC}}
       chain_id: {{.L2.ChainID}}
       resolver: "{{.L2.Resolver}}"
       registry: "{{.L2.Registry}}"
+      l1_resolver: "{{.L2.L1Resolver}}"
       tx_timeout: 30s
       max_fee_gwei: 100
       poll_interval: 20ms
@@ -397,6 +405,7 @@ func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address)
 			"ChainID":    d.L2.ChainID,
 			"Resolver":   d.L2.Resolver().Hex(),
 			"Registry":   d.L2.Chain.RegistryAddress().Hex(),
+			"L1Resolver": d.L2.OffchainResolver.Hex(),
 			"Visibility": d.L2.visibility,
 			"Parent":     d.L2.Parent,
 			"Gateway":    strings.TrimSuffix(d.L2.GatewayURL, "/{sender}/{data}.json"),

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,9 +85,14 @@ const (
 	gatewayWriteTimeout = 30 * time.Second
 )
 
-// startL2 starts the L2 chain with names (owned by owner) and the
-// gateway, and points o.Parent on l1 at an OffchainResolver that uses it.
-func startL2(ctx context.Context, l1 *devchain.Chain, o L2Options, names []devchain.Name, owner common.Address, artifacts string, log *slog.Logger) (l2 *L2, err error) {
+// startL2 starts the L2 chain with names (owned by owner, each under
+// o.Parent) and movable (the L1 agents' names, which a move may bring
+// there) registered, and the gateway, and points o.Parent on l1 at an
+// OffchainResolver that uses it. The gateway answers for any name it is
+// asked about, from the L2's record of that very name: every name whose
+// L1 resolver is the OffchainResolver, its own or its parent's, has its
+// record on the L2.
+func startL2(ctx context.Context, l1 *devchain.Chain, o L2Options, names, movable []devchain.Name, owner common.Address, artifacts string, log *slog.Logger) (l2 *L2, err error) {
 	if o.ChainID == 0 {
 		o.ChainID = DefaultL2ChainID
 	}
@@ -114,7 +120,7 @@ func startL2(ctx context.Context, l1 *devchain.Chain, o L2Options, names []devch
 		Port:         o.ChainPort,
 		ChainID:      o.ChainID,
 		DevKey:       l1.DevKey(),
-		Names:        names,
+		Names:        append(slices.Clip(names), movable...),
 		ArtifactsDir: artifacts,
 		DataDir:      o.DataDir,
 		Logger:       log,

@@ -536,14 +536,16 @@ func (c *Client) resolver(addr common.Address) (*resolver.ContractCaller, error)
 }
 
 // resolverABI is go-ens's PublicResolver ABI (setText, text,
-// authorisations, ...); multicallABI and registryABI add what go-ens's
-// older bindings lack.
+// authorisations, ...); multicallABI and registryABI (setOwner,
+// setResolver, isApprovedForAll) add what go-ens's older bindings lack.
 var (
 	resolverABI  = mustABI(resolver.ContractMetaData.ABI)
 	multicallABI = mustABI(`[{"type":"function","name":"multicall","stateMutability":"nonpayable",
 		"inputs":[{"name":"data","type":"bytes[]"}],"outputs":[{"name":"results","type":"bytes[]"}]}]`)
 	registryABI = mustABI(`[{"type":"function","name":"setOwner","stateMutability":"nonpayable",
 		"inputs":[{"name":"node","type":"bytes32"},{"name":"owner","type":"address"}],"outputs":[]},
+		{"type":"function","name":"setResolver","stateMutability":"nonpayable",
+		"inputs":[{"name":"node","type":"bytes32"},{"name":"resolver","type":"address"}],"outputs":[]},
 		{"type":"function","name":"isApprovedForAll","stateMutability":"view",
 		"inputs":[{"name":"owner","type":"address"},{"name":"operator","type":"address"}],"outputs":[{"name":"","type":"bool"}]}]`)
 )

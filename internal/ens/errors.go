@@ -128,8 +128,10 @@ type NotAuthorizedError struct {
 	Owner  common.Address
 	Signer common.Address
 	// Resolver is the resolver that refused a write; zero when the
-	// registry refused a Transfer.
+	// registry refused a Transfer or a resolver change.
 	Resolver common.Address
+	// Action is what the registry refused ("" = transfer the name).
+	Action string
 }
 
 func (e *NotAuthorizedError) Error() string {
@@ -139,7 +141,11 @@ func (e *NotAuthorizedError) Error() string {
 			"not authorised there (an L2 registry's owner or approved account?), or not a contract with that setter (nothing sent)", e.Resolver, e.Name, e.Signer)
 	}
 	if e.Resolver == (common.Address{}) {
-		return fmt.Sprintf("ens: %s is owned by %s; signer %s is neither the owner nor an operator it approved in the registry, so it cannot transfer the name (nothing sent)", e.Name, e.Owner, e.Signer)
+		action := e.Action
+		if action == "" {
+			action = "transfer the name"
+		}
+		return fmt.Sprintf("ens: %s is owned by %s; signer %s is neither the owner nor an operator it approved in the registry, so it cannot %s (nothing sent)", e.Name, e.Owner, e.Signer, action)
 	}
 	return fmt.Sprintf("ens: %s is owned by %s; signer %s is neither the owner nor authorised by it on resolver %s (nothing sent)", e.Name, e.Owner, e.Signer, e.Resolver)
 }

@@ -196,6 +196,12 @@ func (r *Resolver) viaRegistry(ctx context.Context, st *lookupState, res *Resolu
 	if resolver == (common.Address{}) {
 		return r.notFound(ctx, res.Name, "")
 	}
+	return r.ask(ctx, st, res, resolver, at, dns, call)
+}
+
+// ask reads the record from resolver, the resolver of the name at (the
+// name itself, or the ancestor ENSIP-10 found it on).
+func (r *Resolver) ask(ctx context.Context, st *lookupState, res *Resolution, resolver common.Address, at string, dns, call []byte) error {
 	ext, err := r.supportsExtended(ctx, resolver)
 	if err != nil {
 		return fmt.Errorf("ens: ask resolver %s of %s for ERC-165 support: %w", resolver, res.Name, err)
@@ -229,6 +235,33 @@ func (r *Resolver) viaRegistry(ctx context.Context, st *lookupState, res *Resolu
 		return decodeTextResult(res, out)
 	}
 	return r.notFound(ctx, res.Name, fmt.Sprintf("; the resolver of %s, %s, does not support wildcard resolution (ENSIP-10)", at, resolver))
+}
+
+// TextAt resolves the text record key of name as ENSIP-10 would if
+// resolver were the name's own resolver in the registry (an extended
+// resolver asked resolve(), CCIP-read followed): what the name will
+// resolve to once its resolver is changed to it, asked before the change.
+func (r *Resolver) TextAt(ctx context.Context, resolver common.Address, name, key string) (Resolution, error) {
+	norm, err := Normalize(name)
+	if err != nil {
+		return Resolution{}, err
+	}
+	dns, err := DNSEncode(norm)
+	if err != nil {
+		return Resolution{}, err
+	}
+	res := Resolution{Name: norm, Node: nameHash(norm), Key: key}
+	call, err := resolverABI.Pack("text", res.Node, key)
+	if err != nil {
+		return Resolution{}, fmt.Errorf("ens: pack text: %w", err)
+	}
+	st := &lookupState{name: norm}
+	err = r.ask(ctx, st, &res, resolver, norm, dns, call)
+	res.Lookups, res.Gateways = st.lookups, st.gateways
+	if err != nil {
+		return Resolution{}, err
+	}
+	return res, nil
 }
 
 // findResolver walks the registry from name up to the root and returns

@@ -112,4 +112,63 @@ func TestTransfer(t *testing.T) {
 	if owner, err := heir.Owner(ctx, "nobody.eth"); err != nil || owner != (common.Address{}) {
 		t.Fatalf("owner of an unregistered name: %s, %v", owner, err)
 	}
+
+	t.Run("resolver change", func(t *testing.T) { testResolverChange(t, e, heir, intruder) })
+}
+
+// testResolverChange moves agent.eth (owned by owner's signer, its record
+// blobID(2) on the PublicResolver) to an extended resolver holding
+// blobID(3): ResolveAt shows what the name will resolve to before the
+// change; someone who owns nothing is refused before anything is sent; a
+// resolver that is no contract is refused; the change is one
+// setResolver, after which resolution shows the new value; again, nothing
+// is sent.
+func testResolverChange(t *testing.T, e *env, owner, intruder *Client) {
+	ctx := t.Context()
+	wild, err := e.chain.DeployWildcardResolver(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.chain.SetText(ctx, nil, wild, "agent.eth", TextKey, blobID(3)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := owner.ResolveAt(ctx, "agent.eth", wild); err != nil || r.Value != blobID(3) || r.Resolver != wild || r.Via != PathExtended {
+		t.Fatalf("ResolveAt before the change: %+v, %v", r, err)
+	}
+	e.mustRead(t, "agent.eth", blobID(2))
+	if r, err := owner.ResolverOf(ctx, "agent.eth"); err != nil || r != e.chain.ResolverAddress() {
+		t.Fatalf("ResolverOf before the change: %s, %v", r, err)
+	}
+
+	before := e.nonce(t, intruderKey)
+	_, err = intruder.SetResolver(ctx, "agent.eth", wild)
+	var na *NotAuthorizedError
+	if !errors.As(err, &na) || !strings.Contains(err.Error(), "cannot change its resolver (nothing sent)") || e.nonce(t, intruderKey) != before {
+		t.Fatalf("the intruder's resolver change: %v", err)
+	}
+	if _, err := owner.PlanResolver(ctx, "agent.eth", common.Address{0xde, 0xad}); err == nil || !strings.Contains(err.Error(), "is not a contract") {
+		t.Fatalf("a resolver that is no contract: %v", err)
+	}
+	if _, err := owner.PlanResolver(ctx, "nobody.eth", wild); !errors.Is(err, ErrNameNotFound) {
+		t.Fatalf("an unregistered name: %v", err)
+	}
+	p, err := owner.PlanResolver(ctx, "agent.eth", wild)
+	if err != nil || p.Unchanged || p.Gas == 0 || p.GasPrice == nil || p.GasPrice.Sign() <= 0 || p.From != e.chain.ResolverAddress() {
+		t.Fatalf("plan %+v, %v", p, err)
+	}
+	res, err := owner.SetResolver(ctx, "agent.eth", wild)
+	if err != nil || res.Unchanged || res.GasUsed == 0 || res.GasUsed > p.Gas {
+		t.Fatalf("SetResolver: %+v, %v (estimate %d)", res, err, p.Gas)
+	}
+	t.Logf("setResolver: %d gas (estimated %d)", res.GasUsed, p.Gas)
+	e.mustRead(t, "agent.eth", blobID(3))
+	if rec, err := owner.Lookup(ctx, "agent.eth"); err != nil || rec.Resolver != wild {
+		t.Fatalf("registry after the change: %+v, %v", rec, err)
+	}
+	if r, err := owner.ResolverOf(ctx, "agent.eth"); err != nil || r != wild {
+		t.Fatalf("ResolverOf after the change: %s, %v", r, err)
+	}
+	if res, err := owner.SetResolver(ctx, "agent.eth", wild); err != nil || !res.Unchanged || res.TxHash != (common.Hash{}) {
+		t.Fatalf("again: %+v, %v", res, err)
+	}
 }

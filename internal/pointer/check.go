@@ -31,6 +31,9 @@ func (h *Head) Check(ctx context.Context) (Outcome, error) {
 	if h.Transferred() != nil {
 		return Transferred, nil
 	}
+	// The record may have moved since the route was checked: the next
+	// write checks it again.
+	h.recheckRoute()
 	v, ok, err := h.deps.Reader.Read(ctx, h.cfg.Name)
 	if err != nil {
 		return Failed, fmt.Errorf("read ENS pointer of %s: %w", h.cfg.Name, err)

@@ -95,7 +95,10 @@ type Deps struct {
 	AtTarget Reader
 	// Owners reads the registry owner of the name (transfers); nil where
 	// the L1 owner says nothing about who writes the record.
-	Owners   Owners
+	Owners Owners
+	// Router says where L1 resolution reaches the name from; nil: the
+	// route is not checked before a write.
+	Router   Router
 	Accounts Accounts
 	Log      *slog.Logger
 	Now      func() time.Time
@@ -114,6 +117,8 @@ type Head struct {
 
 	mu        sync.Mutex
 	checkedAt time.Time // the record last read back or written
+	routeOK   bool      // the route was checked and agrees (routed)
+	misroute  string    // what the last route check found, when it disagreed
 }
 
 // NewHead returns agent cfg.Agent's head.

@@ -268,6 +268,37 @@ func (l *lane) write(ctx context.Context, heads []*Head, pps []Pending) []Result
 	if len(heads) == 0 {
 		return nil
 	}
+	// A head whose name resolves from elsewhere than its target is not
+	// written (docs/design.md §7.4).
+	var refused []Result
+	keep := heads[:0:0]
+	var kpps []Pending
+	routes := make([]error, len(heads))
+	g := new(errgroup.Group)
+	g.SetLimit(confirmConcurrency)
+	for i, h := range heads {
+		g.Go(func() error {
+			routes[i] = h.routed(ctx)
+			return nil
+		})
+	}
+	g.Wait()
+	for i, h := range heads {
+		if err := routes[i]; err != nil {
+			pp := pps[i]
+			out := Failed
+			if errors.Is(err, ErrMisrouted) {
+				out = Misrouted
+			}
+			refused = append(refused, Result{Head: h, Update: Update{Name: pp.Name, Value: pp.Value, Expected: pp.Expected},
+				Target: l.target, Since: pp.Since, Outcome: out, Err: err})
+			continue
+		}
+		keep, kpps = append(keep, h), append(kpps, pps[i])
+	}
+	if len(refused) > 0 {
+		return append(l.write(ctx, keep, kpps), refused...)
+	}
 	ups := make([]Update, len(heads))
 	for i, pp := range pps {
 		ups[i] = Update{Name: pp.Name, Value: pp.Value, Expected: pp.Expected}
@@ -352,7 +383,10 @@ func (l *lane) flush(ctx context.Context) []string {
 		published += done
 		var needWrite []string
 		for _, h := range l.heads {
-			if pp, ok := h.Pending(); ok && !pp.AwaitingVisibility() {
+			// A misrouted head cannot be written here until the
+			// configuration follows its record (like a held one, it
+			// waits for the operator).
+			if pp, ok := h.Pending(); ok && !pp.AwaitingVisibility() && h.Misrouted() == "" {
 				needWrite = append(needWrite, h.cfg.Agent)
 			}
 		}

@@ -27,6 +27,9 @@ const (
 	// NotVisible: as Lagging, past the visibility timeout: an error that
 	// keeps the pointer pending (never a hold).
 	NotVisible Outcome = "not_visible"
+	// Misrouted: the name resolves from another place than the agent's
+	// configured records (the record was moved); nothing is written.
+	Misrouted Outcome = "misrouted"
 	// Transferred: the name belongs to another owner now; the agent is
 	// no longer snapshotted or published here (final).
 	Transferred Outcome = "transferred"

@@ -27,6 +27,13 @@ func (l *lane) schedule(r Result, took time.Duration) (again bool) {
 		again = true
 	case Transferred:
 		// Final, and logged once by the head: no retries, no backoff.
+	case Misrouted:
+		// Not the chain's failure: the route is checked again on the
+		// head's backoff, and a move back (or a restart with records:
+		// set) ends it.
+		wait := pc.retry.Failed("pointer not written: its name resolves from elsewhere than its records", r.Err)
+		pc.retryAt = l.now().Add(wait)
+		obs.Failed(h.cfg.Agent, "publish")
 	case Held, Unauthorized:
 		log.Error("pointer publishing held until an operator decides", "reason", r.Err)
 		pc.held = true
