@@ -113,6 +113,12 @@ type Config struct {
 	// asked for (Retry-After) is kept.
 	Recovered func() <-chan struct{}
 
+	// WriteGate, when set, is asked before every store attempt and before
+	// every chunk of its body is handed to the transport: its error (a
+	// fleet node that may not write now) fails the store at once, and an
+	// attempt under way is aborted mid-body, so nothing more is stored.
+	WriteGate func() error
+
 	// Shards is the network's shard count, over which the blob ids of
 	// whole-blob reads are computed and checked (0: 1000, mainnet's and
 	// testnet's).
