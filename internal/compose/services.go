@@ -15,6 +15,7 @@ import (
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -50,6 +51,9 @@ type Services struct {
 	// Quilts gathers the small packs of every agent into quilts; nil when
 	// walrus.quilts is off or the services only read.
 	Quilts *quilt.Batcher
+
+	// Fleet is the fleet node the services write for (nil: no fleet).
+	Fleet Fleet
 
 	store   *walrusStore // shared by every pipeline (one patch cache)
 	ledgers *ledgers
@@ -87,7 +91,32 @@ type Options struct {
 	// Observer, when set, sees the Walrus client's attempts and the quilt
 	// batcher's quilts, and says when Walrus is back after an outage.
 	Observer Observer
+	// Fleet, when set, makes every write of the services ask its fence
+	// first (Walrus stores, chain transactions) and every agent's head
+	// write its fleet head and ask whether this node owns the agent.
+	Fleet Fleet
 }
+
+// Fleet is the fleet node a daemon runs as (docs/design.md §12).
+type Fleet interface {
+	// Check refuses every write (of kind, counted) while the node may
+	// not write.
+	Check(kind string) error
+	// Gate refuses agent's writes (of kind) unless the node owns it and
+	// may write.
+	Gate(agent, kind string) error
+	// PutHead writes agent's fleet head, conditioned on owning it.
+	pointer.Fleet
+}
+
+// Kinds of writes a fleet fence refuses, as the metrics count them.
+const (
+	WriteWalrus    = "walrus_store"
+	WriteChain     = "chain_tx"
+	WriteFleetHead = "fleet_head"
+	WriteState     = "state_save"
+	WriteHook      = "hook"
+)
 
 // Build creates the services the configuration asks for. Every secret is
 // read and checked here, so a bad one stops start-up with its field name.
@@ -123,6 +152,10 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	if obs != nil {
 		wc.OnAttempt, wc.Recovered = obs.WalrusAttempt, obs.WalrusRecovered
 	}
+	s.Fleet = opts.Fleet
+	if f := opts.Fleet; f != nil {
+		wc.WriteGate = func() error { return f.Check(WriteWalrus) }
+	}
 	if s.Walrus, err = walrus.New(wc); err != nil {
 		return nil, fmt.Errorf("walrus: %w", err)
 	}
@@ -152,7 +185,9 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 				return nil, fmt.Errorf("chain.signer: %w", err)
 			}
 		}
-		if s.Chain, err = ens.New(ctx, ChainConfig(c, signer, log.With("component", "ens"))); err != nil {
+		cc := ChainConfig(c, signer, log.With("component", "ens"))
+		cc.WriteGate = s.chainGate()
+		if s.Chain, err = ens.New(ctx, cc); err != nil {
 			return nil, fmt.Errorf("chain: %w", err)
 		}
 		if signer != nil {
@@ -166,7 +201,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		}
 	}
 	if !opts.ReadOnly {
-		if s.Records, err = recordsClients(ctx, c, log); err != nil {
+		if s.Records, err = recordsClients(ctx, c, log, s.chainGate()); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -216,7 +251,17 @@ func (s *Services) Close() {
 // recordsClients builds a writing client for every ens.records target an
 // agent uses (docs/design.md §7.2): its own chain, checked chain id,
 // signer (chain.signer unless the target has one), fee cap and timeouts.
-func recordsClients(ctx context.Context, c *config.Config, log *slog.Logger) (map[string]*ens.Client, error) {
+// chainGate is the fleet's fence for chain transactions (nil without a
+// fleet).
+func (s *Services) chainGate() func() error {
+	if s.Fleet == nil {
+		return nil
+	}
+	f := s.Fleet
+	return func() error { return f.Check(WriteChain) }
+}
+
+func recordsClients(ctx context.Context, c *config.Config, log *slog.Logger, gate func() error) (map[string]*ens.Client, error) {
 	out := map[string]*ens.Client{}
 	for i := range c.Agents {
 		r := c.RecordsOf(&c.Agents[i])
@@ -230,7 +275,9 @@ func recordsClients(ctx context.Context, c *config.Config, log *slog.Logger) (ma
 			}
 			return nil, fmt.Errorf("signer of ens.records %s: %w", r.ID, err)
 		}
-		rc, err := ens.New(ctx, RecordsConfig(r, signer, log.With("component", "ens", "records", r.ID)))
+		rcfg := RecordsConfig(r, signer, log.With("component", "ens", "records", r.ID))
+		rcfg.WriteGate = gate
+		rc, err := ens.New(ctx, rcfg)
 		if err != nil {
 			for _, rc := range out {
 				rc.Close()
