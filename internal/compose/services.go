@@ -39,6 +39,9 @@ type Services struct {
 	// AgentKeys are the keys of the agents configured with agents[].key,
 	// by agent id.
 	AgentKeys map[string]AgentKeys
+	// MissingKeys says, in a fleet, why this node cannot open an agent's
+	// key, by agent id: the node never takes those agents.
+	MissingKeys map[string]string
 	// Seal is the Seal side (key servers, requester key, policy); nil
 	// when the configuration does not use Seal.
 	Seal *snapshot.Sealing
@@ -136,7 +139,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	}
 	var err error
 	if !opts.NoKey {
-		if s.AgentKeys, err = agentKeys(c); err != nil {
+		if s.AgentKeys, s.MissingKeys, err = agentKeys(c); err != nil {
 			return nil, err
 		}
 	}
