@@ -62,6 +62,7 @@ type fleetState struct {
 	gate *fleetGate
 	node *fleet.Node
 	etcd *clientv3.Client
+	obs  *fleetMetrics
 	mu   sync.Mutex
 	run  map[string]*running // the agents this node runs
 	wg   sync.WaitGroup      // the node's Run
@@ -101,12 +102,13 @@ func (d *Daemon) newNode() error {
 	}
 	leasePath := d.state.Path() + "/fleet-lease"
 	prev, _ := readLease(leasePath)
+	d.fleet.obs = newFleetMetrics(d.metrics.reg)
 	n, err := fleet.New(fleet.Config{
 		Client: d.fleet.etcd, Fleet: cl.Fleet, Node: cl.Node, TTL: cl.LeaseTTL.D(),
 		HandoffTimeout: cl.HandoffTimeout.D(), Agents: agents, API: d.Addr(),
 		PreviousLease: prev,
 		Registered:    func(lease int64) { os.WriteFile(leasePath, []byte(strconv.FormatInt(lease, 16)+"\n"), 0o600) },
-		Observer:      newFleetMetrics(d.metrics.reg),
+		Observer:      d.fleet.obs,
 		Log:           d.log.With("component", "fleet"),
 	}, fleetHost{d})
 	if err != nil {
