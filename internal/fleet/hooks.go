@@ -27,6 +27,14 @@ func (n *Node) runHook(ctx context.Context, event string, ag Agent, argv []strin
 	if len(argv) == 0 {
 		return nil
 	}
+	if event == "acquire" {
+		// Starting a runtime is a write like any other; stopping one
+		// (on_release) never waits for the lease.
+		if err := n.Check("hook"); err != nil {
+			n.log.Warn("hook not run", "agent", ag.ID, "hook", "on_acquire", "error", err)
+			return err
+		}
+	}
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
