@@ -52,9 +52,10 @@ func binaryDeps(t *testing.T, pkg, cgo string) []listed {
 
 // notInTheDaemon are the packages (and everything below them) that the
 // daemon never links: the in-process chain (ours and go-ethereum's: the
-// EVM, state, the chain database, the node, sync) and the C libraries the
-// chain's database compresses with. The daemon reaches a chain over
-// JSON-RPC only; hermesd-devnet runs the local one.
+// EVM, state, the chain database, the node, sync), the C libraries the
+// chain's database compresses with, and the etcd server (its raft, its
+// database). The daemon reaches a chain over JSON-RPC and etcd through
+// its client only; hermesd-devnet runs the local ones.
 var notInTheDaemon = []string{
 	module + "internal/devchain",
 	module + "internal/devnet",
@@ -71,6 +72,10 @@ var notInTheDaemon = []string{
 	"github.com/cockroachdb/pebble",
 	"github.com/DataDog/zstd",
 	"github.com/syndtr/goleveldb",
+	module + "internal/etcdtest",
+	"go.etcd.io/etcd/server",
+	"go.etcd.io/raft",
+	"go.etcd.io/bbolt",
 }
 
 // allowedBelow are the exceptions under notInTheDaemon: transaction and

@@ -97,8 +97,15 @@ type Deps struct {
 	// the L1 owner says nothing about who writes the record.
 	Owners   Owners
 	Accounts Accounts
-	Log      *slog.Logger
-	Now      func() time.Time
+	// Fleet, in a fleet, keeps the agent's fleet head: written on every
+	// verified snapshot (SyncFleet retries a failed write).
+	Fleet Fleet
+	// Gate, when set, says whether the head may write its places now
+	// (the node owns the agent and is not fenced): a record write it
+	// refuses is not sent.
+	Gate func() error
+	Log  *slog.Logger
+	Now  func() time.Time
 }
 
 // Head is one agent's head and its places. Create it with NewHead and
@@ -114,6 +121,8 @@ type Head struct {
 
 	mu        sync.Mutex
 	checkedAt time.Time // the record last read back or written
+
+	fleet fleetPlace
 }
 
 // NewHead returns agent cfg.Agent's head.
