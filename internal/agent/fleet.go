@@ -126,7 +126,11 @@ func (a *Agent) TakeOver(ctx context.Context, p TakeOverPlan) error {
 		return fmt.Errorf("%w: blob %s (from %s): %w", ErrRestoreFailed, p.Blob, p.Source, err)
 	}
 	a.noteRestore(r)
-	if err := a.afterRestore(ctx, r, p.Blob == p.Record); err != nil {
+	published := ""
+	if p.Blob == p.Record {
+		published = p.Record // the record's value, verbatim
+	}
+	if err := a.afterRestore(ctx, r, published); err != nil {
 		return err
 	}
 	a.mu.Lock()
