@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/headref"
 )
 
 // TestE2ERestoreWithoutSigner: a fresh machine holding only the snapshot
@@ -138,7 +139,8 @@ func TestE2EInvalidPointerValues(t *testing.T) {
 	bw := newBrainWriter(t, w.brain("auditor"), rand.New(rand.NewPCG(37, 3)))
 	bw.put(t, "system.md", []byte("You audit.\n"), 0o644)
 	settleAgents(t, w, "auditor")
-	head := w.pointer("auditor.hermes.eth")
+	record := w.pointer("auditor.hermes.eth")
+	head := headref.ID(record)
 	raw, err := base64.RawURLEncoding.DecodeString(head)
 	if err != nil || len(raw) < 32 {
 		t.Fatalf("pointer %q: %v", head, err)
@@ -152,7 +154,7 @@ func TestE2EInvalidPointerValues(t *testing.T) {
 	nonCanonical := []byte(good)
 	nonCanonical[len(nonCanonical)-1] = 'B'
 	signer := w.ensClient(true)
-	prev := head
+	prev := record
 	for _, tc := range []struct{ name, value string }{
 		{"too long", good + strings.Repeat("A", 40)},
 		{"bad base64", good[:10] + "*" + good[11:]},

@@ -23,6 +23,7 @@ import (
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -112,7 +113,7 @@ func TestQuiltOneBatchForAllAgents(t *testing.T) {
 	quilts := map[string]bool{}
 	for _, a := range agents {
 		p := readPointer(t, w, a.ENSName)
-		q, err := walrus.PatchQuilt(p)
+		q, err := walrus.PatchQuilt(headref.ID(p))
 		if err != nil {
 			t.Fatalf("%s names %q, not a patch: %v", a.ENSName, p, err)
 		}

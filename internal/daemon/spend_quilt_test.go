@@ -22,6 +22,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/ledger"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/wait"
@@ -262,13 +263,13 @@ func TestSpendAccountedQuilts(t *testing.T) {
 		ac, _ := w.dn.Config.Agent(a.ID)
 		pipe := svc.Pipeline(ac, t.TempDir(), nil)
 		for head := readPointer(t, w, a.ENSName); head != ""; {
-			owner[head] = a.ID
+			owner[headref.ID(head)] = a.ID
 			r, err := pipe.OpenV3(t.Context(), head)
 			if err != nil {
 				t.Fatalf("%s: open %s: %v", a.ID, head, err)
 			}
 			for _, p := range r.Commit().Packs {
-				owner[p.BlobID] = a.ID
+				owner[headref.ID(p.BlobID)] = a.ID
 			}
 			head = r.Commit().Parent
 		}

@@ -3,7 +3,6 @@ package daemon
 import (
 	"encoding/json"
 	"io"
-	"math"
 	"math/big"
 	"net/http"
 	"os"
@@ -146,10 +145,12 @@ func TestSpendAccounted(t *testing.T) {
 		if c.Gas != gas || c.FeeWei.Cmp(fee) != 0 || c.Transactions != 2 || len(book.Total.Chains) != 1 {
 			t.Errorf("recorded %d gas, %s wei, %v transactions; the chain says %d gas, %s wei, 2", c.Gas, c.FeeWei, c.Transactions, gas, fee)
 		}
-		// The second write is an update of the record: what the naive
-		// way pays per snapshot, measured here on the devnet's contracts.
-		if d := math.Abs(float64(txs[1])/ledger.NaiveWriteGas - 1); d > 0.001 {
-			t.Errorf("a pointer update costs %d gas on the devnet; ledger.NaiveWriteGas is %d", txs[1], ledger.NaiveWriteGas)
+		// The second write is an update of the record. The naive way
+		// writes a bare blob id (ledger.NaiveWriteGas, measured on the
+		// devnet's contracts); ours carries its head's digest too, one
+		// storage slot more (docs/format-v3.md §14.3).
+		if extra := int64(txs[1]) - int64(ledger.NaiveWriteGas); extra < 5_000 || extra > 6_500 {
+			t.Errorf("a pointer update costs %d gas on the devnet; a bare blob id's (ledger.NaiveWriteGas) is %d", txs[1], ledger.NaiveWriteGas)
 		}
 		t.Logf("pointer writes: %v gas (the naive way counts %d per snapshot)", txs, ledger.NaiveWriteGas)
 	})

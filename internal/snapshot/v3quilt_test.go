@@ -190,7 +190,7 @@ func TestV3QuiltedSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := patchByteInQuilt(t, whole, first[2].BlobID, pack.Bytes(), pack.Len()-20) // inside the last object
+	off := patchByteInQuilt(t, whole, headref.ID(first[2].BlobID), pack.Bytes(), pack.Len()-20) // inside the last object
 	flipByte(t, file, off)
 	t.Cleanup(func() { flipByte(t, file, off) })
 	// Through a fresh store: the pipeline's own keeps patches it read.
