@@ -87,6 +87,7 @@ var placement = map[string]layer{
 	"internal/bundlelock":  formatLayer,
 	"internal/config":      formatLayer,
 	"internal/devchain":    formatLayer,
+	"internal/devetcd":     formatLayer,
 	"internal/ens":         formatLayer,
 	"internal/handover":    formatLayer,
 	"internal/ledger":      formatLayer,
