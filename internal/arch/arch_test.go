@@ -117,6 +117,7 @@ var placement = map[string]layer{
 	"scripts/...":    toolLayer,
 	"testnet/ethkey": toolLayer,
 
+	"internal/fleettest":   testLayer,
 	"internal/nodetest":    testLayer,
 	"internal/pointertest": testLayer,
 	"internal/smallfstest": testLayer,
