@@ -43,8 +43,10 @@ type Options struct {
 	L2Every int
 	// BrainBytes is the size of each agent's seed brain (default 4 KiB).
 	BrainBytes int
-	// LeaseTTL is cluster.lease_ttl (default 2 s: a test's; production's
-	// default is 10 s); HandoffTimeout is cluster.handoff_timeout (default
+	// LeaseTTL is cluster.lease_ttl (default 3 s: a test's, short enough
+	// for a take-over to be quick and long enough for renewals on a
+	// loaded 2-core machine; production's default is 10 s);
+	// HandoffTimeout is cluster.handoff_timeout (default
 	// hermesd's).
 	LeaseTTL, HandoffTimeout time.Duration
 	// PointerInterval is defaults.pointer_interval (default 0: publish
@@ -103,7 +105,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		o.BrainBytes = 4 << 10
 	}
 	if o.LeaseTTL == 0 {
-		o.LeaseTTL = 2 * time.Second
+		o.LeaseTTL = 3 * time.Second
 	}
 	if o.EtcdMembers == 0 {
 		o.EtcdMembers = 3
@@ -805,4 +807,51 @@ func readHooks(path, node string) ([]HookRun, error) {
 		}
 	}
 	return out, s.Err()
+}
+
+// Tree is what a brain holds that its bundle hash covers: every regular
+// file but the top-level lock and receipts export, path → content.
+func Tree(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() || hash.Excluded(rel) {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: a %v in a brain", rel, d.Type())
+		}
+		b, err := os.ReadFile(p)
+		out[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Diff lists how got differs from want (nil when they are the same).
+func Diff(want, got map[string]string) []string {
+	var out []string
+	for _, p := range sortedKeys(want) {
+		g, ok := got[p]
+		switch {
+		case !ok:
+			out = append(out, p+": missing")
+		case g != want[p]:
+			out = append(out, fmt.Sprintf("%s: %d bytes, want %d", p, len(g), len(want[p])))
+		}
+	}
+	for _, p := range sortedKeys(got) {
+		if _, ok := want[p]; !ok {
+			out = append(out, p+": unexpected")
+		}
+	}
+	return out
 }

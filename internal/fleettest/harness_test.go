@@ -59,7 +59,7 @@ func procState(t *testing.T, n *Node) string {
 // recorder follows etcd through a member's loss and a majority's, and the
 // node's process is paused, resumed, killed and restarted.
 func TestHarness(t *testing.T) {
-	c := Start(t, Options{Nodes: 1, Agents: 3, Binary: fakeHermesd(t)})
+	c := Start(t, Options{Nodes: 1, Agents: 3, LeaseTTL: 2 * time.Second, Binary: fakeHermesd(t)})
 	n := c.Node(1)
 	if n.L2 == nil || !n.Running() {
 		t.Fatalf("node-1: L2 proxy %v, running %v", n.L2, n.Running())
