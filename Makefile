@@ -35,12 +35,15 @@ build-devnet:
 # internal/devchain/contracts/package-lock.json; solc compiles the
 # project's own resolver contracts there), the official Seal SDK for the
 # interop tests (npm ci from internal/seal/testdata/sdk/package-lock.json),
+# Walrus's own blob encoder (WASM) and quilt layout for the blob-id
+# cross-checks (npm ci from internal/redstuff/testdata/sdk/package-lock.json),
 # and the programs the tests drive — the age CLI, python3 (with sqlite3),
 # GNU time, and the sqlite3 CLI and curl the documentation's commands use
 # (Debian packages, installed only if missing).
 deps: devnet-deps
 	scripts/fetch-ens-tools.sh
 	scripts/fetch-seal-sdk.sh
+	scripts/fetch-walrus-sdk.sh
 	scripts/ensure-tools.sh
 
 # devnet-deps is what `make run` needs: the ENS artifacts only.

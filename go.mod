@@ -9,6 +9,7 @@ require (
 	github.com/ethereum/go-ethereum v1.17.10
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/klauspost/reedsolomon v1.14.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/restic/chunker v0.4.0
 	github.com/tink-crypto/tink-go/v2 v2.9.0

@@ -33,6 +33,14 @@
 #            the reference runtime's way, from the daemon's own ledgers
 #            against the local Walrus server and the devnet
 #            (scripts/benchtool/cost; about 12 minutes)
+#   blobid   Walrus blob ids computed by internal/redstuff against walrus-core's
+#            own encoder (@mysten/walrus-wasm, Node): BENCH_BLOBS (default
+#            1,000) random blobs up to 64 MiB at 1000 shards, the count that
+#            agree; then what an id costs here (MiB/s, per-id time, peak RSS
+#            for a 64 MiB file) against the upload it protects
+#            (scripts/benchtool/blobid; needs node and make deps; the WASM
+#            takes about 1 s a small blob and ~10 s at 64 MiB, so a thousand
+#            take about half an hour)
 #
 # The summary (with machine info and PASS/MISS lines for the targets) is
 # printed at the end and written to .bench/report.txt. The script exits
@@ -44,9 +52,10 @@
 #   BENCH_N      samples for hash figures (default 5)
 #   BENCH_NP     samples for pipeline and restic figures (default 3)
 #   BENCH_ONLY   comma list of sections to run (default all):
-#                hash,inc,cipher,walrus,snap,second,latency,v3,gas,cost
-#                (gas and cost need no datasets: BENCH_ONLY=gas runs in
-#                seconds, BENCH_ONLY=cost in about 12 minutes)
+#                hash,inc,cipher,walrus,snap,second,latency,v3,gas,cost,blobid
+#                (gas, cost and blobid need no datasets: BENCH_ONLY=gas runs
+#                in seconds, BENCH_ONLY=cost in about 12 minutes)
+#   BENCH_BLOBS  blobs the blobid section cross-checks (default 1000)
 #   BENCH_PROFILE 1 writes CPU profiles of the in-process figures (incremental
 #                hash, v2 cipher, snapshot, restore) to .bench/profiles/KEY.pprof
 #   BENCH_KEEP   1 keeps the run's scratch directory (.bench/work)
@@ -120,6 +129,15 @@ if want gas; then
 	say "gas: pointer updates, record on L1 vs on the devnet's L2"
 	go build -o "$BENCH/bin/benchtool-gas" ./scripts/benchtool/gas
 	"$BENCH/bin/benchtool-gas" -dir "$WORK/gas" | tee "$BENCH/gas.txt"
+fi
+
+# --- blobid: Walrus blob ids against walrus-core's own encoder ------------------
+if want blobid; then
+	command -v node >/dev/null || die "node is required for the blob-id figures (apt-get install nodejs), or set BENCH_ONLY"
+	scripts/fetch-walrus-sdk.sh >&2
+	say "blobid: ${BENCH_BLOBS:-1000} blob ids up to 64 MiB vs walrus-core (WASM); what an id costs vs the upload"
+	go build -o "$BENCH/bin/benchtool-blobid" ./scripts/benchtool/blobid
+	"$BENCH/bin/benchtool-blobid" -dir "$WORK/blobid" -n "${BENCH_BLOBS:-1000}" | tee "$BENCH/blobid.txt"
 fi
 
 # --- cost: what an agent costs per month --------------------------------------
@@ -392,7 +410,7 @@ fi
 say "report"
 "$BT" report -results "$RESULTS" -out "$BENCH/report.txt" -scale "$SCALE" -data "$DATA" \
 	-load-start "$LOAD_START" -started "$STARTED"
-for s in gas cost; do
+for s in gas cost blobid; do
 	if want $s; then
 		{ echo; cat "$BENCH/$s.txt"; } >>"$BENCH/report.txt"
 		cat "$BENCH/$s.txt"

@@ -83,17 +83,20 @@ type diffLine struct {
 }
 
 type diffEntry struct {
-	Type   string `json:"type"` // file or dir
-	Mode   string `json:"mode"` // permission and special bits, octal ("" for a hard link: its file's)
+	Type   string `json:"type"` // file, dir or symlink
+	Mode   string `json:"mode"` // permission and special bits, octal ("" for a hard link: its file's; a symlink: none)
 	Size   int64  `json:"size,omitempty"`
 	SHA256 string `json:"sha256,omitempty"`
-	Link   string `json:"link,omitempty"` // a hard link: the path of the file it is another name of
+	Link   string `json:"link,omitempty"`   // a hard link: the path of the file it is another name of
+	Target string `json:"target,omitempty"` // a symlink: its target, verbatim
 }
 
 func (e *diffEntry) describe() string {
 	switch {
 	case e.Type == "dir":
 		return "dir " + e.Mode
+	case e.Type == "symlink":
+		return "symlink -> " + e.Target
 	case e.Link != "":
 		return fmt.Sprintf("hard link to %s, %d bytes", e.Link, e.Size)
 	}
@@ -105,7 +108,10 @@ func entryOf(e *repo.Entry) *diffEntry {
 		return nil
 	}
 	d := &diffEntry{Type: "dir", Mode: fmt.Sprintf("%04o", fsys.UnixMode(e.Mode))}
-	if e.Type == repo.EntryFile {
+	switch e.Type {
+	case repo.EntrySymlink:
+		return &diffEntry{Type: "symlink", Target: e.Link}
+	case repo.EntryFile:
 		d.Type, d.Size, d.SHA256 = "file", e.Size, hex.EncodeToString(e.SHA256[:])
 	}
 	if e.Link != "" {

@@ -268,12 +268,7 @@ func quarantineDaemon(t *testing.T, edit func(string) string) (*daemon.Daemon, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := compose.Build(t.Context(), cfg, nil, compose.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	d, err := daemon.New(cfg, svc, nil)
+	d, err := daemon.New(t.Context(), cfg, nil, compose.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,15 +50,10 @@ The local devnet (chain + Walrus) is its own command, hermesd-devnet;
 // runDaemon runs a daemon for cfg until ctx is cancelled, then shuts it down
 // within cfg.ShutdownTimeout (sigs aborts the flush).
 func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <-chan os.Signal) error {
-	// Build reads and checks every secret and touches no network (the
-	// chain and Walrus are reached lazily, so an outage does not stop the
-	// start): all its errors are the configuration's.
-	svc, err := compose.Build(ctx, cfg, log, compose.Options{Batch: true})
-	if err != nil {
-		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
-	}
-	defer svc.Close()
-	d, err := daemon.New(cfg, svc, log)
+	// The daemon's services read and check every secret and touch no
+	// network (the chain and Walrus are reached lazily, so an outage does
+	// not stop the start): all their errors are the configuration's.
+	d, err := daemon.New(ctx, cfg, log, compose.Options{Batch: true})
 	if errors.Is(err, daemon.ErrConfig) {
 		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
 	}

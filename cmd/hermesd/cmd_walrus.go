@@ -8,6 +8,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/redstuff"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -18,12 +19,14 @@ Run 'hermesd walrus serve -h' for its flags.`
 
 const walrusServeHelp = `Run a Walrus-compatible publisher and aggregator on this machine, for the
 devnet, tests and offline work. It speaks the real HTTP API (PUT /v1/blobs,
-GET /v1/blobs/{id}, GET /status) and keeps blobs in DIR, so a restart keeps
-them. Blob ids have the real shape but are not real Walrus ids. Epochs last
---epoch each and blobs expire when their end epoch begins. A store answer
-reports the encoded length and cost by Walrus's formula over --shards at
---storage-price and --write-price (defaults: mainnet's 1000 shards and
-early mainnet's prices).
+GET /v1/blobs/{id}, the quilt API, GET /status) and keeps blobs in DIR, so a
+restart keeps them. Blob ids are Walrus's own, computed over --shards (a
+client checks every blob it reads against its id over its own
+cost.walrus_shards, so give both the same count), and quilts are laid out
+as Walrus's QuiltV1. Epochs last --epoch each and blobs expire when their
+end epoch begins. A store answer reports the encoded length and cost by
+Walrus's formula over --shards at --storage-price and --write-price
+(defaults: mainnet's 1000 shards and early mainnet's prices).
 
 It listens on loopback only unless --allow-remote is given, and runs until
 interrupted (SIGINT or SIGTERM).`
@@ -43,7 +46,7 @@ func runWalrusServe(ctx context.Context, env *cmdEnv, args []string) error {
 	startEpoch := fs.Uint("start-epoch", localwalrus.DefaultStartEpoch, "epoch `N` of a new DIR (an existing DIR keeps its clock)")
 	maxBody := walrusSizeFlag(localwalrus.DefaultMaxBodySize)
 	fs.Var(&maxBody, "max-body", "largest blob accepted, e.g. 10MiB (larger bodies get 413, as on public publishers)")
-	shards := fs.Int("shards", walruscost.DefaultShards, "shard count `N` the encoded length (what a store is charged for) is computed over")
+	shards := fs.Int("shards", walruscost.DefaultShards, "shard count `N` blob ids, quilt layouts and the encoded length (what a store is charged for) are computed over")
 	storagePrice := fs.Uint64("storage-price", walruscost.DefaultPrice.Storage, "FROST per encoded MiB per epoch")
 	writePrice := fs.Uint64("write-price", walruscost.DefaultPrice.Write, "FROST per encoded MiB written")
 	allowRemote := fs.Bool("allow-remote", false, "allow listening on a non-loopback address")
@@ -62,8 +65,8 @@ func runWalrusServe(ctx context.Context, env *cmdEnv, args []string) error {
 		return usageErrorf("walrus serve: --start-epoch must be at least 1")
 	case maxBody <= 0:
 		return usageErrorf("walrus serve: --max-body must be positive")
-	case *shards < 1 || *shards > walruscost.MaxShards:
-		return usageErrorf("walrus serve: --shards must be within 1..%d", walruscost.MaxShards)
+	case redstuff.CheckShards(*shards) != nil:
+		return usageErrorf("walrus serve: --shards must be within 4..%d (RS2)", walruscost.MaxShards)
 	case *storagePrice == 0 && *writePrice == 0:
 		return usageErrorf("walrus serve: --storage-price and --write-price cannot both be 0")
 	}

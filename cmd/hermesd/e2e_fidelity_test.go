@@ -3,15 +3,20 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -49,10 +54,7 @@ func (w *e2eWorld) referenceSnapshot(t *testing.T, dir string, version int, pare
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := walrus.New(walrus.Config{Publishers: []string{w.dn.Walrus.URL()}, Aggregators: []string{w.dn.Walrus.URL()}, Epochs: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := w.walrusClient(walrus.Config{Epochs: 5})
 	res, err := c.Store(t.Context(), walrus.BytesBody(blob))
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +63,11 @@ func (w *e2eWorld) referenceSnapshot(t *testing.T, dir string, version int, pare
 }
 
 // TestE2EReferenceSnapshot: an agent whose brain the reference runtime
-// snapshotted three times (a file under two names, a 0700 brain) cold-
-// restores with 'hermesd restore' — every name, the link, the mode —
-// and 'hermesd log' shows the three snapshots its locks chain. A
-// snapshot without a lock is refused naming --unverified, and installed
-// with it, saying it is not verified.
+// snapshotted three times (a file under two names, symlinks, a 0700
+// brain) cold-restores with 'hermesd restore' — every name, the link, the
+// symlinks as symlinks, the mode — and 'hermesd log' shows the three
+// snapshots its locks chain. A snapshot without a lock is refused naming
+// --unverified, and installed with it, saying it is not verified.
 func TestE2EReferenceSnapshot(t *testing.T) {
 	t.Parallel()
 	token := uint64(3)
@@ -74,6 +76,12 @@ func TestE2EReferenceSnapshot(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "reference")
 	if err := os.MkdirAll(filepath.Join(src, "skills"), 0o700); err != nil {
 		t.Fatal(err)
+	}
+	links := map[string]string{"skills/current.md": "../system.md", "hosts": "/etc/hosts", "gone": "../../nowhere"}
+	for p, target := range links {
+		if err := os.Symlink(target, filepath.Join(src, p)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var ids []string
 	for i := range 3 {
@@ -112,6 +120,10 @@ func TestE2EReferenceSnapshot(t *testing.T) {
 	if st, err := os.Stat(brain); err != nil || st.Mode().Perm() != 0o700 {
 		t.Errorf("brain directory %v (%v), want 0700", st.Mode(), err)
 	}
+	sameSymlinks(t, brain, links)
+	if strings.Contains(stdout, "skipped") {
+		t.Errorf("restore skipped entries:\n%s", stdout)
+	}
 
 	code, stdout, stderr = w.runOnce("log", "-config", cfg, "alpha")
 	if code != 0 {
@@ -143,5 +155,109 @@ func TestE2EReferenceSnapshot(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(brain, "system.md")); err != nil || string(got) != "state 2\n" {
 		t.Errorf("system.md: %q %v", got, err)
+	}
+}
+
+// sameSymlinks checks that every path of links is a symlink below dir
+// with that target, verbatim.
+func sameSymlinks(t *testing.T, dir string, links map[string]string) {
+	t.Helper()
+	for p, want := range links {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		st, err := os.Lstat(full)
+		if err != nil {
+			t.Errorf("%s: %v, want a symlink to %s", p, err, want)
+			continue
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("%s: %v, want a symlink to %s", p, st.Mode(), want)
+			continue
+		}
+		if got, err := os.Readlink(full); err != nil || got != want {
+			t.Errorf("%s -> %q (%v), want -> %q", p, got, err, want)
+		}
+	}
+}
+
+// TestE2EFidelitySymlinks: the daemon snapshots (v3) a brain holding
+// symlinks — to a file, out of the brain, absolute, dangling, to a
+// directory — and publishes it; 'hermesd restore --dir NEW' on a machine
+// with an empty state directory (the head found through ENS) exits 0 with
+// the brain byte for byte, every symlink the same symlink with its own
+// time, and nothing reached through one. The symlinks change no bundle
+// hash, as the reference's hashBundleDir counts none.
+func TestE2EFidelitySymlinks(t *testing.T) {
+	t.Parallel()
+	const id, name = "alpha", "alpha.hermes.eth"
+	w := newE2EWorld(t, devnet.Agent{ID: id, ENSName: name})
+	brain := w.brain(id)
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("not the brain's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for p, c := range map[string]string{"system.md": "You keep your links.\n", "skills/x.md": "x\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(brain, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(brain, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dirHash(t, brain)
+	links := map[string]string{
+		"skills/current.md": "../system.md",
+		"secret":            filepath.Join(outside, "secret"),
+		"out":               outside,
+		"hosts":             "/etc/hosts",
+		"skills/gone":       "../../../nowhere",
+		"dir":               "skills",
+	}
+	when := map[string]time.Time{}
+	i := 0
+	for p, target := range links {
+		full := filepath.Join(brain, filepath.FromSlash(p))
+		if err := os.Symlink(target, full); err != nil {
+			t.Fatal(err)
+		}
+		i++
+		when[p] = time.Unix(1_650_000_000+int64(i), int64(i))
+		ts := unix.NsecToTimespec(when[p].UnixNano())
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, full, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := dirHash(t, brain); h != before {
+		t.Fatalf("symlinks changed the bundle hash: %s, %s without them", h, before)
+	}
+
+	p := w.run()
+	p.mustWaitUpload(before, 30*time.Second)
+	wait.Within(t, 30*time.Second, "the pointer", func() bool { st := w.agentState(id); return st.Last != nil && w.pointer(name) == st.Last.BlobID })
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(30 * time.Second); code != 0 {
+		t.Fatalf("hermesd run: exit %d", code)
+	}
+
+	// A machine that holds none of this agent's state.
+	cfg := rewriteConfig(t, w, "state_dir: "+w.dn.Config.StateDir, "state_dir: "+filepath.Join(t.TempDir(), "state"))
+	dst := filepath.Join(t.TempDir(), "new")
+	code, stdout, stderr := w.runOnce("restore", "-config", cfg, "--dir", dst, id)
+	if code != 0 || !strings.Contains(stdout, "restored") {
+		t.Fatalf("restore --dir: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if diffs := sameTree(hashedTree(t, brain), hashedTree(t, dst)); len(diffs) > 0 {
+		t.Errorf("restored brain differs: %v", diffs)
+	}
+	if got := dirHash(t, dst); got != before {
+		t.Errorf("restored brain hashes to %s, want %s", got, before)
+	}
+	sameSymlinks(t, dst, links)
+	for p, want := range when {
+		if st, err := os.Lstat(filepath.Join(dst, filepath.FromSlash(p))); err == nil && !st.ModTime().Equal(want) {
+			t.Errorf("%s: link time %v, want %v", p, st.ModTime(), want)
+		}
+	}
+	if ents, err := os.ReadDir(outside); err != nil || len(ents) != 1 {
+		t.Errorf("the directory a link names holds %v (%v): something was written through a link", ents, err)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walrus"
 )
 
 var (
@@ -180,12 +181,21 @@ func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
 
 // newE2EWorldWith is newE2EWorld with more devnet options (the test's
 // directory, timings and HTTP address are always its own).
+// e2eShards is the devnets' shard count unless a test says otherwise.
+const e2eShards = 334
+
 func newE2EWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *e2eWorld {
 	t.Helper()
 	hermesdBinary(t) // build first, before any devnet clock starts
 	w := newProcessWorld(t)
 	o.Dir, o.Agents, o.HTTPListen = t.TempDir(), agents, w.http
 	o.Quiet, o.MaxLag = 50*time.Millisecond, 500*time.Millisecond
+	if o.Shards == 0 {
+		// Blob ids (the server's, and the daemon's checks of what it
+		// reads) at about a tenth of 1000 shards' cost: a snapshot takes
+		// two, and these tests wait on them; quilts of up to 222 patches.
+		o.Shards = e2eShards
+	}
 	dn, err := devnet.Start(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -517,6 +527,19 @@ func (w *e2eWorld) ensClient(signer bool) *ens.Client {
 }
 
 // pointer reads an agent-snapshot record ("" when there is none).
+// walrusClient is a Walrus client of the world's server that computes
+// blob ids over the world's shard count, as its daemon does.
+func (w *e2eWorld) walrusClient(cfg walrus.Config) *walrus.Client {
+	w.t.Helper()
+	cfg.Publishers, cfg.Aggregators = []string{w.dn.Walrus.URL()}, []string{w.dn.Walrus.URL()}
+	cfg.Shards = w.dn.Config.Cost.WalrusShards
+	c, err := walrus.New(cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return c
+}
+
 func (w *e2eWorld) pointer(name string) string {
 	w.t.Helper()
 	c := w.ensClient(false)
@@ -553,8 +576,9 @@ type hashedFile struct {
 }
 
 // hashedTree reads every regular file under dir that the bundle hash
-// covers (everything but the top-level lock and receipts export). Other
-// entry types are reported as errors: a brain here holds only files.
+// covers (everything but the top-level lock and receipts export), and
+// every symlink (its target as its content, "-> target"). Other entry
+// types are reported as errors: a brain here holds only files and links.
 func hashedTree(t *testing.T, dir string) map[string]hashedFile {
 	t.Helper()
 	out := map[string]hashedFile{}
@@ -565,6 +589,14 @@ func hashedTree(t *testing.T, dir string) map[string]hashedFile {
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() || hash.Excluded(rel) {
+			return nil
+		}
+		if d.Type() == fs.ModeSymlink {
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = hashedFile{"-> " + target, fs.ModeSymlink}
 			return nil
 		}
 		if !d.Type().IsRegular() {
@@ -626,40 +658,22 @@ func listDir(t *testing.T, dir string) []string {
 	return names
 }
 
-// packSpan is where the bytes of a blob, or of a quilt patch, lie on the
-// devnet Walrus server's disk.
-func packSpan(t *testing.T, dn *devnet.Devnet, id string) (file string, off, n int64) {
-	t.Helper()
-	file, off, n, err := dn.Walrus.Locate(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return file, off, n
-}
-
 // packBytes reads a blob's or a quilt patch's bytes from the devnet Walrus
 // server's disk.
 func packBytes(t *testing.T, dn *devnet.Devnet, id string) []byte {
 	t.Helper()
-	file, off, n := packSpan(t, dn, id)
-	b, err := os.ReadFile(file)
+	b, err := dn.Walrus.ReadStored(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b[off : off+n]
+	return b
 }
 
 // flipPackByte inverts the byte in the middle of a blob's or a quilt
 // patch's bytes on the devnet Walrus server's disk.
 func flipPackByte(t *testing.T, dn *devnet.Devnet, id string, mask byte) {
 	t.Helper()
-	file, off, n := packSpan(t, dn, id)
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[off+n/2] ^= mask
-	if err := os.WriteFile(file, b, 0o644); err != nil {
+	if err := dn.Walrus.FlipStoredByte(id, mask); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -67,10 +67,7 @@ func (w *e2eWorld) sealKeys(o *seal.EncryptedObject) (map[seal.Address]*seal.Use
 // upload stores b on the devnet's Walrus and returns its blob id.
 func (w *e2eWorld) upload(b []byte) string {
 	w.t.Helper()
-	c, err := walrus.New(walrus.Config{Publishers: []string{w.dn.Walrus.URL()}, Aggregators: []string{w.dn.Walrus.URL()}})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	c := w.walrusClient(walrus.Config{})
 	res, err := c.Store(w.t.Context(), walrus.BytesBody(b))
 	if err != nil {
 		w.t.Fatal(err)

@@ -301,10 +301,7 @@ func (w *e2eWorld) publishBlob(t *testing.T, id string, plaintext []byte) string
 	if err := enc.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := walrus.New(walrus.Config{Publishers: []string{w.dn.Walrus.URL()}, Aggregators: []string{w.dn.Walrus.URL()}, Epochs: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := w.walrusClient(walrus.Config{Epochs: 5})
 	res, err := c.Store(t.Context(), walrus.BytesBody(blob.Bytes()))
 	if err != nil {
 		t.Fatal(err)

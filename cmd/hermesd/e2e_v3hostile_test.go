@@ -43,10 +43,7 @@ func TestE2EHostileV3(t *testing.T) {
 		return k
 	}
 	alphaKeys, betaKeys := keysOf("alpha.hermes.eth"), keysOf("beta.hermes.eth")
-	client, err := walrus.New(walrus.Config{Publishers: []string{w.dn.Walrus.URL()}, Aggregators: []string{w.dn.Walrus.URL()}, Epochs: 5, MaxBlobSize: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := w.walrusClient(walrus.Config{Epochs: 5, MaxBlobSize: 1 << 30})
 	var head bytes.Buffer
 	if _, err := client.Read(t.Context(), w.pointer("alpha.hermes.eth"), &head); err != nil {
 		t.Fatal(err)

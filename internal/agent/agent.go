@@ -5,10 +5,12 @@
 // persists in (its Store) and says which snapshots are its own (its
 // Lineage).
 //
-// The loop (Run) is a thin scheduler over SyncOnce, which tests, drills and
-// the CLI call directly. The decisions live in this package and are unit
-// tested with fakes of the interfaces it declares (Pipeline, Pointer):
-// restore or start fresh, what to snapshot and when, backoff.
+// The loop (Run) is a thin scheduler over synchronous steps (a sync, the
+// last sync of a stop, a state save, a new watch), which tests call
+// directly, as drills and the CLI call SyncOnce. The decisions live in
+// this package and are unit tested with fakes of the interfaces it
+// declares (Pipeline, Pointer): restore or start fresh, what to snapshot
+// and when, backoff.
 package agent
 
 import (
@@ -154,11 +156,19 @@ func (a *Agent) checkPaths() error {
 	return nil
 }
 
-// Deps are the services an agent uses.
+// Deps are the services an agent uses, whether its loop runs (Run) or a
+// command syncs or restores it once. What the process running the loop
+// shares among its agents (the watch hub, the sync slots, the end of an
+// outage) is Run's Env instead.
 type Deps struct {
-	State    *state.Dir
+	// State is the locked state directory: the agent's state file, hash
+	// cache and receipt log live in its directory there.
+	State *state.Dir
+	// Pipeline takes and restores the agent's snapshots.
 	Pipeline Pipeline
-	Receipts *receipts.Log // the agent's receipt log (the agent closes it)
+	// Receipts is the agent's receipt log, folded into every snapshot and
+	// refilled on restore (the agent closes it).
+	Receipts *receipts.Log
 	// Pointer reads the agent's record for restores; nil when the agent
 	// has no ENS name.
 	Pointer Pointer
@@ -169,21 +179,16 @@ type Deps struct {
 	// that keeps it in the state directory only). The agent binds its
 	// state to it.
 	Head *pointer.Head
-	// Recovered, when set, returns a channel that is closed when the
-	// services snapshots depend on come back after an outage, so a sync
-	// waiting for its backoff retries at once (nil: backoff only).
-	Recovered func() <-chan struct{}
-	// Slots, when set, bounds how many agents of the process sync at
-	// once (each holds a slot while it hashes and snapshots): a thousand
-	// agents starting together must not run a thousand pipelines, each
-	// with its buffers.
-	Slots    chan struct{}
+	// Observer sees what the agent does (the daemon's metrics; nil: none).
 	Observer Observer
 	// Accounts, when set, records what the agent's snapshots cost (the
 	// head records what its transactions cost).
 	Accounts Accounts
-	Log      *slog.Logger
-	Now      func() time.Time
+	// Log is the process's logger (nil: none); lines carry the agent id.
+	Log *slog.Logger
+	// Now is the clock of the agent's decisions (nil: time.Now), so that
+	// tests can move it.
+	Now func() time.Time
 }
 
 // Agent is one supervised brain.
@@ -545,14 +550,6 @@ func (nopObserver) Snapshot(string, snapshot.Result)           {}
 func (nopObserver) Unchanged(string)                           {}
 func (nopObserver) Failed(string, string, error)               {}
 func (nopObserver) Restore(string, string, *snapshot.Restored) {}
-
-// SetRecovered sets the recovery signal (see Deps.Recovered). Call it
-// before Run.
-func (a *Agent) SetRecovered(f func() <-chan struct{}) { a.deps.Recovered = f }
-
-// SetSlots sets the process-wide sync slots (see Deps.Slots). Call it
-// before Prepare.
-func (a *Agent) SetSlots(s chan struct{}) { a.deps.Slots = s }
 
 // Failing reports whether the agent's last sync failed.
 func (a *Agent) Failing() bool {

@@ -555,7 +555,7 @@ func TestRunRetriesOnRecovery(t *testing.T) {
 		return r.pipe.store(in.Want)
 	}
 	recovered := make(chan struct{})
-	a.SetRecovered(func() <-chan struct{} { return recovered })
+	r.env.Recovered = func() <-chan struct{} { return recovered }
 	r.run(a)
 	wait.For(t, "the first sync to fail", a.Failing)
 	// The backoff is now at least a second; the recovery must not wait

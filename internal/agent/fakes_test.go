@@ -289,6 +289,8 @@ type rig struct {
 	now        func() time.Time
 	// wakes counts the head's wake-ups of its publisher.
 	wakes atomic.Int32
+	// env is what run gives Run beside its watcher (Env.Watch).
+	env Env
 }
 
 func newRig(t *testing.T) *rig {
@@ -355,7 +357,9 @@ func (r *rig) run(a *Agent) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
+		env := r.env
+		env.Watch = func(string, watch.Options) (Watcher, error) { return w, nil }
+		a.Run(ctx, env)
 	}()
 	r.t.Cleanup(func() { cancel(); <-done })
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hermesd/hermesd/internal/snapshot"
 )
 
-// slotHolder is one sync's hold on a process-wide sync slot (Deps.Slots).
+// slotHolder is one sync's hold on a process-wide sync slot (Env.Slots).
 // The slot bounds work on the cores; a snapshot whose packs wait for a
-// quilt batch gives it up meanwhile (idle), so that the other agents'
-// snapshots can join the batch, and takes it back afterwards.
+// quilt batch lends it out meanwhile (snapshot.Slot), so that the other
+// agents' snapshots can join the batch, and takes it back afterwards.
 type slotHolder struct {
 	slots chan struct{} // nil: no bound
 
@@ -17,6 +19,8 @@ type slotHolder struct {
 	held  bool
 	waits int // packs of this sync waiting for their batches
 }
+
+var _ snapshot.Slot = (*slotHolder)(nil)
 
 func (s *slotHolder) take(ctx context.Context) error {
 	if s.slots == nil {
@@ -40,10 +44,8 @@ func (s *slotHolder) release() {
 	}
 }
 
-// idle gives the slot up for a wait (the first of concurrent ones); the
-// function it returns ends the wait, the last one taking the slot back.
-// A sync that cannot take it back (it is being stopped) goes on without.
-func (s *slotHolder) idle() func(context.Context) error {
+// Lend gives the slot up for a wait (the first of concurrent ones).
+func (s *slotHolder) Lend() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waits++
@@ -51,27 +53,23 @@ func (s *slotHolder) idle() func(context.Context) error {
 		<-s.slots
 		s.held = false
 	}
-	return func(ctx context.Context) error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.waits--; s.waits > 0 || s.slots == nil {
-			return nil
-		}
-		select {
-		case s.slots <- struct{}{}:
-			s.held = true
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
-// snapshotHooks are what a sync hands its snapshot: the signal of a newer
-// state and the slot's idle hook (snapshot.Input.Newer and Idle).
-type snapshotHooks struct {
-	newer <-chan struct{}
-	idle  func() func(context.Context) error
+// Reclaim ends a wait, the last one taking the slot back. A sync that
+// cannot take it back (it is being stopped) goes on without.
+func (s *slotHolder) Reclaim(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waits--; s.waits > 0 || s.slots == nil {
+		return nil
+	}
+	select {
+	case s.slots <- struct{}{}:
+		s.held = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // watchNewer returns a channel closed when w has a batch of changes

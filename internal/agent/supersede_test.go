@@ -42,7 +42,7 @@ func TestSupersededSnapshotGivesWay(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.Run(ctx, func(string, watch.Options) (Watcher, error) { return w, nil })
+		a.Run(ctx, Env{Watch: func(string, watch.Options) (Watcher, error) { return w, nil }})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
@@ -69,26 +69,27 @@ func TestSupersededSnapshotGivesWay(t *testing.T) {
 	}
 }
 
-// TestSlotHolderIdle: a sync gives its slot up while its packs wait
+// TestSlotHolderLend: a sync lends its slot out while its packs wait
 // (once, however many wait at once) and takes it back after the last.
-func TestSlotHolderIdle(t *testing.T) {
+func TestSlotHolderLend(t *testing.T) {
 	slots := make(chan struct{}, 1)
 	s := &slotHolder{slots: slots}
 	if err := s.take(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	r1, r2 := s.idle(), s.idle()
+	s.Lend()
+	s.Lend()
 	select {
 	case slots <- struct{}{}: // another sync can take the slot now
 		<-slots
 	default:
 		t.Fatal("the slot is still held while packs wait")
 	}
-	r1(t.Context())
+	s.Reclaim(t.Context())
 	if len(slots) != 0 {
 		t.Fatal("the slot came back before the last wait ended")
 	}
-	r2(t.Context())
+	s.Reclaim(t.Context())
 	if len(slots) != 1 || !s.held {
 		t.Fatal("the slot did not come back")
 	}
@@ -100,11 +101,11 @@ func TestSlotHolderIdle(t *testing.T) {
 	// releases nothing it does not hold.
 	s2 := &slotHolder{slots: slots}
 	s2.take(t.Context())
-	resume := s2.idle()
+	s2.Lend()
 	slots <- struct{}{} // someone else holds it
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := resume(ctx); err == nil {
+	if err := s2.Reclaim(ctx); err == nil {
 		t.Fatal("took a slot that is held")
 	}
 	s2.release()

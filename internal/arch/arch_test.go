@@ -79,6 +79,7 @@ var placement = map[string]layer{
 	"internal/fsys":       leafLayer,
 	"internal/hash":       leafLayer,
 	"internal/redact":     leafLayer,
+	"internal/redstuff":   leafLayer,
 	"internal/secretfile": leafLayer,
 	"internal/sqlite":     leafLayer,
 	"internal/tarball":    leafLayer,
@@ -140,19 +141,18 @@ var lateral = map[string][]string{
 	// cipher reads its key files through secretfile.
 	"internal/cipher":     {"internal/secretfile"},
 	"internal/hash":       {"internal/fsys"},
+	"internal/redstuff":   {"internal/walruscost"},
 	"internal/secretfile": {"internal/fsys"},
 	"internal/sqlite":     {"internal/fsys"},
 	"internal/tarball":    {"internal/fsys"},
 
 	// Clients, servers and formats: a handover carries a v3 agent key and
 	// head and reads its age identity as a configured secret file; the
-	// cost ledger is a file of the agent's state directory; localwalrus
-	// lays out quilts as quilt computes them; sealserver serves seal's
-	// key protocol.
-	"internal/handover":    {"internal/config", "internal/repo"},
-	"internal/ledger":      {"internal/state"},
-	"internal/localwalrus": {"internal/quilt"},
-	"internal/sealserver":  {"internal/seal"},
+	// cost ledger is a file of the agent's state directory; sealserver
+	// serves seal's key protocol.
+	"internal/handover":   {"internal/config", "internal/repo"},
+	"internal/ledger":     {"internal/state"},
+	"internal/sealserver": {"internal/seal"},
 }
 
 // layerOf returns the layer place gives pkg, if any.

@@ -10,7 +10,6 @@ import (
 	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
-	"github.com/hermesd/hermesd/internal/walrus"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -87,13 +86,14 @@ func (a accounts) Paid(id string, f pointer.Fee) {
 	a.record(id, ledger.Tx(f.ChainID, f.Gas, f.GasPrice, f.Share))
 }
 
-// stored records a store answer of agent id's pipeline.
-func (a accounts) stored(id string) func(walrus.StoreResult) {
-	return func(r walrus.StoreResult) { a.record(id, ledger.Store(r.Charge())) }
+// account is one agent's account in the ledger, which its pipeline's
+// stores charge: the answers of its blob stores, and its packs' shares
+// of the quilts they were stored in, each as the store returned it.
+type account struct {
+	accounts
+	id string
 }
 
-// charged records agent id's share of a quilt one of its packs was
-// stored in (quilt.Request.Charged).
-func (a accounts) charged(id string) func(walruscost.Charge) {
-	return func(c walruscost.Charge) { a.record(id, ledger.Store(c)) }
-}
+// charge records one store answer's charge, or one pack's share of a
+// quilt's (Charge.Patch).
+func (a *account) charge(c walruscost.Charge) { a.record(a.id, ledger.Store(c)) }

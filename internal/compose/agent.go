@@ -11,7 +11,6 @@ import (
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
-	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Pipeline builds the snapshot pipeline of agent ac: the one way hermesd
@@ -69,13 +68,13 @@ func (s *Services) blobStore() *walrusStore {
 	return s.store
 }
 
-// quilter is the pipelines' Quilter, handing each pack's share of its
-// quilt's charge to charged (when set); nil without quilts.
-func (s *Services) quilter(charged func(walruscost.Charge)) snapshot.Quilter {
+// quilter is the pipelines' Quilter, charging each pack's share of its
+// quilt to acct (when set); nil without quilts.
+func (s *Services) quilter(acct *account) snapshot.Quilter {
 	if s.Quilts == nil {
 		return nil
 	}
-	return quilter{b: s.Quilts, charged: charged}
+	return quilter{b: s.Quilts, acct: acct}
 }
 
 // OpenAgent opens agent id exactly as the daemon does, on a state
@@ -113,8 +112,9 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 	// rest), its snapshots, and (through its head) its share of every
 	// pointer transaction.
 	acct := accounts{l: s.Ledger(sd), c: c, log: log}
-	pipe.Store = s.blobStore().recording(acct.stored(ac.ID))
-	pipe.Quilts = s.quilter(acct.charged(ac.ID))
+	own := &account{accounts: acct, id: ac.ID}
+	pipe.Store = s.blobStore().charging(own)
+	pipe.Quilts = s.quilter(own)
 	deps := agent.Deps{
 		State:    sd,
 		Pipeline: pipe,

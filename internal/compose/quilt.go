@@ -11,7 +11,6 @@ import (
 	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/walrus"
-	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // QuiltStore is the Walrus client as the quilt batcher uses it (Build
@@ -27,7 +26,7 @@ type quiltStore struct{ s *walrusStore }
 func (q quiltStore) StoreQuilt(ctx context.Context, parts []quilt.Part, epochs int) (quilt.Stored, error) {
 	wp := make([]walrus.QuiltPart, len(parts))
 	for i, p := range parts {
-		wp[i] = walrus.QuiltPart{Identifier: p.Identifier, Body: readerBody{p.Open, p.Size}}
+		wp[i] = walrus.QuiltPart{Identifier: p.Identifier, Body: p.Body}
 	}
 	r, err := q.s.c.StoreQuilt(ctx, wp, walrus.WithEpochs(epochs))
 	if err != nil {
@@ -49,16 +48,31 @@ func (q quiltStore) Compare(ctx context.Context, id string, open func() (io.Read
 // quilter adapts the daemon's batcher to the pipeline's Quilter.
 type quilter struct {
 	b *quilt.Batcher
-	// charged, when set, is handed every share of a quilt's charge that a
-	// pack of this pipeline owes (the agent's cost ledger).
-	charged func(walruscost.Charge)
+	// acct, when set, is charged every share of a quilt that a pack of
+	// this pipeline was stored in (the agent's cost ledger).
+	acct *account
 }
 
 func (q quilter) MaxPatch() int64 { return q.b.MaxPatch() }
 
 func (q quilter) StorePatch(ctx context.Context, r snapshot.PatchRequest) (snapshot.PatchStored, error) {
-	res, err := q.b.Put(ctx, quilt.Request{Owner: r.Owner, Open: r.Open, Size: r.Size, Epochs: r.Epochs, Newer: r.Newer, Idle: r.Idle,
-		Charged: q.charged})
+	t, err := q.b.Add(quilt.Request{Owner: r.Owner, Pack: readerBody{r.Open, r.Size}, Epochs: r.Epochs})
+	if err != nil {
+		return snapshot.PatchStored{}, err
+	}
+	select {
+	case <-r.Newer:
+		// A newer state of the brain is ready: the pack gives way if it
+		// still may, else it waits for its batch all the same.
+		t.Withdraw()
+	case <-t.Done():
+	case <-ctx.Done():
+	}
+	res, err := t.Wait(ctx)
+	if res.Charge.Patch && q.acct != nil {
+		// Its quilt was stored: paid for whatever became of the patch.
+		q.acct.charge(res.Charge)
+	}
 	if errors.Is(err, quilt.ErrSuperseded) {
 		return snapshot.PatchStored{}, fmt.Errorf("%w: %w", snapshot.ErrSuperseded, err)
 	}

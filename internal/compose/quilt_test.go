@@ -5,15 +5,19 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/ledger"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/walrus"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // TestPatchRanges: ranges of a pack that is a quilt patch come from the
@@ -99,5 +103,51 @@ func TestQuilterSuperseded(t *testing.T) {
 	close(newer)
 	if err := <-errc; !errors.Is(err, snapshot.ErrSuperseded) {
 		t.Errorf("superseded pack: %v", err)
+	}
+}
+
+// TestQuilterCharges: an agent's account is charged its share of every
+// quilt one of its packs was stored in, from the batcher's result, also
+// when the patch then fails its read-back; a pack that left its batch for
+// a newer state is charged nothing.
+func TestQuilterCharges(t *testing.T) {
+	s, c := localWalrus(t, localwalrus.Config{})
+	b := quilt.New(QuiltStore(c), quilt.Config{Window: time.Hour, MaxBody: 10 << 20})
+	t.Cleanup(b.Close)
+	l := ledger.Open(t.TempDir(), ledger.Options{})
+	acct := accounts{l: l, log: slog.New(slog.DiscardHandler)}
+	store := func(id string, newer <-chan struct{}) chan error {
+		q := quilter{b: b, acct: &account{accounts: acct, id: id}}
+		data := []byte("the pack of " + id)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := q.StorePatch(t.Context(), snapshot.PatchRequest{Owner: id, Size: int64(len(data)), Epochs: 1, Newer: newer,
+				Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
+			errc <- err
+		}()
+		return errc
+	}
+	newer := make(chan struct{})
+	gone := store("gone", newer)
+	bad := store("bad", nil)
+	for b.Pending() < 2 {
+		time.Sleep(time.Millisecond) // polling a condition
+	}
+	close(newer)
+	if err := <-gone; !errors.Is(err, snapshot.ErrSuperseded) {
+		t.Fatalf("superseded pack: %v", err)
+	}
+	// The quilt is stored, but no patch of it reads back.
+	s.SetFaults(localwalrus.Faults{Rate: 1, Target: localwalrus.RouteAggregator,
+		Kinds: []localwalrus.Fault{{Kind: localwalrus.FaultStatus, Status: http.StatusForbidden}}})
+	b.Flush()
+	if err := <-bad; err == nil {
+		t.Fatal("a patch that does not read back was taken")
+	}
+	if got := l.Total("bad"); got.Patches != 1 || got.FROST == 0 || got.SuiTx != walruscost.SuiTxPerBlob {
+		t.Errorf("the pack alone in a stored quilt was charged %+v, want the whole quilt", got)
+	}
+	if got := l.Total("gone"); got.Patches != 0 || got.FROST != 0 || got.SuiTx != 0 {
+		t.Errorf("a pack that left its batch was charged %+v", got)
 	}
 }

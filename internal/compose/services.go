@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/big"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -52,11 +51,22 @@ type Services struct {
 	// walrus.quilts is off or the services only read.
 	Quilts *quilt.Batcher
 
-	store     *walrusStore // shared by every pipeline (one patch cache)
-	onAttempt *atomic.Pointer[func(walrus.Attempt)]
-	recovered *atomic.Pointer[func() <-chan struct{}]
-	ledgers   *ledgers
-	onQuilt   *atomic.Pointer[func(quilt.Batch)]
+	store   *walrusStore // shared by every pipeline (one patch cache)
+	ledgers *ledgers
+}
+
+// Observer sees what the services do, for the metrics and the outage
+// prober of the process that runs them (the daemon). Build hands it to
+// the clients it makes; its methods must not block.
+type Observer interface {
+	// WalrusAttempt sees every HTTP attempt of the Walrus client.
+	WalrusAttempt(walrus.Attempt)
+	// Quilt sees every quilt the batcher stores, or fails to.
+	Quilt(quilt.Batch)
+	// WalrusRecovered returns a channel that is closed when Walrus, seen
+	// failing, answers again (nil: no outage seen): a Walrus retry
+	// waiting out its backoff goes then (walrus.Config.Recovered).
+	WalrusRecovered() <-chan struct{}
 }
 
 // Options adjust Build.
@@ -74,6 +84,9 @@ type Options struct {
 	// (the daemon); without it a command that snapshots once stores each
 	// small pack at once, as a quilt of its own.
 	Batch bool
+	// Observer, when set, sees the Walrus client's attempts and the quilt
+	// batcher's quilts, and says when Walrus is back after an outage.
+	Observer Observer
 }
 
 // Build creates the services the configuration asks for. Every secret is
@@ -82,9 +95,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Services{Config: c, Log: log, onAttempt: new(atomic.Pointer[func(walrus.Attempt)]),
-		recovered: new(atomic.Pointer[func() <-chan struct{}]), ledgers: &ledgers{},
-		onQuilt: new(atomic.Pointer[func(quilt.Batch)])}
+	s := &Services{Config: c, Log: log, ledgers: &ledgers{}}
 	// Format seal needs no snapshot key; one that is configured still
 	// opens the agent's older v1/v2 snapshots.
 	if !opts.NoKey && (!c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal)) {
@@ -108,16 +119,9 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	if err != nil {
 		return nil, err
 	}
-	wc.OnAttempt = func(a walrus.Attempt) {
-		if f := s.onAttempt.Load(); f != nil {
-			(*f)(a)
-		}
-	}
-	wc.Recovered = func() <-chan struct{} {
-		if f := s.recovered.Load(); f != nil {
-			return (*f)()
-		}
-		return nil
+	obs := opts.Observer
+	if obs != nil {
+		wc.OnAttempt, wc.Recovered = obs.WalrusAttempt, obs.WalrusRecovered
 	}
 	if s.Walrus, err = walrus.New(wc); err != nil {
 		return nil, fmt.Errorf("walrus: %w", err)
@@ -128,16 +132,15 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		if opts.Batch {
 			window = c.Walrus.BatchWindow.D()
 		}
-		s.Quilts = quilt.New(quiltStore{s.store}, quilt.Config{
+		qc := quilt.Config{
 			Window:  window,
 			MaxBody: int64(c.Walrus.MaxBlobSize),
 			Logger:  log.With("component", "quilt"),
-			Observe: func(b quilt.Batch) {
-				if f := s.onQuilt.Load(); f != nil {
-					(*f)(b)
-				}
-			},
-		})
+		}
+		if obs != nil {
+			qc.Observe = obs.Quilt
+		}
+		s.Quilts = quilt.New(quiltStore{s.store}, qc)
 	}
 
 	if slices.ContainsFunc(c.Agents, func(a config.Agent) bool { return a.ENSName != "" }) {
@@ -256,19 +259,6 @@ func RecordsConfig(r *config.RecordsTarget, signer *ens.Signer, log *slog.Logger
 	}
 }
 
-// OnWalrusAttempt sets who sees every Walrus HTTP attempt (the daemon's
-// metrics); f must not block.
-func (s *Services) OnWalrusAttempt(f func(walrus.Attempt)) { s.onAttempt.Store(&f) }
-
-// OnWalrusRecovered sets who says when Walrus answers again after an
-// outage (the daemon's prober): f returns a channel closed then, which
-// ends the backoff of every Walrus retry waiting for it.
-func (s *Services) OnWalrusRecovered(f func() <-chan struct{}) { s.recovered.Store(&f) }
-
-// OnQuilt sets who sees every quilt the batcher stores or fails to (the
-// daemon's metrics); f must not block.
-func (s *Services) OnQuilt(f func(quilt.Batch)) { s.onQuilt.Store(&f) }
-
 // LoadKey reads the snapshot encryption key a secret reference names. A
 // key that cannot be read is a start-up error: hermesd never uploads
 // plaintext and never invents an ephemeral key.
@@ -335,6 +325,7 @@ func WalrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config
 		RetryMax:       c.Walrus.RetryMax,
 		RetryWaitMin:   c.Walrus.RetryWaitMin.D(),
 		RetryWaitMax:   c.Walrus.RetryWaitMax.D(),
+		Shards:         c.Cost.WalrusShards,
 		Logger:         log,
 	}
 	if wc.RetryMax == 0 {

@@ -21,15 +21,15 @@ func newStore(c *walrus.Client) *walrusStore { return &walrusStore{c: c, patches
 type walrusStore struct {
 	c       *walrus.Client
 	patches *patchCache
-	// stored, when set, sees every store answer (the cost ledger).
-	stored func(walrus.StoreResult)
+	// acct, when set, is charged every store answer.
+	acct *account
 }
 
-// recording is a copy of s, sharing its patch cache, whose store answers
-// go to stored (one agent's account).
-func (s *walrusStore) recording(stored func(walrus.StoreResult)) *walrusStore {
+// charging is a copy of s, sharing its patch cache, whose store answers
+// are charged to acct (one agent's account).
+func (s *walrusStore) charging(acct *account) *walrusStore {
 	c := *s
-	c.stored = stored
+	c.acct = acct
 	return &c
 }
 
@@ -54,8 +54,8 @@ func (s *walrusStore) store(ctx context.Context, body walrus.Body, epochs int) (
 	if err != nil {
 		return snapshot.Stored{}, err
 	}
-	if s.stored != nil {
-		s.stored(r)
+	if s.acct != nil {
+		s.acct.charge(r.Charge())
 	}
 	return snapshot.Stored{BlobID: r.BlobID, EndEpoch: uint64(r.EndEpoch), Epoch: uint64(r.RegisteredEpoch),
 		AlreadyCertified: r.AlreadyCertified, Attempts: r.Attempts}, nil

@@ -249,6 +249,8 @@ type Cost struct {
 	// WalrusStoragePrice (FROST per encoded MiB per epoch),
 	// WalrusWritePrice (FROST per encoded MiB written) and WalrusShards
 	// price the naive way's blobs: `walrus info` shows the network's.
+	// WalrusShards is also what the Walrus client computes blob ids over
+	// to check every whole blob it reads.
 	WalrusStoragePrice uint64 `yaml:"walrus_storage_price"`
 	WalrusWritePrice   uint64 `yaml:"walrus_write_price"`
 	WalrusShards       int    `yaml:"walrus_shards"`

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/redact"
+	"github.com/hermesd/hermesd/internal/redstuff"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -432,8 +433,8 @@ func (c *Config) validateCost(v *validator) {
 			v.add(p.field, "%v is not a price (0 means unknown)", p.v)
 		}
 	}
-	if k.WalrusShards < 1 || k.WalrusShards > walruscost.MaxShards {
-		v.add("cost.walrus_shards", "%d is outside 1..%d", k.WalrusShards, walruscost.MaxShards)
+	if err := redstuff.CheckShards(k.WalrusShards); err != nil {
+		v.add("cost.walrus_shards", "%d: RS2 encodes over 4..%d shards (Walrus's blob ids are computed over them)", k.WalrusShards, walruscost.MaxShards)
 	}
 }
 

@@ -29,14 +29,13 @@ import (
 	"github.com/hermesd/hermesd/internal/ledger"
 	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/state"
-	"github.com/hermesd/hermesd/internal/walrus"
 	"github.com/hermesd/hermesd/internal/watch"
 )
 
 // Daemon is a running hermesd. Create it with New, then Start, then Close.
 type Daemon struct {
 	cfg     *config.Config
-	svc     *compose.Services
+	svc     *compose.Services // built by New, closed by Close
 	log     *slog.Logger
 	state   *state.Dir
 	ledger  *ledger.Ledger
@@ -49,6 +48,8 @@ type Daemon struct {
 	byID         map[string]*agent.Agent
 	pub          *pointer.Publisher // nil without a chain
 	probe        *prober
+	// slots bounds the agents syncing at once (agent.Env.Slots).
+	slots chan struct{}
 	// walrusRetryAt is when a Walrus attempt last failed and was to be
 	// retried (unix nanoseconds): until a backoff started then has surely
 	// ended, the prober watches for the store to come back, before any
@@ -68,30 +69,40 @@ type Daemon struct {
 	closed bool
 }
 
-// New locks the state directory, opens every agent and binds the HTTP
-// listeners. Nothing runs until Start.
-func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, error) {
+// New builds the services the configuration asks for (compose.Build with
+// opts, observed by the daemon: its metrics see every Walrus attempt and
+// quilt, and a Walrus retry waiting out its backoff goes as soon as the
+// prober sees the store answer again), locks the state directory, opens
+// every agent and binds the HTTP listeners. Nothing runs until Start;
+// Close releases everything, the services too. Build's errors are the
+// configuration's (ErrConfig): it reads and checks every secret and
+// touches no network.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts compose.Options) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sd, err := compose.OpenState(cfg)
-	if err != nil {
-		return nil, err
-	}
 	d := &Daemon{
 		cfg:     cfg,
-		svc:     svc,
 		log:     log,
-		state:   sd,
-		ledger:  svc.Ledger(sd),
 		now:     time.Now,
 		metrics: newMetrics(),
+		probe:   newProber(log.With("component", "walrus")),
 		byID:    map[string]*agent.Agent{},
 		cancel:  func() {},
 	}
-	svc.OnWalrusAttempt(d.observeWalrus)
 	d.quiltMetrics = newQuiltMetrics(d.metrics.reg)
-	svc.OnQuilt(d.quiltMetrics.observe)
+	opts.Observer = (*servicesObserver)(d)
+	svc, err := compose.Build(ctx, cfg, log, opts)
+	if err != nil {
+		return nil, configError{err}
+	}
+	d.svc = svc
+	sd, err := compose.OpenState(cfg)
+	if err != nil {
+		svc.Close()
+		return nil, err
+	}
+	d.state, d.ledger = sd, svc.Ledger(sd)
 	ok := false
 	defer func() {
 		if !ok {
@@ -103,6 +114,7 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 				l.Close()
 			}
 			sd.Close()
+			svc.Close()
 		}
 	}()
 
@@ -110,21 +122,15 @@ func New(cfg *config.Config, svc *compose.Services, log *slog.Logger) (*Daemon, 
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
-	d.probe = newProber(svc.Walrus.Ping, log.With("component", "walrus"))
-	// A Walrus retry waiting out its backoff goes as soon as the prober
-	// sees the store answer again.
-	svc.OnWalrusRecovered(d.probe.recovered)
 	// A few syncs at a time: the cores are the limit, and each pipeline
 	// holds buffers of its own.
-	slots := make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
+	d.slots = make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
 	for i := range cfg.Agents {
 		ac := &cfg.Agents[i]
 		a, err := svc.OpenAgent(sd, ac.ID, (*observer)(d.metrics))
 		if err != nil {
 			return nil, err
 		}
-		a.SetRecovered(d.probe.recovered)
-		a.SetSlots(slots)
 		d.agents = append(d.agents, a)
 		d.byID[a.ID()] = a
 	}
@@ -195,7 +201,7 @@ func (d *Daemon) Start(ctx context.Context) {
 	d.bgWG.Add(1)
 	go func() {
 		defer d.bgWG.Done()
-		d.probe.run(ctx, d.anyFailing)
+		d.probe.run(ctx, d.svc.Walrus.Ping, d.anyFailing)
 	}()
 	for _, a := range d.agents {
 		d.wg.Add(1)
@@ -242,7 +248,7 @@ func (d *Daemon) superviseAgent(ctx context.Context, a *agent.Agent) {
 		hashed = "none yet: the first snapshot hashes the brain as it reads it"
 	}
 	log.Info("agent ready", "origin", st.Origin, "bundle_hash", hashed, "dir", st.BrainDir)
-	a.Run(ctx, d.subscribe)
+	a.Run(ctx, agent.Env{Watch: d.subscribe, Slots: d.slots, Recovered: d.probe.recovered})
 }
 
 func (d *Daemon) subscribe(dir string, opts watch.Options) (agent.Watcher, error) {
@@ -326,8 +332,8 @@ func (d *Daemon) Ready() bool {
 }
 
 // ErrConfig matches a start-up error that is the configuration's fault
-// (http.token that cannot be read or is too short), as opposed to the
-// environment's (a port in use, a locked state directory).
+// (a secret that cannot be read, an http.token too short), as opposed to
+// the environment's (a port in use, a locked state directory).
 var ErrConfig = errors.New("invalid configuration")
 
 type configError struct{ error }
@@ -392,6 +398,7 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 	if cerr := d.state.Close(); err == nil {
 		err = cerr
 	}
+	d.svc.Close()
 	return err
 }
 
@@ -447,19 +454,4 @@ func (d *Daemon) closeAgents() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (d *Daemon) observeWalrus(a walrus.Attempt) {
-	outcome := "ok"
-	failed := a.Err != nil || a.Status == 0 || a.Status >= 400
-	switch {
-	case failed && a.Retry:
-		outcome = "retry"
-	case failed:
-		outcome = "error"
-	}
-	if failed && a.Retry {
-		d.walrusRetryAt.Store(d.now().UnixNano())
-	}
-	d.metrics.walrusAttempts.WithLabelValues(a.Op, outcome).Inc()
 }

@@ -102,12 +102,7 @@ func (l *tailLog) String() string {
 func (w *world) start() *Daemon {
 	w.t.Helper()
 	log := testLogger(w.t)
-	svc, err := compose.Build(w.t.Context(), w.dn.Config, log, compose.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(svc.Close)
-	d, err := New(w.dn.Config, svc, log)
+	d, err := New(w.t.Context(), w.dn.Config, log, compose.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -369,12 +364,7 @@ func TestSecondDaemonRefused(t *testing.T) {
 	w := newWorld(t, devnet.Agent{ID: "solo"})
 	seedBrain(t, w.brain("solo"))
 	w.start()
-	svc, err := compose.Build(t.Context(), w.dn.Config, nil, compose.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	_, err = New(w.dn.Config, svc, nil)
+	_, err := New(t.Context(), w.dn.Config, nil, compose.Options{})
 	if !errors.Is(err, state.ErrLocked) {
 		t.Fatalf("second daemon: %v, want ErrLocked", err)
 	}

@@ -56,12 +56,7 @@ func withSocket(t *testing.T, cfg *config.Config, mode fs.FileMode) string {
 func startDaemon(t *testing.T, w *world, tune func(*Daemon)) *Daemon {
 	t.Helper()
 	log := testLogger(t)
-	svc, err := compose.Build(t.Context(), w.dn.Config, log, compose.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	d, err := New(w.dn.Config, svc, log)
+	d, err := New(t.Context(), w.dn.Config, log, compose.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

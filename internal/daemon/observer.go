@@ -4,8 +4,38 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/agent"
+	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/walrus"
 )
+
+// servicesObserver is the daemon as the observer of its services
+// (compose.Options.Observer): the Walrus client's attempts and the quilt
+// batcher's quilts go to the metrics, and a Walrus retry waiting out its
+// backoff goes when the prober sees the store answer again.
+type servicesObserver Daemon
+
+var _ compose.Observer = (*servicesObserver)(nil)
+
+func (o *servicesObserver) WalrusAttempt(a walrus.Attempt) {
+	outcome := "ok"
+	failed := a.Err != nil || a.Status == 0 || a.Status >= 400
+	switch {
+	case failed && a.Retry:
+		outcome = "retry"
+	case failed:
+		outcome = "error"
+	}
+	if failed && a.Retry {
+		o.walrusRetryAt.Store(o.now().UnixNano())
+	}
+	o.metrics.walrusAttempts.WithLabelValues(a.Op, outcome).Inc()
+}
+
+func (o *servicesObserver) Quilt(b quilt.Batch) { o.quiltMetrics.observe(b) }
+
+func (o *servicesObserver) WalrusRecovered() <-chan struct{} { return o.probe.recovered() }
 
 // observer feeds agent events into the metrics.
 type observer metrics

@@ -113,12 +113,7 @@ func (w *world) config(mod func(c *config.Config)) *config.Config {
 // startWith runs a daemon on cfg, logging to log.
 func (w *world) startWith(cfg *config.Config, log *slog.Logger) *Daemon {
 	w.t.Helper()
-	svc, err := compose.Build(w.t.Context(), cfg, log, compose.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(svc.Close)
-	d, err := New(cfg, svc, log)
+	d, err := New(w.t.Context(), cfg, log, compose.Options{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -611,9 +606,16 @@ func TestPointerStateSaveFails(t *testing.T) {
 	if s := a.Status(); !s.Unsaved || s.Hold != nil {
 		t.Fatalf("status: unsaved %v hold %+v", s.Unsaved, s.Hold)
 	}
-	if code, rz := getReadyz(t, d); code != http.StatusServiceUnavailable || !strings.Contains(rz.Agents[0].Reason, "save agent state") {
-		t.Errorf("readyz while unsaved: %d %+v", code, rz)
-	}
+	// Readiness says the state is not saved: at first from the unsaved
+	// state, then, once the sync that failed to save has reported, with
+	// the error of that save.
+	wait.For(t, "readyz to name the failed save", func() bool {
+		code, rz := getReadyz(t, d)
+		if code != http.StatusServiceUnavailable || !strings.Contains(rz.Agents[0].Reason, "not saved yet") && !strings.Contains(rz.Agents[0].Reason, "save agent state") {
+			t.Fatalf("readyz while unsaved: %d %+v", code, rz)
+		}
+		return strings.Contains(rz.Agents[0].Reason, "save agent state")
+	})
 	if err := os.RemoveAll(sf); err != nil {
 		t.Fatal(err)
 	}

@@ -17,15 +17,14 @@ const probeInterval = 2 * time.Second
 // waiting for its backoff (an outage of minutes must not leave changes
 // waiting minutes more). Idle, it costs a flag check per interval.
 type prober struct {
-	ping func(context.Context) error
-	log  *slog.Logger
+	log *slog.Logger
 
 	mu sync.Mutex
 	ch chan struct{} // closed at the next recovery
 }
 
-func newProber(ping func(context.Context) error, log *slog.Logger) *prober {
-	return &prober{ping: ping, log: log, ch: make(chan struct{})}
+func newProber(log *slog.Logger) *prober {
+	return &prober{log: log, ch: make(chan struct{})}
 }
 
 // recovered returns a channel closed when Walrus next comes back.
@@ -42,7 +41,9 @@ func (p *prober) broadcast() {
 	p.mu.Unlock()
 }
 
-func (p *prober) run(ctx context.Context, failing func() bool) {
+// run probes with ping while failing says something fails, until ctx
+// ends.
+func (p *prober) run(ctx context.Context, ping func(context.Context) error, failing func() bool) {
 	down := false
 	t := time.NewTimer(probeInterval)
 	defer t.Stop()
@@ -53,7 +54,7 @@ func (p *prober) run(ctx context.Context, failing func() bool) {
 		case <-t.C:
 		}
 		if failing() {
-			err := p.ping(ctx)
+			err := ping(ctx)
 			switch {
 			case ctx.Err() != nil:
 				return

@@ -21,16 +21,17 @@ func TestProberBroadcastsRecovery(t *testing.T) {
 	t.Parallel()
 	var down, failing atomic.Bool
 	var pings atomic.Int64
-	p := newProber(func(context.Context) error {
+	p := newProber(slog.New(slog.DiscardHandler))
+	ping := func(context.Context) error {
 		pings.Add(1)
 		if down.Load() {
 			return errors.New("connection refused")
 		}
 		return nil
-	}, slog.New(slog.DiscardHandler))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.run(ctx, failing.Load) }()
+	go func() { defer close(done); p.run(ctx, ping, failing.Load) }()
 	defer func() { cancel(); <-done }()
 
 	woken := p.recovered()

@@ -39,12 +39,7 @@ func (w *world) startBatching(edit func(c *config.Config)) *Daemon {
 		edit(&cfg)
 	}
 	log := testLogger(w.t)
-	svc, err := compose.Build(w.t.Context(), &cfg, log, compose.Options{Batch: true})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(svc.Close)
-	d, err := New(&cfg, svc, log)
+	d, err := New(w.t.Context(), &cfg, log, compose.Options{Batch: true})
 	if err != nil {
 		w.t.Fatal(err)
 	}

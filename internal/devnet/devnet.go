@@ -33,6 +33,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devetcd"
 	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Agent is one agent the devnet prepares for.
@@ -67,6 +68,13 @@ type Options struct {
 	Quiet, MaxLag, PointerInterval time.Duration
 	// SnapshotInterval rate-limits uploads (default 0: none).
 	SnapshotInterval time.Duration
+	// Shards is the local Walrus server's shard count, over which it
+	// computes blob ids and lays out quilts, and the configuration's
+	// cost.walrus_shards, over which the daemon checks what it reads
+	// (default 1000, mainnet's and testnet's: the devnet is the network).
+	// Tests that store many blobs take fewer: an id at 1000 shards costs
+	// a good part of a CPU-second, at 100 a hundredth of it.
+	Shards int
 	// BatchWindow is walrus.batch_window (default 100 ms: the agents'
 	// packs of one moment share a quilt, and nothing waits for long);
 	// NoQuilts turns quilts off (walrus.quilts: false).
@@ -158,6 +166,9 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 	if o.BatchWindow == 0 {
 		o.BatchWindow = 100 * time.Millisecond
 	}
+	if o.Shards == 0 {
+		o.Shards = walruscost.DefaultShards
+	}
 	if o.Format == "seal" && o.SealServers == 0 {
 		return nil, errors.New("devnet: format seal needs SealServers")
 	}
@@ -244,6 +255,7 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 		MaxBodySize:   1 << 40, // the devnet is not a public publisher
 		// Quilts up to the configuration's max_blob_size (1 GiB).
 		MaxQuiltBodySize: 1 << 30,
+		Shards:           o.Shards,
 		OnRequest:        o.WalrusOnRequest,
 		Logger:           o.Logger,
 	})
@@ -364,6 +376,8 @@ seal:
       public_key: {{.PublicKey}}
 {{- end}}
 {{- end}}
+cost:
+  walrus_shards: {{.Shards}}
 receipts:
   signer: {file: {{.Dir}}/keys/chain.key}
   trusted: ["{{.Owner}}"]
@@ -427,6 +441,7 @@ type configView struct {
 	Quiet, MaxLag, PointerInterval, SnapshotInterval time.Duration
 	Quilts                                           bool
 	BatchWindow                                      time.Duration
+	Shards                                           int
 	Epochs                                           int
 	EpochDuration                                    time.Duration
 	Agents                                           []agentView
@@ -488,6 +503,7 @@ func (d *Devnet) view(o Options) configView {
 		SnapshotInterval: o.SnapshotInterval,
 		Quilts:           !o.NoQuilts,
 		BatchWindow:      o.BatchWindow,
+		Shards:           o.Shards,
 		Epochs:           o.Epochs,
 		EpochDuration:    o.EpochDuration,
 		Agents:           agents,

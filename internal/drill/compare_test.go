@@ -294,3 +294,44 @@ func TestMovedOn(t *testing.T) {
 		t.Errorf("without the snapshot's time: %v moved on", moved)
 	}
 }
+
+// TestCompareSymlinks: a symlink is compared as a symlink (its target);
+// one the restore lacks is a note (a symlink alone changes no bundle
+// hash, so a snapshot may predate it), one with another target a
+// difference, in the read-only comparison and the destructive drill's
+// exact one. A directory restored less o+w is a note, not a difference.
+func TestCompareSymlinks(t *testing.T) {
+	m := func(entries map[string]entry) *manifest {
+		return &manifest{entries: entries, sums: true}
+	}
+	live := m(map[string]entry{
+		"same":  {kind: kindSymlink, mode: 0o777, target: "a"},
+		"moved": {kind: kindSymlink, mode: 0o777, target: "/etc/passwd"},
+		"gone":  {kind: kindSymlink, mode: 0o777, target: "../x"},
+		"pub":   {kind: kindDir, mode: 0o777 | fs.ModeSticky},
+	})
+	got := m(map[string]entry{
+		"same":  {kind: kindSymlink, mode: 0o777, target: "a"},
+		"moved": {kind: kindSymlink, mode: 0o777, target: "/etc/shadow"},
+		"pub":   {kind: kindDir, mode: 0o775 | fs.ModeSticky},
+	})
+	c, err := compare(live, got, "blob", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.mismatches) != 1 || c.mismatches[0] != (Mismatch{Path: "moved", Kind: "symlink", Want: "-> /etc/passwd", Got: "-> /etc/shadow"}) {
+		t.Errorf("mismatches %v", c.mismatches)
+	}
+	notes := strings.Join(c.notes, "\n")
+	if c.symlinks != 1 || c.dirs != 1 || !strings.Contains(notes, "gone is a symlink (-> ../x) the snapshot does not hold") || !strings.Contains(notes, "pub: restored at mode 1775") {
+		t.Errorf("symlinks %d, dirs %d, notes %q", c.symlinks, c.dirs, notes)
+	}
+	ms := exact(live, got)
+	kinds := map[string]string{}
+	for _, x := range ms {
+		kinds[x.Path] = x.Kind
+	}
+	if kinds["moved"] != "symlink" || kinds["gone"] != "missing" || kinds["same"] != "" || len(ms) != 3 {
+		t.Errorf("exact: %v", ms)
+	}
+}

@@ -62,9 +62,17 @@
 //     into the live file later, so every restored line must occur in the live
 //     file (as a multiset of exact lines); the live file may hold more.
 //
-// Symlinks and special files are not part of the snapshot format: the
+// A symlink is compared as a symlink: its target, verbatim (and, for a v3
+// snapshot, against the trees). A live symlink the snapshot does not hold
+// is a note (a symlink alone changes no bundle hash, so no snapshot is
+// taken for it, and snapshots before 2026-11-29 hold none); the
+// destructive drill refuses to wipe a brain whose v3 snapshot lacks one of
+// its symlinks, and its final exact check compares targets. Sockets,
+// fifos and devices are not part of the snapshot format: the
 // non-destructive drill lists them as notes, the destructive drill refuses
-// to wipe a brain that holds them (they would be lost).
+// to wipe a brain that holds them (they would be lost). A directory a
+// restore made without o+w (it makes none writable by everyone unless
+// allow_unsafe_dirs) is a note; the destructive drill puts the bit back.
 //
 // Destructive drill (Destructive): it changes the brain, so it locks the
 // state directory (a running daemon makes it fail, saying so), opens the

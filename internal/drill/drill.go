@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -322,6 +323,41 @@ func (d *drill) runReadOnly(ctx context.Context) error {
 	return d.verdict()
 }
 
+// missingSymlinks lists the symlinks of the brain (want: path → target)
+// that the v3 snapshot blob does not hold with the same target; ok is
+// false when the snapshot is not v3 (its archive says only once
+// downloaded: the destructive drill's final check then guards the wipe).
+func (d *drill) missingSymlinks(ctx context.Context, blob string, want map[string]string) (missing []string, ok bool, err error) {
+	if len(want) == 0 {
+		return nil, true, nil
+	}
+	pipe := d.svc.Pipeline(d.ac, d.svc.Config.StateDir, nil)
+	f, err := pipe.BlobFormat(ctx, blob)
+	if err != nil || f != snapshot.FormatV3 {
+		return nil, false, err
+	}
+	r, err := pipe.OpenV3(ctx, blob)
+	if err != nil {
+		return nil, false, err
+	}
+	have := map[string]string{}
+	if err := r.Walk(ctx, func(p string, e *repo.Entry) error {
+		if e.Type == repo.EntrySymlink {
+			have[p] = e.Link
+		}
+		return nil
+	}); err != nil {
+		return nil, false, err
+	}
+	for p, target := range want {
+		if t, ok := have[p]; !ok || t != target {
+			missing = append(missing, fmt.Sprintf("symlink %s -> %s", p, target))
+		}
+	}
+	slices.Sort(missing)
+	return missing, true, nil
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one
@@ -620,7 +656,7 @@ func (d *drill) restore(ctx context.Context, cp *coldPath, blob, target string) 
 		}
 		d.rep.EscrowServers = rec.Servers
 	}
-	res, err := cp.pipe.Restore(ctx, blob, target)
+	res, err := cp.pipe.RestoreWith(ctx, blob, target, snapshot.RestoreOptions{PublicRoot: d.cfg.AllowUnsafeDirs})
 	var se *snapshot.StageError
 	if errors.As(err, &se) && se.Stage == "download" {
 		d.rep.Stages = append(d.rep.Stages, Stage{Name: "download", Error: err.Error()})
@@ -693,8 +729,8 @@ func (d *drill) recordCompare(t time.Time, c comparison, err error, how string) 
 	if err == nil && len(c.mismatches) > 0 {
 		err = fmt.Errorf("%d differences", len(c.mismatches))
 	}
-	d.rep.stage("compare", t, err, fmt.Sprintf("%d files (%s) and %d directories identical, modes included; %d differences",
-		c.files, how, c.dirs, len(c.mismatches)))
+	d.rep.stage("compare", t, err, fmt.Sprintf("%d files (%s), %d directories and %d symlinks identical, modes and targets included; %d differences",
+		c.files, how, c.dirs, c.symlinks, len(c.mismatches)))
 }
 
 // rehash hashes the restored tree with hash.Dir, independently of the
@@ -733,7 +769,8 @@ func (d *drill) rehash(ctx context.Context, dir string, res snapshot.Restored) (
 // checkTrees compares the restored tree with the v3 snapshot's own trees,
 // read again from its head: the same paths, and every file's size,
 // SHA-256 (from the re-hash) and mode, every directory's mode, every hard
-// link a link to the file it names, and the brain directory's mode — what
+// link a link to the file it names, every symlink a symlink with the
+// recorded target, and the brain directory's mode — what
 // the bundle hash does not cover checked against the snapshot itself, not
 // against the extractor's word. Modes are compared as a restore gives
 // them (fsys.Restorable: setuid and setgid are never set on files; the
@@ -752,7 +789,7 @@ func (d *drill) checkTrees(ctx context.Context, cp *coldPath, blob, dir string, 
 	for _, f := range h.Files {
 		hashed[f.Path] = f
 	}
-	files, dirs, links, before := 0, 0, 0, len(d.rep.Mismatches)
+	files, dirs, links, symlinks, before := 0, 0, 0, 0, len(d.rep.Mismatches)
 	bad := func(p, kind, want, got string) {
 		d.rep.Mismatches = append(d.rep.Mismatches, Mismatch{Path: p, Kind: kind, Want: want, Got: got})
 	}
@@ -775,7 +812,18 @@ func (d *drill) checkTrees(ctx context.Context, cp *coldPath, blob, dir string, 
 				break
 			}
 			want, _ := fsys.Restorable(e.Mode, true)
+			if !d.cfg.AllowUnsafeDirs {
+				want &^= 0o002 // as the restore made it (and noted)
+			}
 			mode(p, want, st.Mode()&fsys.Meta)
+		case repo.EntrySymlink:
+			symlinks++
+			got, err := os.Readlink(filepath.Join(dir, filepath.FromSlash(p)))
+			if st, serr := os.Lstat(filepath.Join(dir, filepath.FromSlash(p))); err != nil || serr != nil || st.Mode()&fs.ModeSymlink == 0 {
+				bad(p, "trees", "symlink -> "+e.Link, "missing")
+			} else if got != e.Link {
+				bad(p, "symlink", "-> "+e.Link+" (snapshot)", "-> "+got)
+			}
 		case repo.EntryFile:
 			files++
 			f, ok := hashed[p]
@@ -828,8 +876,8 @@ func (d *drill) checkTrees(ctx context.Context, cp *coldPath, blob, dir string, 
 	if err == nil && n > 0 {
 		err = fmt.Errorf("%d difference(s) from the snapshot's trees", n)
 	}
-	d.rep.stage("trees", t, err, fmt.Sprintf("%d files (size, sha256, mode; %d hard links, as links), %d directories (mode)%s as the snapshot's trees list them",
-		files, links, dirs, root))
+	d.rep.stage("trees", t, err, fmt.Sprintf("%d files (size, sha256, mode; %d hard links, as links), %d directories (mode), %d symlinks (target)%s as the snapshot's trees list them",
+		files, links, dirs, symlinks, root))
 }
 
 // verdict turns the mismatches found into the drill's error.
@@ -970,6 +1018,12 @@ func (d *drill) checkGate(ctx context.Context, blob string) (*manifest, string, 
 	if u := pre.unsupported(); len(u) > 0 {
 		return nil, "", fmt.Errorf("%w: it holds entries snapshots do not carry and the wipe would lose: %v", ErrRefused, u)
 	}
+	if miss, _, err := d.missingSymlinks(ctx, blob, pre.symlinks()); err != nil {
+		return nil, "", fmt.Errorf("%w: read the trees of %s: %w", ErrRefused, blob, err)
+	} else if len(miss) > 0 {
+		return nil, "", fmt.Errorf("%w: the snapshot does not hold these symlinks of the brain, which the wipe would lose "+
+			"(a symlink alone changes no bundle hash, so no snapshot was taken since it was made; one is once the brain's files change): %v", ErrRefused, miss)
+	}
 	if h := pre.bundleHash().String(); h != d.last.BundleHash {
 		return nil, "", fmt.Errorf("%w: the brain changed since the snapshot (%s, snapshot %s); run the drill again", ErrRefused, h, d.last.BundleHash)
 	}
@@ -1030,6 +1084,12 @@ func (d *drill) finish(ctx context.Context, side *aside, pre, got *manifest) err
 				return err
 			}
 			d.rep.note("%s: its special bits put back as they were before the wipe (%s; restored %s)", rel, modeString(w.mode), modeString(g.mode))
+		}
+		if w.kind == kindDir && g.kind == kindDir && w.mode&0o002 != 0 && g.mode == w.mode&^0o002 {
+			if err := os.Chmod(full, w.mode); err != nil {
+				return err
+			}
+			d.rep.note("%s: writable by everyone again, as it was before the wipe (%s; the restore made it %s)", rel, modeString(w.mode), modeString(g.mode))
 		}
 	}
 	if err := os.Chmod(d.ac.BrainDir, pre.rootMode); err != nil {

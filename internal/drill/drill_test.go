@@ -79,16 +79,7 @@ func (w *world) pointer(name string) string {
 // tamper flips one byte in the middle of a stored blob (or quilt patch).
 func (w *world) tamper(blobID string) {
 	w.t.Helper()
-	p, off, n, err := w.dn.Walrus.Locate(blobID)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	b[off+n/2] ^= 0x01
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	if err := w.dn.Walrus.FlipStoredByte(blobID, 0x01); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -581,10 +572,47 @@ func TestDrillAgentWithoutENS(t *testing.T) {
 		if err != nil || !strings.Contains(strings.Join(rep.Notes, "\n"), "link is a symlink") {
 			t.Errorf("non-destructive with a symlink: %v, notes %v", err, rep.Notes)
 		}
+
+		// Once the brain's files change, the snapshot holds the symlink:
+		// the destructive drill restores it as the same symlink, and
+		// compares it as a symlink (its target).
+		sys := filepath.Join(w.brain("solo"), "system.md")
+		old, err := os.ReadFile(sys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(sys, append(old, "with a link\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o.Destructive = true
+		rep, err = Run(t.Context(), o)
+		if err != nil || !rep.Passed() {
+			t.Fatalf("destructive with a snapshotted symlink: %v\n%+v", err, rep)
+		}
+		if got, err := os.Readlink(lnk); err != nil || got != "system.md" {
+			t.Errorf("after the destructive drill: link -> %q (%v)", got, err)
+		}
+		if st := rep.Stages[len(rep.Stages)-1]; !strings.Contains(strings.Join(stageDetails(rep), "\n"), "1 symlinks identical") {
+			t.Errorf("compare does not count the symlink: %+v", st)
+		}
+		// A symlink with another target than the snapshot's is a
+		// difference (the read-only drill, against the live brain).
 		os.Remove(lnk)
+		if err := os.Symlink("elsewhere.md", lnk); err != nil {
+			t.Fatal(err)
+		}
+		o.Destructive = false
+		rep, err = Run(t.Context(), o)
+		if !errors.Is(err, ErrMismatch) && !strings.Contains(fmt.Sprint(rep.MovedOn), "symlink") {
+			t.Errorf("a symlink with another target: %v, moved on %v", err, rep.MovedOn)
+		}
+		os.Remove(lnk)
+		if err := os.WriteFile(sys, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o.Destructive = true
 
 		o.BlobID = strings.Repeat("A", 43)
-		o.Destructive = true
 		if _, err := Run(t.Context(), o); !errors.Is(err, ErrRefused) {
 			t.Errorf("destructive with another blob: %v", err)
 		}
@@ -662,4 +690,12 @@ func TestDrillMissingBlob(t *testing.T) {
 		}
 	}
 	emptyDir(t, o.ScratchDir)
+}
+
+func stageDetails(rep Report) []string {
+	var out []string
+	for _, s := range rep.Stages {
+		out = append(out, s.Name+": "+s.Detail)
+	}
+	return out
 }

@@ -239,15 +239,24 @@ func (m *manifest) paths() []string {
 	return ps
 }
 
-// unsupported lists the entries a snapshot cannot carry.
+// unsupported lists the entries a snapshot cannot carry (sockets, fifos,
+// devices).
 func (m *manifest) unsupported() []string {
 	var out []string
 	for _, p := range m.paths() {
-		switch e := m.entries[p]; e.kind {
-		case kindSymlink:
-			out = append(out, fmt.Sprintf("symlink %s -> %s", p, e.target))
-		case kindOther:
+		if m.entries[p].kind == kindOther {
 			out = append(out, "special file "+p)
+		}
+	}
+	return out
+}
+
+// symlinks returns the manifest's symlinks and their targets.
+func (m *manifest) symlinks() map[string]string {
+	out := map[string]string{}
+	for p, e := range m.entries {
+		if e.kind == kindSymlink {
+			out[p] = e.target
 		}
 	}
 	return out

@@ -98,3 +98,17 @@ func SetMtime(root *os.Root, f *os.File, path string, mtime time.Time) error {
 	}
 	return root.Chtimes(path, time.Time{}, mtime)
 }
+
+// The times every Unix file system holds exactly enough (ext4, XFS and
+// tmpfs from 1901-12-14, 32-bit times up to 2038-01-19): from 1902-01-01
+// to 2038-01-01, in ns since the epoch.
+const (
+	commonMin = -2145916800 * int64(time.Second)
+	commonMax = 2145916800 * int64(time.Second)
+)
+
+// CommonTime reports whether every Unix file system can hold the
+// modification time ns (ns since the epoch). The kernel clamps a time
+// outside a file system's range to that range without an error, so a
+// restore that sets a time outside checks afterwards what it got.
+func CommonTime(ns int64) bool { return ns >= commonMin && ns <= commonMax }

@@ -272,7 +272,7 @@ func (f File) Close() error { return closeFD(f.fd()) }
 // walk of a changing tree treats as "not there".
 func IsGone(err error) bool {
 	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) ||
-		errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV)
+		errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) || errors.Is(err, errNotSymlink)
 }
 
 func closeFD(fd int) error {
@@ -430,4 +430,45 @@ func modeOf(m uint32) fs.FileMode {
 		mode |= fs.ModeSticky
 	}
 	return mode
+}
+
+// Readlink returns the target of the symlink rel, verbatim, and the
+// symlink's own Info; no component of rel is followed, nor the link
+// itself. A path that is no longer a symlink (or an overlay's substitute,
+// a regular file) is an error IsGone matches.
+func (r Root) Readlink(rel string) (string, Info, error) {
+	switch _, k := r.ov.lookup(rel); k {
+	case substituted:
+		return "", Info{}, &fs.PathError{Op: "readlink", Path: rel, Err: errNotSymlink}
+	case gone:
+		return "", Info{}, r.ov.errGone("readlink", rel)
+	}
+	// O_PATH|O_NOFOLLOW opens the link itself (openat2 allows that for
+	// the last component even with RESOLVE_NO_SYMLINKS).
+	fd, err := r.openBeneath(rel, unix.O_PATH)
+	if err != nil {
+		return "", Info{}, err
+	}
+	defer closeFD(fd)
+	info, err := fstat(fd)
+	if err != nil {
+		return "", Info{}, err
+	}
+	if info.Mode.Type() != fs.ModeSymlink {
+		return "", Info{}, &fs.PathError{Op: "readlink", Path: rel, Err: errNotSymlink}
+	}
+	buf := make([]byte, MaxSymlinkLen+1)
+	for {
+		n, err := unix.Readlinkat(fd, "", buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", Info{}, &fs.PathError{Op: "readlink", Path: rel, Err: err}
+		}
+		if n > MaxSymlinkLen {
+			return "", Info{}, &fs.PathError{Op: "readlink", Path: rel, Err: ErrSymlinkTarget}
+		}
+		return string(buf[:n]), info, nil
+	}
 }

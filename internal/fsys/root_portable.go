@@ -251,7 +251,8 @@ func (f File) Close() error {
 // walk of a changing tree treats as "not there".
 func IsGone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) ||
-		errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EXDEV) || errors.Is(err, errSwapped)
+		errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EXDEV) || errors.Is(err, errSwapped) ||
+		errors.Is(err, errNotSymlink)
 }
 
 // parent opens the directory holding rel and returns it with rel's last
@@ -328,4 +329,42 @@ func closeDir(r Root, dir *os.Root) {
 
 func infoOf(fi fs.FileInfo) Info {
 	return Info{Size: fi.Size(), Mtime: fi.ModTime().UnixNano(), Mode: fi.Mode(), Nlink: linksOf(fi)}
+}
+
+// Readlink returns the target of the symlink rel, verbatim, and the
+// symlink's own Info; no component of rel is followed, nor the link
+// itself. A path that is no longer a symlink (or an overlay's substitute,
+// a regular file) is an error IsGone matches.
+func (r Root) Readlink(rel string) (string, Info, error) {
+	switch _, k := r.ov.lookup(rel); k {
+	case substituted:
+		return "", Info{}, &fs.PathError{Op: "readlink", Path: rel, Err: errNotSymlink}
+	case gone:
+		return "", Info{}, r.ov.errGone("readlink", rel)
+	}
+	dir, base, err := r.parent(rel)
+	if err != nil {
+		return "", Info{}, err
+	}
+	defer closeDir(r, dir)
+	fi, err := dir.Lstat(base)
+	if err != nil {
+		return "", Info{}, err
+	}
+	if fi.Mode().Type() != fs.ModeSymlink {
+		return "", Info{}, &fs.PathError{Op: "readlink", Path: rel, Err: errNotSymlink}
+	}
+	target, err := dir.Readlink(base)
+	if err != nil {
+		return "", Info{}, err
+	}
+	// The link read must be the one looked at: a link swapped in between
+	// would pair one link's target with another's time.
+	if again, err := dir.Lstat(base); err != nil || !os.SameFile(fi, again) || !again.ModTime().Equal(fi.ModTime()) {
+		return "", Info{}, &fs.PathError{Op: "readlink", Path: rel, Err: errSwapped}
+	}
+	if len(target) > MaxSymlinkLen {
+		return "", Info{}, &fs.PathError{Op: "readlink", Path: rel, Err: ErrSymlinkTarget}
+	}
+	return target, infoOf(fi), nil
 }

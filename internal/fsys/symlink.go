@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // ErrSymlink matches a path that is, or passes through, a symbolic link.
@@ -40,4 +41,29 @@ func CheckNoSymlink(p string) error {
 			return nil
 		}
 	}
+}
+
+// MaxSymlinkLen bounds a symlink's target in bytes: Linux's limit
+// (PATH_MAX less its NUL). hermesd stores and restores targets of 1 to
+// MaxSymlinkLen bytes, verbatim (any bytes but NUL: absolute, with "..",
+// not UTF-8), and never follows one.
+const MaxSymlinkLen = 4095
+
+// ErrSymlinkTarget matches a symlink target hermesd cannot keep: empty,
+// longer than MaxSymlinkLen bytes, or holding a NUL byte (none of which
+// the system can create).
+var ErrSymlinkTarget = errors.New("symlink target cannot be created (empty, NUL, or longer than 4095 bytes)")
+
+// errNotSymlink: Readlink found something else at the path (IsGone).
+var errNotSymlink = errors.New("no longer a symlink")
+
+// CheckSymlinkTarget checks that target can be created as a symlink's
+// target: 1 to MaxSymlinkLen bytes, no NUL. Nothing else is refused:
+// where a link points is the brain's business, and hermesd never follows
+// one (errors match ErrSymlinkTarget).
+func CheckSymlinkTarget(target string) error {
+	if target == "" || len(target) > MaxSymlinkLen || strings.IndexByte(target, 0) >= 0 {
+		return fmt.Errorf("%w: %d bytes", ErrSymlinkTarget, len(target))
+	}
+	return nil
 }

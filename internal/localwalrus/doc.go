@@ -26,16 +26,20 @@
 // package walruscost; an alreadyCertified answer carries no cost, as on the
 // network.
 //
+// Blob ids are Walrus's own (package redstuff): the RS2 encoding's
+// metadata over Config.Shards (default 1000, mainnet's and testnet's),
+// Blake2b-256 of the encoding type, the size and the Merkle root of the
+// sliver pairs, so a blob stored here has the id the network would give
+// it. At 1000 shards an id costs up to about a CPU-second whatever the
+// blob's size (10⁶ symbol hashes and as many Merkle nodes), a third of
+// that for a small blob or a quilt of small patches (their zero padding
+// hashes alike, and is looked up); the ids of recent content are
+// cached by its BLAKE3 digest, so a blob stored again is not encoded
+// again. Blobs stored by earlier versions keep the simulated ids they
+// were given (Blake2b-256 of a domain string, the size and a content
+// digest) and stay readable, their quilts too (their old local layout).
+//
 // What is simulated:
-//   - The blob id is NOT the real RedStuff id, which needs the RS2 erasure
-//     encoding over 1000 shards. It is
-//     Blake2b-256("localwalrus/blob-id/v3\x00" || 0x01 || u64le(size) ||
-//     BLAKE3-256(content)) in URL-safe base64 without padding: the same
-//     shape and the same content-addressing property, different values.
-//     (The content digest is BLAKE3, the cheapest sound hash on one core,
-//     because this server shares its host with the client it stands in
-//     for. Blobs stored before keep their ids and stay readable: v1 ids
-//     digested content with Blake2b-256, v2 with SHA-256.)
 //   - Sui object ids and transaction digests are random; the price is
 //     configured, not read from a Sui system object.
 //   - Every registration of a blob is kept in one metadata file beside the
@@ -78,41 +82,29 @@
 // whose detail says here what went wrong) or axum's plain text (400 of a
 // query or path, 413, 429).
 //
-// The quilt layout is this server's own, shaped like QuiltV1 at 1000
-// shards (the real one is not specified here, and nothing depends on it
-// beyond the patch id's form): the quilt blob is a matrix of 334 rows ×
-// 667 columns of z-byte symbols, z the smallest even number with which
-// everything fits, stored column by column, so column c is bytes
-// [c·334·z, (c+1)·334·z) and the blob is 222,778·z bytes (the docs'
-// quilt example, 1,782,224 bytes, is z = 8). Patches are sorted by
-// identifier; the index takes the first columns, then each patch takes
-// whole columns of its own, max(1, ⌈size/(334·z)⌉) of them, its bytes
-// from the start of its first column, zero-padded to the end of its
-// last. The index is
+// Quilts are laid out as Walrus's QuiltV1 over Config.Shards (package
+// redstuff; the same bytes as walrus-core's and @mysten/walrus's
+// encoders): the index and then every patch, sorted by identifier, each
+// with its header, identifier and tags, in whole columns of the quilt
+// blob's matrix. The quilt blob is stored, expires and is read (GET
+// /v1/blobs/{quiltId}, ranges included) like any blob, and its id is its
+// blob id; a patch id is the quilt's id and the patch's columns
+// (QuiltPatchInternalIdV1), exactly as the network's. The same patches
+// always give the same quilt, hence the same id: a retried store of the
+// same quilt is deduplicated like a blob. Identifiers also follow
+// walrus-core's rules (no trailing white space, no control characters).
+// A laid-out quilt larger than Config.MaxQuiltSize (1 GiB, and at most
+// the largest blob Config.Shards encode) is refused (400): widely
+// differing patch sizes widen every column. A quilt is charged as the
+// one blob it is stored as: the blobStoreResult's encodedLength and cost
+// are those of the laid-out size, by the same formula and price as a
+// blob's (the docs' quilt example: 72,040,000 encoded bytes). A patch is
+// served from the columns it takes, read a group at a time.
 //
-//	u8 version (1) ‖ u32le length of the rest ‖ u16le count ‖ count ×
-//	  (u16le first column ‖ u16le end column ‖ u64le size ‖
-//	   u32le identifier length ‖ identifier ‖ u32le tags length ‖ tags JSON)
-//
-// (tags JSON with sorted keys, empty without tags). The same patches
-// therefore always give the same quilt bytes, hence the same quilt id:
-// a retried store of the same quilt is deduplicated like a blob. The
-// quilt blob is stored, expires and is read (GET /v1/blobs/{quiltId},
-// ranges included) like any blob. A patch id is, as the real one,
-// URL-safe base64 without padding of the quilt's blob id (32 bytes) ‖
-// version 0x01 ‖ u16le first column ‖ u16le end column
-// (QuiltPatchInternalIdV1): 37 bytes, 50 characters. A laid-out quilt
-// larger than Config.MaxQuiltSize (1 GiB, and at most the largest blob
-// Config.Shards encode) is refused (400): widely differing patch sizes
-// widen every column. A quilt is charged as the one blob it is stored
-// as: the blobStoreResult's encodedLength and cost are those of the
-// laid-out size, by the same formula and price as a blob's (the docs'
-// quilt example: 72,040,000 encoded bytes).
-//
-// Writes are durable: uploads stream to a temporary file (hashed on the
-// way, 1 MiB at a time, never held whole in memory), are fsynced and
-// renamed into place, and metadata is replaced atomically. Reads stream
-// from disk (sendfile(2) where the connection allows).
+// Writes are durable: uploads stream to a temporary file (digested on
+// the way, never held whole in memory), are fsynced, encoded for their id
+// from the file, renamed into place, and metadata is replaced atomically.
+// Reads stream from disk (sendfile(2) where the connection allows).
 //
 // Faults (status errors, Retry-After, latency, connection resets and
 // truncated bodies) can be switched on at runtime, deterministically from a

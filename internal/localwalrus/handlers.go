@@ -410,7 +410,7 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 	}
 	defer os.Remove(f.Name()) // a no-op once the upload was renamed into place
 	defer f.Close()
-	h := newBlobIDHasher()
+	h := newContentHasher()
 	n, err := copyFull(io.MultiWriter(f, h), http.MaxBytesReader(w, r.Body, s.cfg.MaxBodySize))
 	st.info.BytesIn = n
 	if err != nil {
@@ -439,14 +439,18 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 		writeInternal(w, err)
 		return
 	}
-	id := h.Sum()
+	id, err := computeID(r.Context(), &s.ids, h.key(s.cfg.Shards), f)
+	if err != nil {
+		writeInternal(w, err)
+		return
+	}
 	blobID := encodeBlobID(id)
 	st.info.BlobID = blobID
 	if networkFault(w, st, blobID, nil) {
 		return
 	}
 	now := s.Epoch()
-	out, err := s.store.commit(f.Name(), id, blobID, n, now, q.putParams)
+	out, err := s.store.commit(f.Name(), id, blobID, n, s.cfg.Shards, now, q.putParams)
 	if err != nil {
 		writeInternal(w, err)
 		return
@@ -660,8 +664,12 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) {
 		start, length, status = rng.first, rng.last-rng.first+1, http.StatusPartialContent
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", rng.first, rng.last, m.Size))
 	}
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		writeInternal(w, err)
+		return
+	}
 	readHeaders(w.Header(), r, blobID)
-	s.sendBody(w, r, st, f, start, length, status)
+	s.sendBody(w, r, st, f, length, status)
 }
 
 // openBlob opens a blob readable now, or answers the request with 404
@@ -705,16 +713,13 @@ func readHeaders(h http.Header, r *http.Request, etag string) {
 	}
 }
 
-// sendBody answers a read with length bytes of f from start (a blob, a
-// range of it, or a quilt patch), as the request's fault has it: whole,
-// cut off, or under a lying Content-Length.
-func (s *Server) sendBody(w http.ResponseWriter, r *http.Request, st *reqState, f *os.File, start, length int64, status int) {
+// sendBody answers a read with length bytes of f (a blob file seeked to
+// its start, which lets net/http use sendfile, or a quilt patch's reader),
+// as the request's fault has it: whole, cut off, or under a lying
+// Content-Length.
+func (s *Server) sendBody(w http.ResponseWriter, r *http.Request, st *reqState, f io.Reader, length int64, status int) {
 	h := w.Header()
 	h.Set("Content-Length", strconv.FormatInt(length, 10))
-	if _, err := f.Seek(start, io.SeekStart); err != nil {
-		writeInternal(w, err)
-		return
-	}
 	if (st.fault.Kind == FaultReset || st.fault.Kind == FaultTruncate) && length > 0 && r.Method == http.MethodGet {
 		st.info.Fault = st.fault.Kind
 		w.WriteHeader(status)
@@ -760,7 +765,7 @@ const apiPage = `<!doctype html>
 <body>
 <h1>localwalrus</h1>
 <p>A Walrus-compatible publisher and aggregator for tests and local development.
-Blob ids have the real shape but are not real RedStuff ids.</p>
+Blob ids are Walrus's own (RS2 over the configured shards); quilts are laid out as QuiltV1.</p>
 <ul>
 <li><code>PUT /v1/blobs?epochs=N[&amp;permanent=true][&amp;deletable=true][&amp;force=true][&amp;send_object_to=0x…|&amp;share=true][&amp;encoding_type=RS2]</code> — store the raw body</li>
 <li><code>GET /v1/blobs/{blobId}[?strict_consistency_check=true|skip_consistency_check=true]</code> — read; <code>Range: bytes=a-b</code> only</li>

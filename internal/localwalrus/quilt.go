@@ -13,11 +13,10 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/hermesd/hermesd/internal/quilt"
+	"github.com/hermesd/hermesd/internal/redstuff"
 )
 
 // The quilt geometry of QuiltV1 at 1000 shards: the quilt blob is a
@@ -59,58 +58,38 @@ const (
 type quiltPatch struct {
 	identifier string
 	tags       map[string]string
-	tagsJSON   []byte
-	off, size  int64 // where the bytes are: in the upload spool, or in the quilt
+	off, size  int64 // where the bytes are: in the upload spool, or in a legacy quilt
 	start, end int   // columns [start, end)
+	// quilt is the QuiltV1 quilt it was read from (nil for a legacy
+	// quilt), idx its index there.
+	quilt *redstuff.Quilt
+	idx   int
 }
 
-// quiltLayout is where a quilt's index and patches go.
+// open returns the patch's bytes in the quilt blob f, and their number.
+func (p *quiltPatch) open(f io.ReaderAt) (io.Reader, int64, error) {
+	if p.quilt == nil {
+		return io.NewSectionReader(f, p.off, p.size), p.size, nil
+	}
+	rd, err := p.quilt.OpenPatch(f, p.idx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return rd, p.quilt.Patches[p.idx].Size, nil
+}
+
+// quiltLayout is where a quilt's index and patches go, in the local
+// layout of earlier versions (read only).
 type quiltLayout struct {
 	col       int64 // bytes per column: quiltRows × the symbol size
-	index     []byte
 	indexCols int
 }
 
-// size is the quilt blob's size.
-func (l quiltLayout) size() int64 { return quiltColumns * l.col }
-
-// layoutQuilt sorts ps by identifier, gives each its columns and encodes
-// the index: the smallest even symbol size with which the index and every
-// patch, each in whole columns of its own, fit the matrix.
-func layoutQuilt(ps []*quiltPatch) quiltLayout {
-	slices.SortFunc(ps, func(a, b *quiltPatch) int { return strings.Compare(a.identifier, b.identifier) })
-	hdr := int64(quiltHeaderLen + 2)
-	sizes := make([]int64, len(ps))
-	for i, p := range ps {
-		hdr += indexEntryFixed + int64(len(p.identifier)) + int64(len(p.tagsJSON))
-		sizes[i] = p.size
-	}
-	l := quiltLayout{col: quilt.Column(hdr, sizes)}
-	l.indexCols = int((hdr + l.col - 1) / l.col)
-	next := l.indexCols
-	idx := make([]byte, 0, hdr)
-	idx = append(idx, quiltVersion, 0, 0, 0, 0)
-	idx = binary.LittleEndian.AppendUint16(idx, uint16(len(ps)))
-	for _, p := range ps {
-		p.start = next
-		p.end = next + int(max(1, (p.size+l.col-1)/l.col))
-		next = p.end
-		idx = binary.LittleEndian.AppendUint16(idx, uint16(p.start))
-		idx = binary.LittleEndian.AppendUint16(idx, uint16(p.end))
-		idx = binary.LittleEndian.AppendUint64(idx, uint64(p.size))
-		idx = binary.LittleEndian.AppendUint32(idx, uint32(len(p.identifier)))
-		idx = append(idx, p.identifier...)
-		idx = binary.LittleEndian.AppendUint32(idx, uint32(len(p.tagsJSON)))
-		idx = append(idx, p.tagsJSON...)
-	}
-	binary.LittleEndian.PutUint32(idx[1:5], uint32(len(idx)-quiltHeaderLen))
-	l.index = idx
-	return l
-}
-
-// parseQuiltIndex reads the index of the quilt blob f of size bytes; an
-// error means the blob is not a quilt (of this server's layout).
-func parseQuiltIndex(f io.ReaderAt, size int64) (quiltLayout, []*quiltPatch, error) {
+// parseLegacyQuilt reads the index of a quilt stored by an earlier
+// version in its own layout (package doc); an error means the blob is
+// not such a quilt. Its blobs keep their simulated ids, and their quilts
+// stay readable.
+func parseLegacyQuilt(f io.ReaderAt, size int64) (quiltLayout, []*quiltPatch, error) {
 	bad := func(what string) (quiltLayout, []*quiltPatch, error) {
 		return quiltLayout{}, nil, errors.New("not a quilt: " + what)
 	}
@@ -156,8 +135,7 @@ func parseQuiltIndex(f io.ReaderAt, size int64) (quiltLayout, []*quiltPatch, err
 			return bad("tags")
 		}
 		if tagLen > 0 {
-			p.tagsJSON = idx[:tagLen]
-			if err := json.Unmarshal(p.tagsJSON, &p.tags); err != nil {
+			if err := json.Unmarshal(idx[:tagLen], &p.tags); err != nil {
 				return bad("tags")
 			}
 		}
@@ -296,14 +274,22 @@ func (s *Server) putQuilt(w http.ResponseWriter, r *http.Request) {
 		badQuilt(w, "%v", err)
 		return
 	}
-	l := layoutQuilt(ps)
-	if l.size() > s.cfg.MaxQuiltSize {
-		badQuilt(w, "the quilt would be %d bytes laid out (the patches' sizes differ too much), over this server's %d", l.size(), s.cfg.MaxQuiltSize)
+	blobs := make([]redstuff.QuiltBlob, len(ps))
+	for i, p := range ps {
+		blobs[i] = redstuff.QuiltBlob{Identifier: p.identifier, Tags: p.tags, Size: p.size}
+	}
+	l, err := redstuff.LayoutQuilt(s.cfg.Shards, blobs)
+	if err != nil {
+		badQuilt(w, "%v", err)
+		return
+	}
+	if l.Params.Size > s.cfg.MaxQuiltSize {
+		badQuilt(w, "the quilt would be %d bytes laid out (the patches' sizes differ too much), over this server's %d", l.Params.Size, s.cfg.MaxQuiltSize)
 		return
 	}
 	// A quilt is charged as the one blob it is stored as: its laid-out
 	// size, by the same formula and price as any blob's.
-	encoded, price, err := s.charge(l.size(), q.epochs)
+	encoded, price, err := s.charge(l.Params.Size, q.epochs)
 	if err != nil { // ruled out: MaxQuiltSize is at most what the shards encode
 		writeInternal(w, err)
 		return
@@ -315,8 +301,8 @@ func (s *Server) putQuilt(w http.ResponseWriter, r *http.Request) {
 	}
 	defer os.Remove(f.Name()) // a no-op once the upload was renamed into place
 	defer f.Close()
-	h := newBlobIDHasher()
-	if err := writeQuilt(io.MultiWriter(f, h), spool, l, ps); err != nil {
+	open := func(i int) (io.Reader, error) { return io.NewSectionReader(spool, ps[i].off, ps[i].size), nil }
+	if err := l.Write(f, open); err != nil {
 		writeInternal(w, err)
 		return
 	}
@@ -324,7 +310,16 @@ func (s *Server) putQuilt(w http.ResponseWriter, r *http.Request) {
 		writeInternal(w, err)
 		return
 	}
-	id := h.Sum()
+	h := newContentHasher()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, l.Params.Size)); err != nil {
+		writeInternal(w, err)
+		return
+	}
+	id, err := computeID(r.Context(), &s.ids, h.key(s.cfg.Shards), f)
+	if err != nil {
+		writeInternal(w, err)
+		return
+	}
 	quiltID := encodeBlobID(id)
 	st.info.BlobID = quiltID
 	if networkFault(w, st, quiltID, func(result any) any {
@@ -332,17 +327,17 @@ func (s *Server) putQuilt(w http.ResponseWriter, r *http.Request) {
 	}) {
 		return
 	}
-	out, err := s.store.commit(f.Name(), id, quiltID, l.size(), s.Epoch(), q.putParams)
+	out, err := s.store.commit(f.Name(), id, quiltID, l.Params.Size, s.cfg.Shards, s.Epoch(), q.putParams)
 	if err != nil {
 		writeInternal(w, err)
 		return
 	}
-	stored := make([]storedQuiltBlob, len(ps))
-	for i, p := range ps {
-		stored[i] = storedQuiltBlob{Identifier: p.identifier, QuiltPatchID: encodePatchID(id, p.start, p.end), Range: [2]int64{int64(p.start), int64(p.end)}}
+	stored := make([]storedQuiltBlob, len(l.Patches))
+	for i, p := range l.Patches {
+		stored[i] = storedQuiltBlob{Identifier: p.Identifier, QuiltPatchID: l.PatchID(id, i).String(), Range: [2]int64{int64(p.Start), int64(p.End)}}
 	}
 	s.writeStored(w, st, map[string]any{
-		"blobStoreResult":  storeAnswer(out, quiltID, l.size(), q.epochs, encoded, price),
+		"blobStoreResult":  storeAnswer(out, quiltID, l.Params.Size, q.epochs, encoded, price),
 		"storedQuiltBlobs": stored,
 	})
 }
@@ -446,50 +441,8 @@ func applyQuiltMetadata(ps []*quiltPatch, meta []byte) error {
 			return fmt.Errorf("the tags are over the %d bytes a quilt allows", MaxQuiltTags)
 		}
 		p.tags = m.Tags
-		if p.tags == nil {
-			p.tags = map[string]string{}
-		}
-		p.tagsJSON, _ = json.Marshal(p.tags) // sorted keys: deterministic
 	}
 	return nil
-}
-
-// zeros pads columns.
-var zeros = make([]byte, 64<<10)
-
-func pad(w io.Writer, n int64) error {
-	for n > 0 {
-		k, err := w.Write(zeros[:min(n, int64(len(zeros)))])
-		if err != nil {
-			return err
-		}
-		n -= int64(k)
-	}
-	return nil
-}
-
-// writeQuilt writes the quilt blob: the index in the first columns, then
-// every patch from its first column, each padded with zeros to its last.
-func writeQuilt(w io.Writer, spool io.ReaderAt, l quiltLayout, ps []*quiltPatch) error {
-	if _, err := w.Write(l.index); err != nil {
-		return err
-	}
-	if err := pad(w, int64(l.indexCols)*l.col-int64(len(l.index))); err != nil {
-		return err
-	}
-	for _, p := range ps {
-		if _, err := copyFull(w, io.NewSectionReader(spool, p.off, p.size)); err != nil {
-			return err
-		}
-		if err := pad(w, int64(p.end-p.start)*l.col-p.size); err != nil {
-			return err
-		}
-	}
-	last := l.indexCols
-	if len(ps) > 0 {
-		last = ps[len(ps)-1].end
-	}
-	return pad(w, int64(quiltColumns-last)*l.col)
 }
 
 // openQuilt opens the quilt id and reads its index, or answers 404 (or
@@ -499,7 +452,18 @@ func (s *Server) openQuilt(w http.ResponseWriter, id [32]byte) (*os.File, []*qui
 	if !ok {
 		return nil, nil, false
 	}
-	_, ps, err := parseQuiltIndex(f, m.Size)
+	var ps []*quiltPatch
+	var err error
+	if m.Shards == 0 {
+		_, ps, err = parseLegacyQuilt(f, m.Size)
+	} else {
+		var q *redstuff.Quilt
+		if q, err = redstuff.ReadQuilt(f, m.Size, m.Shards); err == nil {
+			for i, p := range q.Patches {
+				ps = append(ps, &quiltPatch{identifier: p.Identifier, tags: p.Tags, start: p.Start, end: p.End, quilt: q, idx: i})
+			}
+		}
+	}
 	if err != nil {
 		f.Close()
 		writeAPIError(w, http.StatusNotFound, "NOT_FOUND", "QUILT_PATCH_NOT_FOUND", "the requested blob is not a quilt")
@@ -586,10 +550,15 @@ func (s *Server) sendPatch(w http.ResponseWriter, r *http.Request, st *reqState,
 			h.Set(name, v)
 		}
 	}
+	body, n, err := p.open(f)
+	if err != nil {
+		writeInternal(w, err)
+		return
+	}
 	if validHeaderValue(p.identifier) {
 		h.Set("X-Quilt-Patch-Identifier", p.identifier)
 	}
-	s.sendBody(w, r, st, f, p.off, p.size, http.StatusOK)
+	s.sendBody(w, r, st, body, n, http.StatusOK)
 }
 
 // listPatches lists a quilt's patches.
@@ -622,39 +591,105 @@ func validHeaderValue(v string) bool {
 	return true
 }
 
+// Span is a range of bytes of a file.
+type Span = redstuff.Span
+
 // Locate says where the bytes of a blob, or of a quilt patch, lie on
-// this server's disk: the file, and the offset and length in it (the
-// whole blob file, or the patch's range of its quilt's file). For tests
-// that damage stored bytes in place.
-func (s *Server) Locate(id string) (file string, off, n int64, err error) {
+// this server's disk: the file, and the ranges of it that hold them, in
+// order (one for a blob; one per symbol of a QuiltV1 patch, whose bytes
+// run down its columns of the row-major quilt blob). For tests that
+// damage stored bytes in place.
+func (s *Server) Locate(id string) (file string, spans []Span, err error) {
 	if quilt, start, end, ok := decodePatchID(id); ok {
 		m, path, err := s.store.lookup(quilt, s.Epoch())
 		if err != nil || m == nil {
-			return "", 0, 0, fmt.Errorf("localwalrus: quilt of patch %s: not found (%v)", id, err)
+			return "", nil, fmt.Errorf("localwalrus: quilt of patch %s: not found (%v)", id, err)
 		}
 		f, err := os.Open(path)
 		if err != nil {
-			return "", 0, 0, err
+			return "", nil, err
 		}
 		defer f.Close()
-		_, ps, err := parseQuiltIndex(f, m.Size)
-		if err != nil {
-			return "", 0, 0, err
-		}
-		for _, p := range ps {
-			if p.start == start && p.end == end {
-				return path, p.off, p.size, nil
+		if m.Shards == 0 {
+			_, ps, err := parseLegacyQuilt(f, m.Size)
+			if err != nil {
+				return "", nil, err
+			}
+			for _, p := range ps {
+				if p.start == start && p.end == end {
+					return path, []Span{{Off: p.off, Len: p.size}}, nil
+				}
+			}
+		} else {
+			q, err := redstuff.ReadQuilt(f, m.Size, m.Shards)
+			if err != nil {
+				return "", nil, err
+			}
+			for i, p := range q.Patches {
+				if p.Start == start && p.End == end {
+					if _, err := q.OpenPatch(f, i); err != nil {
+						return "", nil, err
+					}
+					return path, q.Spans(i), nil
+				}
 			}
 		}
-		return "", 0, 0, fmt.Errorf("localwalrus: patch %s: not in its quilt", id)
+		return "", nil, fmt.Errorf("localwalrus: patch %s: not in its quilt", id)
 	}
 	raw, ok := decodeBlobID(id)
 	if !ok {
-		return "", 0, 0, fmt.Errorf("localwalrus: %q is neither a blob id nor a patch id", id)
+		return "", nil, fmt.Errorf("localwalrus: %q is neither a blob id nor a patch id", id)
 	}
 	m, path, err := s.store.lookup(raw, s.Epoch())
 	if err != nil || m == nil {
-		return "", 0, 0, fmt.Errorf("localwalrus: blob %s: not found (%v)", id, err)
+		return "", nil, fmt.Errorf("localwalrus: blob %s: not found (%v)", id, err)
 	}
-	return path, 0, m.Size, nil
+	return path, []Span{{Off: 0, Len: m.Size}}, nil
+}
+
+// ReadStored returns the bytes of a blob or a quilt patch as this
+// server's disk holds them (tests).
+func (s *Server) ReadStored(id string) ([]byte, error) {
+	file, spans, err := s.Locate(id)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for _, sp := range spans {
+		out = append(out, b[sp.Off:sp.Off+sp.Len]...)
+	}
+	return out, nil
+}
+
+// FlipStoredByte inverts the bits mask of the middle byte of a blob's or
+// a quilt patch's bytes on this server's disk (tests of damaged data).
+func (s *Server) FlipStoredByte(id string, mask byte) error {
+	file, spans, err := s.Locate(id)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, sp := range spans {
+		total += sp.Len
+	}
+	if total == 0 {
+		return fmt.Errorf("localwalrus: %s has no bytes to damage", id)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	mid := total / 2
+	for _, sp := range spans {
+		if mid < sp.Len {
+			b[sp.Off+mid] ^= mask
+			break
+		}
+		mid -= sp.Len
+	}
+	return os.WriteFile(file, b, 0o644)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hermesd/hermesd/internal/redstuff"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -150,14 +151,22 @@ func TestQuiltStoreAndRead(t *testing.T) {
 	if int64(len(whole.body)) != nc.BlobObject.Size {
 		t.Fatalf("quilt blob: %d bytes, %d stored", len(whole.body), nc.BlobObject.Size)
 	}
-	_, ps, err := parseQuiltIndex(bytes.NewReader(whole.body), int64(len(whole.body)))
+	q, err := redstuff.ReadQuilt(bytes.NewReader(whole.body), int64(len(whole.body)), walruscost.DefaultShards)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range ps {
-		if !bytes.Equal(whole.body[p.off:p.off+p.size], want[p.identifier]) {
-			t.Errorf("patch %s is not at offset %d of the quilt blob", p.identifier, p.off)
+	for i, p := range q.Patches {
+		rd, err := q.OpenPatch(bytes.NewReader(whole.body), i)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if b, _ := io.ReadAll(rd); !bytes.Equal(b, want[p.Identifier]) {
+			t.Errorf("patch %s does not read back from the quilt blob", p.Identifier)
+		}
+	}
+	// The quilt id is Walrus's id of the quilt blob.
+	if id, err := redstuff.Sum(whole.body, walruscost.DefaultShards); err != nil || id.String() != quiltID {
+		t.Errorf("quilt id %s, its bytes' id %s (%v)", quiltID, id, err)
 	}
 }
 
@@ -269,47 +278,45 @@ func TestQuiltRefusals(t *testing.T) {
 }
 
 func TestQuiltLayout(t *testing.T) {
-	// 600 patches of 10 KiB: each needs a column of at least 10,240
-	// bytes, so symbols of 32 bytes (even, ≥ 10,240/334); the quilt is
-	// 222,778 × 32 bytes, its index (14,407 bytes) two columns.
-	var ps []*quiltPatch
-	for i := range 600 {
-		ps = append(ps, &quiltPatch{identifier: fmt.Sprintf("p%03d", i), size: 10 << 10})
+	layout := func(blobs []redstuff.QuiltBlob) *redstuff.Quilt {
+		t.Helper()
+		q, err := redstuff.LayoutQuilt(walruscost.DefaultShards, blobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
 	}
-	l := layoutQuilt(ps)
-	if l.size() != 222_778*32 || l.indexCols != 2 {
-		t.Errorf("600 × 10 KiB: %d bytes, %d index columns", l.size(), l.indexCols)
+	// 600 patches of 10 KiB: each needs a column of at least 10,253
+	// bytes (a 13-byte header and identifier), so symbols of 32 bytes
+	// (even, ≥ 10,253/334); the quilt is 222,778 × 32 bytes, its index
+	// (4,807 bytes) one column.
+	var blobs []redstuff.QuiltBlob
+	for i := range 600 {
+		blobs = append(blobs, redstuff.QuiltBlob{Identifier: fmt.Sprintf("p%03d", i), Size: 10 << 10})
+	}
+	if q := layout(blobs); q.Params.Size != 222_778*32 || q.IndexColumns != 1 || len(q.Index) != 4807 {
+		t.Errorf("600 × 10 KiB: %d bytes, %d index bytes in %d columns", q.Params.Size, len(q.Index), q.IndexColumns)
 	}
 	// One tiny patch: the smallest quilt.
-	l = layoutQuilt([]*quiltPatch{{identifier: "a", size: 17}})
-	if l.size() != 222_778*2 {
-		t.Errorf("one tiny patch: %d bytes", l.size())
-	}
-	// The docs' quilt example is a 1,782,224-byte quilt: z = 8.
-	if 222_778*8 != 1_782_224 {
-		t.Fatal("geometry")
+	if q := layout([]redstuff.QuiltBlob{{Identifier: "a", Size: 17}}); q.Params.Size != 222_778*2 {
+		t.Errorf("one tiny patch: %d bytes", q.Params.Size)
 	}
 	// One large patch among 600 tiny ones widens every column.
-	ps = ps[:0]
-	for i := range 600 {
-		ps = append(ps, &quiltPatch{identifier: fmt.Sprintf("p%03d", i), size: 100})
+	for i := range blobs {
+		blobs[i].Size = 100
 	}
-	ps = append(ps, &quiltPatch{identifier: "z", size: 1 << 20})
-	l = layoutQuilt(ps)
-	if l.size() < 8*(600*100+1<<20) {
-		t.Errorf("mixed sizes: %d bytes; want the padding to show", l.size())
+	blobs = append(blobs, redstuff.QuiltBlob{Identifier: "z", Size: 1 << 20})
+	q := layout(blobs)
+	if q.Params.Size < 8*(600*100+1<<20) {
+		t.Errorf("mixed sizes: %d bytes; want the padding to show", q.Params.Size)
 	}
-	used := l.indexCols
-	for _, p := range ps {
-		used += p.end - p.start
-	}
-	if used > quiltColumns {
+	if used := q.Patches[len(q.Patches)-1].End; used > quiltColumns {
 		t.Errorf("%d columns used", used)
 	}
 }
 
 func TestQuiltTooMuchPadding(t *testing.T) {
-	s := start(t, Config{MaxQuiltSize: 4 << 20})
+	s := start(t, Config{MaxQuiltSize: 2 << 20})
 	parts := []quiltPart{{"big", make([]byte, 32<<10)}}
 	for i := range 660 {
 		parts = append(parts, quiltPart{fmt.Sprintf("p%03d", i), []byte{1}})
@@ -348,51 +355,80 @@ func FuzzQuiltBody(f *testing.F) {
 		if err := applyQuiltMetadata(ps, meta); err != nil {
 			return
 		}
-		l := layoutQuilt(ps)
-		var quilt bytes.Buffer
+		blobs := make([]redstuff.QuiltBlob, len(ps))
+		for i, p := range ps {
+			blobs[i] = redstuff.QuiltBlob{Identifier: p.identifier, Tags: p.tags, Size: p.size}
+		}
+		const shards = 10 // a small matrix: fuzzed bodies are small
+		l, err := redstuff.LayoutQuilt(shards, blobs)
+		if err != nil {
+			return // refused with 400, as the publisher does
+		}
 		spool := bytes.NewReader(sp.Bytes())
-		if err := writeQuilt(&quilt, spool, l, ps); err != nil {
+		quilt := make(memFile, l.Params.Size)
+		if err := l.Write(quilt, func(i int) (io.Reader, error) { return io.NewSectionReader(spool, ps[i].off, ps[i].size), nil }); err != nil {
 			t.Fatal(err)
 		}
-		if int64(quilt.Len()) != l.size() {
-			t.Fatalf("quilt of %d bytes, layout says %d", quilt.Len(), l.size())
-		}
-		_, back, err := parseQuiltIndex(bytes.NewReader(quilt.Bytes()), int64(quilt.Len()))
+		back, err := redstuff.ReadQuilt(bytes.NewReader(quilt), int64(len(quilt)), shards)
 		if err != nil {
 			t.Fatalf("the quilt written does not parse: %v", err)
 		}
-		if len(back) != len(ps) {
-			t.Fatalf("%d patches back, %d stored", len(back), len(ps))
+		if len(back.Patches) != len(ps) {
+			t.Fatalf("%d patches back, %d stored", len(back.Patches), len(ps))
 		}
-		for i, p := range back {
-			if p.identifier != ps[i].identifier || p.size != ps[i].size || p.start != ps[i].start || p.end != ps[i].end {
-				t.Fatalf("patch %d: %+v back, %+v stored", i, p, ps[i])
+		for i, p := range back.Patches {
+			in := ps[l.Patches[i].Blob]
+			if p.Identifier != in.identifier || p.Start != l.Patches[i].Start || p.End != l.Patches[i].End {
+				t.Fatalf("patch %d: %+v back, %+v stored", i, p, l.Patches[i])
 			}
-			want := make([]byte, p.size)
-			spool.ReadAt(want, ps[i].off)
-			if !bytes.Equal(quilt.Bytes()[p.off:p.off+p.size], want) {
+			rd, err := back.OpenPatch(bytes.NewReader(quilt), i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(rd)
+			want := make([]byte, in.size)
+			spool.ReadAt(want, in.off)
+			if !bytes.Equal(got, want) {
 				t.Fatalf("patch %d's bytes differ", i)
 			}
 		}
 	})
 }
 
+// memFile is a file in memory.
+type memFile []byte
+
+func (m memFile) WriteAt(p []byte, off int64) (int, error) { return copy(m[off:], p), nil }
+
 // TestLocate: a blob's and a patch's bytes are where Locate says.
 func TestLocate(t *testing.T) {
 	s := start(t, Config{})
 	_, qa := decodeQuilt(t, putQuiltReq(t, s, "", []quiltPart{{"a", []byte("first")}, {"b", []byte("second patch")}}, ""))
 	blob := decodeStore(t, put(t, s, "", []byte("a plain blob"))).NewlyCreated.BlobObject.BlobID
-	for id, want := range map[string]string{qa.StoredQuiltBlobs[1].QuiltPatchID: "second patch", blob: "a plain blob"} {
-		file, off, n, err := s.Locate(id)
+	long := bytes.Repeat([]byte("a patch over many symbols "), 100)
+	_, qb := decodeQuilt(t, putQuiltReq(t, s, "", []quiltPart{{"long", long}, {"short", []byte("x")}}, ""))
+	for id, want := range map[string]string{qa.StoredQuiltBlobs[1].QuiltPatchID: "second patch", blob: "a plain blob",
+		qb.StoredQuiltBlobs[0].QuiltPatchID: string(long)} {
+		got, err := s.ReadStored(id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := os.ReadFile(file)
-		if string(b[off:off+n]) != want {
-			t.Errorf("Locate(%s) = %q", id, b[off:off+n])
+		if string(got) != want {
+			t.Errorf("ReadStored(%s) = %q", id, got)
+		}
+		// Damage the middle byte: the patch (or blob) reads back changed
+		// there, and only there.
+		if err := s.FlipStoredByte(id, 0x01); err != nil {
+			t.Fatal(err)
+		}
+		r := do(t, http.MethodGet, s.URL()+"/v1/blobs/"+map[bool]string{true: "by-quilt-patch-id/", false: ""}[len(id) > 43]+id, nil)
+		w := []byte(want)
+		w[len(w)/2] ^= 0x01
+		if r.status != 200 || !bytes.Equal(r.body, w) {
+			t.Errorf("%s after FlipStoredByte: %d %q", id, r.status, r.body)
 		}
 	}
-	if _, _, _, err := s.Locate("nonsense"); err == nil {
+	if _, _, err := s.Locate("nonsense"); err == nil {
 		t.Error("Locate of nonsense")
 	}
 }
@@ -445,8 +481,17 @@ func TestShardsBoundTheQuilt(t *testing.T) {
 	if s.cfg.MaxQuiltSize != int64(max) {
 		t.Errorf("MaxQuiltSize %d at 4 shards, want %d", s.cfg.MaxQuiltSize, max)
 	}
-	// The smallest quilt of this server's layout (445,556 bytes) is over it.
-	if r := putQuiltReq(t, s, "epochs=1", []quiltPart{{"a", []byte("x")}}, ""); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "laid out") {
+	// The layout is QuiltV1 over the server's shards: a 2×3 matrix, at
+	// most two patches.
+	sr, qa := decodeQuilt(t, putQuiltReq(t, s, "epochs=1", []quiltPart{{"a", []byte("x")}, {"b", []byte("yz")}}, ""))
+	if sr.NewlyCreated == nil || sr.NewlyCreated.BlobObject.Size%6 != 0 || len(qa.StoredQuiltBlobs) != 2 {
+		t.Errorf("a quilt over 4 shards: %+v %+v", sr, qa)
+	}
+	if r := putQuiltReq(t, s, "epochs=1", []quiltPart{{"a", nil}, {"b", nil}, {"c", nil}}, ""); r.status != http.StatusBadRequest {
+		t.Errorf("three patches over 4 shards: %d %s", r.status, r.body)
+	}
+	// A patch whose column would need symbols over 16 bits.
+	if r := putQuiltReq(t, s, "epochs=1", []quiltPart{{"a", make([]byte, 300_000)}}, ""); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "symbols") {
 		t.Errorf("a quilt 4 shards cannot encode: %d %s", r.status, r.body)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/redstuff"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -46,9 +47,10 @@ type Config struct {
 	// Shards encode).
 	MaxQuiltBodySize int64
 	MaxQuiltSize     int64
-	// Shards is the shard count a store's encoded length is computed for
+	// Shards is the shard count blob ids (RS2) and quilt layouts are
+	// computed over, and a store's encoded length
 	// (walruscost.EncodedLength); 0 means walruscost.DefaultShards, as on
-	// mainnet and testnet.
+	// mainnet and testnet. RS2 needs at least 4.
 	Shards int
 	// Price is what a store costs: FROST per encoded unit (1 MiB) per
 	// epoch, and per unit written. The zero Price means
@@ -82,6 +84,7 @@ type Server struct {
 	faults   faultState
 	stats    statsState
 	inflight inflight
+	ids      idCache
 
 	srv  *http.Server
 	ln   net.Listener
@@ -129,6 +132,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Price == (walruscost.Price{}) {
 		cfg.Price = walruscost.DefaultPrice
+	}
+	if err := redstuff.CheckShards(cfg.Shards); err != nil {
+		return nil, fmt.Errorf("localwalrus: %w", err)
 	}
 	maxBlob, err := walruscost.MaxBlobSize(cfg.Shards)
 	if err != nil {

@@ -1,14 +1,15 @@
 package localwalrus
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
+	"io"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -16,9 +17,10 @@ import (
 	"sync"
 
 	"github.com/zeebo/blake3"
-	"golang.org/x/crypto/blake2b"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
+	"github.com/hermesd/hermesd/internal/redstuff"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // store keeps blobs under dir/blobs as <hex id>.blob with a <hex id>.json
@@ -46,9 +48,13 @@ type registration struct {
 }
 
 type blobMeta struct {
-	Version       int            `json:"version"`
-	BlobID        string         `json:"blobId"`
-	Size          int64          `json:"size"`
+	Version int    `json:"version"`
+	BlobID  string `json:"blobId"`
+	Size    int64  `json:"size"`
+	// Shards is the shard count of a real (RS2) blob id, whose quilts
+	// are laid out as QuiltV1; 0 for the simulated ids of earlier
+	// versions, whose quilts have the old local layout.
+	Shards        int            `json:"shards,omitempty"`
 	Registrations []registration `json:"registrations"`
 }
 
@@ -147,7 +153,7 @@ type putOutcome struct {
 
 // commit registers an upload whose content (already fsynced in tmpPath)
 // hashes to id. It consumes tmpPath.
-func (st *store) commit(tmpPath string, id [32]byte, blobID string, size int64, now uint32, p putParams) (putOutcome, error) {
+func (st *store) commit(tmpPath string, id [32]byte, blobID string, size int64, shards int, now uint32, p putParams) (putOutcome, error) {
 	key := hex.EncodeToString(id[:])
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -158,7 +164,7 @@ func (st *store) commit(tmpPath string, id [32]byte, blobID string, size int64, 
 		return putOutcome{}, err
 	}
 	if m == nil {
-		m = &blobMeta{Version: 1, BlobID: blobID, Size: size}
+		m = &blobMeta{Version: 1, BlobID: blobID, Size: size, Shards: shards}
 	}
 	m.Registrations = live(m, now)
 	target := now + p.epochs
@@ -206,44 +212,96 @@ func (st *store) commit(tmpPath string, id [32]byte, blobID string, size int64, 
 	return putOutcome{reg: r}, nil
 }
 
-// blobIDHasher computes the simulated blob id (see the package doc) while
-// an upload streams through it.
-type blobIDHasher struct {
-	h hash.Hash
+// contentHasher digests an upload while it streams in: the key of the
+// cache of blob ids, so that bytes stored again (a retry, a re-store) are
+// not encoded again. BLAKE3: this server shares its host with the client
+// it stands in for.
+type contentHasher struct {
+	h *blake3.Hasher
 	n int64
 }
 
-func newBlobIDHasher() *blobIDHasher {
-	// The content digest is BLAKE3, not Blake2b or SHA-256: this server
-	// shares its host with the client it stands in for (a real publisher
-	// computes ids elsewhere), and BLAKE3 costs half of SHA-256 with SHA
-	// extensions, a third of Blake2b, on one core.
-	return &blobIDHasher{h: blake3.New()}
+func newContentHasher() *contentHasher { return &contentHasher{h: blake3.New()} }
+
+func (c *contentHasher) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return c.h.Write(p)
 }
 
-func (b *blobIDHasher) Write(p []byte) (int, error) {
-	b.n += int64(len(p))
-	return b.h.Write(p)
+// key is the cache key of the content over shards shards.
+func (c *contentHasher) key(shards int) idKey {
+	var k idKey
+	c.h.Sum(k.digest[:0])
+	k.size, k.shards = c.n, shards
+	return k
 }
 
-func (b *blobIDHasher) Sum() [32]byte {
-	outer, _ := blake2b.New256(nil)
-	outer.Write([]byte("localwalrus/blob-id/v3\x00"))
-	outer.Write([]byte{1}) // RS2
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(b.n))
-	outer.Write(n[:])
-	outer.Write(b.h.Sum(nil))
-	var id [32]byte
-	outer.Sum(id[:0])
-	return id
+type idKey struct {
+	digest [32]byte
+	size   int64
+	shards int
 }
 
-// BlobID returns the id the server gives content (see the package doc).
+// idCacheSize bounds the ids remembered (about 100 bytes each).
+const idCacheSize = 4096
+
+// idCache remembers the blob ids of recent content, oldest evicted first.
+type idCache struct {
+	mu    sync.Mutex
+	ids   map[idKey][32]byte
+	order []idKey
+}
+
+func (c *idCache) get(k idKey) ([32]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.ids[k]
+	return id, ok
+}
+
+func (c *idCache) put(k idKey, id [32]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ids == nil {
+		c.ids = map[idKey][32]byte{}
+	}
+	if _, ok := c.ids[k]; ok {
+		return
+	}
+	if len(c.order) == idCacheSize {
+		delete(c.ids, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.ids[k] = id
+	c.order = append(c.order, k)
+}
+
+// computeID is the blob id of the size bytes r holds (whose digest is k),
+// from the cache or computed (redstuff).
+func computeID(ctx context.Context, cache *idCache, k idKey, r io.ReaderAt) ([32]byte, error) {
+	if id, ok := cache.get(k); ok {
+		return id, nil
+	}
+	m, err := redstuff.Compute(ctx, r, k.size, k.shards)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	cache.put(k, m.ID)
+	return m.ID, nil
+}
+
+// ids caches the ids BlobID computes.
+var ids idCache
+
+// BlobID returns the blob id of content at 1000 shards (the server's
+// default, mainnet's and testnet's): Walrus's own id.
 func BlobID(content []byte) string {
-	h := newBlobIDHasher()
+	h := newContentHasher()
 	h.Write(content)
-	id := h.Sum()
+	id, err := computeID(context.Background(), &ids, h.key(walruscost.DefaultShards), bytes.NewReader(content))
+	if err != nil {
+		panic(fmt.Sprintf("localwalrus: blob id of %d bytes: %v", len(content), err)) // content over 13 GiB
+	}
 	return encodeBlobID(id)
 }
 

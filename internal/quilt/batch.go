@@ -24,11 +24,17 @@ type Store interface {
 	Compare(ctx context.Context, id string, open func() (io.ReadCloser, error), size int64) error
 }
 
+// Body is a pack's bytes. Every store attempt and the read-back open it
+// anew; it is read until the pack's batch is done with it.
+type Body interface {
+	Open() (io.ReadCloser, error)
+	Size() int64
+}
+
 // Part is one pack of a quilt to store.
 type Part struct {
 	Identifier string
-	Open       func() (io.ReadCloser, error)
-	Size       int64
+	Body
 }
 
 // Stored is a stored quilt.
@@ -49,39 +55,30 @@ type Stored struct {
 type Request struct {
 	// Owner is who the pack belongs to (an agent); ids are never sent.
 	Owner string
-	// Open returns the pack's Size bytes; it is called until Put returns.
-	Open func() (io.ReadCloser, error)
-	Size int64
+	// Pack is the pack's bytes: the request carries data only, and the
+	// batcher calls nothing of its caller's.
+	Pack Body
 	// Epochs the quilt is stored for: packs of different epochs never
 	// share a quilt.
 	Epochs int
-	// Newer, when it fires while the pack waits in an open batch, says
-	// that the owner has a newer state ready: the pack may leave with
-	// ErrSuperseded (see the package doc). Nil never fires.
-	Newer <-chan struct{}
-	// Idle, when set, is called as the pack starts waiting for its batch,
-	// and the function it returns once the wait is over, whatever its
-	// error (the agent's sync slot is not held while other agents' packs
-	// gather).
-	Idle func() (resume func(context.Context) error)
-	// Charged, when set, is handed the pack's share of its quilt's charge
-	// (Charge.Split by pack bytes) once the quilt is stored, before the
-	// read-backs: the quilt is paid for whatever becomes of the pack
-	// after. It is called once per stored quilt the pack was in, never for
-	// a pack that left its batch or whose quilt was not stored.
-	Charged func(walruscost.Charge)
 }
 
 // Result is where a pack went.
 type Result struct {
-	PatchID          string
+	PatchID          string // "" unless the pack was stored and read back
 	QuiltID          string
 	EndEpoch         uint64
 	Epoch            uint64
 	AlreadyCertified bool
 	Attempts         int           // HTTP attempts of the quilt's store
-	Waited           time.Duration // from Put to the batch's store
+	Waited           time.Duration // from Add to the batch's store
 	Patches          int           // in the quilt
+	// Charge is the pack's share of its quilt's charge (Charge.Split by
+	// pack bytes; Charge.Patch is set) once the quilt is stored, and it
+	// stays set when the pack's read-back then fails: the quilt is paid
+	// for whatever becomes of the pack. Zero for a pack that left its
+	// batch or whose quilt was not stored.
+	Charge walruscost.Charge
 }
 
 // Sentinel errors.
@@ -182,12 +179,14 @@ type batch struct {
 
 type entry struct {
 	req    Request
+	size   int64 // req.Pack's
 	at     time.Time
 	firm   bool // may not leave its batch for a newer pack
 	done   chan struct{}
-	res    Result
+	res    Result // set, with err, before done is closed
 	err    error
 	parent *batch
+	left   bool // it left its batch before it was sent (under Batcher.mu)
 }
 
 // New returns a Batcher storing through store.
@@ -251,27 +250,63 @@ func (b *Batcher) Close() {
 }
 
 // Put stores the pack req as a patch of a quilt, reads it back and
-// compares it, and returns its patch id; it blocks for the batch window
-// at most (plus the store). See the package doc.
+// compares it, and returns its patch id: Add, then Wait. It blocks for
+// the batch window at most (plus the store and the read-backs).
 func (b *Batcher) Put(ctx context.Context, req Request) (Result, error) {
-	if req.Size < 0 || req.Size > b.MaxPatch() {
-		return Result{}, fmt.Errorf("quilt: a pack of %d bytes is not a patch (at most %d)", req.Size, b.MaxPatch())
-	}
-	e := &entry{req: req, at: b.cfg.Now(), done: make(chan struct{})}
-	if err := b.add(e); err != nil {
+	t, err := b.Add(req)
+	if err != nil {
 		return Result{}, err
 	}
-	if req.Idle != nil {
-		resume := req.Idle()
-		// Whether the caller gets its slot back or not (it is going
-		// away), the wait's outcome stands.
-		defer resume(ctx)
-	}
-	if err := b.wait(ctx, e); err != nil {
-		return Result{}, err
-	}
-	return e.res, nil
+	return t.Wait(ctx)
 }
+
+// Add puts the pack req in the open batch of its epochs and returns its
+// place there at once (see the package doc).
+func (b *Batcher) Add(req Request) (*Ticket, error) {
+	size := req.Pack.Size()
+	if size < 0 || size > b.MaxPatch() {
+		return nil, fmt.Errorf("quilt: a pack of %d bytes is not a patch (at most %d)", size, b.MaxPatch())
+	}
+	e := &entry{req: req, size: size, at: b.cfg.Now(), done: make(chan struct{})}
+	if err := b.add(e); err != nil {
+		return nil, err
+	}
+	return &Ticket{b: b, e: e}, nil
+}
+
+// Ticket is one pack's place in a batch, from Add until its batch is
+// done with it. Its methods are safe for concurrent use.
+type Ticket struct {
+	b *Batcher
+	e *entry
+}
+
+// Done is closed once the pack's batch is done with it, or the pack left
+// it: Wait then returns at once.
+func (t *Ticket) Done() <-chan struct{} { return t.e.done }
+
+// Wait waits for the pack's batch and returns where the pack went. When
+// ctx ends before the batch is sent, the pack leaves it and Wait returns
+// ctx's error; a batch that is sent reads the pack until it is done, so
+// Wait returns only then (a pack stored and verified is the caller's: a
+// daemon stopping still publishes it). Result.Charge is set whenever the
+// pack's quilt was stored, even when Wait fails.
+func (t *Ticket) Wait(ctx context.Context) (Result, error) {
+	select {
+	case <-t.e.done:
+	case <-ctx.Done():
+		t.b.leave(t.e, ctx.Err())
+		<-t.e.done
+	}
+	return t.e.res, t.e.err
+}
+
+// Withdraw takes the pack out of its batch because its owner has a newer
+// state ready, if it may (see the package doc): the batch is not sent,
+// the pack did not itself replace one that then missed its batch, and at
+// least half the window remains. Wait then returns ErrSuperseded. It
+// reports whether the pack left; if not, it stays in its batch.
+func (t *Ticket) Withdraw() bool { return t.b.leave(t.e, ErrSuperseded) }
 
 // add puts e in the open batch of its epochs, storing that batch first
 // when e does not fit.
@@ -288,7 +323,7 @@ func (b *Batcher) add(e *entry) error {
 		delete(b.left, e.req.Owner)
 	}
 	bt := b.open[e.req.Epochs]
-	if bt != nil && !b.fits(bt, e.req.Size) {
+	if bt != nil && !b.fits(bt, e.size) {
 		b.sendLocked(bt)
 		bt = nil
 	}
@@ -305,8 +340,8 @@ func (b *Batcher) add(e *entry) error {
 	}
 	e.parent = bt
 	bt.entries = append(bt.entries, e)
-	bt.body += e.req.Size + partOverhead
-	b.log.Debug("pack waits for its quilt batch", "owner", e.req.Owner, "bytes", e.req.Size,
+	bt.body += e.size + partOverhead
+	b.log.Debug("pack waits for its quilt batch", "owner", e.req.Owner, "bytes", e.size,
 		"packs", len(bt.entries), "window", b.cfg.Window)
 	if b.cfg.Window <= 0 || len(bt.entries) >= b.cfg.MaxPatches {
 		b.sendLocked(bt)
@@ -325,8 +360,8 @@ func (b *Batcher) fits(bt *batch, size int64) bool {
 	sizes := make([]int64, 0, len(bt.entries)+1)
 	var payload int64
 	for _, e := range bt.entries {
-		sizes = append(sizes, e.req.Size)
-		payload += e.req.Size
+		sizes = append(sizes, e.size)
+		payload += e.size
 	}
 	sizes = append(sizes, size)
 	return QuiltSize(sizes)-payload-size <= PaddingBudget
@@ -363,53 +398,30 @@ func (b *Batcher) sendLocked(bt *batch) {
 	}()
 }
 
-// wait waits for e's batch, or leaves it when its owner has a newer pack
-// (and may), or when ctx ends before the batch is sent.
-func (b *Batcher) wait(ctx context.Context, e *entry) error {
-	newer := e.req.Newer
-	for {
-		select {
-		case <-e.done:
-			return e.err
-		case <-newer:
-			newer = nil
-			if b.leave(e, true) {
-				return ErrSuperseded
-			}
-		case <-ctx.Done():
-			if b.leave(e, false) {
-				return ctx.Err()
-			}
-			// Sent: the batch reads the pack until it is done, and a pack
-			// stored and verified is the caller's (a daemon stopping
-			// still publishes it).
-			<-e.done
-			return e.err
-		}
-	}
-}
-
-// leave takes e out of its batch if that batch is not sent yet; for a
-// newer pack only if e may leave (not firm) and at least half the window
-// remains.
-func (b *Batcher) leave(e *entry, superseded bool) bool {
+// leave takes e out of its batch, ending it with err, if that batch is
+// not sent yet (and e is still in it); for a newer pack (ErrSuperseded)
+// only if e may leave (not firm) and at least half the window remains.
+func (b *Batcher) leave(e *entry, err error) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bt := e.parent
-	if bt.sent {
+	if bt.sent || e.left {
 		return false
 	}
+	superseded := errors.Is(err, ErrSuperseded)
 	if superseded && (e.firm || bt.opened.Add(b.cfg.Window).Sub(b.cfg.Now()) < b.cfg.Window/2) {
 		return false
 	}
 	i := slices.Index(bt.entries, e)
 	bt.entries = slices.Delete(bt.entries, i, i+1)
-	bt.body -= e.req.Size + partOverhead
+	bt.body -= e.size + partOverhead
 	if superseded {
 		// The batch stays open, even empty, until its window ends: the
 		// newer pack joins it and keeps its deadline.
 		b.left[e.req.Owner] = bt
 	}
+	e.left, e.err = true, err
+	close(e.done)
 	return true
 }
 
@@ -421,8 +433,8 @@ func (b *Batcher) storeBatch(bt *batch, entries []*entry) {
 	parts := make([]Part, len(entries))
 	for i, e := range entries {
 		// Identifiers are public: they say nothing but the order.
-		parts[i] = Part{Identifier: fmt.Sprintf("p%03d", i), Open: e.req.Open, Size: e.req.Size}
-		rep.Bytes += e.req.Size
+		parts[i] = Part{Identifier: fmt.Sprintf("p%03d", i), Body: e.req.Pack}
+		rep.Bytes += e.size
 	}
 	st, err := b.store.StoreQuilt(b.ctx, parts, bt.epochs)
 	rep.Store = b.cfg.Now().Sub(start)
@@ -439,7 +451,18 @@ func (b *Batcher) storeBatch(bt *batch, entries []*entry) {
 		return
 	}
 	rep.QuiltID, rep.Size, rep.Attempts, rep.Charge = st.QuiltID, st.Size, st.Attempts, st.Charge
-	b.charge(entries, st.Charge)
+	// The quilt is paid for from here on, whatever its read-backs say:
+	// each pack's result carries its share, by its bytes, and the shares
+	// add up to the charge exactly.
+	sizes := make([]uint64, len(entries))
+	for i, e := range entries {
+		sizes[i] = uint64(e.size)
+	}
+	for i, share := range st.Charge.Split(sizes) {
+		entries[i].res = Result{QuiltID: st.QuiltID, EndEpoch: st.EndEpoch, Epoch: st.Epoch,
+			AlreadyCertified: st.AlreadyCertified, Attempts: st.Attempts, Waited: start.Sub(entries[i].at),
+			Patches: len(entries), Charge: share}
+	}
 	t := b.cfg.Now()
 	sem := make(chan struct{}, b.cfg.Reads)
 	var wg sync.WaitGroup
@@ -449,12 +472,11 @@ func (b *Batcher) storeBatch(bt *batch, entries []*entry) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := b.store.Compare(b.ctx, st.Patches[i], e.req.Open, e.req.Size); err != nil {
+			if err := b.store.Compare(b.ctx, st.Patches[i], e.req.Pack.Open, e.size); err != nil {
 				e.err = fmt.Errorf("verify patch %s of quilt %s: %w", st.Patches[i], st.QuiltID, err)
 				return
 			}
-			e.res = Result{PatchID: st.Patches[i], QuiltID: st.QuiltID, EndEpoch: st.EndEpoch, Epoch: st.Epoch,
-				AlreadyCertified: st.AlreadyCertified, Attempts: st.Attempts, Waited: start.Sub(e.at), Patches: len(entries)}
+			e.res.PatchID = st.Patches[i]
 		}()
 	}
 	wg.Wait()
@@ -469,21 +491,6 @@ func (b *Batcher) storeBatch(bt *batch, entries []*entry) {
 		close(e.done)
 	}
 	b.observe(rep)
-}
-
-// charge shares a stored quilt's charge among its packs by their bytes,
-// every share to its pack's Charged: the shares add up to the charge
-// exactly (walruscost.Charge.Split).
-func (b *Batcher) charge(entries []*entry, c walruscost.Charge) {
-	sizes := make([]uint64, len(entries))
-	for i, e := range entries {
-		sizes[i] = uint64(e.req.Size)
-	}
-	for i, share := range c.Split(sizes) {
-		if f := entries[i].req.Charged; f != nil {
-			f(share)
-		}
-	}
 }
 
 func (b *Batcher) observe(rep Batch) {

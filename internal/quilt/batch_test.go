@@ -30,7 +30,7 @@ type walrusStore struct{ c *walrus.Client }
 func (s walrusStore) StoreQuilt(ctx context.Context, parts []quilt.Part, epochs int) (quilt.Stored, error) {
 	wp := make([]walrus.QuiltPart, len(parts))
 	for i, p := range parts {
-		wp[i] = walrus.QuiltPart{Identifier: p.Identifier, Body: body{p.Open, p.Size}}
+		wp[i] = walrus.QuiltPart{Identifier: p.Identifier, Body: p.Body}
 	}
 	r, err := s.c.StoreQuilt(ctx, wp, walrus.WithEpochs(epochs))
 	if err != nil {
@@ -117,8 +117,9 @@ func pack(i int, n int) []byte {
 }
 
 func request(owner string, data []byte) quilt.Request {
-	return quilt.Request{Owner: owner, Size: int64(len(data)), Epochs: 3,
-		Open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }}
+	return quilt.Request{Owner: owner, Epochs: 3, Pack: body{
+		open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
+		size: int64(len(data))}}
 }
 
 // putAll puts n packs concurrently and returns their results.
@@ -268,38 +269,52 @@ func (c *fakeClock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// waitc waits for tk in the background.
+func waitc(t *testing.T, tk *quilt.Ticket) chan error {
+	errc := make(chan error, 1)
+	go func() { _, err := tk.Wait(t.Context()); errc <- err }()
+	return errc
+}
+
+// add adds a pack, failing the test if it is refused.
+func add(t *testing.T, b *quilt.Batcher, owner string, data []byte) *quilt.Ticket {
+	t.Helper()
+	tk, err := b.Add(request(owner, data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
 func TestSupersede(t *testing.T) {
 	w := newWorld(t, nil)
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	b := w.batcher(t, quilt.Config{Window: time.Hour, Now: clock.now})
-	put := func(owner string, data []byte, newer <-chan struct{}) chan error {
-		ch := make(chan error, 1)
-		req := request(owner, data)
-		req.Newer = newer
-		go func() { _, err := b.Put(t.Context(), req); ch <- err }()
-		return ch
-	}
 	// Another agent keeps the batch open.
-	other := put("other", pack(9, 50), nil)
-	wait.For(t, "the first pack", func() bool { return b.Pending() == 1 })
-	newer := make(chan struct{}, 1)
-	first := put("alpha", pack(1, 60), newer)
-	wait.For(t, "alpha's pack", func() bool { return b.Pending() == 2 })
-	newer <- struct{}{}
-	if err := <-first; !errors.Is(err, quilt.ErrSuperseded) {
+	other := waitc(t, add(t, b, "other", pack(9, 50)))
+	first := add(t, b, "alpha", pack(1, 60))
+	if b.Pending() != 2 || !first.Withdraw() {
+		t.Fatalf("%d packs wait; alpha's pack did not leave for a newer one", b.Pending())
+	}
+	if _, err := first.Wait(t.Context()); !errors.Is(err, quilt.ErrSuperseded) {
 		t.Fatalf("superseded pack: %v", err)
+	}
+	if first.Withdraw() {
+		t.Error("a pack left its batch twice")
 	}
 	// Its replacement joins the same batch; with less than half the window
 	// left, a newer one no longer replaces it.
-	newer2 := make(chan struct{}, 1)
-	second := put("alpha", pack(2, 70), newer2)
-	wait.For(t, "alpha's second pack", func() bool { return b.Pending() == 2 })
+	second := add(t, b, "alpha", pack(2, 70))
 	clock.add(31 * time.Minute)
-	newer2 <- struct{}{}
-	wait.For(t, "the signal to be taken", func() bool { return len(newer2) == 0 })
+	if second.Withdraw() {
+		t.Fatal("a pack left its batch with less than half the window left")
+	}
 	b.Flush()
-	if err := <-second; err != nil {
+	if _, err := second.Wait(t.Context()); err != nil {
 		t.Fatalf("second pack: %v", err)
+	}
+	if second.Withdraw() {
+		t.Error("a pack left a batch that was stored")
 	}
 	if err := <-other; err != nil {
 		t.Fatal(err)
@@ -310,27 +325,25 @@ func TestSupersede(t *testing.T) {
 
 	// A replacement that missed its batch is firm in the next one.
 	clock.add(time.Hour)
-	newer3 := make(chan struct{}, 1)
-	third := put("beta", pack(3, 80), newer3)
-	wait.For(t, "beta's pack", func() bool { return b.Pending() == 1 })
-	keep := put("gamma", pack(4, 80), nil)
-	wait.For(t, "gamma's pack", func() bool { return b.Pending() == 2 })
-	newer3 <- struct{}{}
-	if err := <-third; !errors.Is(err, quilt.ErrSuperseded) {
+	third := add(t, b, "beta", pack(3, 80))
+	keep := waitc(t, add(t, b, "gamma", pack(4, 80)))
+	if !third.Withdraw() {
+		t.Fatal("beta's pack did not leave")
+	}
+	if _, err := third.Wait(t.Context()); !errors.Is(err, quilt.ErrSuperseded) {
 		t.Fatalf("beta superseded: %v", err)
 	}
 	b.Flush() // the batch goes without beta
 	if err := <-keep; err != nil {
 		t.Fatal(err)
 	}
-	newer4 := make(chan struct{}, 1)
-	fourth := put("beta", pack(5, 90), newer4)
-	wait.For(t, "beta's replacement", func() bool { return b.Pending() == 1 })
-	newer4 <- struct{}{}
-	wait.For(t, "the signal to be taken", func() bool { return len(newer4) == 0 })
+	fourth := add(t, b, "beta", pack(5, 90))
+	if fourth.Withdraw() {
+		t.Error("a replacement that missed its batch left the next one")
+	}
 	b.Flush()
-	if err := <-fourth; err != nil {
-		t.Errorf("a replacement that missed its batch left the next one: %v", err)
+	if _, err := fourth.Wait(t.Context()); err != nil {
+		t.Errorf("beta's replacement: %v", err)
 	}
 }
 
@@ -340,24 +353,23 @@ func TestSupersedeAlone(t *testing.T) {
 	w := newWorld(t, nil)
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	b := w.batcher(t, quilt.Config{Window: time.Hour, Now: clock.now})
-	var last chan error
+	var last *quilt.Ticket
 	for i := range 3 {
-		newer := make(chan struct{})
-		req := request("solo", pack(i, 100+i))
-		req.Newer = newer
-		errc := make(chan error, 1)
-		go func() { _, err := b.Put(t.Context(), req); errc <- err }()
-		wait.For(t, "the pack", func() bool { return b.Pending() == 1 })
+		last = add(t, b, "solo", pack(i, 100+i))
+		if b.Pending() != 1 {
+			t.Fatalf("%d packs wait", b.Pending())
+		}
 		if i < 2 {
-			close(newer)
-			if err := <-errc; !errors.Is(err, quilt.ErrSuperseded) {
+			if !last.Withdraw() {
+				t.Fatalf("pack %d did not leave", i)
+			}
+			if _, err := last.Wait(t.Context()); !errors.Is(err, quilt.ErrSuperseded) {
 				t.Fatalf("pack %d: %v", i, err)
 			}
 		}
-		last = errc
 	}
 	b.Flush()
-	if err := <-last; err != nil {
+	if _, err := last.Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if w.stores.Load() != 1 {
@@ -370,22 +382,24 @@ func TestStoreFailsEveryPack(t *testing.T) {
 	w.srv.SetFaults(localwalrus.Faults{Rate: 1, Target: localwalrus.RoutePublisher,
 		Kinds: []localwalrus.Fault{{Kind: localwalrus.FaultStatus, Status: 503, RetryAfter: "0"}}})
 	b := w.batcher(t, quilt.Config{Window: time.Hour})
-	errs := make(chan error, 3)
-	var charged atomic.Int32
+	type out struct {
+		res quilt.Result
+		err error
+	}
+	outs := make(chan out, 3)
 	for i := range 3 {
-		req := request(fmt.Sprint(i), pack(i, 10))
-		req.Charged = func(walruscost.Charge) { charged.Add(1) }
-		go func() { _, err := b.Put(t.Context(), req); errs <- err }()
+		go func() { r, err := b.Put(t.Context(), request(fmt.Sprint(i), pack(i, 10))); outs <- out{r, err} }()
 	}
 	wait.For(t, "three packs", func() bool { return b.Pending() == 3 })
 	b.Flush()
 	for range 3 {
-		if err := <-errs; err == nil || walrus.Attempts(err) != 3 {
-			t.Errorf("a pack of a quilt that could not be stored: %v", err)
+		o := <-outs
+		if o.err == nil || walrus.Attempts(o.err) != 3 {
+			t.Errorf("a pack of a quilt that could not be stored: %v", o.err)
 		}
-	}
-	if n := charged.Load(); n != 0 {
-		t.Errorf("a quilt that was not stored charged %d packs", n)
+		if o.res.Charge != (walruscost.Charge{}) {
+			t.Errorf("a quilt that was not stored charged a pack %+v", o.res.Charge)
+		}
 	}
 }
 
@@ -412,7 +426,8 @@ func altering(t *testing.T, altered []byte) func(string) string {
 }
 
 // TestReadBackDiffers: an aggregator that changes one patch's bytes fails
-// that pack alone, before any caller has a patch id.
+// that pack alone, before any caller has a patch id (but with its share
+// of the quilt's charge).
 func TestReadBackDiffers(t *testing.T) {
 	altered := pack(1, 101)
 	w := newWorld(t, altering(t, altered))
@@ -432,7 +447,8 @@ func TestReadBackDiffers(t *testing.T) {
 	wg.Wait()
 	for i := range 3 {
 		if i == 1 {
-			if !errors.Is(errs[i], walrus.ErrMismatch) || res[i].PatchID != "" {
+			// Its quilt was stored: the result still carries its share.
+			if !errors.Is(errs[i], walrus.ErrMismatch) || res[i].PatchID != "" || !res[i].Charge.Patch {
 				t.Errorf("the altered patch: %+v %v", res[i], errs[i])
 			}
 		} else if errs[i] != nil {
@@ -445,18 +461,12 @@ func TestCancelAndClose(t *testing.T) {
 	w := newWorld(t, nil)
 	b := quilt.New(walrusStore{w.client}, quilt.Config{Window: time.Hour, MaxBody: 1 << 20})
 	ctx, cancel := context.WithCancel(t.Context())
-	idle, resumed := atomic.Int32{}, atomic.Int32{}
-	req := request("a", pack(1, 10))
-	req.Idle = func() func(context.Context) error {
-		idle.Add(1)
-		return func(context.Context) error { resumed.Add(1); return nil }
-	}
 	errc := make(chan error, 1)
-	go func() { _, err := b.Put(ctx, req); errc <- err }()
+	go func() { _, err := b.Put(ctx, request("a", pack(1, 10))); errc <- err }()
 	wait.For(t, "the pack", func() bool { return b.Pending() == 1 })
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) || idle.Load() != 1 || resumed.Load() != 1 {
-		t.Errorf("cancelled: %v, idle %d, resumed %d", err, idle.Load(), resumed.Load())
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
 	}
 	if b.Pending() != 0 {
 		t.Errorf("%d packs still wait", b.Pending())
@@ -476,9 +486,10 @@ func TestCancelAndClose(t *testing.T) {
 }
 
 // TestChargeShared: a stored quilt's charge, as the publisher answered
-// it, is shared among the packs in it by their bytes, exactly, once the
-// quilt is stored: a pack whose read-back then fails pays its share, a
-// pack that left its batch for a newer one pays nothing.
+// it, is shared among the packs in it by their bytes, exactly, each
+// share in its pack's result: a pack whose read-back then fails pays its
+// share all the same, a pack that left its batch for a newer one pays
+// nothing.
 func TestChargeShared(t *testing.T) {
 	altered := pack(2, 3000)
 	w := newWorld(t, altering(t, altered))
@@ -488,28 +499,31 @@ func TestChargeShared(t *testing.T) {
 		obs    []quilt.Batch
 	)
 	b := w.batcher(t, quilt.Config{Window: time.Hour, Observe: func(bt quilt.Batch) { mu.Lock(); obs = append(obs, bt); mu.Unlock() }})
-	put := func(owner string, data []byte, newer <-chan struct{}) chan error {
-		req := request(owner, data)
-		req.Newer = newer
-		req.Charged = func(c walruscost.Charge) { mu.Lock(); shares[owner] = append(shares[owner], c); mu.Unlock() }
+	put := func(owner string, tk *quilt.Ticket) chan error {
 		errc := make(chan error, 1)
-		go func() { _, err := b.Put(t.Context(), req); errc <- err }()
+		go func() {
+			r, err := tk.Wait(t.Context())
+			mu.Lock()
+			if r.Charge != (walruscost.Charge{}) {
+				shares[owner] = append(shares[owner], r.Charge)
+			}
+			mu.Unlock()
+			errc <- err
+		}()
 		return errc
 	}
 	// In this order (the order of the quilt's parts, and so of the split).
-	a := put("a", pack(1, 1000), nil)
-	wait.For(t, "a's pack", func() bool { return b.Pending() == 1 })
-	newer := make(chan struct{})
-	gone := put("gone", pack(9, 500), newer)
-	wait.For(t, "gone's pack", func() bool { return b.Pending() == 2 })
-	close(newer)
+	a := put("a", add(t, b, "a", pack(1, 1000)))
+	left := add(t, b, "gone", pack(9, 500))
+	gone := put("gone", left)
+	if !left.Withdraw() {
+		t.Fatal("gone's pack did not leave")
+	}
 	if err := <-gone; !errors.Is(err, quilt.ErrSuperseded) {
 		t.Fatalf("superseded: %v", err)
 	}
-	bad := put("b", altered, nil)
-	wait.For(t, "b's pack", func() bool { return b.Pending() == 2 })
-	c := put("c", pack(3, 6000), nil)
-	wait.For(t, "c's pack", func() bool { return b.Pending() == 3 })
+	bad := put("b", add(t, b, "b", altered))
+	c := put("c", add(t, b, "c", pack(3, 6000)))
 	b.Flush()
 	if err := <-a; err != nil {
 		t.Fatal(err)

@@ -306,8 +306,9 @@ func (b *Builder) Snapshot(ctx context.Context, in SnapshotInput) (*Result, erro
 }
 
 // Stage runs a snapshot of in.Brain up to its head: it walks the brain
-// (never following a symlink below it, skipping what is neither a regular
-// file nor a directory), reads and chunks only the files it cannot reuse,
+// (never following a symlink below it, storing each symlink's target as
+// read, skipping sockets, fifos and devices), reads and chunks only the
+// files it cannot reuse,
 // seals and packs the objects no live pack holds yet, and uploads every
 // full pack through the sink. The stages overlap (read+hash+chunk, seal,
 // spool, upload) with bounded memory. It returns when the trees are final,

@@ -7,7 +7,8 @@
 // Objects: a chunk is a piece of a file (files up to MinChunk are one
 // chunk; larger ones are cut by content-defined chunking with a per-agent
 // Rabin polynomial), a tree is one directory (entries sorted by name, with
-// mode, size, SHA-256 and chunk ids, or a subtree id), and a commit names
+// mode, time, size, SHA-256 and chunk ids, or a subtree id, or a hard
+// link's path, or a symlink's target), and a commit names
 // the root tree, the lock and receipts files kept beside it, its parent
 // snapshot and every live pack. Object ids are SHA-256 of the plaintext;
 // every object is AES-256-GCM under a key derived from the agent key, with

@@ -265,9 +265,10 @@ func randomBytes(seed uint64, n int) []byte {
 type treeState map[string]string
 
 // readTree reads root as a restore should give it back: permission and
-// special bits (less setuid and setgid on files, which restores strip),
-// contents, modification times (ns; not of the top-level lock and
-// receipts, which record none), hard links.
+// special bits (less setuid and setgid on files, which restores strip,
+// and o+w on directories, which they clear), contents, modification times
+// (ns; not of the top-level lock and receipts, which record none), hard
+// links, symlinks' targets and times.
 func readTree(t testing.TB, root string) treeState {
 	t.Helper()
 	st := treeState{}
@@ -301,7 +302,13 @@ func readTree(t testing.TB, root string) treeState {
 		mode := fi.Mode() & fsys.Meta
 		switch {
 		case fi.IsDir():
-			st[rel+"/"] = fmt.Sprintf("%04o @%d", fsys.UnixMode(mode), when(fi))
+			st[rel+"/"] = fmt.Sprintf("%04o @%d", fsys.UnixMode(mode&^0o002), when(fi))
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(filepath.Join(root, rel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st[rel] = fmt.Sprintf("-> %q @%d", target, when(fi))
 		case fi.Mode().IsRegular():
 			mode, _ = fsys.Restorable(mode, false)
 			b, err := os.ReadFile(filepath.Join(root, rel))

@@ -125,7 +125,7 @@ type Summary struct {
 // Summarize computes the bundle hash of the tree root (docs/design.md §2:
 // per-file leaves keccak256(path ‖ 0x00 ‖ sha256) in UTF-16 path order)
 // and counts its files, directories and bytes, from the trees alone: no
-// file content is downloaded. A root tree holding a top-level
+// file content is downloaded. Symlinks count nowhere, as in the hasher. A root tree holding a top-level
 // bundle.lock.json or receipts.ndjson is ErrCorrupt (they live beside it).
 func Summarize(ctx context.Context, src TreeSource, root ID) (Summary, error) {
 	var s Summary
@@ -134,9 +134,12 @@ func Summarize(ctx context.Context, src TreeSource, root ID) (Summary, error) {
 		if p == LockFile || p == ReceiptsFile {
 			return corruptf("the root tree holds %s, which belongs beside it", p)
 		}
-		if e.Type == EntryDir {
+		switch e.Type {
+		case EntryDir:
 			s.Dirs++
 			return nil
+		case EntrySymlink:
+			return nil // like the hasher: no symlink counts
 		}
 		s.Files++
 		if e.Size > maxJSONInt-s.Bytes {

@@ -324,7 +324,7 @@ func TestDecodeTreeRejects(t *testing.T) {
 		name  string
 		mtime int64
 		skip  int
-	}{{"rev1", NoTime, 0}, {"rev2", 1700000000123456789, 8}} {
+	}{{"rev1", 0, 0}, {"rev2", 1700000000123456789, 8}} {
 		t.Run(rev.name, func(t *testing.T) { decodeRejects(t, rev.mtime, rev.skip) })
 	}
 }
@@ -332,9 +332,9 @@ func TestDecodeTreeRejects(t *testing.T) {
 func decodeRejects(t *testing.T, mtime int64, skip int) {
 	good := func() *Tree {
 		d := DirEntry("b", 0o755, ID{2})
-		d.Mtime = mtime
+		d.Mtime, d.Untimed = mtime, skip == 0
 		return &Tree{Entries: []Entry{
-			{Name: "a", Type: EntryFile, Mode: 0o644, Mtime: mtime, Size: 1, SHA256: [32]byte{1}, Chunks: []ID{{1}}},
+			{Name: "a", Type: EntryFile, Mode: 0o644, Mtime: mtime, Untimed: skip == 0, Size: 1, SHA256: [32]byte{1}, Chunks: []ID{{1}}},
 			d,
 		}}
 	}

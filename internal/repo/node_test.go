@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 )
@@ -57,6 +59,18 @@ func richBrain(t testing.TB) string {
 	for p, m := range map[string]os.FileMode{"skills/reentrancy.md": 0o444, "system.md": 0o640, "patterns": 0o700, "empty/nested": 0o555, "zero": 0o600,
 		"bin/tool": 0o755 | os.ModeSetuid | os.ModeSetgid, "shared": 0o775 | os.ModeSetgid, "tmp": 0o777 | os.ModeSticky} {
 		if err := os.Chmod(filepath.Join(dir, p), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Symlinks (revision 3): kept as links, targets verbatim, never
+	// followed.
+	for i, l := range [][2]string{{"../system.md", "skills/link.md"}, {"/etc", "etc"}, {"\xff../..", "patterns/odd"}} {
+		p := filepath.Join(dir, l[1])
+		if err := os.Symlink(l[0], p); err != nil {
+			t.Fatal(err)
+		}
+		ts := unix.NsecToTimespec(1_650_000_000_123_456_789 + int64(i)*1e9)
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -176,7 +190,9 @@ func TestNodeReader(t *testing.T) {
 		BundleHash string   `json:"bundleHash"`
 		Files      int64    `json:"files"`
 		Links      int      `json:"links"`
+		Symlinks   int      `json:"symlinks"`
 		Stripped   []string `json:"stripped"`
+		Narrowed   []string `json:"narrowed"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("node output %q: %v", stdout, err)
@@ -186,7 +202,7 @@ func TestNodeReader(t *testing.T) {
 		links = 0 // the portable walker cannot tell a file's names: two files
 	}
 	if got.BundleHash != second.Commit.BundleHash.String() || got.Files != second.Commit.Files || got.Links != links ||
-		fmt.Sprint(got.Stripped) != "[bin/tool]" {
+		fmt.Sprint(got.Stripped) != "[bin/tool]" || got.Symlinks != 3 || fmt.Sprint(got.Narrowed) != "[tmp]" {
 		t.Errorf("node says %+v, commit says %s and %d files", got, second.Commit.BundleHash, second.Commit.Files)
 	}
 	// The brain directory's own mode and time (hermesd's Restore leaves

@@ -30,7 +30,16 @@ type RestoreOptions struct {
 	// MaxBytes, when positive, bounds the bytes written, on top of the
 	// commit's own totals.
 	MaxBytes int64
+	// PublicDirs keeps the o+w bit of directories that record it
+	// (allow_unsafe_dirs); without it they are restored without it and
+	// listed in Restored.Narrowed.
+	PublicDirs bool
 }
+
+// MaxSymlinks bounds the symlinks one restore creates: they count toward
+// none of the commit's totals, and a tree may be shared by many
+// directories.
+const MaxSymlinks = 1 << 20
 
 // Restored describes a completed restore.
 type Restored struct {
@@ -43,6 +52,22 @@ type Restored struct {
 	// Stripped lists the files whose setuid or setgid bits the restore
 	// did not set (fsys.Restorable).
 	Stripped []Stripped
+	// Symlinks counts the symlinks restored (as links, targets verbatim).
+	Symlinks int
+	// Narrowed lists the directories restored without the o+w bit they
+	// record (see RestoreOptions.PublicDirs).
+	Narrowed []Stripped
+	// Retimed lists what was restored with another modification time
+	// than the one recorded: a time the file system cannot hold.
+	Retimed []Retimed
+}
+
+// Retimed is a file, directory or symlink restored with another
+// modification time than the recorded one (ns since the epoch): the file
+// system clamped it to its range.
+type Retimed struct {
+	Path           string
+	Recorded, Kept int64
 }
 
 // Stripped is a file restored without some of its recorded special bits.
@@ -59,7 +84,8 @@ type rfile struct {
 	name  string
 	dir   int32
 	mode  fs.FileMode // as restored (fsys.Restorable)
-	mtime int64       // NoTime: not recorded
+	timed bool        // mtime is recorded (else the file keeps the restore's)
+	mtime int64
 }
 
 // oneFile is a file of one chunk. The chunk's id is the file's SHA-256
@@ -82,12 +108,22 @@ type multiFile struct {
 type rdir struct {
 	path  string
 	mode  fs.FileMode
-	mtime int64 // NoTime: not recorded
+	timed bool // mtime is recorded
+	mtime int64
 }
 
 // rlink is a hard link to restore: the name path for the file target.
 type rlink struct {
 	path, target string
+}
+
+// rsymlink is a symlink to restore: name in directory dir (as rfile's),
+// its target verbatim and its own time.
+type rsymlink struct {
+	name   string
+	dir    int32
+	target string
+	mtime  int64
 }
 
 // restorePlan is what a restore or check needs: directories, files and
@@ -100,18 +136,23 @@ type restorePlan struct {
 	multi  []multiFile // in walk order
 	chunks []entryRef  // the multiFiles' chunks, file after file
 	links  []rlink
+	syms   []rsymlink
 	files  int64
 	bytes  int64
 	open   []int32 // planFiles: the directories being walked, innermost last
 
-	stripped []Stripped
+	publicDirs bool // keep o+w on directories
+	stripped   []Stripped
+	narrowed   []Stripped
 }
 
-func (pl *restorePlan) path(f *rfile) string {
-	if f.dir < 0 {
-		return f.name
+func (pl *restorePlan) path(f *rfile) string { return pl.join(f.dir, f.name) }
+
+func (pl *restorePlan) join(dir int32, name string) string {
+	if dir < 0 {
+		return name
 	}
-	return pl.dirs[f.dir].path + "/" + f.name
+	return pl.dirs[dir].path + "/" + name
 }
 
 // Restore writes the commit (or the file or directory opts.Path) into dir,
@@ -122,9 +163,13 @@ func (pl *restorePlan) path(f *rfile) string {
 // decryption, every file's SHA-256, every hard link's target. Files and
 // directories get exactly their recorded permission and special bits,
 // except setuid and setgid on files, which are stripped and listed
-// (fsys.Restorable), and their recorded modification times (none for a
-// revision 1 tree: then the time of the restore). Hard links are made as
-// links to the file they name.
+// (fsys.Restorable), and o+w on directories unless opts.PublicDirs
+// (listed in Narrowed), and their recorded modification times (none for
+// a revision 1 tree: then the time of the restore; a time the file
+// system clamps is listed in Retimed). Hard links are made as links to
+// the file they name. Symlinks are made last, after every file and link,
+// with their targets verbatim, so that no write of the restore can go
+// through one; none is ever followed.
 // Before writing, the totals are checked against the commit's, and dir's
 // filesystem must have room for the bytes the plan writes, a hard-linked
 // file's once (diskspace.ErrNoSpace, with the numbers). Nothing is
@@ -154,7 +199,7 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 		}
 		res.BundleHash, files = s.BundleHash, s.Files
 	}
-	pl, err := r.planFiles(ctx, opts.Path, files)
+	pl, err := r.planFiles(ctx, opts.Path, files, opts.PublicDirs)
 	if err != nil {
 		return Restored{}, err
 	}
@@ -229,6 +274,25 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 			return Restored{}, fmt.Errorf("repo: restore: hard link: %w", err)
 		}
 	}
+	// Symlinks after every file and link: nothing is written below dir
+	// once they exist, so no write goes through one, whatever it names.
+	// Their parents are directories of the plan (a symlink has no entries
+	// below it), and symlinkat follows nothing.
+	for i := range pl.syms {
+		s := &pl.syms[i]
+		p := pl.join(s.dir, s.name)
+		if err := root.Symlink(s.target, p); err != nil {
+			return Restored{}, fmt.Errorf("repo: restore: symlink: %w", err)
+		}
+		if err := fsys.SetSymlinkMtime(root, p, time.Unix(0, s.mtime)); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			return Restored{}, fmt.Errorf("repo: restore: %w", err)
+		}
+		if !fsys.CommonTime(s.mtime) {
+			if st, err := root.Lstat(p); err == nil {
+				rd.retimed(p, s.mtime, st.ModTime().UnixNano())
+			}
+		}
+	}
 	// Directories last, deepest first: their modes (a read-only one was
 	// writable while filled) and times (every entry made in one changed
 	// its time).
@@ -238,14 +302,20 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 		if err := root.Chmod(d.path, d.mode); err != nil {
 			return Restored{}, fmt.Errorf("repo: restore: %w", err)
 		}
-		if d.mtime != NoTime {
+		if d.timed {
 			if err := root.Chtimes(d.path, time.Time{}, time.Unix(0, d.mtime)); err != nil {
 				return Restored{}, fmt.Errorf("repo: restore: %w", err)
+			}
+			if !fsys.CommonTime(d.mtime) {
+				if st, err := root.Lstat(d.path); err == nil {
+					rd.retimed(d.path, d.mtime, st.ModTime().UnixNano())
+				}
 			}
 		}
 	}
 	res.Files, res.Dirs, res.Bytes = int(pl.files), len(pl.dirs), pl.bytes
 	res.Links, res.Stripped = len(pl.links), pl.stripped
+	res.Symlinks, res.Narrowed, res.Retimed = len(pl.syms), pl.narrowed, rd.retimes()
 	res.Downloaded, res.Ranges = r.Downloaded()
 	return res, nil
 }
@@ -253,10 +323,10 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 // planFiles lists what to restore below path ("" for everything, the lock
 // and receipts included) and locates every chunk, checking each file's
 // chunk sizes against its size. files, when known, is how many files the
-// trees hold.
-func (r *Reader) planFiles(ctx context.Context, path string, files int64) (*restorePlan, error) {
+// trees hold; publicDirs keeps o+w on directories.
+func (r *Reader) planFiles(ctx context.Context, path string, files int64, publicDirs bool) (*restorePlan, error) {
 	c := r.commit
-	pl := &restorePlan{one: make([]oneFile, 0, files+2)}
+	pl := &restorePlan{one: make([]oneFile, 0, files+2), publicDirs: publicDirs}
 	// The bound every plan must respect: the commit's own totals.
 	limitFiles, limitBytes := c.Files, c.Bytes
 	add := func(p string, e *Entry) error {
@@ -264,8 +334,11 @@ func (r *Reader) planFiles(ctx context.Context, path string, files int64) (*rest
 		if err != nil {
 			return err
 		}
-		if e.Type == EntryDir {
-			return pl.addDir(p, e.Mode, e.Mtime)
+		switch e.Type {
+		case EntryDir:
+			return pl.addDir(p, e)
+		case EntrySymlink:
+			return pl.addSymlink(d, e)
 		}
 		if e.Link != "" {
 			return r.planLink(ctx, pl, p, d, e, path)
@@ -283,7 +356,7 @@ func (r *Reader) planFiles(ctx context.Context, path string, files int64) (*rest
 			if x.ref != nil {
 				limitFiles++
 				limitBytes += x.ref.Size
-				if err := pl.addFile(r, x.name, rfile{name: x.name, dir: -1, mode: x.ref.Mode, mtime: NoTime}, x.ref.Size, x.ref.SHA256, x.ref.Chunks); err != nil {
+				if err := pl.addFile(r, x.name, rfile{name: x.name, dir: -1, mode: x.ref.Mode}, x.ref.Size, x.ref.SHA256, x.ref.Chunks); err != nil {
 					return nil, err
 				}
 			}
@@ -305,7 +378,7 @@ func (r *Reader) planFiles(ctx context.Context, path string, files int64) (*rest
 			if _, err := pl.enter(a, ae.Name); err != nil {
 				return nil, err
 			}
-			if err := pl.addDir(a, ae.Mode, ae.Mtime); err != nil {
+			if err := pl.addDir(a, ae); err != nil {
 				return nil, err
 			}
 		}
@@ -348,13 +421,29 @@ func (pl *restorePlan) enter(p, name string) (int32, error) {
 	return 0, fmt.Errorf("repo: restore: %s: its directory is not planned", p)
 }
 
-func (pl *restorePlan) addDir(p string, mode fs.FileMode, mtime int64) error {
+// addDir plans the directory e at p, with the mode a restore gives it: o+w
+// is cleared (and listed) unless the plan keeps it, as a brain directory's
+// is (anyone could add files to every later snapshot).
+func (pl *restorePlan) addDir(p string, e *Entry) error {
 	if len(pl.dirs) >= math.MaxInt32 {
 		return corruptf("too many directories")
 	}
-	mode, _ = fsys.Restorable(mode, true)
-	pl.dirs = append(pl.dirs, rdir{path: p, mode: mode, mtime: mtime})
+	mode, _ := fsys.Restorable(e.Mode, true)
+	if mode&0o002 != 0 && !pl.publicDirs {
+		pl.narrowed = append(pl.narrowed, Stripped{Path: p, Mode: e.Mode, Restored: mode &^ 0o002})
+		mode &^= 0o002
+	}
+	pl.dirs = append(pl.dirs, rdir{path: p, mode: mode, timed: !e.Untimed, mtime: e.Mtime})
 	pl.open = append(pl.open, int32(len(pl.dirs)-1))
+	return nil
+}
+
+// addSymlink plans the symlink e in directory d.
+func (pl *restorePlan) addSymlink(d int32, e *Entry) error {
+	if len(pl.syms) >= MaxSymlinks {
+		return corruptf("more than %d symlinks", MaxSymlinks)
+	}
+	pl.syms = append(pl.syms, rsymlink{name: e.Name, dir: d, target: e.Link, mtime: e.Mtime})
 	return nil
 }
 
@@ -365,7 +454,7 @@ func (pl *restorePlan) rfile(p string, d int32, e *Entry) rfile {
 	if stripped != 0 {
 		pl.stripped = append(pl.stripped, Stripped{Path: p, Mode: e.Mode, Restored: keep})
 	}
-	return rfile{name: e.Name, dir: d, mode: keep, mtime: e.Mtime}
+	return rfile{name: e.Name, dir: d, mode: keep, timed: !e.Untimed, mtime: e.Mtime}
 }
 
 // planLink plans the hard link e at p (in directory d): its target must
@@ -475,10 +564,39 @@ func (d *restoreDir) finish(fh *os.File, path string, f *rfile) error {
 	if err := fh.Chmod(f.mode); err != nil {
 		return err
 	}
-	if f.mtime != NoTime {
-		return fsys.SetMtime(d.root, fh, path, time.Unix(0, f.mtime))
+	if !f.timed {
+		return nil
+	}
+	if err := fsys.SetMtime(d.root, fh, path, time.Unix(0, f.mtime)); err != nil {
+		return err
+	}
+	if !fsys.CommonTime(f.mtime) {
+		st, err := fh.Stat()
+		if err != nil {
+			return err
+		}
+		d.retimed(path, f.mtime, st.ModTime().UnixNano())
 	}
 	return nil
+}
+
+// retimed records path when the file system kept another time than the
+// recorded one (a time outside its range, which the kernel clamps).
+func (d *restoreDir) retimed(path string, recorded, kept int64) {
+	if kept == recorded {
+		return
+	}
+	d.mu.Lock()
+	d.retime = append(d.retime, Retimed{Path: path, Recorded: recorded, Kept: kept})
+	d.mu.Unlock()
+}
+
+// retimes returns what retimed recorded, in path order.
+func (d *restoreDir) retimes() []Retimed {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	slices.SortFunc(d.retime, func(a, b Retimed) int { return strings.Compare(a.Path, b.Path) })
+	return d.retime
 }
 
 // restoreInOrder writes the files of several chunks: one ordered fetch of
@@ -595,7 +713,7 @@ func (r *Reader) Check(ctx context.Context, readData bool) (CheckReport, error) 
 	if err := verifySummary(c, s); err != nil {
 		return CheckReport{}, err
 	}
-	pl, err := r.planFiles(ctx, "", s.Files)
+	pl, err := r.planFiles(ctx, "", s.Files, false)
 	if err != nil {
 		return CheckReport{}, err
 	}

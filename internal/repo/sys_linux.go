@@ -5,6 +5,7 @@ package repo
 import (
 	"io/fs"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,9 @@ var noOpenat2 atomic.Bool
 type restoreDir struct {
 	root *os.Root
 	fd   int
+
+	mu     sync.Mutex
+	retime []Retimed
 }
 
 func openRestoreDir(root *os.Root, dir string) (*restoreDir, error) {
@@ -106,10 +110,18 @@ func (d *restoreDir) writeAt(path string, create bool, data []byte, off int64, f
 	if _, err := retry(func() (struct{}, error) { return struct{}{}, unix.Fchmod(fd, fsys.UnixMode(f.mode)) }); err != nil {
 		return &fs.PathError{Op: "chmod", Path: path, Err: err}
 	}
-	if f.mtime != NoTime {
-		if err := fsys.FutimensFD(fd, time.Unix(0, f.mtime)); err != nil {
-			return &fs.PathError{Op: "futimens", Path: path, Err: err}
+	if !f.timed {
+		return nil
+	}
+	if err := fsys.FutimensFD(fd, time.Unix(0, f.mtime)); err != nil {
+		return &fs.PathError{Op: "futimens", Path: path, Err: err}
+	}
+	if !fsys.CommonTime(f.mtime) {
+		var st unix.Stat_t
+		if _, err := retry(func() (struct{}, error) { return struct{}{}, unix.Fstat(fd, &st) }); err != nil {
+			return &fs.PathError{Op: "stat", Path: path, Err: err}
 		}
+		d.retimed(path, f.mtime, st.Mtim.Nano())
 	}
 	return nil
 }

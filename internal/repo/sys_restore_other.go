@@ -4,11 +4,15 @@ package repo
 
 import (
 	"os"
+	"sync"
 )
 
 // restoreDir writes restored files below a directory through os.Root.
 type restoreDir struct {
 	root *os.Root
+
+	mu     sync.Mutex
+	retime []Retimed
 }
 
 func openRestoreDir(root *os.Root, _ string) (*restoreDir, error) {

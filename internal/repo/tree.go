@@ -21,23 +21,28 @@ type EntryType uint8
 // Entry types (docs/format-v3.md §5). A hard link is an EntryFile whose
 // Link is set.
 const (
-	EntryFile EntryType = 1
-	EntryDir  EntryType = 2
+	EntryFile    EntryType = 1
+	EntryDir     EntryType = 2
+	EntrySymlink EntryType = 3 // revision 3: a symbolic link, its target in Link
 )
 
 // Tree encodings of the entry types (docs/format-v3.md §5). Trees of
 // revision 1 hold only the first two; revision 2 trees (written since
-// 2026-11-27) only the last three.
+// 2026-11-27) only the next three, and revision 3 trees (since
+// 2026-11-29, only where a directory holds a symlink) those and the last.
 const (
-	codeFile1 = 0x01 // revision 1: file, permission bits, no time
-	codeDir1  = 0x02 // revision 1: directory, permission bits, no time
-	codeFile  = 0x03 // file with its mtime and special bits
-	codeDir   = 0x04 // directory with its mtime and special bits
-	codeLink  = 0x05 // another name of a file met earlier in the walk
+	codeFile1   = 0x01 // revision 1: file, permission bits, no time
+	codeDir1    = 0x02 // revision 1: directory, permission bits, no time
+	codeFile    = 0x03 // file with its mtime and special bits
+	codeDir     = 0x04 // directory with its mtime and special bits
+	codeLink    = 0x05 // another name of a file met earlier in the walk
+	codeSymlink = 0x06 // revision 3: a symlink, its target verbatim
 )
 
-// NoTime is the Mtime of an entry of a revision 1 tree, which records no
-// times: a restore leaves such a file with the time it is written.
+// NoTime is the mtime, in a restore's plan and in Commit.RootMeta, of
+// what records no time: a restore leaves it with the time it is written.
+// (An Entry says so with Untimed: every int64 is a time a tree may
+// record.)
 const NoTime int64 = math.MinInt64
 
 func (t EntryType) String() string {
@@ -46,36 +51,47 @@ func (t EntryType) String() string {
 		return "file"
 	case EntryDir:
 		return "dir"
+	case EntrySymlink:
+		return "symlink"
 	}
 	return fmt.Sprintf("entry(%d)", uint8(t))
 }
 
 // Entry is one name of a directory: a regular file with its size, the
-// SHA-256 of its whole content and its chunk ids in order, or a directory
-// with its subtree id. Mode holds the permission bits and the setuid,
-// setgid and sticky bits (fsys.Meta); Mtime the modification time in
-// nanoseconds since the Unix epoch (NoTime in revision 1 trees).
+// SHA-256 of its whole content and its chunk ids in order, a directory
+// with its subtree id, or a symlink with its target. Mode holds the
+// permission bits and the setuid, setgid and sticky bits (fsys.Meta);
+// Mtime the modification time in nanoseconds since the Unix epoch, any
+// int64, unless Untimed (revision 1 trees record no times).
 //
 // A file with Link set is a hard link: another name of the file at path
 // Link (from the root tree), which the walk meets first. It carries that
 // file's size and SHA-256 (so the bundle hash and diffs need no other
 // tree) but no chunks, mode or time: those are the other name's.
+//
+// A symlink (EntrySymlink) has its target, verbatim, in Link, its own
+// Mtime, and no mode (Linux gives every link 0777), size or chunks. It is
+// never followed, and like the bundle hash, counts and sizes ignore it.
 type Entry struct {
-	Name  string
-	Type  EntryType
-	Mode  fs.FileMode
-	Mtime int64
-	Size  int64 // file only
+	Name string
+	Type EntryType
+	// Untimed: the entry records no time (revision 1); Mtime is 0.
+	Untimed bool
+	Mode    fs.FileMode
+	Mtime   int64
+	Size    int64 // file only
 	// SHA256 is a file's content SHA-256, a directory's subtree id
 	// (Subtree): one field for both keeps a brain's trees 32 bytes a file
 	// smaller in memory.
 	SHA256 [32]byte
-	Chunks []ID   // file only; empty iff Size == 0 (or Link is set)
-	Link   string // file only: a hard link of the file at this path
+	Chunks []ID // file only; empty iff Size == 0 (or Link is set)
+	// Link is, for a file, the path of the file it is a hard link of
+	// ("" for none); for a symlink, its target.
+	Link string
 }
 
 // IsLink reports whether e is another name of a file met earlier.
-func (e *Entry) IsLink() bool { return e.Link != "" }
+func (e *Entry) IsLink() bool { return e.Type == EntryFile && e.Link != "" }
 
 // DirEntry returns the entry of a directory whose tree is subtree.
 func DirEntry(name string, mode fs.FileMode, subtree ID) Entry {
@@ -115,7 +131,8 @@ const (
 	dirFixedLen     = 32         // subtree id
 	timeLen         = 8          // i64 mtime (revision 2)
 	linkFixedLen    = 8 + 32 + 2 // size, sha256, target length
-	minTreeEntryLen = entryFixedLen + 1 + dirFixedLen
+	symlinkFixedLen = 8 + 2      // mtime, target length
+	minTreeEntryLen = entryFixedLen + 1 + symlinkFixedLen + 1
 	// MaxLinkLen bounds a hard link's target path.
 	MaxLinkLen = 4095
 )
@@ -153,6 +170,8 @@ func (t *Tree) encodedLen() int {
 		e := &t.Entries[i]
 		n += entryFixedLen + len(e.Name)
 		switch {
+		case e.Type == EntrySymlink:
+			n += symlinkFixedLen + len(e.Link)
 		case e.Link != "":
 			n += linkFixedLen + len(e.Link)
 		case e.Type == EntryDir:
@@ -168,12 +187,20 @@ func (t *Tree) encodedLen() int {
 // file or directory without a time).
 func (e *Entry) code() (byte, bool, error) {
 	switch {
+	case e.Type == EntrySymlink:
+		if e.Untimed {
+			return 0, false, fmt.Errorf("repo: %s: a symlink records its time", e.Name)
+		}
+		return codeSymlink, false, nil
 	case e.Link != "":
 		if e.Type != EntryFile {
 			return 0, false, fmt.Errorf("repo: %s: a %s cannot be a hard link", e.Name, e.Type)
 		}
 		return codeLink, false, nil
-	case e.Mtime == NoTime:
+	case e.Untimed:
+		if e.Mtime != 0 {
+			return 0, true, fmt.Errorf("repo: %s: an entry without a time has mtime %d", e.Name, e.Mtime)
+		}
 		if e.Mode&^0o777 != 0 {
 			return 0, true, fmt.Errorf("repo: %s: an entry without a time has only permission bits, not %v", e.Name, e.Mode)
 		}
@@ -228,6 +255,9 @@ func (t *Tree) appendEncoding(b []byte) ([]byte, error) {
 		if code == codeLink && (e.Mode != 0 || e.Mtime != 0 || len(e.Chunks) != 0) {
 			return nil, fmt.Errorf("repo: %s: a hard link has no mode, time or chunks of its own", e.Name)
 		}
+		if code == codeSymlink && (e.Mode != 0 || e.Size != 0 || len(e.Chunks) != 0) {
+			return nil, fmt.Errorf("repo: %s: a symlink has no mode, size or chunks", e.Name)
+		}
 		b = binary.BigEndian.AppendUint16(b, uint16(len(e.Name)))
 		b = append(b, e.Name...)
 		b = append(b, code)
@@ -251,6 +281,12 @@ func (t *Tree) appendEncoding(b []byte) ([]byte, error) {
 			}
 		case codeDir1, codeDir:
 			b = append(b, e.SHA256[:]...)
+		case codeSymlink:
+			if err := fsys.CheckSymlinkTarget(e.Link); err != nil {
+				return nil, fmt.Errorf("repo: %s: %w", e.Name, err)
+			}
+			b = binary.BigEndian.AppendUint16(b, uint16(len(e.Link)))
+			b = append(b, e.Link...)
 		case codeLink:
 			if err := checkLinkTarget(e.Link); err != nil {
 				return nil, fmt.Errorf("repo: %s: %w", e.Name, err)
@@ -292,8 +328,10 @@ func (t *Tree) ID() (ID, error) {
 
 // DecodeTree parses a tree's bytes. Everything is checked: the entry count
 // against the bytes present, names (policy, order, uniqueness), types
-// (revision 1 and 2 entries never mixed), modes, sizes against chunk
-// counts, link targets' syntax, and no trailing bytes. Errors match
+// (revision 1 entries never mixed with later ones), modes, sizes against
+// chunk counts, hard link targets' syntax, symlink targets' length (1 to
+// fsys.MaxSymlinkLen bytes, no NUL; anything else is kept verbatim), and
+// no trailing bytes. Errors match
 // ErrCorrupt. (Whether a link's target exists is the walk's to check:
 // trees do not see each other.)
 func DecodeTree(b []byte) (*Tree, error) {
@@ -339,7 +377,16 @@ func DecodeTree(b []byte) (*Tree, error) {
 			if mode&^0o777 != 0 {
 				return nil, corruptf("tree: %q: mode %#o has more than permission bits", e.Name, mode)
 			}
-			e.Mtime = NoTime
+			e.Untimed = true
+		case codeSymlink:
+			if mode != 0 {
+				return nil, corruptf("tree: %q: a symlink with mode %#o", e.Name, mode)
+			}
+			if len(rest) < timeLen {
+				return nil, corruptf("tree: %q truncated", e.Name)
+			}
+			e.Mtime = int64(binary.BigEndian.Uint64(rest))
+			rest = rest[timeLen:]
 		case codeFile, codeDir:
 			if mode&^0o7777 != 0 {
 				return nil, corruptf("tree: %q: mode %#o has more than permission and special bits", e.Name, mode)
@@ -388,6 +435,21 @@ func DecodeTree(b []byte) (*Tree, error) {
 			}
 			copy(e.SHA256[:], rest)
 			rest = rest[dirFixedLen:]
+		case codeSymlink:
+			e.Type = EntrySymlink
+			if len(rest) < 2 {
+				return nil, corruptf("tree: %q truncated", e.Name)
+			}
+			tl := int(binary.BigEndian.Uint16(rest))
+			rest = rest[2:]
+			if tl > len(rest) {
+				return nil, corruptf("tree: %q: symlink target of %d bytes truncated", e.Name, tl)
+			}
+			e.Link = string(rest[:tl])
+			rest = rest[tl:]
+			if err := fsys.CheckSymlinkTarget(e.Link); err != nil {
+				return nil, fmt.Errorf("%w: tree: %q: %w", ErrCorrupt, e.Name, err)
+			}
 		case codeLink:
 			e.Type = EntryFile
 			if len(rest) < linkFixedLen {

@@ -58,6 +58,7 @@ func (bd *build) finishTrees(ctx context.Context) (hash.Digest, error) {
 				}
 				bd.files++
 				bd.bytes += e.Size
+			case EntrySymlink: // kept; it counts toward nothing
 			default:
 				continue // vanished (never in a previous commit's tree)
 			}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/hash"
 )
 
 var printVectors = flag.Bool("printvectors", false, "print the format document's test vectors")
@@ -324,7 +326,7 @@ func TestVectorsRevision1(t *testing.T) {
 			t.Fatalf("tree %s: %v", id, err)
 		}
 		for _, e := range tr.Entries {
-			if e.Mtime != NoTime || e.Mode&^0o777 != 0 || e.Link != "" {
+			if !e.Untimed || e.Mtime != 0 || e.Mode&^0o777 != 0 || e.Link != "" {
 				t.Errorf("tree %s: %q decodes as %+v", id, e.Name, e)
 			}
 		}
@@ -435,5 +437,59 @@ func TestTreeVectorMeta(t *testing.T) {
 	}
 	if flat := strings.Join(strings.Fields(string(doc)), ""); !strings.Contains(flat, vecMetaTreeHex+vecMetaTreeID) {
 		t.Error("docs/format-v3.md does not state the revision 2 tree vector")
+	}
+}
+
+// vecSymlinkTree is §12.3's revision 3 tree: a file, and two symlinks
+// (targets verbatim: a sibling, and an absolute path through "..").
+func vecSymlinkTree() *Tree {
+	return &Tree{Entries: []Entry{
+		{Name: "a", Type: EntryFile, Mode: 0o644, Mtime: 1700000005000000001, Size: 3, SHA256: sha256.Sum256([]byte("abc")), Chunks: []ID{sha256.Sum256([]byte("abc"))}},
+		{Name: "l", Type: EntrySymlink, Mtime: 1700000006000000000, Link: "a"},
+		{Name: "m", Type: EntrySymlink, Mtime: -1, Link: "/abs/../x"},
+	}}
+}
+
+const (
+	vecSymlinkTreeHex = "000000030001610301a417979cff602ff2010000000000000003ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad00000001ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad00016c06000017979cff9bcabc0000016100016d060000ffffffffffffffff00092f6162732f2e2e2f78"
+	vecSymlinkTreeID  = "5f0233e6f17333c198cd16a35d8b783f77b7b889c3ad9fb67b4ef10611938417"
+)
+
+func TestTreeVectorSymlink(t *testing.T) {
+	tr := vecSymlinkTree()
+	b, err := tr.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ID(sha256.Sum256(b))
+	if *printVectors {
+		fmt.Printf("symlink tree %s\n  %x\n", id, b)
+	}
+	if hex.EncodeToString(b) != vecSymlinkTreeHex || id.String() != vecSymlinkTreeID {
+		t.Errorf("symlink tree %s\n  %x", id, b)
+	}
+	back, err := DecodeTree(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(back.Entries) != fmt.Sprint(tr.Entries) {
+		t.Errorf("decoded %+v\nwant %+v", back.Entries, tr.Entries)
+	}
+	// Symlinks count toward nothing: the tree's bundle hash is its one
+	// file's (docs/design.md §2).
+	s, err := Summarize(context.Background(), TreeMap{id: back}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := hash.FromFiles([]hash.File{{Path: "a", Size: 3, SHA256: sha256.Sum256([]byte("abc"))}})
+	if s.Files != 1 || s.Bytes != 3 || s.Dirs != 0 || s.BundleHash != want {
+		t.Errorf("summary %+v, want 1 file of 3 bytes, %s", s, want)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "format-v3.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flat := strings.Join(strings.Fields(string(doc)), ""); !strings.Contains(flat, vecSymlinkTreeHex+vecSymlinkTreeID) {
+		t.Error("docs/format-v3.md does not state the revision 3 tree vector")
 	}
 }

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -75,7 +76,9 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 			return false
 		}
 		pe := &prev.Entries[i]
-		return pe.Name == e.Name && pe.Type == e.Type && pe.Mode == e.Mode && pe.Mtime == e.Mtime && pe.Link == ""
+		// A file's Link is never set yet (resolveLinks): a hard link of
+		// prev's is not the same; a symlink is if its target is.
+		return pe.Name == e.Name && pe.Type == e.Type && pe.Mode == e.Mode && pe.Mtime == e.Mtime && !pe.Untimed && pe.Link == e.Link
 	}
 	for _, ent := range ents {
 		name := ent.Name
@@ -84,8 +87,21 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 			p = rel + "/" + name
 		}
 		isDir, isFile := ent.Type == fs.ModeDir, ent.Type == 0
+		if ent.Type == fs.ModeSymlink {
+			e, err := bd.symlink(rel, p, name)
+			if err != nil {
+				return nil, fsys.Info{}, err
+			}
+			if e != nil {
+				d.tree.Entries = append(d.tree.Entries, *e)
+				same = same && sameAs(&d.tree.Entries[len(d.tree.Entries)-1])
+			} else {
+				same = false
+			}
+			continue
+		}
 		if !isDir && !isFile {
-			continue // symlink, socket, fifo, device: skipped like the hasher
+			continue // socket, fifo, device: skipped like the hasher
 		}
 		if err := CheckName(name); err != nil {
 			return nil, fsys.Info{}, fmt.Errorf("%w (at %q)", err, p)
@@ -141,6 +157,31 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 		d = &dirNode{tree: prev, subs: d.subs, id: prevID, same: true}
 	}
 	return d, info, nil
+}
+
+// symlink returns the entry of the symlink name at p in the directory rel
+// (read, never followed), or nil when it is not stored: it vanished or is
+// no longer a link, its target cannot be kept (longer than
+// fsys.MaxSymlinkLen bytes), its name is outside the name policy, or it
+// stands in the place of the top-level lock or receipts, which hermesd
+// reads and writes as regular files. Like the hasher, which counts no
+// symlink, a snapshot never fails because of one.
+func (bd *build) symlink(rel, p, name string) (*Entry, error) {
+	if CheckName(name) != nil || rel == "" && (name == LockFile || name == ReceiptsFile) {
+		return nil, nil
+	}
+	target, info, err := bd.fsroot.Readlink(p)
+	switch {
+	case err == nil:
+	case fsys.IsGone(err) || errors.Is(err, fsys.ErrSymlinkTarget):
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("repo: %w", err)
+	}
+	if fsys.CheckSymlinkTarget(target) != nil {
+		return nil, nil
+	}
+	return &Entry{Name: name, Type: EntrySymlink, Mtime: info.Mtime, Link: target}, nil
 }
 
 // reusable returns the hash cache's entry for the file at path when the

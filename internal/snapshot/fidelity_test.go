@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/fsys"
@@ -23,9 +25,10 @@ import (
 	"github.com/hermesd/hermesd/internal/snapshot"
 )
 
-// fidelityBrain adds to the fixture's brain what file-system fidelity is
-// about: one file under three names in two directories, a set-id program,
-// a setgid and a sticky directory, a brain directory kept 0700, and fixed
+// fidelityBrain adds to the fixture's brain one file under three names in
+// two directories, a set-id program, a setgid and a sticky directory (the
+// sticky one writable by everyone), symlinks (relative, absolute, out of
+// the brain, to a directory), a brain directory kept 0700, and fixed
 // times.
 func fidelityBrain(t *testing.T, dir string) {
 	t.Helper()
@@ -43,6 +46,9 @@ func fidelityBrain(t *testing.T, dir string) {
 	must(os.WriteFile(filepath.Join(dir, "shared/x"), []byte("x"), 0o664))
 	must(os.Link(filepath.Join(dir, "a.md"), filepath.Join(dir, "b.md")))
 	must(os.Link(filepath.Join(dir, "a.md"), filepath.Join(dir, "z/c.md")))
+	for _, l := range [][2]string{{"a.md", "lnk"}, {"/etc/passwd", "z/abs"}, {"../../../outside", "z/up"}, {"shared", "sh"}} {
+		must(os.Symlink(l[0], filepath.Join(dir, l[1])))
+	}
 	for p, m := range map[string]fs.FileMode{"bin/tool": 0o755 | fs.ModeSetuid | fs.ModeSetgid,
 		"shared": 0o775 | fs.ModeSetgid, "tmp": 0o777 | fs.ModeSticky, ".": 0o700} {
 		must(os.Chmod(filepath.Join(dir, p), m))
@@ -56,7 +62,7 @@ func stamp(t *testing.T, dir string) {
 	t.Helper()
 	var paths []string
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type()&fs.ModeSymlink == 0 {
+		if err == nil {
 			paths = append(paths, p)
 		}
 		return nil
@@ -64,7 +70,9 @@ func stamp(t *testing.T, dir string) {
 	slices.Reverse(paths) // children before their directory
 	for i, p := range paths {
 		when := time.Unix(1_700_000_001+int64(i), int64(i+1))
-		if err := os.Chtimes(p, when, when); err != nil {
+		ts := unix.NsecToTimespec(when.UnixNano())
+		// The entry itself, a symlink's own time too.
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,7 +80,7 @@ func stamp(t *testing.T, dir string) {
 
 // fidelity is a tree as a comparison sees it: per path, mode (with
 // special bits), content, time (at prec, or "-" without times) and the
-// first name of a file with several ("=a.md").
+// first name of a file with several ("=a.md"); a symlink's target.
 func fidelity(t *testing.T, root string, prec time.Duration) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -96,6 +104,10 @@ func fidelity(t *testing.T, root string, prec time.Duration) map[string]string {
 			t.Fatal(err)
 		}
 		v := fmt.Sprintf("%04o", fsys.UnixMode(fi.Mode()&fsys.Meta))
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(filepath.Join(root, rel))
+			v = "-> " + target
+		}
 		if fi.Mode().IsRegular() {
 			b, _ := os.ReadFile(filepath.Join(root, rel))
 			v += fmt.Sprintf(" %x", sha256.Sum256(b))
@@ -138,12 +150,18 @@ func sortedKeys(ms ...map[string]string) []string {
 }
 
 // asRestored is what a restore gives of want: setuid and setgid stripped
-// from files.
+// from files, o+w from directories (but the brain directory's, which
+// intoPlace decides).
 func asRestored(want map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range want {
-		if strings.Count(v, " ") > 1 && (v[0] == '2' || v[0] == '4' || v[0] == '6') { // a file
+		file := strings.Count(v, " ") > 1
+		if file && (v[0] == '2' || v[0] == '4' || v[0] == '6') {
 			v = "0" + v[1:]
+		}
+		var m uint32
+		if _, err := fmt.Sscanf(v, "%04o", &m); err == nil && !file && k != "." && m&0o002 != 0 {
+			v = fmt.Sprintf("%04o", m&^0o002) + v[4:]
 		}
 		out[k] = v
 	}
@@ -183,8 +201,11 @@ func TestFidelityEveryFormat(t *testing.T) {
 			if !fsys.Inodes {
 				links = 0 // the portable walker cannot tell a file's names
 			}
-			if !r.Verified || r.BundleHash != want || r.Links != links {
+			if !r.Verified || r.BundleHash != want || r.Links != links || r.Symlinks != 4 || len(r.Skipped) != 0 {
 				t.Errorf("restored %+v", r)
+			}
+			if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "kept tmp at mode 1775: the snapshot records 1777, writable by everyone") {
+				t.Errorf("notes %q, want tmp kept without o+w", r.Notes)
 			}
 			if len(r.Stripped) != 1 || !strings.HasPrefix(r.Stripped[0], "bin/tool: setuid+setgid not restored (recorded 6755, restored 0755)") {
 				t.Errorf("stripped %q", r.Stripped)
@@ -273,6 +294,18 @@ func TestRootModeNeverWidened(t *testing.T) {
 // tar -c --numeric-owner -C dir .), in a v1 envelope.
 func referenceBlob(t *testing.T, dir string, key cipher.Key, version int, parent string) []byte {
 	t.Helper()
+	return referenceBlobWith(t, dir, key, version, parent, func() { stamp(t, dir) })
+}
+
+// referenceBlobStamped is referenceBlob (version 1, no parent) with the
+// brain's times set by stamp instead.
+func referenceBlobStamped(t *testing.T, dir string, key cipher.Key, stamp func()) []byte {
+	t.Helper()
+	return referenceBlobWith(t, dir, key, 1, "", stamp)
+}
+
+func referenceBlobWith(t *testing.T, dir string, key cipher.Key, version int, parent string, stamp func()) []byte {
+	t.Helper()
 	h, err := hash.Dir(t.Context(), dir, hash.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +317,7 @@ func referenceBlob(t *testing.T, dir string, key cipher.Key, version int, parent
 	if err := os.WriteFile(filepath.Join(dir, bundlelock.FileName), []byte(lock+"\n}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stamp(t, dir)
+	stamp()
 	var out, stderr bytes.Buffer
 	cmd := exec.Command(gnuTar(t), "-c", "--numeric-owner", "-C", dir, ".")
 	cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -333,10 +366,80 @@ func TestFidelityReferenceSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Verified || r.Links != 2 || len(r.Stripped) != 1 || len(r.Skipped) != 0 {
+	if !r.Verified || r.Links != 2 || len(r.Stripped) != 1 || len(r.Skipped) != 0 || r.Symlinks != 4 {
 		t.Errorf("restored %+v", r)
 	}
 	sameFidelity(t, "reference", want, fidelity(t, target, time.Second))
+}
+
+// TestFidelityZeroTimes: entries whose time is the epoch or under a
+// second (1970-01-01) come back with that time, not the restore's: from a
+// v3 snapshot (its brain directory's too), and from the reference's
+// archive, which records times (GNU tar stores whole seconds: 0.5 s is
+// the epoch there, as the reference restores it).
+func TestFidelityZeroTimes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(f.brain, "old"), 0o755))
+	must(os.WriteFile(filepath.Join(f.brain, "old/zero.md"), []byte("the epoch"), 0o644))
+	must(os.WriteFile(filepath.Join(f.brain, "old/half.md"), []byte("half a second after"), 0o644))
+	must(os.Symlink("zero.md", filepath.Join(f.brain, "old/lnk")))
+	set := func(rel string, ns int64) {
+		ts := unix.NsecToTimespec(ns)
+		must(unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(f.brain, rel), []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW))
+	}
+	times := map[string]int64{"old/zero.md": 0, "old/half.md": 500_000_000, "old/lnk": 0, "old": 0}
+
+	p := f.pipeline("alpha.eth")
+	p.Format, p.CacheDir = snapshot.FormatV3, t.TempDir()
+	for rel, ns := range times {
+		set(rel, ns)
+	}
+	set(".", 0)
+	res, err := p.Take(t.Context(), snapshot.Input{Want: f.hash()})
+	must(err)
+	check := func(what, blob string, prec int64, root bool) {
+		t.Helper()
+		target := filepath.Join(t.TempDir(), "brain")
+		if _, err := p.Restore(t.Context(), blob, target); err != nil {
+			t.Fatal(err)
+		}
+		for rel, ns := range times {
+			st, err := os.Lstat(filepath.Join(target, rel))
+			if err != nil {
+				t.Errorf("%s: %s not restored: %v", what, rel, err)
+			} else if st.ModTime().UnixNano() != ns/prec*prec {
+				t.Errorf("%s: %s restored at %v, recorded %v", what, rel, st.ModTime().UTC(), time.Unix(0, ns).UTC())
+			}
+		}
+		if st, err := os.Stat(target); err != nil {
+			t.Fatal(err)
+		} else if root && st.ModTime().UnixNano() != 0 {
+			t.Errorf("%s: the brain directory restored at %v, recorded the epoch", what, st.ModTime().UTC())
+		}
+	}
+	rc, err := p.OpenV3(t.Context(), res.BlobID)
+	must(err)
+	if _, rootTime, _ := rc.Commit().RootMeta(); rootTime != 0 {
+		t.Fatalf("the commit records the brain directory at %d, not the epoch", rootTime)
+	}
+	check("v3", res.BlobID, 1, true)
+
+	// The reference's archive: referenceBlob re-stamps the brain, so
+	// the times are set again after it wrote the lock.
+	ref := referenceBlobStamped(t, f.brain, f.key, func() {
+		for rel, ns := range times {
+			set(rel, ns)
+		}
+		set(".", 0)
+	})
+	check("reference", f.put(ref), int64(time.Second), true)
 }
 
 // TestReferenceLineage: the reference runtime's lock inside each snapshot

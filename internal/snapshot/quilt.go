@@ -29,8 +29,9 @@ type PatchRequest struct {
 	Open   func() (io.ReadCloser, error)
 	Size   int64
 	Epochs int
-	Newer  <-chan struct{}
-	Idle   func() (resume func(context.Context) error)
+	// Newer is Input.Newer: once it is closed, the pack leaves its batch
+	// if it still may.
+	Newer <-chan struct{}
 }
 
 // PatchStored is where a pack went as a patch.
@@ -50,9 +51,16 @@ var ErrSuperseded = errors.New("snapshot superseded by a newer state of the brai
 // quilter).
 func (s *packSink) storePatch(ctx context.Context, open func() (io.ReadCloser, error), size int64) (Stored, error) {
 	p := s.p
+	if slot := s.in.Slot; slot != nil {
+		// The pack waits for other agents' packs: this snapshot's sync
+		// slot is theirs meanwhile. One that cannot take it back (it is
+		// being stopped) ends without it.
+		slot.Lend()
+		defer slot.Reclaim(ctx)
+	}
 	t := p.now()
 	st, err := p.Quilts.StorePatch(ctx, PatchRequest{Owner: p.AgentID, Open: open, Size: size, Epochs: p.Epochs,
-		Newer: s.in.Newer, Idle: s.in.Idle})
+		Newer: s.in.Newer})
 	if err != nil {
 		return Stored{}, err
 	}

@@ -97,15 +97,18 @@ type Restored struct {
 	// objects it needed, in closed range reads.
 	Downloaded int64
 	Ranges     int64
-	Skipped    []string // archive entries skipped (symlinks, devices), with reasons
+	Skipped    []string // archive entries skipped (fifos, devices), with reasons
 	// Stripped lists the files restored without the setuid or setgid bit
 	// the snapshot records (fsys.Restorable), one line each.
 	Stripped []string
 	// Links counts the files restored as another name of a file (hard
 	// links).
 	Links int
+	// Symlinks counts the symlinks restored, as symlinks.
+	Symlinks int
 	// Notes says what else the restore did that the operator should know
-	// (the brain directory's mode kept narrower than the snapshot's).
+	// (a directory's mode kept narrower than the snapshot's, a time the
+	// file system could not hold).
 	Notes []string
 	// Unchecked says what an unverified restore could not check.
 	Unchecked []string
@@ -121,13 +124,44 @@ type Restored struct {
 type rootMeta struct {
 	known bool
 	mode  fs.FileMode // permission and special bits
-	mtime int64       // ns since the epoch; 0: none
+	timed bool        // mtime is recorded (the epoch is a time like any other)
+	mtime int64       // ns since the epoch
 }
 
 // stripped formats one file restored without recorded special bits.
 func stripped(path string, recorded, restored fs.FileMode) string {
 	return fmt.Sprintf("%s: %s not restored (recorded %04o, restored %04o)", path,
 		fsys.SpecialString(recorded&^restored), fsys.UnixMode(recorded), fsys.UnixMode(restored))
+}
+
+// narrowed formats one directory restored without the o+w it records.
+func narrowed(path string, recorded, restored fs.FileMode) string {
+	return fmt.Sprintf("kept %s at mode %04o: the snapshot records %04o, writable by everyone, which a directory of a brain may not be unless allow_unsafe_dirs is set",
+		path, fsys.UnixMode(restored), fsys.UnixMode(recorded))
+}
+
+// retimed formats one entry restored with another time than recorded:
+// kept is what the file system holds, or zero when the time was not set.
+func retimed(path string, recorded, kept time.Time) string {
+	if kept.IsZero() {
+		return fmt.Sprintf("%s keeps the time of the restore: its recorded time %s is beyond what hermesd can set (1678 to 2262)", path, recorded.UTC().Format(time.RFC3339Nano))
+	}
+	return fmt.Sprintf("%s: recorded time %s, the file system holds %s (the nearest in its range)", path,
+		recorded.UTC().Format(time.RFC3339Nano), kept.UTC().Format(time.RFC3339Nano))
+}
+
+// maxNotes bounds the lines of one kind a restore reports: a hostile
+// snapshot may hold a million directories writable by everyone.
+const maxNotes = 20
+
+// addNotes appends lines to notes, at most maxNotes of them, then how many
+// more there were.
+func addNotes(notes []string, lines []string) []string {
+	if len(lines) > maxNotes {
+		more := len(lines) - maxNotes
+		lines = append(lines[:maxNotes:maxNotes], fmt.Sprintf("... and %d more like the line above", more))
+	}
+	return append(notes, lines...)
 }
 
 // RestoreOptions adjust a restore.
@@ -143,9 +177,10 @@ type RestoreOptions struct {
 	// ('/'-separated, relative to the brain), every object and file
 	// verified; "" restores everything.
 	Path string
-	// PublicRoot keeps a brain directory mode that lets everyone write,
-	// when the snapshot records one (config allow_unsafe_dirs); without
-	// it the restore clears o+w and says so in Notes.
+	// PublicRoot keeps the modes that let everyone write of the brain
+	// directory and of every directory in it, when the snapshot records
+	// them (config allow_unsafe_dirs); without it the restore clears o+w
+	// and says so in Notes.
 	PublicRoot bool
 }
 
@@ -294,10 +329,15 @@ func intoPlace(target string, need int64, publicRoot bool, fill func(tmp string)
 	if err := os.Chmod(tmp, mode); err != nil {
 		return Restored{}, err
 	}
-	if res.root.mtime != 0 {
+	if res.root.timed {
 		// After every entry is made in it (its own time moved with each).
 		if err := os.Chtimes(tmp, time.Time{}, time.Unix(0, res.root.mtime)); err != nil {
 			return Restored{}, err
+		}
+		if !fsys.CommonTime(res.root.mtime) {
+			if st, err := os.Lstat(tmp); err == nil && st.ModTime().UnixNano() != res.root.mtime {
+				res.Notes = append(res.Notes, retimed(target, time.Unix(0, res.root.mtime), st.ModTime()))
+			}
 		}
 	}
 	if err := syncTree(tmp); err != nil {
@@ -332,6 +372,7 @@ func (p *Pipeline) unpack(ctx context.Context, blobPath string, size int64, dir 
 		MaxEntries:   lim.MaxEntries,
 		MaxEntrySize: lim.MaxEntrySize,
 		MaxTotalSize: lim.MaxTotalSize,
+		PublicDirs:   opts.PublicRoot,
 	})
 	if err != nil {
 		if isCipherErr(err) {
@@ -365,9 +406,19 @@ func (p *Pipeline) unpack(ctx context.Context, blobPath string, size int64, dir 
 	for _, st := range man.Stripped {
 		res.Stripped = append(res.Stripped, stripped(st.Path, st.Mode, st.Restored))
 	}
-	res.Links = man.Links
+	var notes []string
+	for _, n := range man.Narrowed {
+		notes = append(notes, narrowed(n.Path, n.Mode, n.Restored))
+	}
+	res.Notes = addNotes(res.Notes, notes)
+	notes = notes[:0]
+	for _, r := range man.Retimed {
+		notes = append(notes, retimed(r.Path, r.Recorded, r.Kept))
+	}
+	res.Notes = addNotes(res.Notes, notes)
+	res.Links, res.Symlinks = man.Links, len(man.Symlinks)
 	if man.Root != nil {
-		res.root = rootMeta{known: true, mode: man.Root.Mode, mtime: man.Root.Mtime}
+		res.root = rootMeta{known: true, mode: man.Root.Mode, timed: man.Root.HasMtime, mtime: man.Root.Mtime}
 	}
 
 	lock, err := bundlelock.Read(filepath.Join(dir, bundlelock.FileName))

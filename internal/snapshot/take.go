@@ -47,13 +47,26 @@ type Input struct {
 	// does not read a file whose path, size and SHA-256 match the previous
 	// commit (the bundle check against Want vouches for the result).
 	Known repo.KnownFiles
-	// Newer, when set, fires when a newer state of the brain is ready to
-	// be snapshotted: a v3 snapshot whose pack waits for its quilt batch
-	// may then give way (ErrSuperseded). Idle, when set, is called as a
-	// pack starts waiting for its batch and the function it returns when
-	// the wait ends (the agent gives up its sync slot meanwhile).
+	// Newer, when set, is closed when a newer state of the brain is ready
+	// to be snapshotted: a v3 snapshot whose pack waits for its quilt
+	// batch may then give way (ErrSuperseded). It is a signal the caller
+	// raises while Take runs, as ctx.Done() is.
 	Newer <-chan struct{}
-	Idle  func() (resume func(context.Context) error)
+	// Slot, when set, is the caller's hold on a process-wide sync slot: a
+	// v3 snapshot lends it out while a pack waits for its quilt batch.
+	Slot Slot
+}
+
+// Slot is a hold on one of the places a process has for snapshot work.
+// A pack waiting for its quilt batch uses no core, so its snapshot gives
+// the place to another agent's meanwhile (whose packs may fill the same
+// batch) and takes it back before it goes on.
+type Slot interface {
+	// Lend gives the place up for a wait; waits may overlap.
+	Lend()
+	// Reclaim ends a wait: the last one takes the place back, or fails
+	// when ctx ends first (the snapshot then goes on without it).
+	Reclaim(ctx context.Context) error
 }
 
 // ErrEmpty: a snapshot taken as the hash (zero Input.Want) found no file

@@ -349,7 +349,7 @@ func (p *Pipeline) unreadableParent(blob string, err error) error {
 // before the builder may reference it, and accounts for the time spent.
 type packSink struct {
 	p                *Pipeline
-	in               *Input       // Newer and Idle, for packs stored as quilt patches
+	in               *Input       // Newer and Slot, for packs stored as quilt patches
 	upload, verify   atomic.Int64 // nanoseconds, summed over packs
 	waited           atomic.Int64 // nanoseconds in quilt batches, summed
 	uploaded         atomic.Int64 // bytes

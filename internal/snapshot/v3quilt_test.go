@@ -16,6 +16,7 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/quilt"
+	"github.com/hermesd/hermesd/internal/redstuff"
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -188,11 +189,7 @@ func TestV3QuiltedSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := bytes.Index(whole, pack.Bytes())
-	if at < 0 {
-		t.Fatal("the patch is not in its quilt blob")
-	}
-	off := int64(at + pack.Len() - 20) // inside the last object
+	off := patchByteInQuilt(t, whole, first[2].BlobID, pack.Bytes(), pack.Len()-20) // inside the last object
 	flipByte(t, file, off)
 	t.Cleanup(func() { flipByte(t, file, off) })
 	// Through a fresh store: the pipeline's own keeps patches it read.
@@ -208,6 +205,35 @@ func TestV3QuiltedSnapshots(t *testing.T) {
 	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("failed restore left %s", out)
 	}
+}
+
+// patchByteInQuilt is where byte i of patch (the patch patchID names)
+// lies in its quilt blob's bytes whole: QuiltV1 lays a patch down its
+// columns, and the blob holds the matrix row by row.
+func patchByteInQuilt(t *testing.T, whole []byte, patchID string, patch []byte, i int) int64 {
+	t.Helper()
+	id, err := redstuff.ParsePatchID(patchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := redstuff.ReadQuilt(bytes.NewReader(whole), int64(len(whole)), redstuff.DefaultShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, s, z := q.Params.Primary, q.Params.Secondary, q.Params.Symbol
+	fileAt := func(c, o int) int { return (o/z)*s*z + c*z + o%z } // column c, offset o in it
+	var img []byte
+	for c := int(id.Start); c < int(id.End); c++ {
+		for o := 0; o < p*z; o += z {
+			img = append(img, whole[fileAt(c, o):fileAt(c, o)+z]...)
+		}
+	}
+	at := bytes.Index(img, patch)
+	if at < 0 {
+		t.Fatal("the patch is not in its quilt blob")
+	}
+	at += i
+	return int64(fileAt(int(id.Start)+at/(p*z), at%(p*z)))
 }
 
 func hashOf(t *testing.T, dir string) string {

@@ -52,6 +52,7 @@ type readerSummary struct {
 	Lock         bool   `json:"lock"`
 	Receipts     bool   `json:"receipts"`
 	Packs        int    `json:"packs"`
+	Symlinks     int    `json:"symlinks"`
 }
 
 // readerRun is one run of the reader: its exit code, stdout and stderr.
@@ -204,7 +205,8 @@ func (a *interopAgent) readerArgs(blob, out string) []string {
 }
 
 // entriesOf maps every entry below dir to its mode and, for files, size and
-// SHA-256; skip names top-level entries to leave out.
+// SHA-256, for symlinks their target; skip names top-level entries to
+// leave out.
 func entriesOf(t *testing.T, dir string, skip ...string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -232,6 +234,12 @@ func entriesOf(t *testing.T, dir string, skip ...string) map[string]string {
 				return err
 			}
 			out[rel] = fmt.Sprintf("%04o %d %x", info.Mode().Perm(), len(b), sha256.Sum256(b))
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = fmt.Sprintf("-> %q", target)
 		default:
 			out[rel] = "unexpected " + info.Mode().Type().String()
 		}
@@ -289,6 +297,12 @@ func TestV3IndependentReader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Symlinks (revision 3): targets verbatim, never followed.
+	for _, l := range [][2]string{{"../system.md", "inbox/rel"}, {"/etc/hostname", "abs"}, {"\xff../..", "inbox/bytes"}} {
+		if err := os.Symlink(l[0], filepath.Join(a.brain, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
 	first := a.take(t)
 
 	a.write(t, "system.md", []byte("You are a test agent, edited.\n"), 0o600)
@@ -309,7 +323,7 @@ func TestV3IndependentReader(t *testing.T) {
 	if s.Head != second.BlobID || s.Parent != first.BlobID || s.ParentFormat != "v3" {
 		t.Errorf("reader read head %s with parent %s (%s), want %s with parent %s (v3)", s.Head, s.Parent, s.ParentFormat, second.BlobID, first.BlobID)
 	}
-	if s.Files != second.Files || s.Bytes != second.Bytes || s.Packs != second.LivePacks || !s.Lock || !s.Receipts {
+	if s.Files != second.Files || s.Bytes != second.Bytes || s.Packs != second.LivePacks || !s.Lock || !s.Receipts || s.Symlinks != 3 {
 		t.Errorf("reader summary %+v, snapshot %d files, %d bytes, %d live packs, with lock and receipts", s, second.Files, second.Bytes, second.LivePacks)
 	}
 	// The brain's own lock and receipts are not the snapshot's (the

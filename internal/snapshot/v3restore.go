@@ -100,17 +100,27 @@ func (p *Pipeline) installV3(ctx context.Context, r *repo.Reader, target string,
 	// commit's totals would count every name of a file (and every file
 	// for a single path), refusing restores that fit.
 	return intoPlace(target, 0, opts.PublicRoot, func(tmp string) (Restored, error) {
-		got, err := r.Restore(ctx, tmp, repo.RestoreOptions{Path: opts.Path, MaxBytes: p.Limits.MaxTotalSize})
+		got, err := r.Restore(ctx, tmp, repo.RestoreOptions{Path: opts.Path, MaxBytes: p.Limits.MaxTotalSize, PublicDirs: opts.PublicRoot})
 		if err != nil {
 			return Restored{}, err
 		}
 		res := Restored{Verified: true, BundleHash: c.BundleHash, Files: got.Files, Bytes: got.Bytes, Links: got.Links,
-			EndEpoch: c.MinEndEpoch(), Taken: time.UnixMilli(c.Time)}
+			Symlinks: got.Symlinks, EndEpoch: c.MinEndEpoch(), Taken: time.UnixMilli(c.Time)}
 		for _, st := range got.Stripped {
 			res.Stripped = append(res.Stripped, stripped(st.Path, st.Mode, st.Restored))
 		}
+		var notes []string
+		for _, n := range got.Narrowed {
+			notes = append(notes, narrowed(n.Path, n.Mode, n.Restored))
+		}
+		res.Notes = addNotes(res.Notes, notes)
+		notes = notes[:0]
+		for _, t := range got.Retimed {
+			notes = append(notes, retimed(t.Path, time.Unix(0, t.Recorded), time.Unix(0, t.Kept)))
+		}
+		res.Notes = addNotes(res.Notes, notes)
 		if mode, mtime, ok := c.RootMeta(); ok && opts.Path == "" {
-			res.root = rootMeta{known: true, mode: mode, mtime: mtime}
+			res.root = rootMeta{known: true, mode: mode, timed: true, mtime: mtime}
 		}
 		if opts.Path == "" {
 			res.Files, res.Bytes = int(c.Files), c.Bytes

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -25,6 +26,11 @@ const (
 // marker (GNU tar pads to 10 KiB records; other blocking factors more).
 const maxTrailer = 1 << 20
 
+// DefaultMaxSymlinkBytes bounds the symlink targets an archive may make
+// Extract hold until it makes the links (after every file): the
+// reference's brains have dozens of links of a few bytes.
+const DefaultMaxSymlinkBytes = 16 << 20
+
 // ExtractOptions bounds what an archive may make Extract write.
 type ExtractOptions struct {
 	// MaxEntrySize is the largest file accepted; 0 means MaxTotalSize.
@@ -35,6 +41,13 @@ type ExtractOptions struct {
 	// MaxEntries bounds the number of entries of any type; 0 means
 	// DefaultMaxEntries.
 	MaxEntries int
+	// MaxSymlinkBytes bounds the symlinks' targets in all (they are held
+	// until every file is written); 0 means DefaultMaxSymlinkBytes.
+	MaxSymlinkBytes int
+	// PublicDirs keeps the o+w bit of directories whose headers record it
+	// (allow_unsafe_dirs); without it they are made without it and listed
+	// in Manifest.Narrowed. (The root's mode is the caller's: Manifest.Root.)
+	PublicDirs bool
 }
 
 func (o ExtractOptions) withDefaults() ExtractOptions {
@@ -47,6 +60,9 @@ func (o ExtractOptions) withDefaults() ExtractOptions {
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = DefaultMaxEntries
 	}
+	if o.MaxSymlinkBytes <= 0 {
+		o.MaxSymlinkBytes = DefaultMaxSymlinkBytes
+	}
 	return o
 }
 
@@ -58,8 +74,24 @@ const (
 	nodeFile
 	nodeDir
 	nodeImplicitDir // created as the parent of a later entry
-	nodeSkipped     // a link or special file that was not created
+	nodeSkipped     // a special file that was not created
+	nodeSymlink     // a symlink, made after every file
 )
+
+// stamp is an entry's recorded time, as Extract applies it.
+type stamp struct {
+	ns   int64 // ns since the epoch, when fits
+	zero bool  // the header says the epoch: no time, unless the archive has times
+	fits bool  // representable as ns in an int64 (1678 to 2262)
+	none bool  // no header: a directory the archive implies without listing it
+	t    time.Time
+}
+
+// pendingLink is a symlink to make once every file is written.
+type pendingLink struct {
+	path, target string
+	at           stamp
+}
 
 type extractor struct {
 	root    *os.Root
@@ -83,6 +115,16 @@ type extractor struct {
 	// it costs one openat instead of one per path component.
 	lastDir  string
 	lastRoot *os.Root
+
+	// times: a header so far had a time other than the epoch (the
+	// archive records times, so the epoch is a time too). Files whose
+	// header said the epoch before that was known wait in zeroFiles.
+	times     bool
+	zeroFiles []int // indexes in m.Files
+	dirTimes  map[string]stamp
+	rootTime  stamp
+	links     []pendingLink
+	linkBytes int
 }
 
 // Extract unpacks the tar stream r into dir, which must be an empty
@@ -139,6 +181,16 @@ func Extract(ctx context.Context, r io.Reader, dir string, opts ExtractOptions) 
 	if err := drainTrailer(br); err != nil {
 		return Manifest{}, err
 	}
+	if err := x.finishTimes(); err != nil {
+		return Manifest{}, err
+	}
+	// Symlinks after every file and hard link: once one exists nothing
+	// more is written below the target but directory modes and times,
+	// and no path resolved passes through one (an entry below a link was
+	// refused), so a link to /etc or ../.. can take no write there.
+	if err := x.makeSymlinks(); err != nil {
+		return Manifest{}, err
+	}
 	if err := x.applyDirModes(); err != nil {
 		return Manifest{}, err
 	}
@@ -159,13 +211,14 @@ func Extract(ctx context.Context, r io.Reader, dir string, opts ExtractOptions) 
 
 func newExtractor(root *os.Root, opts ExtractOptions, stream *blockReader) *extractor {
 	return &extractor{
-		root:    root,
-		opts:    opts.withDefaults(),
-		seen:    map[string]node{},
-		dirIdx:  map[string]int{},
-		fileIdx: map[string]int{},
-		sums:    newSumPipe(),
-		stream:  stream,
+		root:     root,
+		opts:     opts.withDefaults(),
+		seen:     map[string]node{},
+		dirIdx:   map[string]int{},
+		fileIdx:  map[string]int{},
+		dirTimes: map[string]stamp{},
+		sums:     newSumPipe(),
+		stream:   stream,
 	}
 }
 
@@ -184,6 +237,9 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, tr *tar.Reader) 
 	if err != nil {
 		return err
 	}
+	if hdr.Typeflag != tar.TypeXGlobalHeader && !headerStamp(hdr).zero {
+		x.times = true
+	}
 	switch hdr.Typeflag {
 	case tar.TypeReg, tar.TypeCont: // (the reader maps the old TypeRegA to TypeReg)
 		if name == "" {
@@ -196,15 +252,20 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, tr *tar.Reader) 
 			if x.m.Root != nil {
 				return fmt.Errorf("%w: %q: a second entry for the root", ErrDuplicate, clip(hdr.Name))
 			}
-			x.m.Root = &Dir{Mode: headerMode(hdr), Mtime: headerTime(hdr)}
+			x.m.Root, x.rootTime = &Dir{Mode: headerMode(hdr)}, headerStamp(hdr)
 			return nil
 		}
-		return x.dir(name, headerMode(hdr), headerTime(hdr))
+		return x.dir(name, headerMode(hdr), headerStamp(hdr))
 	case tar.TypeLink:
 		if name == "" {
 			return fmt.Errorf("%w: %q: the root is not a file", ErrUnsafePath, hdr.Name)
 		}
 		return x.link(name, hdr)
+	case tar.TypeSymlink:
+		if name == "" {
+			return fmt.Errorf("%w: %q: the root is not a directory", ErrUnsafePath, hdr.Name)
+		}
+		return x.symlink(name, hdr)
 	case tar.TypeXGlobalHeader:
 		return nil // metadata only
 	}
@@ -213,8 +274,6 @@ func (x *extractor) entry(ctx context.Context, hdr *tar.Header, tr *tar.Reader) 
 	}
 	var reason string
 	switch hdr.Typeflag {
-	case tar.TypeSymlink:
-		reason = "symlink"
 	case tar.TypeChar, tar.TypeBlock:
 		reason = "device"
 	case tar.TypeFifo:
@@ -300,8 +359,8 @@ func (x *extractor) parents(name string, create bool) error {
 		case nodeDir, nodeImplicitDir:
 		case nodeFile:
 			return fmt.Errorf("%w: %s is beneath the file %s", ErrDuplicate, name, p)
-		case nodeSkipped:
-			return fmt.Errorf("%w: %s is beneath %s, a link or special file", ErrUnsafePath, name, p)
+		case nodeSkipped, nodeSymlink:
+			return fmt.Errorf("%w: %s is beneath %s, a symlink or special file", ErrUnsafePath, name, p)
 		default:
 			if !create {
 				continue
@@ -312,6 +371,7 @@ func (x *extractor) parents(name string, create bool) error {
 			x.seen[p] = nodeImplicitDir
 			x.dirIdx[p] = len(x.m.Dirs)
 			x.m.Dirs = append(x.m.Dirs, Dir{Path: p, Mode: 0o755})
+			x.dirTimes[p] = stamp{none: true}
 		}
 	}
 	return nil
@@ -322,21 +382,66 @@ func headerMode(hdr *tar.Header) fs.FileMode {
 	return fsys.FromUnixMode(uint32(hdr.Mode & 0o7777))
 }
 
-// headerTime is a header's modification time in ns since the epoch; 0
-// (the epoch itself, as hermesd's deterministic archives write every
-// header) means none is recorded.
-func headerTime(hdr *tar.Header) int64 {
-	if hdr.ModTime.IsZero() || hdr.ModTime.Unix() == 0 && hdr.ModTime.Nanosecond() == 0 {
-		return 0
+// headerStamp is a header's modification time. The epoch (as hermesd's
+// deterministic archives write every header) is no time unless the
+// archive has times (extractor.times); a time an int64 of ns cannot hold
+// is kept aside (fits false).
+func headerStamp(hdr *tar.Header) stamp {
+	t := hdr.ModTime
+	if t.IsZero() || t.Unix() == 0 && t.Nanosecond() == 0 {
+		return stamp{zero: true, fits: true}
 	}
-	return hdr.ModTime.UnixNano()
+	if t.Before(minTime) || t.After(maxTime) {
+		return stamp{t: t}
+	}
+	return stamp{ns: t.UnixNano(), fits: true, t: t}
 }
 
-func (x *extractor) dir(name string, mode fs.FileMode, mtime int64) error {
+// The times an int64 of ns since the epoch holds: 1677-09-21 to
+// 2262-04-11.
+var minTime, maxTime = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+
+// apply says whether to set the time st records, and which.
+func (x *extractor) apply(st stamp) (int64, bool) {
+	switch {
+	case st.none, !st.fits:
+		return 0, false
+	case st.zero:
+		return 0, x.times
+	}
+	return st.ns, true
+}
+
+// setTime gives the entry p its recorded time through set, and lists it
+// when the file system keeps another (stat: what it holds now) or the
+// time is beyond an int64 of ns. It returns the time the entry has, and
+// whether it is the recorded one (or what the file system made of it)
+// rather than the restore's.
+func (x *extractor) setTime(p string, st stamp, set func(time.Time) error, stat func() (fs.FileInfo, error)) (int64, bool, error) {
+	ns, ok := x.apply(st)
+	if !ok {
+		if !st.fits && !st.none {
+			x.m.Retimed = append(x.m.Retimed, Retimed{Path: p, Recorded: st.t})
+		}
+		return 0, false, nil
+	}
+	if err := set(time.Unix(0, ns)); err != nil {
+		return 0, false, err
+	}
+	if !fsys.CommonTime(ns) {
+		if fi, err := stat(); err == nil && fi.ModTime().UnixNano() != ns {
+			x.m.Retimed = append(x.m.Retimed, Retimed{Path: p, Recorded: time.Unix(0, ns), Kept: fi.ModTime()})
+			return fi.ModTime().UnixNano(), true, nil
+		}
+	}
+	return ns, true, nil
+}
+
+func (x *extractor) dir(name string, mode fs.FileMode, mtime stamp) error {
 	switch x.seen[name] {
 	case nodeImplicitDir:
 		x.seen[name] = nodeDir
-		x.m.Dirs[x.dirIdx[name]].Mode, x.m.Dirs[x.dirIdx[name]].Mtime = mode, mtime
+		x.m.Dirs[x.dirIdx[name]].Mode, x.dirTimes[name] = mode, mtime
 		return nil
 	case absent:
 	default:
@@ -352,7 +457,96 @@ func (x *extractor) dir(name string, mode fs.FileMode, mtime int64) error {
 	}
 	x.seen[name] = nodeDir
 	x.dirIdx[name] = len(x.m.Dirs)
-	x.m.Dirs = append(x.m.Dirs, Dir{Path: name, Mode: mode, Mtime: mtime})
+	x.m.Dirs = append(x.m.Dirs, Dir{Path: name, Mode: mode})
+	x.dirTimes[name] = mtime
+	return nil
+}
+
+// symlink records the symlink name, made after every file (makeSymlinks)
+// with its target verbatim. Only what no system can create is left out
+// (an empty target, a NUL, more than fsys.MaxSymlinkLen bytes), and a
+// link in the place of the top-level lock or receipts, which hermesd
+// reads after a restore as the regular files it writes.
+func (x *extractor) symlink(name string, hdr *tar.Header) error {
+	if x.seen[name] != absent {
+		return fmt.Errorf("%w: %s", ErrDuplicate, name)
+	}
+	reason := ""
+	switch {
+	case name == "bundle.lock.json" || name == "receipts.ndjson":
+		reason = "symlink in the place of a file hermesd keeps"
+	case fsys.CheckSymlinkTarget(hdr.Linkname) != nil:
+		reason = "symlink whose target no system can create"
+	}
+	if reason != "" {
+		if err := x.parents(name, false); err != nil {
+			return err
+		}
+		x.seen[name] = nodeSkipped
+		x.m.Skipped = append(x.m.Skipped, Skipped{Path: name, Reason: reason})
+		return nil
+	}
+	if x.linkBytes += len(hdr.Linkname); x.linkBytes > x.opts.MaxSymlinkBytes {
+		return fmt.Errorf("%w: symlink targets of more than %d bytes", ErrLimit, x.opts.MaxSymlinkBytes)
+	}
+	if err := x.parents(name, true); err != nil {
+		return err
+	}
+	x.seen[name] = nodeSymlink
+	x.links = append(x.links, pendingLink{path: name, target: hdr.Linkname, at: headerStamp(hdr)})
+	return nil
+}
+
+// finishTimes gives the files whose headers said the epoch before the
+// archive turned out to have times the epoch, and the root its time.
+func (x *extractor) finishTimes() error {
+	x.m.Times = x.times
+	if x.times {
+		epoch := time.Unix(0, 0)
+		for _, i := range x.zeroFiles {
+			f := &x.m.Files[i]
+			if err := x.root.Chtimes(f.Path, time.Time{}, epoch); err != nil {
+				return fmt.Errorf("tarball: %w", err)
+			}
+			f.Mtime, f.HasMtime = 0, true
+		}
+		for i := range x.m.Files {
+			if f := &x.m.Files[i]; f.Link != "" {
+				t := x.m.Files[x.fileIdx[f.Link]]
+				f.Mtime, f.HasMtime = t.Mtime, t.HasMtime
+			}
+		}
+	}
+	if r := x.m.Root; r != nil {
+		r.Mtime, r.HasMtime = x.apply(x.rootTime)
+		if !x.rootTime.fits {
+			x.m.Retimed = append(x.m.Retimed, Retimed{Path: ".", Recorded: x.rootTime.t})
+		}
+	}
+	return nil
+}
+
+// makeSymlinks makes the symlinks the archive holds, with their targets
+// verbatim and their own times. Their parents are directories of the
+// archive; symlinkat and utimensat(AT_SYMLINK_NOFOLLOW) follow nothing.
+func (x *extractor) makeSymlinks() error {
+	for _, l := range x.links {
+		if err := x.root.Symlink(l.target, l.path); err != nil {
+			return fmt.Errorf("tarball: %w", err)
+		}
+		s := Symlink{Path: l.path, Target: l.target}
+		var err error
+		s.Mtime, s.HasMtime, err = x.setTime(l.path, l.at, func(t time.Time) error {
+			if err := fsys.SetSymlinkMtime(x.root, l.path, t); !errors.Is(err, errors.ErrUnsupported) {
+				return err
+			}
+			return nil
+		}, func() (fs.FileInfo, error) { return x.root.Lstat(l.path) })
+		if err != nil {
+			return fmt.Errorf("tarball: %w", err)
+		}
+		x.m.Symlinks = append(x.m.Symlinks, s)
+	}
 	return nil
 }
 
@@ -383,7 +577,7 @@ func (x *extractor) link(name string, hdr *tar.Header) error {
 	t := x.m.Files[ti]
 	x.seen[name] = nodeFile
 	x.fileIdx[name] = len(x.m.Files)
-	x.m.Files = append(x.m.Files, File{Path: name, Size: t.Size, Mode: t.Mode, Mtime: t.Mtime, Link: t.Path})
+	x.m.Files = append(x.m.Files, File{Path: name, Size: t.Size, Mode: t.Mode, Mtime: t.Mtime, HasMtime: t.HasMtime, Link: t.Path})
 	x.m.Bytes += t.Size
 	x.m.Links++
 	return nil
@@ -431,14 +625,16 @@ func (x *extractor) file(ctx context.Context, name string, hdr *tar.Header, tr *
 		err = fmt.Errorf("%w: %s: %d of %d bytes", ErrTruncated, name, n, size)
 	}
 	mode, stripped := fsys.Restorable(headerMode(hdr), false)
-	mtime := headerTime(hdr)
+	at := headerStamp(hdr)
+	var mtime int64
+	var timed bool
 	if err == nil {
 		// fchmod: exactly the archive's bits, whatever the umask (less
 		// setuid and setgid: fsys.Restorable).
 		err = f.Chmod(mode)
 	}
-	if err == nil && mtime != 0 {
-		err = fsys.SetMtime(dir, f, base, time.Unix(0, mtime))
+	if err == nil {
+		mtime, timed, err = x.setTime(name, at, func(t time.Time) error { return fsys.SetMtime(dir, f, base, t) }, f.Stat)
 	}
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("tarball: %w", cerr)
@@ -449,8 +645,12 @@ func (x *extractor) file(ctx context.Context, name string, hdr *tar.Header, tr *
 	if stripped != 0 {
 		x.m.Stripped = append(x.m.Stripped, Stripped{Path: name, Mode: mode | stripped, Restored: mode})
 	}
+	if at.zero && !timed {
+		// The epoch, or no time: which, the rest of the archive says.
+		x.zeroFiles = append(x.zeroFiles, len(x.m.Files))
+	}
 	x.fileIdx[name] = len(x.m.Files)
-	x.m.Files = append(x.m.Files, File{Path: name, Size: size, Mode: mode.Perm(), Mtime: mtime}) // SHA256 filled in at the end
+	x.m.Files = append(x.m.Files, File{Path: name, Size: size, Mode: mode.Perm(), Mtime: mtime, HasMtime: timed}) // SHA256 filled in at the end
 	x.m.Bytes += size
 	return nil
 }
@@ -487,20 +687,32 @@ func (x *extractor) copy(ctx context.Context, name string, f *os.File, tr *tar.R
 
 // applyDirModes sets every directory's final mode and time, deepest
 // first, so that search permission on the parents lasts until the
-// children are done, and no entry made later changes a time set.
+// children are done, and no entry made later changes a time set. o+w is
+// cleared unless PublicDirs (listed in Manifest.Narrowed).
 func (x *extractor) applyDirModes() error {
-	dirs := slices.Clone(x.m.Dirs)
-	slices.SortFunc(dirs, func(a, b Dir) int { return strings.Compare(b.Path, a.Path) })
-	for _, d := range dirs {
+	order := make([]int, len(x.m.Dirs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(x.m.Dirs[b].Path, x.m.Dirs[a].Path) })
+	for _, i := range order {
+		d := &x.m.Dirs[i]
+		if d.Mode&0o002 != 0 && !x.opts.PublicDirs {
+			x.m.Narrowed = append(x.m.Narrowed, Stripped{Path: d.Path, Mode: d.Mode, Restored: d.Mode &^ 0o002})
+			d.Mode &^= 0o002
+		}
 		if err := x.root.Chmod(d.Path, d.Mode); err != nil {
 			return fmt.Errorf("tarball: %w", err)
 		}
-		if d.Mtime != 0 {
-			if err := x.root.Chtimes(d.Path, time.Time{}, time.Unix(0, d.Mtime)); err != nil {
-				return fmt.Errorf("tarball: %w", err)
-			}
+		var err error
+		d.Mtime, d.HasMtime, err = x.setTime(d.Path, x.dirTimes[d.Path], func(t time.Time) error {
+			return x.root.Chtimes(d.Path, time.Time{}, t)
+		}, func() (fs.FileInfo, error) { return x.root.Lstat(d.Path) })
+		if err != nil {
+			return fmt.Errorf("tarball: %w", err)
 		}
 	}
+	slices.SortFunc(x.m.Narrowed, func(a, b Stripped) int { return strings.Compare(a.Path, b.Path) })
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sandbox returns a target at TEMP/outer/target plus a canary directory
@@ -121,8 +122,30 @@ func TestExtractHostile(t *testing.T) {
 		{name: "hard link is the root", members: func(string) []member {
 			return []member{reg("a", "x"), hardlink("./", "a")}
 		}, wantErr: ErrUnsafePath},
-		{name: "symlink skipped", members: func(c string) []member { return []member{symlink("link", c), reg("a", "x")} },
-			want: []string{"a"}, skipped: []Skipped{{"link", "symlink"}}},
+		// Symlinks are made as symlinks, whatever they name, after every
+		// file: none is followed (sandbox: nothing appears outside).
+		{name: "symlinks made", members: func(c string) []member {
+			return []member{symlink("link", c), reg("a", "x"), symlink("d/up", "../../.."), symlink("abs", "/etc/passwd"),
+				symlink("self", "."), reg("d/b", "y"), symlink("bytes", "\xff\x01")}
+		}, want: []string{"a", "abs", "bytes", "d", "d/b", "d/up", "link", "self"}},
+		{name: "symlink in the place of the lock", members: func(c string) []member {
+			return []member{symlink("bundle.lock.json", c+"/x"), symlink("receipts.ndjson", "/dev/zero"), symlink("d/bundle.lock.json", "x")}
+		}, want: []string{"d", "d/bundle.lock.json"}, skipped: []Skipped{
+			{"bundle.lock.json", "symlink in the place of a file hermesd keeps"}, {"receipts.ndjson", "symlink in the place of a file hermesd keeps"}}},
+		{name: "symlink target none can make", members: func(string) []member {
+			return []member{symlink("empty", ""), symlink("long", strings.Repeat("x", 4096)), symlink("ok", strings.Repeat("x", 4095))}
+		}, want: []string{"ok"}, skipped: []Skipped{
+			{"empty", "symlink whose target no system can create"}, {"long", "symlink whose target no system can create"}}},
+		{name: "symlink targets over the bound", opts: ExtractOptions{MaxSymlinkBytes: 10}, members: func(string) []member {
+			return []member{symlink("a", "12345"), symlink("b", "123456")}
+		}, wantErr: ErrLimit},
+		{name: "write beneath a symlink to a directory inside", members: func(string) []member {
+			return []member{dirm("d/"), symlink("s", "d"), reg("s/x", "through")}
+		}, wantErr: ErrUnsafePath},
+		{name: "hard link through a symlink", members: func(string) []member {
+			return []member{dirm("d/"), reg("d/f", "x"), symlink("s", "d"), hardlink("h", "s/f")}
+		}, wantErr: ErrUnsafePath},
+		{name: "symlink over a file", members: func(string) []member { return []member{reg("a", "x"), symlink("a", "b")} }, wantErr: ErrDuplicate},
 		{name: "devices and fifo skipped", members: func(string) []member {
 			return []member{
 				{hdr: tar.Header{Typeflag: tar.TypeChar, Name: "null", Devmajor: 1, Devminor: 3}},
@@ -349,7 +372,6 @@ func TestGNUTarInterop(t *testing.T) {
 	src := t.TempDir()
 	build(t, src, testTree())
 	want := state(t, src)
-	delete(want, "link")
 
 	t.Run("extract what GNU tar wrote", func(t *testing.T) {
 		// The reference runtime's command line.
@@ -371,8 +393,8 @@ func TestGNUTarInterop(t *testing.T) {
 		if got := state(t, target); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("extracted tree differs:\n got %v\nwant %v", keys(got), keys(want))
 		}
-		if fmt.Sprint(m.Skipped) != fmt.Sprint([]Skipped{{"link", "symlink"}}) {
-			t.Errorf("skipped = %v", m.Skipped)
+		if len(m.Skipped) != 0 || fmt.Sprint(m.Symlinks) != fmt.Sprint([]Symlink{{Path: "link", Target: "system.md", Mtime: m.Symlinks[0].Mtime, HasMtime: true}}) {
+			t.Errorf("skipped = %v, symlinks = %+v", m.Skipped, m.Symlinks)
 		}
 		checkManifest(t, target, m)
 	})
@@ -390,6 +412,99 @@ func TestGNUTarInterop(t *testing.T) {
 		}
 		if got := state(t, dst); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("GNU tar extracted a different tree:\n got %v\nwant %v", keys(got), keys(want))
+		}
+	})
+}
+
+// TestExtractTimes: an archive that records times (one header other than
+// the epoch, as the reference's GNU tar archives always have) gives every
+// entry its time, the epoch and times under a second included, whichever
+// header comes first; an archive without times (hermesd's own, the epoch
+// in every header) leaves the time of the restore. A time an int64 of ns
+// cannot hold, or that the file system clamps, is listed in Retimed.
+func TestExtractTimes(t *testing.T) {
+	epoch := time.Unix(0, 0)
+	at := func(m member, when time.Time, f tar.Format) member {
+		m.hdr.ModTime, m.hdr.Format = when, f
+		return m
+	}
+	symlink := func(name, target string) member {
+		return member{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target}}
+	}
+	t.Run("with times", func(t *testing.T) {
+		half := time.Unix(0, 500_000_000)
+		data := archive(t,
+			at(member{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755}}, epoch, tar.FormatGNU),
+			at(reg("a", "epoch"), epoch, tar.FormatGNU),
+			at(dirm("d/"), epoch, tar.FormatGNU),
+			at(symlink("l", "a"), epoch, tar.FormatGNU),
+			at(reg("d/half", "0.5 s"), half, tar.FormatPAX),
+			hardlink("h", "a"),
+			at(reg("b", "later"), time.Unix(1_700_000_000, 0), tar.FormatGNU),
+		)
+		target, _, check := sandbox(t)
+		defer check()
+		m, err := Extract(t.Context(), bytes.NewReader(data), target, ExtractOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkManifest(t, target, m)
+		if !m.Times || m.Root == nil || !m.Root.HasMtime || m.Root.Mtime != 0 {
+			t.Errorf("times %v, root %+v: want the epoch, a time", m.Times, m.Root)
+		}
+		for p, want := range map[string]time.Time{"a": epoch, "h": epoch, "d": epoch, "l": epoch, "d/half": half, "b": time.Unix(1_700_000_000, 0)} {
+			fi, err := os.Lstat(filepath.Join(target, p))
+			if err != nil || !fi.ModTime().Equal(want) {
+				t.Errorf("%s: %v (%v), want %v", p, fi.ModTime(), err, want)
+			}
+		}
+		if len(m.Retimed) != 0 {
+			t.Errorf("retimed %+v", m.Retimed)
+		}
+	})
+	t.Run("without times", func(t *testing.T) {
+		start := time.Now().Add(-time.Second)
+		data := archive(t, at(reg("a", "x"), epoch, tar.FormatGNU), at(dirm("d/"), epoch, tar.FormatGNU), at(symlink("l", "a"), epoch, tar.FormatGNU))
+		target, _, check := sandbox(t)
+		defer check()
+		m, err := Extract(t.Context(), bytes.NewReader(data), target, ExtractOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkManifest(t, target, m)
+		if m.Times || m.Files[0].HasMtime || m.Dirs[0].HasMtime || m.Symlinks[0].HasMtime {
+			t.Errorf("an archive without times: %+v", m)
+		}
+		for _, p := range []string{"a", "d", "l"} {
+			if fi, err := os.Lstat(filepath.Join(target, p)); err != nil || fi.ModTime().Before(start) {
+				t.Errorf("%s: %v (%v), want the time of the restore", p, fi.ModTime(), err)
+			}
+		}
+	})
+	t.Run("out of range", func(t *testing.T) {
+		far, old := time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1850, 1, 1, 0, 0, 0, 0, time.UTC)
+		data := archive(t, at(reg("far", "x"), far, tar.FormatPAX), at(reg("old", "y"), old, tar.FormatPAX))
+		target, _, check := sandbox(t)
+		defer check()
+		start := time.Now().Add(-time.Second)
+		m, err := Extract(t.Context(), bytes.NewReader(data), target, ExtractOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkManifest(t, target, m)
+		retimed := map[string]Retimed{}
+		for _, r := range m.Retimed {
+			retimed[r.Path] = r
+		}
+		if r, ok := retimed["far"]; !ok || !r.Recorded.Equal(far) || !r.Kept.IsZero() {
+			t.Errorf("far: %+v (%v), want listed as not kept", r, ok)
+		}
+		if fi, _ := os.Lstat(filepath.Join(target, "far")); fi.ModTime().Before(start) {
+			t.Errorf("far: %v, want the time of the restore", fi.ModTime())
+		}
+		fi, _ := os.Lstat(filepath.Join(target, "old"))
+		if r, ok := retimed["old"]; fi.ModTime().Equal(old) == ok || ok && !r.Kept.Equal(fi.ModTime()) {
+			t.Errorf("old: %v; listed %v %+v", fi.ModTime(), ok, r)
 		}
 	})
 }

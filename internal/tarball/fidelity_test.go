@@ -13,13 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesd/hermesd/internal/fsys"
 )
 
-// fidelityBrain is a brain with what file-system fidelity is about: one
-// file under three names (two directories), a setuid+setgid program, a
-// setgid and a sticky directory, a root kept 0700, and real modification
-// times.
+// fidelityBrain is a brain with one file under three names (two
+// directories), a setuid+setgid program, a setgid and a sticky directory
+// (writable by everyone), a root kept 0700, symlinks (relative, absolute,
+// climbing out of the brain), and real modification times.
 func fidelityBrain(t *testing.T) (string, time.Time) {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "brain")
@@ -37,6 +39,11 @@ func fidelityBrain(t *testing.T) (string, time.Time) {
 			t.Fatal(err)
 		}
 	}
+	for _, l := range [][2]string{{"a.md", "lnk"}, {"/etc/passwd", "z/abs"}, {"../../outside", "z/up"}} {
+		if err := os.Symlink(l[0], filepath.Join(root, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for p, m := range map[string]fs.FileMode{"bin/tool": 0o755 | fs.ModeSetuid | fs.ModeSetgid, "shared": 0o775 | fs.ModeSetgid,
 		"tmp": 0o777 | fs.ModeSticky, ".": 0o700} {
 		if err := os.Chmod(filepath.Join(root, p), m); err != nil {
@@ -45,6 +52,10 @@ func fidelityBrain(t *testing.T) (string, time.Time) {
 	}
 	base := time.Unix(1_700_000_000, 0)
 	i := 0
+	for _, p := range []string{"lnk", "z/abs", "z/up"} {
+		i++
+		lutimes(t, filepath.Join(root, p), base.Add(time.Duration(i)*time.Hour))
+	}
 	for _, p := range []string{"a.md", "bin/tool", "shared/x", "bin", "shared", "tmp", "z", "."} {
 		i++
 		if err := os.Chtimes(filepath.Join(root, p), base, base.Add(time.Duration(i)*time.Hour)); err != nil {
@@ -54,8 +65,18 @@ func fidelityBrain(t *testing.T) (string, time.Time) {
 	return root, base
 }
 
-// meta is a tree's modes (special bits included), times (seconds), and
-// for every name of a file after the first (in walk order) the first.
+// lutimes sets a symlink's own times.
+func lutimes(t testing.TB, p string, when time.Time) {
+	t.Helper()
+	ts := unix.NsecToTimespec(when.UnixNano())
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// meta is a tree's modes (special bits included), times (seconds), for
+// every name of a file after the first (in walk order) the first, and
+// symlinks' targets.
 func meta(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -76,6 +97,10 @@ func meta(t *testing.T, root string) map[string]string {
 			t.Fatal(err)
 		}
 		v := fmt.Sprintf("%04o @%d", fsys.UnixMode(fi.Mode()&fsys.Meta), fi.ModTime().Unix())
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(filepath.Join(root, rel))
+			v = fmt.Sprintf("-> %s @%d", target, fi.ModTime().Unix())
+		}
 		if st := fi.Sys().(*syscall.Stat_t); fi.Mode().IsRegular() && st.Nlink > 1 {
 			if f, ok := first[st.Ino]; ok {
 				v += " =" + f
@@ -140,16 +165,23 @@ func TestFidelityOwnArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	makeRemovable(t, dst)
-	if m.Root == nil || m.Root.Mode != 0o700 || m.Root.Mtime != 0 {
-		t.Errorf("root %+v: want mode 0700, no time", m.Root)
+	if m.Root == nil || m.Root.Mode != 0o700 || m.Root.HasMtime || m.Times {
+		t.Errorf("root %+v, times %v: want mode 0700, no time", m.Root, m.Times)
 	}
 	if m.Links != links || fmt.Sprint(m.Stripped) != fmt.Sprint([]Stripped{{"bin/tool", 0o755 | fs.ModeSetuid | fs.ModeSetgid, 0o755}}) {
 		t.Errorf("links %d, stripped %+v", m.Links, m.Stripped)
+	}
+	if fmt.Sprint(m.Narrowed) != fmt.Sprint([]Stripped{{"tmp", 0o777 | fs.ModeSticky, 0o775 | fs.ModeSticky}}) {
+		t.Errorf("narrowed %+v, want tmp without o+w", m.Narrowed)
+	}
+	if len(m.Symlinks) != 3 || len(wm.Symlinks) != 3 || len(m.Skipped) != 0 {
+		t.Errorf("symlinks %+v (written %+v), skipped %+v", m.Symlinks, wm.Symlinks, m.Skipped)
 	}
 	checkManifest(t, dst, m)
 	got := meta(t, dst)
 	want := ownLinks(meta(t, src))
 	want["bin/tool"] = strings.Replace(want["bin/tool"], "6755", "0755", 1)
+	want["tmp"] = strings.Replace(want["tmp"], "1777", "1775", 1)
 	for k, v := range got {
 		// No times in the archive: everything has the restore's time.
 		i := strings.Index(v, "@")
@@ -195,14 +227,18 @@ func TestFidelityReference(t *testing.T) {
 		makeRemovable(t, dst)
 		checkManifest(t, dst, m)
 		rootInfo, _ := os.Stat(src)
-		if m.Root == nil || m.Root.Mode != 0o700 || m.Root.Mtime != rootInfo.ModTime().UnixNano() {
+		if m.Root == nil || m.Root.Mode != 0o700 || !m.Root.HasMtime || m.Root.Mtime != rootInfo.ModTime().Truncate(time.Second).UnixNano() || !m.Times {
 			t.Errorf("root %+v, want mode 0700 and time %v", m.Root, rootInfo.ModTime())
 		}
-		if m.Links != 2 || len(m.Stripped) != 1 || m.Stripped[0].Path != "bin/tool" {
-			t.Errorf("links %d, stripped %+v", m.Links, m.Stripped)
+		if m.Links != 2 || len(m.Stripped) != 1 || m.Stripped[0].Path != "bin/tool" || len(m.Narrowed) != 1 {
+			t.Errorf("links %d, stripped %+v, narrowed %+v", m.Links, m.Stripped, m.Narrowed)
+		}
+		if len(m.Symlinks) != 3 || len(m.Skipped) != 0 {
+			t.Errorf("symlinks %+v, skipped %+v: want the three links made", m.Symlinks, m.Skipped)
 		}
 		w := maps(want)
 		w["bin/tool"] = strings.Replace(w["bin/tool"], "6755", "0755", 1)
+		w["tmp"] = strings.Replace(w["tmp"], "1777", "1775", 1)
 		delete(w, ".")
 		got := meta(t, dst)
 		delete(got, ".")
@@ -234,9 +270,10 @@ func TestFidelityReference(t *testing.T) {
 				t.Errorf("%s: not extracted", k)
 				continue
 			}
-			// Hard links are links again; every time is 0: the archive
-			// has none (what the reference does with a time-less entry).
-			if link(g) != link(ownLinks(want)[k]) || secs(g) != 0 {
+			// Hard links and symlinks are links again; every time is 0:
+			// the archive has none (what the reference does with a
+			// time-less entry).
+			if link(g) != link(ownLinks(want)[k]) || secs(g) != 0 || target(g) != target(w) {
 				t.Errorf("%s: got %q (brain %q): want the same links and time 0", k, g, w)
 			}
 		}
@@ -263,6 +300,13 @@ func ownLinks(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+func target(v string) string {
+	if strings.HasPrefix(v, "-> ") {
+		return v[:strings.Index(v, " @")]
+	}
+	return ""
 }
 
 func link(v string) string {

@@ -152,7 +152,11 @@ func checkManifest(t testing.TB, root string, m Manifest, ignore ...string) {
 	for _, d := range m.Dirs {
 		dirs[d.Path] = d
 	}
-	seen := 0
+	links := map[string]Symlink{}
+	for _, l := range m.Symlinks {
+		links[l.Path] = l
+	}
+	seen, seenLinks := 0, 0
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == root {
 			return err
@@ -168,22 +172,29 @@ func checkManifest(t testing.TB, root string, m Manifest, ignore ...string) {
 			f, ok := files[rel]
 			b, _ := os.ReadFile(p)
 			if !ok || f.Size != int64(len(b)) || f.SHA256 != sha256.Sum256(b) || f.Mode != fi.Mode().Perm() ||
-				f.Mtime != 0 && f.Mtime != fi.ModTime().UnixNano() {
+				f.HasMtime && f.Mtime != fi.ModTime().UnixNano() {
 				t.Errorf("file %s: manifest %+v (present %v), disk %d bytes mode %v time %v", rel, f, ok, len(b), fi.Mode(), fi.ModTime())
 			}
 			seen++
 		case fi.IsDir():
 			d, ok := dirs[rel]
-			if !ok || d.Mode != fi.Mode()&fsys.Meta || d.Mtime != 0 && d.Mtime != fi.ModTime().UnixNano() {
+			if !ok || d.Mode != fi.Mode()&fsys.Meta || d.HasMtime && d.Mtime != fi.ModTime().UnixNano() {
 				t.Errorf("dir %s: manifest %+v (present %v), disk %v %v", rel, d, ok, fi.Mode(), fi.ModTime())
 			}
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, ok := links[rel]
+			target, _ := os.Readlink(p)
+			if !ok || l.Target != target || l.HasMtime && l.Mtime != fi.ModTime().UnixNano() {
+				t.Errorf("symlink %s: manifest %+v (present %v), disk -> %q %v", rel, l, ok, target, fi.ModTime())
+			}
+			seenLinks++
 		default:
 			t.Errorf("%s: unexpected %v on disk", rel, fi.Mode())
 		}
 		return nil
 	})
-	if seen != len(m.Files) {
-		t.Errorf("manifest lists %d files, disk has %d", len(m.Files), seen)
+	if seen != len(m.Files) || seenLinks != len(m.Symlinks) {
+		t.Errorf("manifest lists %d files and %d symlinks, disk has %d and %d", len(m.Files), len(m.Symlinks), seen, seenLinks)
 	}
 }
 

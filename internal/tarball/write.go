@@ -5,6 +5,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -49,6 +50,12 @@ type job struct {
 	rel  string // path below the root, without trailing '/'
 	dir  bool
 	mode fs.FileMode // directories: permission bits
+
+	// Symlinks, filled by a reader: the target, or skip when the link is
+	// gone (or can no longer be kept) by the time it is read.
+	symlink bool
+	target  string
+	skip    string
 
 	// Files, filled by a reader:
 	info   fsys.Info
@@ -159,7 +166,10 @@ func Write(ctx context.Context, w io.Writer, root string, opts WriteOptions) (Ma
 	if err := bw.Flush(); err != nil {
 		return Manifest{}, fmt.Errorf("tarball: write: %w", err)
 	}
-	m.Skipped = wr.skipped
+	// Links a reader found unkeepable join those the walk skipped, in
+	// archive order.
+	m.Skipped = append(wr.skipped, m.Skipped...)
+	slices.SortStableFunc(m.Skipped, func(a, b Skipped) int { return strings.Compare(a.Path, b.Path) })
 	return m, nil
 }
 
@@ -219,6 +229,26 @@ func (wr *writer) walk(ctx context.Context) {
 			return compareEntry(a.Name, a.Type.IsDir(), b.Name, b.Type.IsDir())
 		})
 		for _, e := range ents {
+			if e.Type == fs.ModeSymlink {
+				p, jerr := fsys.Join(rel, e.Name)
+				switch {
+				case jerr != nil:
+					// The hasher counts no symlink, so its name cannot
+					// fail a snapshot: it is left out.
+					p = e.Name
+					if rel != "" {
+						p = rel + "/" + e.Name
+					}
+					wr.skipped = append(wr.skipped, Skipped{Path: p, Reason: "symlink with a name outside the name policy"})
+				case rel == "" && (e.Name == "bundle.lock.json" || e.Name == "receipts.ndjson"):
+					wr.skipped = append(wr.skipped, Skipped{Path: p, Reason: "symlink in the place of a file hermesd keeps"})
+				default:
+					if err := add(job{name: p, rel: p, symlink: true}); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			if !e.Type.IsRegular() && !e.Type.IsDir() {
 				// Skipped whatever its name: the name policy is for what
 				// the archive holds.
@@ -262,6 +292,10 @@ func (wr *writer) read(ctx context.Context) {
 			if j.dir {
 				continue
 			}
+			if j.symlink {
+				wr.readlink(j)
+				continue
+			}
 			if err := ctx.Err(); err != nil {
 				j.err = err
 				continue
@@ -269,6 +303,23 @@ func (wr *writer) read(ctx context.Context) {
 			wr.prefetch(b, j)
 		}
 		b.ready <- struct{}{}
+	}
+}
+
+// readlink reads a symlink's target (never following it). A link gone
+// by now is left out: it counts toward no hash, so its absence is no
+// change the snapshot must be retaken for.
+func (wr *writer) readlink(j *job) {
+	target, info, err := wr.root.Readlink(j.rel)
+	switch {
+	case err == nil:
+		j.target, j.info = target, info
+	case fsys.IsGone(err):
+		j.skip = "-"
+	case errors.Is(err, fsys.ErrSymlinkTarget):
+		j.skip = "symlink whose target cannot be kept"
+	default:
+		j.err = fmt.Errorf("tarball: %w", err)
 	}
 }
 
@@ -330,6 +381,22 @@ func (wr *writer) prefetch(b *batch, j *job) {
 func (wr *writer) emit(ctx context.Context, tw *tar.Writer, j *job, m *Manifest) error {
 	if j.err != nil {
 		return j.err
+	}
+	if j.symlink {
+		switch j.skip {
+		case "":
+		case "-":
+			return nil
+		default:
+			m.Skipped = append(m.Skipped, Skipped{Path: j.rel, Reason: j.skip})
+			return nil
+		}
+		// A link has no mode of its own: 0777, as Linux reports every one.
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: j.name, Linkname: j.target, Mode: 0o777, ModTime: epoch, Format: tar.FormatGNU}); err != nil {
+			return fmt.Errorf("tarball: write %s: %w", j.name, err)
+		}
+		m.Symlinks = append(m.Symlinks, Symlink{Path: j.rel, Target: j.target})
+		return nil
 	}
 	if j.dir {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: j.name, Mode: int64(fsys.UnixMode(j.mode)), ModTime: epoch, Format: tar.FormatGNU}); err != nil {

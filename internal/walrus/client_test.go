@@ -21,15 +21,33 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/localwalrus"
+	"github.com/hermesd/hermesd/internal/redstuff"
 	"github.com/hermesd/hermesd/internal/walrus"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
+
+// testShards is the shard count of the local servers and clients of these
+// tests (unless one says otherwise): their blob ids cost a hundredth of
+// 1000 shards' (TestDefaultShards runs at 1000).
+const testShards = 100
+
+func testBlobID(t testing.TB, b []byte) string {
+	t.Helper()
+	id, err := redstuff.Sum(b, testShards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.String()
+}
 
 // startServer runs a local Walrus on a free loopback port.
 func startServer(t testing.TB, cfg localwalrus.Config) *localwalrus.Server {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = testShards
 	}
 	s, err := localwalrus.New(cfg)
 	if err != nil {
@@ -64,6 +82,9 @@ func newClient(t testing.TB, s *localwalrus.Server, cfg walrus.Config) *walrus.C
 	if cfg.RetryWaitMin == 0 {
 		cfg.RetryWaitMin = time.Millisecond
 		cfg.RetryWaitMax = 5 * time.Millisecond
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = testShards
 	}
 	c, err := walrus.New(cfg)
 	if err != nil {
@@ -116,7 +137,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 			// What the store cost, as the server answered it: Walrus's
 			// formula at its default price, for the 3 epochs asked.
-			enc, _ := walruscost.EncodedLength(uint64(size), walruscost.DefaultShards)
+			enc, _ := walruscost.EncodedLength(uint64(size), testShards)
 			want := walruscost.NewBlob(enc, 3, walruscost.DefaultPrice.Cost(enc, 3))
 			if res.EncodedLength != enc || res.EpochsPaid != 3 || res.ResourceOperation != "registerFromScratch" || res.Charge() != want {
 				t.Fatalf("store charge %+v of %+v, want %+v", res.Charge(), res, want)
@@ -304,7 +325,7 @@ func TestPermanentErrorsAreNotRetried(t *testing.T) {
 		t.Fatalf("server saw %v", got)
 	}
 
-	unknown := localwalrus.BlobID([]byte("never stored"))
+	unknown := testBlobID(t, []byte("never stored"))
 	reset()
 	if _, err := c.Read(t.Context(), unknown, io.Discard); !errors.Is(err, walrus.ErrNotFound) {
 		t.Fatalf("read unknown: %v", err)
@@ -351,7 +372,9 @@ func (tt tagTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestFaultInjection(t *testing.T) {
 	var mu sync.Mutex
 	byOp := map[string][]localwalrus.RequestInfo{}
-	s := startServer(t, localwalrus.Config{MaxBodySize: 128 << 10, MaxEpochsAhead: 10,
+	// 400 blobs stored and read: ids over 100 shards, a hundredth of the
+	// work of 1000 (each read is still checked against its id).
+	s := startServer(t, localwalrus.Config{MaxBodySize: 128 << 10, MaxEpochsAhead: 10, Shards: testShards,
 		OnRequest: func(ri localwalrus.RequestInfo) {
 			if op := ri.Header.Get("X-Test-Op"); op != "" {
 				mu.Lock()
@@ -360,7 +383,7 @@ func TestFaultInjection(t *testing.T) {
 			}
 		}})
 	base := http.DefaultTransport.(*http.Transport).Clone()
-	c := newClient(t, s, walrus.Config{RetryMax: 25, Transport: tagTransport{base}, Permanent: true})
+	c := newClient(t, s, walrus.Config{RetryMax: 25, Transport: tagTransport{base}, Permanent: true, Shards: testShards})
 	tagged := func(op string) context.Context { return context.WithValue(t.Context(), tagKey{}, op) }
 	requestsOf := func(op string) []localwalrus.RequestInfo {
 		mu.Lock()
@@ -449,8 +472,8 @@ func TestFaultInjection(t *testing.T) {
 			if err != nil {
 				return 0, err
 			}
-			if res.BlobID != localwalrus.BlobID(blobs[i].data) {
-				return 0, fmt.Errorf("blob id %s, want %s", res.BlobID, localwalrus.BlobID(blobs[i].data))
+			if want := testBlobID(t, blobs[i].data); res.BlobID != want {
+				return 0, fmt.Errorf("blob id %s, want %s", res.BlobID, want)
 			}
 			blobs[i].id = res.BlobID
 			amu.Lock()
@@ -669,10 +692,14 @@ func TestRetryAfterRespected(t *testing.T) {
 }
 
 func TestAttemptTimeout(t *testing.T) {
-	s := startServer(t, localwalrus.Config{})
+	// Few shards: the store's answer (the server encodes the blob for its
+	// id) must come well within the 200 ms; and the Reed–Solomon tables
+	// (built once per process) are built before.
+	testBlobID(t, nil)
+	s := startServer(t, localwalrus.Config{Shards: 4})
 	var mu sync.Mutex
 	var errs []error
-	c := newClient(t, s, walrus.Config{AttemptTimeout: 200 * time.Millisecond,
+	c := newClient(t, s, walrus.Config{AttemptTimeout: 200 * time.Millisecond, Shards: 4,
 		OnAttempt: func(a walrus.Attempt) { mu.Lock(); errs = append(errs, a.Err); mu.Unlock() }})
 	res, err := c.Store(t.Context(), walrus.BytesBody([]byte("slow")))
 	if err != nil {
@@ -695,7 +722,7 @@ func TestAttemptTimeout(t *testing.T) {
 // and skip the bytes it already has.
 func TestIdleTimeoutAndIgnoredRange(t *testing.T) {
 	data := bytes.Repeat([]byte("abcdefghij"), 10_000)
-	id := localwalrus.BlobID(data)
+	id := testBlobID(t, data)
 	var mu sync.Mutex
 	var ranges []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -714,7 +741,7 @@ func TestIdleTimeoutAndIgnoredRange(t *testing.T) {
 		w.Write(data)
 	}))
 	defer srv.Close()
-	c, err := walrus.New(walrus.Config{Aggregators: []string{srv.URL}, IdleTimeout: time.Second, RetryWaitMin: time.Millisecond})
+	c, err := walrus.New(walrus.Config{Shards: testShards, Aggregators: []string{srv.URL}, IdleTimeout: time.Second, RetryWaitMin: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -771,7 +798,7 @@ func TestReadToFileFailureLeavesNothing(t *testing.T) {
 	s := startServer(t, localwalrus.Config{})
 	c := newClient(t, s, walrus.Config{})
 	dir := t.TempDir()
-	if _, err := c.ReadToFile(t.Context(), localwalrus.BlobID([]byte("absent")), filepath.Join(dir, "out")); !errors.Is(err, walrus.ErrNotFound) {
+	if _, err := c.ReadToFile(t.Context(), testBlobID(t, []byte("absent")), filepath.Join(dir, "out")); !errors.Is(err, walrus.ErrNotFound) {
 		t.Fatalf("error %v", err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
@@ -884,5 +911,30 @@ func TestRecoveredEndsBackoff(t *testing.T) {
 				t.Errorf("retried after %s; the server asked for %s", took, tc.least)
 			}
 		})
+	}
+}
+
+// TestDefaultShards: at 1000 shards, mainnet's and testnet's (the
+// default of both the client and the local server), a stored blob has
+// Walrus's id and reads back checked.
+func TestDefaultShards(t *testing.T) {
+	s := startServer(t, localwalrus.Config{Shards: 1000})
+	c := newClient(t, s, walrus.Config{Shards: walruscost.DefaultShards})
+	data := []byte("a blob at 1000 shards")
+	res, err := c.Store(t.Context(), walrus.BytesBody(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BlobID != localwalrus.BlobID(data) {
+		t.Fatalf("id %s, want %s", res.BlobID, localwalrus.BlobID(data))
+	}
+	var buf bytes.Buffer
+	if _, err := c.Read(t.Context(), res.BlobID, &buf); err != nil || !bytes.Equal(buf.Bytes(), data) {
+		t.Fatalf("read: %v", err)
+	}
+	if def, err := walrus.New(walrus.Config{Aggregators: []string{s.URL()}}); err != nil {
+		t.Fatal(err)
+	} else if _, err := def.Read(t.Context(), res.BlobID, io.Discard); err != nil {
+		t.Fatalf("a client with the default shard count: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermesd/hermesd/internal/redact"
+	"github.com/hermesd/hermesd/internal/redstuff"
 )
 
 // Defaults for the zero fields of Config.
@@ -112,6 +113,11 @@ type Config struct {
 	// asked for (Retry-After) is kept.
 	Recovered func() <-chan struct{}
 
+	// Shards is the network's shard count, over which the blob ids of
+	// whole-blob reads are computed and checked (0: 1000, mainnet's and
+	// testnet's).
+	Shards int
+
 	// Transport replaces the HTTP transport (tests). The client wraps it to
 	// enforce AttemptTimeout and IdleTimeout.
 	Transport http.RoundTripper
@@ -141,6 +147,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBlobSize == 0 {
 		c.MaxBlobSize = DefaultMaxBlobSize
+	}
+	if c.Shards == 0 {
+		c.Shards = redstuff.DefaultShards
 	}
 	if c.MaxReadSize == 0 {
 		c.MaxReadSize = DefaultMaxReadSize
@@ -204,6 +213,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxBlobSize < 0 {
 		bad("max_blob_size: must not be negative")
+	}
+	if err := redstuff.CheckShards(c.Shards); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.MaxReadSize < 0 {
 		bad("max_read_size: must not be negative")

@@ -22,8 +22,15 @@
 //
 // Invariants:
 //   - Bodies stream. A store reads its body from a reopenable source (a spool
-//     file) with a known length, once per attempt; a read streams into the
-//     caller's writer. Nothing holds a whole blob in memory.
+//     file) with a known length, once per attempt. A whole-blob read is
+//     spooled (memory up to 16 MiB, then an unlinked temporary file;
+//     ReadToFile's own file) and reaches the caller only once its Walrus
+//     blob id (package redstuff, over Config.Shards) is the one asked for
+//     (verify.go): bytes of another blob move the read to the next
+//     aggregator, and when none has the blob it fails with ErrBlobID. A
+//     lying aggregator can deny service, never substitute bytes. A range
+//     read that is not the whole blob, and a quilt patch (whose id commits
+//     to its whole quilt), cannot be checked and stream unchecked.
 //   - Retries are bounded and selective: network errors, 429, 500, 502, 503
 //     and 504 are retried with capped, jittered exponential backoff
 //     (internal/backoff's, through retryablehttp's Backoff hook; or the

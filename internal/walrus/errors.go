@@ -41,6 +41,11 @@ var (
 	// ErrInvalidRange means a byte range is not inside the blob: a bad
 	// ReadRange argument, or HTTP 416 from the aggregator.
 	ErrInvalidRange = errors.New("walrus: invalid byte range")
+	// ErrBlobID means the bytes an aggregator served for a blob id are
+	// not that blob: their Walrus blob id (RS2 over Config.Shards) is
+	// another. Every configured aggregator was tried; none of the bytes
+	// reached the caller.
+	ErrBlobID = errors.New("walrus: the aggregator served other bytes than the blob id names")
 )
 
 // StatusError is a non-success HTTP answer.

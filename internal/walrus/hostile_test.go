@@ -193,7 +193,7 @@ func TestLyingContentLength(t *testing.T) {
 		s.InjectNext(localwalrus.RouteAggregator, localwalrus.Fault{Kind: localwalrus.FaultLyingLength, Length: int64(len(data)) * 2})
 		var buf bytes.Buffer
 		_, err := c.Read(t.Context(), res.BlobID, &buf)
-		if !errors.Is(err, walrus.ErrInvalidRange) || walrus.Attempts(err) != 2 || buf.Len() != len(data) {
+		if !errors.Is(err, walrus.ErrInvalidRange) || walrus.Attempts(err) != 2 || buf.Len() != 0 {
 			t.Fatalf("error %v, %d bytes", err, buf.Len())
 		}
 		settle(t, s)
@@ -226,9 +226,9 @@ func chunkedServer(t *testing.T, body []byte) *httptest.Server {
 // expected size tells a wrong body, by its clean end.
 func TestChunkedBodyAgainstExpectedSize(t *testing.T) {
 	data := bytes.Repeat([]byte("x"), 1000)
-	id := localwalrus.BlobID(data)
+	id := testBlobID(t, data)
 	srv := chunkedServer(t, data)
-	c, err := walrus.New(walrus.Config{Aggregators: []string{srv.URL}, RetryWaitMin: time.Millisecond})
+	c, err := walrus.New(walrus.Config{Shards: testShards, Aggregators: []string{srv.URL}, RetryWaitMin: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,9 +237,11 @@ func TestChunkedBodyAgainstExpectedSize(t *testing.T) {
 		want     []error
 		written  int
 	}{
+		// A failed read hands the caller none of its bytes: they are
+		// checked against the blob id first.
 		{1000, nil, 1000},
-		{1001, []error{walrus.ErrMismatch}, 1000},
-		{999, []error{walrus.ErrMismatch, walrus.ErrBodyTooLarge}, 999},
+		{1001, []error{walrus.ErrMismatch}, 0},
+		{999, []error{walrus.ErrMismatch, walrus.ErrBodyTooLarge}, 0},
 	}
 	for _, tt := range tests {
 		var buf bytes.Buffer
@@ -450,12 +452,12 @@ func TestReadRangeIgnoredRange(t *testing.T) {
 	c := newClient(t, s, walrus.Config{Aggregators: []string{plain.URL, s.URL()}})
 
 	var buf bytes.Buffer
-	rr, err := c.ReadRange(t.Context(), localwalrus.BlobID(small), 8000-3, 3, &buf)
+	rr, err := c.ReadRange(t.Context(), testBlobID(t, small), 8000-3, 3, &buf)
 	if err != nil || buf.String() != "fgh" || rr.Total != 8000 || rr.Attempts != 1 || rr.Aggregator != plain.URL {
 		t.Fatalf("small: %q %+v %v", buf.String(), rr, err)
 	}
 	buf.Reset()
-	rr, err = c.ReadRange(t.Context(), localwalrus.BlobID(large), 8, 4, &buf)
+	rr, err = c.ReadRange(t.Context(), testBlobID(t, large), 8, 4, &buf)
 	if err != nil || buf.String() != "ABCD" || rr.Attempts != 2 || rr.Aggregator != s.URL() || plainGets.Load() != 2 {
 		t.Fatalf("large: %q %+v %v", buf.String(), rr, err)
 	}
@@ -464,7 +466,7 @@ func TestReadRangeIgnoredRange(t *testing.T) {
 // TestHostileRangeAnswers: 206 answers that do not match the request.
 func TestHostileRangeAnswers(t *testing.T) {
 	data := []byte("0123456789")
-	id := localwalrus.BlobID(data)
+	id := testBlobID(t, data)
 	tests := []struct {
 		name    string
 		handler func(w http.ResponseWriter)
@@ -500,7 +502,7 @@ func TestHostileRangeAnswers(t *testing.T) {
 				tt.handler(w)
 			}))
 			defer srv.Close()
-			c, err := walrus.New(walrus.Config{Aggregators: []string{srv.URL}, RetryWaitMin: time.Millisecond})
+			c, err := walrus.New(walrus.Config{Shards: testShards, Aggregators: []string{srv.URL}, RetryWaitMin: time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -562,7 +564,7 @@ func TestErrorBodyBounded(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := walrus.New(walrus.Config{Publishers: []string{srv.URL}, Aggregators: []string{srv.URL}, RetryMax: 1, RetryWaitMin: time.Millisecond})
+	c, err := walrus.New(walrus.Config{Shards: testShards, Publishers: []string{srv.URL}, Aggregators: []string{srv.URL}, RetryMax: 1, RetryWaitMin: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +573,7 @@ func TestErrorBodyBounded(t *testing.T) {
 	if !errors.As(err, &se) || se.StatusCode != 500 || walrus.Attempts(err) != 2 || len([]rune(se.Message)) > 301 {
 		t.Fatalf("store: %v", err)
 	}
-	_, err = c.Read(t.Context(), localwalrus.BlobID([]byte("x")), io.Discard)
+	_, err = c.Read(t.Context(), testBlobID(t, []byte("x")), io.Discard)
 	if !errors.As(err, &se) || se.StatusCode != 500 || walrus.Attempts(err) != 2 {
 		t.Fatalf("read: %v", err)
 	}
@@ -642,7 +644,7 @@ func TestRedirects(t *testing.T) {
 		if !errors.Is(err, walrus.ErrRedirect) || !strings.Contains(err.Error(), "http://localhost:") {
 			t.Fatalf("error %v", err)
 		}
-		if _, err := c.Read(t.Context(), localwalrus.BlobID(body), io.Discard); !errors.Is(err, walrus.ErrNotFound) {
+		if _, err := c.Read(t.Context(), testBlobID(t, body), io.Discard); !errors.Is(err, walrus.ErrNotFound) {
 			t.Fatalf("the blob was stored: %v", err)
 		}
 	})
@@ -657,12 +659,12 @@ func TestRedirects(t *testing.T) {
 		hitsB = nil
 		mu.Unlock()
 		withUser := strings.Replace(a.URL, "http://", "http://reader:PASSWORD@", 1)
-		c, err := walrus.New(walrus.Config{Aggregators: []string{withUser}})
+		c, err := walrus.New(walrus.Config{Shards: testShards, Aggregators: []string{withUser}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		rr, err := c.ReadRange(t.Context(), localwalrus.BlobID(data), 5, 6, &buf)
+		rr, err := c.ReadRange(t.Context(), testBlobID(t, data), 5, 6, &buf)
 		if err != nil || buf.String() != "behind" || rr.Attempts != 1 {
 			t.Fatalf("%q %+v %v", buf.String(), rr, err)
 		}
@@ -678,11 +680,11 @@ func TestRedirects(t *testing.T) {
 			http.Redirect(w, r, loop.URL+r.URL.Path, http.StatusFound)
 		}))
 		defer loop.Close()
-		c, err := walrus.New(walrus.Config{Aggregators: []string{loop.URL}})
+		c, err := walrus.New(walrus.Config{Shards: testShards, Aggregators: []string{loop.URL}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.Read(t.Context(), localwalrus.BlobID(data), io.Discard)
+		_, err = c.Read(t.Context(), testBlobID(t, data), io.Discard)
 		if !errors.Is(err, walrus.ErrRedirect) || walrus.Attempts(err) != 1 || n.Load() != walrus.MaxRedirects+1 {
 			t.Fatalf("error %v after %d requests", err, n.Load())
 		}
@@ -691,7 +693,7 @@ func TestRedirects(t *testing.T) {
 		c := newClient(t, target, walrus.Config{})
 		target.InjectNext(localwalrus.RouteAggregator, localwalrus.Fault{Kind: localwalrus.FaultRedirect})
 		var buf bytes.Buffer
-		if _, err := c.Read(t.Context(), localwalrus.BlobID(data), &buf); err != nil || !bytes.Equal(buf.Bytes(), data) {
+		if _, err := c.Read(t.Context(), testBlobID(t, data), &buf); err != nil || !bytes.Equal(buf.Bytes(), data) {
 			t.Fatalf("%q %v", buf.Bytes(), err)
 		}
 	})
@@ -769,6 +771,7 @@ func TestNoSecretsLeak(t *testing.T) {
 		if cfg.RetryMax == 0 {
 			cfg.RetryMax = 1
 		}
+		cfg.Shards = testShards
 		c, err := walrus.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -777,7 +780,7 @@ func TestNoSecretsLeak(t *testing.T) {
 		return c
 	}
 	blob := []byte("a blob for the leak test")
-	id := localwalrus.BlobID(blob)
+	id := testBlobID(t, blob)
 	expectErr := func(t *testing.T, what string, err error, sentinel error) {
 		t.Helper()
 		if err == nil || (sentinel != nil && !errors.Is(err, sentinel)) {
@@ -859,7 +862,7 @@ func TestNoSecretsLeak(t *testing.T) {
 			"http://USERNAME:PASSWORD@[::1/v3/PATHKEY?QUERYKEY",
 			"http://USERNAME:PASSWORD@127.0.0.1:1/v3/PATHKEY%zzQUERYKEY",
 		} {
-			_, err := walrus.New(walrus.Config{Publishers: []string{u}, Aggregators: []string{u}})
+			_, err := walrus.New(walrus.Config{Shards: testShards, Publishers: []string{u}, Aggregators: []string{u}})
 			expectErr(t, u, err, walrus.ErrConfig)
 		}
 	})

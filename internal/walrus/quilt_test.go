@@ -46,8 +46,9 @@ func partBytes(t *testing.T, p walrus.QuiltPart) []byte {
 
 func TestQuiltRoundTrip(t *testing.T) {
 	var rec recorded
-	s := startServer(t, localwalrus.Config{OnRequest: rec.add})
-	c := newClient(t, s, walrus.Config{})
+	// At 1000 shards, mainnet's: the quilt's layout and charge are theirs.
+	s := startServer(t, localwalrus.Config{OnRequest: rec.add, Shards: walruscost.DefaultShards})
+	c := newClient(t, s, walrus.Config{Shards: walruscost.DefaultShards})
 	parts := quiltParts(3000, 0, 70_000)
 	parts = append(parts, walrus.QuiltPart{Identifier: "Zed", Body: walrus.BytesBody([]byte("tiny"))},
 		walrus.QuiltPart{Identifier: "Zünï/code ?#%", Body: walrus.BytesBody([]byte("escaped"))})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/redact"
+	"github.com/hermesd/hermesd/internal/redstuff"
 )
 
 // ReadOption adjusts one Read, ReadRange, ReadToFile or Verify call.
@@ -33,6 +34,8 @@ type readOptions struct {
 	// spaceDir, when set, is the directory whose filesystem must have room
 	// for the download (WithFreeSpace).
 	spaceDir string
+	// start is the aggregator the read starts at (readChecked).
+	start int
 }
 
 // WithNotFoundRetries retries up to n 404 answers with backoff. Use it only
@@ -90,22 +93,39 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b
 // instead of failing. Larger ones would cost a download per range.
 const maxIgnoredRange = 1 << 20
 
-// Read streams the blob's bytes into dst. A body cut off midway is resumed
-// with a Range request from the first missing byte, possibly on another
-// aggregator, so dst sees every byte exactly once and in order. The blob's
-// size is bounded (WithExpectedSize, WithMaxSize, Config.MaxReadSize). On
-// error, dst may hold a prefix of the blob.
+// Read writes the blob's bytes into dst, once its blob id was checked
+// (verify.go): the blob is read whole (memory up to 16 MiB, a temporary
+// file beyond), its Walrus blob id computed and compared with blobID, and
+// only then copied to dst; bytes of another blob fail the read with
+// ErrBlobID (after every aggregator was tried) and dst sees none of them.
+// A body cut off midway is resumed with a Range request from the first
+// missing byte, possibly on another aggregator. The blob's size is
+// bounded (WithExpectedSize, WithMaxSize, Config.MaxReadSize). On error,
+// dst may hold a prefix of the blob only if writing to it failed.
 //
 // blobID may also be a quilt patch id (IsPatchID): the patch is read with
 // GET /v1/blobs/by-quilt-patch-id/{id}, whole (ranges of a patch are not
 // part of the documented API: a cut-off read starts again and skips what
-// dst already has).
+// dst already has), and streamed into dst unchecked: a patch id commits
+// to its whole quilt, which the patch alone cannot be checked against.
 func (c *Client) Read(ctx context.Context, blobID string, dst io.Writer, opts ...ReadOption) (ReadResult, error) {
 	t, err := readTarget(blobID)
 	if err != nil {
 		return ReadResult{}, err
 	}
-	return c.read(ctx, t, dst, nil, opts)
+	if t.patch {
+		return c.read(ctx, t, dst, nil, opts)
+	}
+	var s spool
+	defer s.close()
+	res, err := c.readChecked(ctx, t, &s, opts)
+	if err != nil {
+		return res, err
+	}
+	if err := s.writeTo(dst); err != nil {
+		return res, &writeError{err}
+	}
+	return res, nil
 }
 
 // target is what a read asks for: a blob, a quilt patch, or another
@@ -147,7 +167,9 @@ func readTarget(id string) (target, error) {
 // sees exactly length bytes, each once, or an error. An aggregator that
 // ignores Range is tolerated for blobs of at most 1 MiB (the range is cut
 // out of the whole blob). Result.Total is the blob's size. A range that is
-// not inside the blob fails with ErrInvalidRange.
+// not inside the blob fails with ErrInvalidRange. A range that turns out
+// to be the whole blob is checked against its blob id, as Read checks,
+// before dst sees it (ErrBlobID); a part of a blob cannot be.
 func (c *Client) ReadRange(ctx context.Context, blobID string, off, length int64, dst io.Writer, opts ...ReadOption) (ReadResult, error) {
 	if off < 0 || length <= 0 || off > math.MaxInt64-length {
 		return ReadResult{}, fmt.Errorf("%w: offset %d, length %d", ErrInvalidRange, off, length)
@@ -158,7 +180,33 @@ func (c *Client) ReadRange(ctx context.Context, blobID string, off, length int64
 	if err := ValidateBlobID(blobID); err != nil {
 		return ReadResult{}, err
 	}
-	return c.read(ctx, target{id: blobID, path: "/v1/blobs/" + url.PathEscape(blobID)}, dst, &span{off: off, n: length}, opts)
+	t := target{id: blobID, path: "/v1/blobs/" + url.PathEscape(blobID)}
+	if off > 0 {
+		return c.read(ctx, t, dst, &span{off: off, n: length}, opts)
+	}
+	// From the first byte: held until the answer tells whether the range
+	// is the whole blob, which is then checked against its id.
+	var s spool
+	defer s.close()
+	res, err := c.read(ctx, t, &s, &span{off: off, n: length}, opts)
+	if err != nil {
+		return res, err
+	}
+	if res.Total == length {
+		want, _ := redstuff.ParseID(blobID)
+		got, err := c.blobID(ctx, &s, length)
+		if err != nil || got != want {
+			what := "bytes of blob " + got.String()
+			if err != nil {
+				what = err.Error()
+			}
+			return ReadResult{}, fmt.Errorf("%w: blob %s (ids over %d shards): %s served %d %s", ErrBlobID, blobID, c.cfg.Shards, res.Aggregator, length, what)
+		}
+	}
+	if err := s.writeTo(dst); err != nil {
+		return res, &writeError{err}
+	}
+	return res, nil
 }
 
 // span is the part of a blob a ranged read wants: bytes [off, off+n).
@@ -198,7 +246,11 @@ func (c *Client) read(ctx context.Context, t target, dst io.Writer, rng *span, o
 
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
-	op := c.newOperation(ctx, "read", c.aggregators)
+	aggs := c.aggregators
+	if k := ro.start % len(aggs); k > 0 {
+		aggs = append(append([]string(nil), aggs[k:]...), aggs[:k]...)
+	}
+	op := c.newOperation(ctx, "read", aggs)
 	op.notFoundLeft = ro.notFoundRetries
 	rd := &reader{op: op, ro: &ro, t: t, rng: rng, bound: bound, total: -1, w: &countingWriter{w: dst}}
 	path := t.path
@@ -445,7 +497,7 @@ func (rd *reader) handle(resp *http.Response) error {
 
 // ReadToFile reads the blob into path atomically: into a temporary file
 // beside it, fsynced and renamed over path only when the whole blob
-// arrived. An existing file at path is replaced. The file gets mode 0600.
+// arrived and its blob id was checked (as Read's; a quilt patch is not). An existing file at path is replaced. The file gets mode 0600.
 // Before writing a byte it checks that the directory's filesystem has
 // room for the blob (its expected size, else its Content-Length) plus a
 // margin, failing with ErrNoSpace; a download of unknown size is checked
@@ -471,7 +523,13 @@ func (c *Client) ReadToFile(ctx context.Context, blobID, path string, opts ...Re
 		return ReadResult{}, err
 	}
 	defer f.Abort()
-	res, err := c.Read(ctx, blobID, f.File, opts...)
+	t, _ := readTarget(blobID)
+	var res ReadResult
+	if t.patch {
+		res, err = c.read(ctx, t, f.File, nil, opts)
+	} else {
+		res, err = c.readChecked(ctx, t, fileSink{f.File}, opts)
+	}
 	if err != nil {
 		return ReadResult{}, err
 	}

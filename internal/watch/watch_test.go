@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,5 +243,31 @@ func TestRootRemovedMeansRescan(t *testing.T) {
 func TestNewRejectsMissingRoot(t *testing.T) {
 	if _, err := New(filepath.Join(t.TempDir(), "nope"), Options{}); err == nil {
 		t.Fatal("New on a missing directory succeeded")
+	}
+}
+
+// TestSymlinksNotFollowed: a symlink to a directory outside the brain,
+// there before the watch or made during it, is reported as the path of
+// the link itself and never watched through: writes in the directory it
+// names are no change of the brain (the hasher and the snapshot never
+// follow one either).
+func TestSymlinksNotFollowed(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(root, "before")); err != nil {
+		t.Fatal(err)
+	}
+	w := newWatcher(t, root, Options{})
+	if err := os.Symlink(outside, filepath.Join(root, "during")); err != nil {
+		t.Fatal(err)
+	}
+	b := until(t, w, "during")
+	write(t, filepath.Join(outside, "x"), "outside the brain")
+	write(t, filepath.Join(outside, "sub", "y"), "deeper outside")
+	write(t, filepath.Join(root, "sentinel"), "s")
+	b.Paths = append(b.Paths, until(t, w, "sentinel").Paths...)
+	for _, p := range b.Paths {
+		if strings.HasPrefix(p, "before/") || strings.HasPrefix(p, "during/") {
+			t.Errorf("a write outside the brain reported through a symlink: %q", p)
+		}
 	}
 }

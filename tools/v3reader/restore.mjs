@@ -44,6 +44,7 @@ const MAX_DEPTH = 256;
 // share subtrees, so a hostile DAG of a few small trees would expand to
 // 2^256 directories. This reader's own bound.
 const MAX_DIRS = 1000000;
+const MAX_SYMLINKS = 1 << 20;         // §11
 const MAX_RANGE = 32 * MiB;           // one coalesced chunk request
 const OVERHEAD = 28;                  // nonce + tag (§3)
 const HEADER = 28;                    // pack header (§6)
@@ -482,7 +483,8 @@ function parseTree(p, id) {
   const what = `tree ${id}`;
   if (p.length < 4) verify(`${what}: ${p.length} bytes`);
   const count = p.readUInt32BE(0);
-  if (count > (p.length - 4) / 38) verify(`${what}: ${count} entries do not fit in ${p.length} bytes`);
+  // The smallest entry is a symlink of a one-byte name and target: 17 bytes.
+  if (count > (p.length - 4) / 17) verify(`${what}: ${count} entries do not fit in ${p.length} bytes`);
   const entries = [];
   let at = 4, prev = null, rev = 0;
   const need = (n) => { if (at + n > p.length) verify(`${what}: truncated entry`); };
@@ -497,20 +499,31 @@ function parseTree(p, id) {
     const type = p[at];
     const mode = p.readUInt16BE(at + 1); at += 3;
     const q = JSON.stringify(name);
-    if (type < 0x01 || type > 0x05) verify(`${what}: ${q} has unknown entry type ${type}`);
-    // One revision per tree (§5): types 1-2 are revision 1, 3-5 revision 2.
+    if (type < 0x01 || type > 0x06) verify(`${what}: ${q} has unknown entry type ${type}`);
+    // One revision per tree (§5): types 1-2 are revision 1, 3-6 revisions
+    // 2 and 3 (a revision 3 tree holds symlinks, 0x06).
     const r = type <= 0x02 ? 1 : 2;
     if (rev && r !== rev) verify(`${what}: ${q}: entries of both revisions in one tree`);
     rev = r;
     if (r === 1 && (mode & ~0o777)) verify(`${what}: ${q} has mode bits beyond 0777`);
     if (r === 2 && (mode & ~0o7777)) verify(`${what}: ${q} has mode bits beyond 07777`);
     if (type === 0x05 && mode !== 0) verify(`${what}: ${q}: a hard link with a mode`);
+    if (type === 0x06 && mode !== 0) verify(`${what}: ${q}: a symlink with a mode`);
     let mtime = null;
-    if (type === 0x03 || type === 0x04) {
+    if (type === 0x03 || type === 0x04 || type === 0x06) {
       need(8);
       mtime = p.readBigInt64BE(at); at += 8;
     }
-    if (type === 0x02 || type === 0x04) {
+    if (type === 0x06) {
+      // A symlink (§5, revision 3): its target verbatim, as bytes (it
+      // need not be UTF-8), 1 to 4095 of them and no NUL.
+      need(2);
+      const tl = p.readUInt16BE(at); at += 2;
+      need(tl);
+      const target = Buffer.from(p.subarray(at, at + tl)); at += tl;
+      if (tl < 1 || tl > 4095 || target.includes(0)) verify(`${what}: ${q}: a symlink target of ${tl} bytes no system can create`);
+      entries.push({ name, symlink: true, mtime, target });
+    } else if (type === 0x02 || type === 0x04) {
       need(32);
       entries.push({ name, dir: true, mode, mtime, id: p.subarray(at, at + 32).toString('hex') });
       at += 32;
@@ -576,7 +589,11 @@ async function loadTree(ctx, id, rel, depth, ancestors, out) {
   for (const e of entries) {
     const p = rel ? `${rel}/${e.name}` : e.name;
     if (depth === 0 && (e.name === 'bundle.lock.json' || e.name === 'receipts.ndjson')) verify(`root tree holds ${e.name}`);
-    if (e.dir) {
+    if (e.symlink) {
+      // Counted nowhere (§8), a leaf; bounded like directories (§11).
+      out.symlinks.push({ path: p, target: e.target, mtime: e.mtime });
+      if (out.symlinks.length > MAX_SYMLINKS) verify(`the trees hold more than ${MAX_SYMLINKS} symlinks`);
+    } else if (e.dir) {
       out.dirs.push({ path: p, mode: e.mode, mtime: e.mtime, depth: depth + 1 });
       if (out.dirs.length > MAX_DIRS) verify(`the trees hold more than ${MAX_DIRS} directories`);
       await loadTree(ctx, e.id, p, depth + 1, ancestors, out);
@@ -620,12 +637,27 @@ function fileMode(ctx, path, m) {
   return m & ~0o6000;
 }
 
+// dirMode is the mode a restore gives a directory recorded with mode m: as
+// hermesd does without allow_unsafe_dirs (§9 step 8), everything but o+w,
+// listed in narrowed.
+function dirMode(ctx, path, m) {
+  if (m & 0o002) ctx.narrowed.push(path);
+  return m & ~0o002;
+}
+
 // setTime sets a recorded mtime (ns, a BigInt). node's utimes takes
 // seconds as a double: exact to about a microsecond, not a nanosecond.
 function setTime(p, ns) {
   if (ns === null || ns === undefined) return; // revision 1: none recorded
   const s = Number(ns) / 1e9;
   fs.utimesSync(p, fs.statSync(p).atime, s);
+}
+
+// setLinkTime sets a symlink's own time (lutimes: the link, not what it
+// names).
+function setLinkTime(p, ns) {
+  const s = Number(ns) / 1e9;
+  fs.lutimesSync(p, s, s);
 }
 
 // writeFile downloads a file's chunks (adjacent ranges of one pack
@@ -668,6 +700,7 @@ async function restore(opts) {
     patchSizes: new Map(), // of the patches fetched, oldest first
     patchBytes: 0,
     stripped: [],
+    narrowed: [],
   };
 
   const out = path.resolve(opts.out);
@@ -686,7 +719,7 @@ async function restore(opts) {
   }
 
   // Steps 5-6: the trees, then the counts and bundle hash, before any chunk.
-  const tree = { dirs: [], files: [], bytes: 0, byPath: new Map(), links: [] };
+  const tree = { dirs: [], files: [], bytes: 0, byPath: new Map(), links: [], symlinks: [] };
   await loadTree(ctx, ctx.commit.root, '', 0, new Set(), tree);
   if (tree.files.length !== ctx.commit.files || tree.bytes !== ctx.commit.bytes) {
     verify(`the trees hold ${tree.files.length} files and ${tree.bytes} bytes, the commit says ${ctx.commit.files} and ${ctx.commit.bytes}`);
@@ -705,14 +738,20 @@ async function restore(opts) {
     for (const { f, refs } of plan) await writeFile(ctx, path.join(tmp, f.path), f, refs, f.path);
     // Hard links once their files exist (§9 step 8).
     for (const l of tree.links) fs.linkSync(path.join(tmp, l.target), path.join(tmp, l.path));
+    // Symlinks after every file and link, targets verbatim (a Buffer:
+    // bytes as recorded); nothing is written through one afterwards.
+    for (const l of tree.symlinks) {
+      fs.symlinkSync(l.target, path.join(tmp, l.path));
+      setLinkTime(path.join(tmp, l.path), l.mtime);
+    }
     for (const d of [...tree.dirs].sort((a, b) => b.depth - a.depth)) {
-      fs.chmodSync(path.join(tmp, d.path), d.mode);
+      fs.chmodSync(path.join(tmp, d.path), dirMode(ctx, d.path, d.mode));
       setTime(path.join(tmp, d.path), d.mtime);
     }
     // The brain directory (§9 step 10): revision 2 records it; revision 1
     // does not, and hermesd restores it as 0755.
     const rm = ctx.commit.rootMeta;
-    fs.chmodSync(tmp, rm ? rm.mode : 0o755);
+    fs.chmodSync(tmp, rm ? dirMode(ctx, '.', rm.mode) : 0o755);
     if (rm) setTime(tmp, rm.mtime);
     fs.renameSync(tmp, out);
   } catch (e) {
@@ -725,7 +764,7 @@ async function restore(opts) {
     head: opts.blob, commit: commitId, root: ctx.commit.root, parent: ctx.commit.parent,
     parentFormat: ctx.commit.parentFormat, time: ctx.commit.time, bundleHash: bh,
     files: tree.files.length, bytes: tree.bytes, dirs: tree.dirs.length, links: tree.links.length,
-    stripped: ctx.stripped,
+    symlinks: tree.symlinks.length, stripped: ctx.stripped, narrowed: ctx.narrowed,
     lock: !!ctx.commit.lock, receipts: !!ctx.commit.receipts, packs: ctx.commit.packs.length + 1,
     ranges: ctx.stats.ranges, downloaded: ctx.stats.downloaded,
   };

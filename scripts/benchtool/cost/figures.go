@@ -253,14 +253,14 @@ func recoveryPoints(r *result) (durMean, durMax, ptrMean, ptrMax float64) {
 // naiveFigures is the reference runtime's way per agent-month: for every
 // change one blob of the whole brain (sizes: what it held at each change
 // of the run), stored for naiveEpochs, and one L1 update of updateGas.
-func naiveFigures(sizes []uint64, updateGas uint64, price walruscost.Price) *figures {
+func naiveFigures(sizes []uint64, updateGas uint64, price walruscost.Price, shards int) *figures {
 	f := &figures{Key: "c", Label: "the reference runtime's way (one whole-brain blob for 5 epochs and one L1 setText per change)"}
 	if len(sizes) == 0 {
 		return f
 	}
 	var enc, frost float64
 	for _, s := range sizes {
-		e, c, err := naiveCharge(s, naiveEpochs, price)
+		e, c, err := naiveCharge(s, naiveEpochs, price, shards)
 		if err != nil {
 			return f
 		}

@@ -92,6 +92,9 @@ type options struct {
 	verbose       bool
 	keepWork      bool
 	cpuProfile    string
+	// shards is the Walrus network's shard count: encoded sizes (so
+	// prices) and blob ids are Walrus's over it.
+	shards int
 }
 
 func parse(args []string) (*options, error) {
@@ -111,6 +114,7 @@ func parse(args []string) (*options, error) {
 	fs.Float64Var(&o.prices.walUSD, "wal-usd", 0.111, "assumed USD per WAL")
 	fs.Float64Var(&o.prices.gwei, "gwei", 1, "assumed L1 gas price, gwei")
 	fs.Float64Var(&o.prices.ethUSD, "eth-usd", 3000, "assumed USD per ETH")
+	fs.IntVar(&o.shards, "shards", walruscost.DefaultShards, "the Walrus network's shard count (figures are mainnet's at 1000; fewer is cheaper to compute and prices otherwise)")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the figures as JSON to this file")
 	fs.BoolVar(&o.verbose, "v", false, "the daemons' warnings to stderr")
 	fs.BoolVar(&o.keepWork, "keep", false, "keep the work directory")
@@ -304,10 +308,12 @@ type tierResult struct {
 	Agents int
 	// UpdateGas is one L1 setText update's gas, measured on the devnet.
 	UpdateGas uint64
-	Modes     []*figures
-	Naive     *figures
-	Brain     struct{ Files, Bytes int64 }
-	Took      time.Duration
+	// Shards is the devnet's Walrus shard count.
+	Shards int
+	Modes  []*figures
+	Naive  *figures
+	Brain  struct{ Files, Bytes int64 }
+	Took   time.Duration
 }
 
 func runTier(ctx context.Context, o *options, w *writer, tmpl string, fleet int, log *slog.Logger) (*tierResult, error) {
@@ -321,17 +327,17 @@ func runTier(ctx context.Context, o *options, w *writer, tmpl string, fleet int,
 			agents = append(agents, devnet.Agent{ID: id, ENSName: id + ".hermes.eth"})
 		}
 	}
-	fmt.Fprintf(os.Stderr, "cost: %d agents: devnet with %d names\n", n, len(agents))
+	fmt.Fprintf(os.Stderr, "cost: %d agents: devnet with %d names, Walrus of %d shards\n", n, len(agents), o.shards)
 	// The server's epochs are mainnet's two weeks: none ends within the
 	// runs (a compressed day at most), as none would within a real day;
 	// renewal before expiry is measured on its own (renewal.go).
 	dn, err := devnet.Start(ctx, devnet.Options{Dir: filepath.Join(dir, "devnet"), Agents: agents,
-		EpochDuration: 14 * 24 * time.Hour, Logger: log})
+		EpochDuration: 14 * 24 * time.Hour, Shards: o.shards, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("devnet: %w", err)
 	}
 	defer dn.Close()
-	tr := &tierResult{Agents: n}
+	tr := &tierResult{Agents: n, Shards: o.shards}
 	if tr.UpdateGas, err = updateGas(ctx, dn); err != nil {
 		return nil, fmt.Errorf("L1 update gas: %w", err)
 	}
@@ -362,7 +368,7 @@ func runTier(ctx context.Context, o *options, w *writer, tmpl string, fleet int,
 			return nil, err
 		}
 	}
-	tr.Naive = naiveFigures(naive, tr.UpdateGas, walruscost.DefaultPrice)
+	tr.Naive = naiveFigures(naive, tr.UpdateGas, walruscost.DefaultPrice, o.shards)
 	db, err := os.Stat(filepath.Join(tmpl, "memory.db"))
 	if err != nil {
 		return nil, err

@@ -16,7 +16,8 @@ import (
 
 // The cost bench on 2 agents for 3 minutes (ticks of 300 ms), with a
 // variant that quilts every change, and one renewal: the report's
-// invariants hold. run itself fails when a mode's ledgers differ from
+// invariants hold. Over 100 shards, not mainnet's 1000: a blob id costs
+// about a hundredth, so a store fits in a tick. run itself fails when a mode's ledgers differ from
 // what the Walrus server answered.
 func TestCostFigures(t *testing.T) {
 	python, err := exec.LookPath("python3")
@@ -28,7 +29,7 @@ func TestCostFigures(t *testing.T) {
 	var out bytes.Buffer
 	err = run(t.Context(), []string{"-dir", filepath.Join(dir, "work"), "-python", python, "-json", js,
 		"-agents", "2", "-ticks", "3", "-tick", "300ms", "-b-ticks", "3", "-b-tick", "300ms", "-spread", "false",
-		"-variants", "q:snapshot_interval=0s,batch_window=1m", "-renewal-epochs", "3", "-renewal-epoch", "1s"}, &out)
+		"-variants", "q:snapshot_interval=0s,batch_window=1m", "-renewal-epochs", "3", "-renewal-epoch", "1s", "-shards", "100"}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -84,6 +85,9 @@ func TestCostFigures(t *testing.T) {
 	// (c) is Walrus's formula over the brains' sizes: every change's blob
 	// lies between the template brain's and that plus the changes made.
 	c := fl.Naive
+	if fl.Shards != 100 {
+		t.Fatalf("devnet of %d shards, want the -shards given", fl.Shards)
+	}
 	lo := charge(t, ledger.NaiveBlobSize(int(fl.Brain.Files), fl.Brain.Bytes))
 	hi := charge(t, ledger.NaiveBlobSize(int(fl.Brain.Files), fl.Brain.Bytes+int64(c.Changes)*8192))
 	if perChange := c.FROST / minutesPerMonth; perChange < lo-0.5 || perChange > hi+0.5 {
@@ -110,7 +114,7 @@ func TestCostFigures(t *testing.T) {
 // charge is the FROST of one whole-brain blob of size bytes for the
 // reference runtime's 5 epochs at the default price.
 func charge(t *testing.T, size uint64) float64 {
-	enc, err := walruscost.EncodedLength(size, walruscost.DefaultShards)
+	enc, err := walruscost.EncodedLength(size, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

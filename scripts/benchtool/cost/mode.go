@@ -115,6 +115,8 @@ encryption:
   key: {file: {{.Key}}}
 repository:
   expiry_margin: {{.Mode.ExpiryMargin}}
+cost:
+  walrus_shards: {{.Shards}}
 defaults:
   quiet: {{.Quiet}}
   max_lag: {{.MaxLag}}
@@ -217,7 +219,7 @@ func (r *modeRun) run(ctx context.Context) (*result, error) {
 		"Signer": filepath.Join(r.dn.Dir, "keys", "chain.key"), "Key": r.dn.KeyPath,
 		"Quiet": r.scale.of(r.mode.Quiet), "MaxLag": r.scale.of(r.mode.MaxLag),
 		"PointerInterval": r.scale.of(r.mode.PointerInterval), "SnapshotInterval": r.scale.of(r.mode.SnapshotInterval),
-		"Agents": ids,
+		"Agents": ids, "Shards": r.dn.Config.Cost.WalrusShards,
 	})
 	if err != nil {
 		return nil, err
@@ -229,12 +231,7 @@ func (r *modeRun) run(ctx context.Context) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := compose.Build(ctx, cfg, r.log, compose.Options{Batch: true})
-	if err != nil {
-		return nil, err
-	}
-	defer svc.Close()
-	d, err := daemon.New(cfg, svc, r.log)
+	d, err := daemon.New(ctx, cfg, r.log, compose.Options{Batch: true})
 	if err != nil {
 		return nil, err
 	}
@@ -440,8 +437,8 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 // naiveCharge prices one whole-brain blob of size bytes stored for epochs
 // epochs, by Walrus's formula (walruscost) at price: the reference
 // runtime's way.
-func naiveCharge(size uint64, epochs uint64, price walruscost.Price) (encoded, frost uint64, err error) {
-	encoded, err = walruscost.EncodedLength(size, walruscost.DefaultShards)
+func naiveCharge(size uint64, epochs uint64, price walruscost.Price, shards int) (encoded, frost uint64, err error) {
+	encoded, err = walruscost.EncodedLength(size, shards)
 	if err != nil {
 		return 0, 0, err
 	}

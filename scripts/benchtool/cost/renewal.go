@@ -46,7 +46,7 @@ func runRenewal(ctx context.Context, o *options, w *writer, tmpl string, log *sl
 		n := 3*period + 1
 		dir := filepath.Join(o.dir, "renewal", m.Key)
 		dn, err := devnet.Start(ctx, devnet.Options{Dir: filepath.Join(dir, "devnet"),
-			Agents: []devnet.Agent{{ID: m.agentID(0), ENSName: m.agentID(0) + ".hermes.eth"}}, EpochDuration: o.renewalEpoch, Logger: log})
+			Agents: []devnet.Agent{{ID: m.agentID(0), ENSName: m.agentID(0) + ".hermes.eth"}}, EpochDuration: o.renewalEpoch, Shards: o.shards, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("renewal devnet: %w", err)
 		}

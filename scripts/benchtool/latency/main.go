@@ -86,12 +86,7 @@ func runLatency(ctx context.Context, args []string) error {
 		return err
 	}
 
-	svc, err := compose.Build(ctx, dn.Config, log, compose.Options{})
-	if err != nil {
-		return fmt.Errorf("daemon build: %w", err)
-	}
-	defer svc.Close()
-	d, err := daemon.New(dn.Config, svc, log)
+	d, err := daemon.New(ctx, dn.Config, log, compose.Options{})
 	if err != nil {
 		return fmt.Errorf("daemon: %w", err)
 	}
