@@ -28,7 +28,6 @@ import (
 	"github.com/hermesd/hermesd/internal/devetcd"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/hash"
-	"github.com/hermesd/hermesd/internal/pointertest"
 )
 
 // Options configure a fleet under test.
@@ -282,9 +281,8 @@ type Node struct {
 	Index  int
 	Name   string
 	Config devnet.Node
-	// L1 and L2 are the proxies of its chains (nil without an L2): a test
-	// may hold or refuse its transactions.
-	L1, L2 *pointertest.ChainProxy
+	// L1 and L2 are the proxies of its chains (nil without an L2).
+	L1, L2 *ChainProxy
 	// Walrus is its Walrus proxy's URL.
 	Walrus  string
 	hookLog string

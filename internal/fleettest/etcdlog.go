@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The fleet's keys below /hermesd/<fleet>/ (docs/design.md §12): nodes/<node>
+// The fleet's keys below /hermesd/<fleet>/ (docs/fleet.md): nodes/<node>
 // (bound to the node's lease), owners/<agent> (bound to the owner's lease;
 // its create revision is the ownership token), heads/<agent> (no lease).
 // The values are read only for the fields the checker needs.

@@ -1,6 +1,7 @@
 package fleettest
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"log"
@@ -15,8 +16,6 @@ import (
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
-
-	"github.com/hermesd/hermesd/internal/pointertest"
 )
 
 // writeLog is every write the nodes' proxies saw, with its moment.
@@ -103,15 +102,38 @@ func walrusProxy(t testing.TB, target, node string, log *writeLog) string {
 
 var discardLog = log.New(io.Discard, "", 0)
 
-// chainProxy is a pointertest.ChainProxy in front of a chain's JSON-RPC
-// that records the hash of every transaction sent through it.
-func chainProxy(t testing.TB, target, node, kind string, log *writeLog) *pointertest.ChainProxy {
+// ChainProxy stands in front of a chain's JSON-RPC for one node and
+// records the hash of every transaction the node sends through it, at the
+// moment the request arrives.
+type ChainProxy struct {
+	// URL is the proxy's address, the node's rpc.
+	URL string
+}
+
+// maxRPCBody bounds a request body the proxy reads to find transactions.
+const maxRPCBody = 16 << 20
+
+func chainProxy(t testing.TB, target, node, kind string, log *writeLog) *ChainProxy {
 	t.Helper()
-	p := pointertest.NewChainProxy(t, target)
-	p.OnSend(func(body []byte) {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = discardLog
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxRPCBody+1))
+		if err != nil || len(body) > maxRPCBody {
+			http.Error(w, "request body unreadable or too large", http.StatusRequestEntityTooLarge)
+			return
+		}
 		log.addTx(node, kind, txHashes(body), time.Now())
-	})
-	return p
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return &ChainProxy{URL: srv.URL}
 }
 
 // txHashes are the hashes of the transactions an eth_sendRawTransaction
