@@ -127,6 +127,7 @@ var placement = map[string]layer{
 
 	"internal/arch": checkLayer,
 	"configs":       checkLayer,
+	"deploy":        checkLayer,
 }
 
 // lateral is the order inside the two layers whose packages may build on

@@ -84,8 +84,9 @@ func loadNodeConfig(path, scratch string) (*config.Config, ClusterSection, error
 	if err := dec.Decode(&cs); err != nil {
 		return nil, cs, fmt.Errorf("%s: cluster: %w", path, err)
 	}
-	if len(cs.Endpoints) == 0 || cs.Fleet == "" || cs.Node == "" {
-		return nil, cs, fmt.Errorf("%s: cluster: endpoints, fleet and node are required", path)
+	// node may be left out: hermesd names the node after its host.
+	if len(cs.Endpoints) == 0 || cs.Fleet == "" {
+		return nil, cs, fmt.Errorf("%s: cluster: endpoints and fleet are required", path)
 	}
 	for _, d := range []string{cs.LeaseTTL, cs.HandoffTimeout, cs.Hooks.Timeout} {
 		if _, err := time.ParseDuration(d); d != "" && err != nil {
