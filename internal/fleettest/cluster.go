@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -852,4 +853,32 @@ func Diff(want, got map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// EtcdRequests counts the requests etcd's members have received so far in
+// this process, by gRPC service (KV, Lease, Watch, …): every message a
+// client sent, a lease keep-alive on a stream included. The members of
+// every cluster in the process count together, so a figure is a
+// difference taken while one cluster runs.
+func EtcdRequests() (map[string]float64, error) {
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "grpc_server_msg_received_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			svc := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "grpc_service" {
+					svc = strings.TrimPrefix(l.GetValue(), "etcdserverpb.")
+				}
+			}
+			out[svc] += m.GetCounter().GetValue()
+		}
+	}
+	return out, nil
 }
