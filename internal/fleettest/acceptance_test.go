@@ -11,7 +11,9 @@ package fleettest
 import (
 	"fmt"
 	"maps"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,6 +53,18 @@ func sameBrains(t *testing.T, c *Cluster, want map[string]map[string]string) {
 	}
 }
 
+// waitRestored waits until each agent's brain on its owner has the
+// bundle hash of heads[agent] (owned is not yet restored).
+func waitRestored(t *testing.T, c *Cluster, agents []string, heads map[string]Head, limit time.Duration) {
+	t.Helper()
+	for _, a := range agents {
+		c.WaitState(limit, a+" restored from its fleet head", func(st State) bool {
+			n := c.Owner(a)
+			return n != nil && BundleHash(t, n.Brain(a)) == heads[a].BundleHash
+		})
+	}
+}
+
 // balance is max/min agents per live node.
 func balance(t *testing.T, c *Cluster, nodes int) float64 {
 	t.Helper()
@@ -70,12 +84,51 @@ func balance(t *testing.T, c *Cluster, nodes int) float64 {
 func TestFleetOwnsAndBalances(t *testing.T) {
 	t.Parallel()
 	c := Start(t, Options{Nodes: 3, Agents: 300, BrainBytes: 1 << 10})
-	took := c.WaitOwned(30 * time.Second)
+	// Within 30 s of the nodes' start, not of this call.
+	c.WaitOwned(time.Until(c.start.Add(30 * time.Second)))
+	took := time.Since(c.start)
 	if b := balance(t, c, 3); b > 1.5 {
 		t.Errorf("balance max/min = %.2f (%v), want ≤ 1.5", b, c.PerNode())
 	}
 	t.Logf("300 agents owned %v after the nodes started; per node %v", took, c.PerNode())
 	c.Check()
+}
+
+// TestFleetNodes: each node runs on its own DIR/node-K.yml; an agent's
+// owner logs "snapshot uploaded and verified … agent=ID" as a single
+// daemon does, and `hermesd pointer get -config node-K.yml NAME` reads the
+// same record from every node.
+func TestFleetNodes(t *testing.T) {
+	t.Parallel()
+	c := Start(t, Options{Nodes: 3, Agents: 6})
+	c.WaitOwned(time.Minute)
+	editAll(t, c, c.Agents(), 1)
+	for _, a := range c.Agents() {
+		n := c.Owner(a)
+		c.WaitState(time.Minute, a+"'s upload logged on "+n.Name, func(State) bool {
+			for l := range strings.Lines(n.Log()) {
+				if strings.Contains(l, "snapshot uploaded and verified") && strings.Contains(l, "agent="+a) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	ac, err := c.Devnet.Config.Agent("agent-001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, n := range c.Nodes() {
+		out, err := exec.Command(c.bin, "pointer", "get", "-config", n.Config.ConfigPath, ac.ENSName).CombinedOutput()
+		if err != nil {
+			t.Fatalf("hermesd pointer get on %s: %v\n%s", n.Name, err, out)
+		}
+		values = append(values, strings.TrimSpace(string(out)))
+	}
+	if len(slices.Compact(slices.Clone(values))) != 1 || values[0] == "" {
+		t.Errorf("pointer get from the three nodes: %q", values)
+	}
 }
 
 // TestFleetKill9: a node killed -9: its agents run elsewhere within the
@@ -105,13 +158,7 @@ func TestFleetKill9(t *testing.T) {
 		}
 		return true
 	})
-	// Owned is not restored: wait for each brain to be the head's.
-	for _, a := range its {
-		n := c.Owner(a)
-		c.WaitState(restoreBound, a+" restored on "+n.Name, func(State) bool {
-			return BundleHash(t, n.Brain(a)) == heads[a].BundleHash
-		})
-	}
+	waitRestored(t, c, its, heads, restoreBound)
 	t.Logf("%d agents of %s taken over in %v (+ restore); lease TTL %v", len(its), victim.Name, took, c.opts.LeaseTTL)
 	h := c.History()
 	for _, a := range its {
@@ -157,6 +204,10 @@ func TestFleetSIGSTOP(t *testing.T) {
 	n.Resume()
 	c.WaitState(time.Minute, n.Name+" registered again", func(st State) bool { _, ok := st.Nodes[n.Name]; return ok })
 	c.WaitOwned(time.Minute)
+	// Wherever each agent is now (moved off the frozen node, perhaps back
+	// to it since), its brain is the one last uploaded.
+	waitRestored(t, c, c.Agents(), c.State().Heads, restoreBound)
+	sameBrains(t, c, want)
 	editAll(t, c, c.Agents(), 2)
 	h := c.Check() // no write outside its leases, no record or head by a non-owner
 	var expiry time.Time
@@ -186,7 +237,9 @@ func TestFleetSIGSTOP(t *testing.T) {
 			t.Errorf("%s wrote a fleet head after its lease expired: %s", n.Name, hw.Value)
 		}
 	}
-	_ = want
+	t.Logf("%s frozen %v; lease expired %v after the freeze; rejoined %v after the thaw; writes by it: %v",
+		n.Name, thawed.Sub(frozen).Round(time.Millisecond), expiry.Sub(frozen).Round(time.Millisecond),
+		rejoined.Sub(thawed).Round(time.Millisecond), n.Writes(frozen))
 }
 
 // TestFleetEtcdMemberLoss: one of three etcd members down (the leader):
@@ -240,6 +293,7 @@ func TestFleetEtcdMajorityLoss(t *testing.T) {
 		hashes[a] = c.Edit(a, "memory/log.md", "during the outage\n")
 	}
 	<-time.After(time.Until(lost.Add(majorityLoss)))
+	back := time.Now()
 	for _, i := range []int{0, 1} {
 		if err := c.Etcd.Restart(i); err != nil {
 			t.Fatal(err)
@@ -257,7 +311,15 @@ func TestFleetEtcdMajorityLoss(t *testing.T) {
 	for _, n := range c.Nodes() {
 		c.WaitState(time.Minute, n.Name+" ready again", func(State) bool { return n.Ready() })
 	}
-	c.Check()
+	h := c.Check()
+	// Fenced from half a TTL of silence until etcd came back: no store, no
+	// transaction (the changes made meanwhile wait on the local disk).
+	fenced := lost.Add(c.opts.LeaseTTL/2 + h.Slack)
+	for _, w := range h.Writes {
+		if w.At.After(fenced) && w.At.Before(back) {
+			t.Errorf("%s wrote while etcd had no majority: %s at %s", w.Node, w.Kind, stamp(w.At))
+		}
+	}
 }
 
 // TestFleetRollingRestart: every node drained (hermesd fleet drain, what
