@@ -545,7 +545,7 @@ func (c *Cluster) state(evs []Event) (State, error) {
 	}
 	st := State{Nodes: fs.Nodes, Owners: fs.Owners, Heads: map[string]Head{}, Tokens: map[string]int64{}}
 	for a, h := range fs.Heads {
-		st.Heads[a] = Head{Value: h.Value, BundleHash: h.BundleHash, Node: h.Node, Token: h.Token}
+		st.Heads[a] = Head(h)
 	}
 	for _, o := range owners {
 		if o.EndRev == 0 {
