@@ -110,6 +110,12 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.EtcdMembers == 0 {
 		o.EtcdMembers = 3
 	}
+	// At most maxFleets fleets run at once, whatever -parallel says: each
+	// is three etcd members, the chains and several hermesd processes, and
+	// a machine of 2 cores running more would starve the nodes' lease
+	// renewals and fence them for no fault of theirs.
+	fleets <- struct{}{}
+	t.Cleanup(func() { <-fleets })
 	c := &Cluster{t: t, opts: o, dir: t.TempDir(), writes: newWriteLog(), names: map[common.Hash]string{}, lineage: map[[2]string][]string{}}
 	c.bin = o.Binary
 	if c.bin == "" {
@@ -187,6 +193,11 @@ func Start(t testing.TB, o Options) *Cluster {
 	})
 	return c
 }
+
+// maxFleets bounds the fleets running at once in a test process.
+const maxFleets = 2
+
+var fleets = make(chan struct{}, maxFleets)
 
 // hookScript is the nodes' on_acquire and on_release: one line when it
 // starts and one when it returns, with the time in nanoseconds, appended
