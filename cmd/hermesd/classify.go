@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 
+	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/config"
@@ -62,7 +63,7 @@ func classify(err error) int {
 	case errors.Is(err, snapshot.ErrHashMismatch), errors.Is(err, snapshot.ErrNoLock),
 		errors.Is(err, snapshot.ErrHostile), errors.Is(err, bundlelock.ErrMalformed), errors.Is(err, repo.ErrCorrupt),
 		errors.Is(err, walrus.ErrMismatch), errors.Is(err, walrus.ErrBodyTooLarge),
-		errors.Is(err, receipts.ErrRejected):
+		errors.Is(err, receipts.ErrRejected), errors.Is(err, agent.ErrInvalidPointer):
 		return exitMismatch
 	// An offchain lookup whose lookup, gateway answer or resolver verdict
 	// is refused (7); an unreachable gateway matches ens.ErrUnavailable

@@ -24,6 +24,7 @@ import (
 	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
+	"github.com/hermesd/hermesd/internal/diskspace"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -197,7 +198,9 @@ which replaces FILE only once every byte arrived (and, with --sha256, matched).
 An existing FILE is kept unless --force is given. The blob may be at most
 walrus.max_download_size (--max-size; default 16GiB): an aggregator
 announcing or sending more is cut off at once (exit 3). Free space beside
-FILE is checked before the first byte is written and every 64 MiB.`
+FILE is checked before the first byte is written and again whenever half
+of the room left above the margin is used, so a body of unknown length
+stops at the margin rather than filling the disk.`
 
 func runBlobGet(ctx context.Context, env *cmdEnv, args []string) error {
 	flags := newFlagSet(env, "blob get", "blob get ID -o FILE [--force] [--sha256 HEX] [--json] [-config FILE | --aggregator URL ...]", blobGetHelp)
@@ -264,7 +267,10 @@ func runBlobGet(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	defer f.Abort()
 	h := sha256.New()
-	res, err := c.Read(ctx, id, io.MultiWriter(f.File, h, meter), walrus.WithFreeSpace(filepath.Dir(*out)))
+	// A body of unknown length stops at the free-space margin, not at a
+	// full disk (the client's own check looks only every 64 MiB).
+	disk := &diskspace.Guard{W: f.File, Dir: filepath.Dir(*out)}
+	res, err := c.Read(ctx, id, io.MultiWriter(disk, h, meter), walrus.WithFreeSpace(filepath.Dir(*out)))
 	if err != nil {
 		return blobError("blob get", err)
 	}

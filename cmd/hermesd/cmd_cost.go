@@ -78,7 +78,7 @@ func costReport(cfg *config.Config, ids []string, now time.Time) (ledger.Report,
 	for _, id := range ids {
 		b, err := ledger.Load(cfg.StateDir, id)
 		if err != nil {
-			return ledger.Report{}, err
+			return ledger.Report{}, fmt.Errorf("%w (hermesd run moves it aside to %s.bad and counts again from zero)", err, ledger.FileName)
 		}
 		books = append(books, b)
 	}
@@ -109,6 +109,7 @@ func printCostSummary(w io.Writer, rep ledger.Report, indent string) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%s%-*s\tSNAPSHOTS\tSTORES\tWAL\tWAL/MONTH\tSUI TX\tGAS ETH\tETH/MONTH\tUSD/MONTH\tNAIVE USD/MONTH\t\n", indent, width, "AGENT")
+	young := false
 	for _, a := range append(slices.Clone(rep.Agents), rep.Total) {
 		name := a.Agent
 		if name == "" {
@@ -116,10 +117,30 @@ func printCostSummary(w io.Writer, rep ledger.Report, indent string) {
 		}
 		name = fmt.Sprintf("%s%-*s", indent, width, name)
 		h, m, n := a.Hermesd.Spent, a.Hermesd.PerMonth, a.Naive.PerMonth
+		monthly := []string{noProjection, noProjection, noProjection, noProjection}
+		if m != nil && n != nil {
+			monthly = []string{token(m.WAL), eth(m.Chains), dollars(m.USD), dollars(n.USD)}
+		} else if !a.ProjectFrom.IsZero() {
+			young = true
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, count(h.Snapshots), count(h.Blobs+h.Patches),
-			token(h.WAL), token(m.WAL), count(h.SuiTransactions), eth(h.Chains), eth(m.Chains), dollars(m.USD), dollars(n.USD))
+			token(h.WAL), monthly[0], count(h.SuiTransactions), eth(h.Chains), monthly[1], monthly[2], monthly[3])
 	}
 	tw.Flush()
+	if young {
+		fmt.Fprintf(w, "%s%s: less than %s recorded; no rate to project from yet\n", indent, noProjection, hours(ledger.MinWindow))
+	}
+}
+
+// noProjection stands for a projection not made (ledger.MinWindow).
+const noProjection = "-"
+
+// hours is "an hour", "2 hours".
+func hours(d time.Duration) string {
+	if d == time.Hour {
+		return "an hour"
+	}
+	return d.String()
 }
 
 // printCostDetail is one agent's (or the total's) account, row by row.
@@ -128,8 +149,14 @@ func printCostDetail(w io.Writer, name string, a ledger.AgentReport, p ledger.Pr
 		fmt.Fprintf(w, "%s: nothing recorded yet\n", name)
 		return
 	}
-	fmt.Fprintf(w, "%s: recorded since %s; per day and month at the rate of the last %s\n", name,
-		a.Since.UTC().Format(time.RFC3339), time.Duration(a.Window*float64(time.Second)).Round(time.Second))
+	window := time.Duration(a.Window * float64(time.Second)).Round(time.Second)
+	if a.Hermesd.PerDay == nil {
+		fmt.Fprintf(w, "%s: recorded since %s, for %s; per day and month from %s, once %s is recorded (%s of start-up says nothing about a month)\n", name,
+			a.Since.UTC().Format(time.RFC3339), window, a.ProjectFrom.UTC().Format(time.RFC3339), hours(ledger.MinWindow), window)
+	} else {
+		fmt.Fprintf(w, "%s: recorded since %s; per day and month at the rate of the last %s\n", name,
+			a.Since.UTC().Format(time.RFC3339), window)
+	}
 	fmt.Fprintf(w, "naive: one whole-brain blob and one L1 setText (%s gas) per snapshot, at %s + %s FROST per MiB (storage per epoch + write)\n\n",
 		count(ledger.NaiveWriteGas), count(float64(p.Walrus.Storage)), count(float64(p.Walrus.Write)))
 	h, n := a.Hermesd, a.Naive
@@ -138,7 +165,13 @@ func printCostDetail(w io.Writer, name string, a ledger.AgentReport, p ledger.Pr
 	const labelWidth = 26
 	fmt.Fprintf(tw, "%-*s\tSPENT\tPER DAY\tPER MONTH\tNAIVE SPENT\tNAIVE PER MONTH\t\n", labelWidth, "")
 	row := func(label string, f func(ledger.Figures) string) {
-		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t\n", labelWidth, label, f(h.Spent), f(h.PerDay), f(h.PerMonth), f(n.Spent), f(n.PerMonth))
+		projected := func(x *ledger.Figures) string {
+			if x == nil {
+				return noProjection
+			}
+			return f(*x)
+		}
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t\n", labelWidth, label, f(h.Spent), projected(h.PerDay), projected(h.PerMonth), f(n.Spent), projected(n.PerMonth))
 	}
 	row("snapshots", func(f ledger.Figures) string { return count(f.Snapshots) })
 	row("Walrus blobs", func(f ledger.Figures) string { return count(f.Blobs) })
@@ -188,11 +221,24 @@ func printCostDetail(w io.Writer, name string, a ledger.AgentReport, p ledger.Pr
 		row("USD", func(f ledger.Figures) string { return dollars(f.USD) })
 	}
 	tw.Flush()
+	if n := a.Recorded.Clamped; n > 0 {
+		fmt.Fprintf(w, "\n%s\n", clampedNote(n))
+	}
 	if h.Spent.USD == nil {
 		fmt.Fprintln(w, "\nUSD: set cost.wal_usd, cost.eth_usd and cost.sui_tx_usd")
 	} else if !h.Spent.USD.Complete || !n.Spent.USD.Complete {
 		fmt.Fprintln(w, "\nUSD marked * leaves out what has no configured price (cost.wal_usd, cost.eth_usd, cost.sui_tx_usd)")
 	}
+}
+
+// clampedNote says that n store answers were not believed.
+func clampedNote(n uint64) string {
+	what := "Walrus store answers"
+	if n == 1 {
+		what = "Walrus store answer"
+	}
+	return fmt.Sprintf("note: %s %s reported more than Walrus's formula allows for the bytes sent (at cost.walrus_shards and the cost.walrus_*_price settings); "+
+		"counted at the formula's bound (the log names the publisher)", count(float64(n)), what)
 }
 
 func chainsOf(fs ...ledger.Figures) []uint64 {

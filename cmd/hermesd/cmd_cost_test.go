@@ -142,3 +142,120 @@ agents:
 		t.Errorf("status text lacks the spend:\n%s", stdout)
 	}
 }
+
+// TestCostHostileLedger: cost, cost --json and status on a ledger holding
+// amounts no record makes (a null chain, counts beyond any real one, a fee
+// of 400 digits) say in one line what is wrong, never panic, never print
+// ±Inf, and leave the file where the daemon moves it aside.
+func TestCostHostileLedger(t *testing.T) {
+	t.Setenv(config.EnvPath, "")
+	for name, book := range map[string]string{
+		"null chain in total":   `{"version":1,"agent":"a1","total":{"chains":{"1337":null}}}`,
+		"null chain in an hour": `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{},"hours":[{"start":"2026-11-27T10:00:00Z","chains":{"1337":null}}]}`,
+		"suiTransactions 1e308": `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{"suiTransactions":1e308}}`,
+		"suiTransactions -1e308": `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{"suiTransactions":-1e308},` +
+			`"hours":[{"start":"2026-11-27T10:00:00Z","suiTransactions":-1e308}]}`,
+		"feeWei 10^400":   `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{"chains":{"1":{"transactions":1,"gas":1,"feeWei":1` + strings.Repeat("0", 400) + `}}}}`,
+		"negative feeWei": `{"version":1,"agent":"a1","since":"2026-11-27T10:00:00Z","total":{"chains":{"1":{"transactions":1,"gas":1,"feeWei":-1}}}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := filepath.Join(dir, "hermesd.yml")
+			body := fmt.Sprintf("state_dir: %s\nhttp:\n  listen: \"\"\nwalrus:\n  publishers: [\"http://127.0.0.1:1\"]\n  aggregators: [\"http://127.0.0.1:1\"]\n"+
+				"encryption:\n  key: {file: ./snapshot.key}\ncost:\n  wal_usd: 0.5\n  eth_usd: 3000\n  sui_tx_usd: 0.001\nagents:\n  - id: a1\n    brain_dir: ./a1\n",
+				filepath.Join(dir, "state"))
+			if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p := ledger.Path(filepath.Join(dir, "state"), "a1")
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(book), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"cost", "a1"}, {"cost", "--json", "a1"}, {"cost"}} {
+				stdout, stderr, code := runCmd(t, append(args, "-config", cfg)...)
+				if code != exitFailure || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, p) ||
+					!strings.Contains(stderr, "cost.json.bad") || strings.Contains(stdout, "Inf") {
+					t.Errorf("%v: exit %d\nstdout %s\nstderr %s", args, code, stdout, stderr)
+				}
+			}
+			stdout, stderr, code := runCmd(t, "status", "--json", "-config", cfg)
+			if code != 0 || !strings.Contains(stderr, "spend not shown") || strings.Contains(stdout, "Inf") {
+				t.Errorf("status: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+			if b, err := os.ReadFile(p); err != nil || string(b) != book {
+				t.Errorf("a reader changed the ledger: %v", err)
+			}
+		})
+	}
+}
+
+// TestCostClampedNote: store answers held to Walrus's formula are said in
+// cost and status.
+func TestCostClampedNote(t *testing.T) {
+	t.Setenv(config.EnvPath, "")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hermesd.yml")
+	body := fmt.Sprintf("state_dir: %s\nhttp:\n  listen: \"\"\nwalrus:\n  publishers: [\"http://127.0.0.1:1\"]\n  aggregators: [\"http://127.0.0.1:1\"]\n"+
+		"encryption:\n  key: {file: ./snapshot.key}\nagents:\n  - id: a1\n    brain_dir: ./a1\n", filepath.Join(dir, "state"))
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := ledger.Open(filepath.Join(dir, "state"), ledger.Options{})
+	c := walruscost.NewBlob(66_034_000, 5, 32_760_000)
+	c.Clamped = true
+	if err := l.Record("a1", ledger.Store(c)); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"cost", "a1"}, {"status"}} {
+		stdout, stderr, code := runCmd(t, append(args, "-config", cfg)...)
+		if code != 0 || !strings.Contains(stdout, "note: 1 Walrus store answer reported more than Walrus's formula allows") {
+			t.Errorf("%v: exit %d: %s\n%s", args, code, stderr, stdout)
+		}
+	}
+}
+
+// TestCostNoProjectionFromStartUp: right after start, cost and status do
+// not project seconds of records to a month; they say when they will.
+func TestCostNoProjectionFromStartUp(t *testing.T) {
+	t.Setenv(config.EnvPath, "")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hermesd.yml")
+	body := fmt.Sprintf("state_dir: %s\nhttp:\n  listen: \"\"\nwalrus:\n  publishers: [\"http://127.0.0.1:1\"]\n  aggregators: [\"http://127.0.0.1:1\"]\n"+
+		"encryption:\n  key: {file: ./snapshot.key}\ncost:\n  wal_usd: 0.5\nagents:\n  - id: auditor\n    brain_dir: ./a1\n", filepath.Join(dir, "state"))
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-2 * time.Second)
+	l := ledger.Open(filepath.Join(dir, "state"), ledger.Options{Now: func() time.Time { return since }})
+	for _, s := range []ledger.Spend{ledger.Snapshot(ledger.NaiveBlobSize(5, 60_000), 5, 1000), ledger.Store(walruscost.NewBlob(66_034_000, 5, 32_760_000)),
+		ledger.Snapshot(ledger.NaiveBlobSize(5, 60_000), 5, 1000), ledger.Store(walruscost.NewBlob(66_034_000, 5, 32_760_000))} {
+		if err := l.Record("auditor", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, stderr, code := runCmd(t, "cost", "-config", cfg, "auditor")
+	t.Logf("hermesd cost auditor:\n%s", stdout)
+	from := since.Add(ledger.MinWindow).UTC().Format(time.RFC3339)
+	if code != 0 || !strings.Contains(stdout, "per day and month from "+from+", once an hour is recorded") ||
+		strings.Contains(stdout, "at the rate of the last") || strings.Contains(stdout, "87,660") {
+		t.Errorf("cost: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	for _, l := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(l); len(f) == 6 && f[0] == "snapshots" && (f[2] != "-" || f[3] != "-" || f[5] != "-") {
+			t.Errorf("a projection shown: %q", l)
+		}
+	}
+	stdout, _, code = runCmd(t, "cost", "-config", cfg, "--json", "auditor")
+	var rep ledger.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || rep.Agents[0].Hermesd.PerMonth != nil ||
+		rep.Agents[0].ProjectFrom.UTC().Format(time.RFC3339) != from || strings.Contains(stdout, "perMonth") {
+		t.Errorf("cost --json: exit %d, %v: %s", code, err, stdout)
+	}
+	stdout, _, _ = runCmd(t, "status", "-config", cfg)
+	if !strings.Contains(stdout, "-: less than an hour recorded; no rate to project from yet") {
+		t.Errorf("status:\n%s", stdout)
+	}
+}

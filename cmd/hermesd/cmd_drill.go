@@ -93,8 +93,15 @@ them).`)
 	if err != nil {
 		return err
 	}
-	if _, err := cfg.Agent(pos[0]); err != nil {
+	ac, err := cfg.Agent(pos[0])
+	if err != nil {
 		return withCode(exitUsage, err)
+	}
+	if *destructive {
+		// The destructive drill publishes a snapshot of the brain first.
+		if err := requireSigners(cfg, "drill --destructive", ac); err != nil {
+			return err
+		}
 	}
 	log, err := newLogger(env.stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {

@@ -489,6 +489,11 @@ func notHeld(id, action string) error {
 // daemon running.
 func resolveOnState(ctx context.Context, cfg *config.Config, ac *config.Agent, log *slog.Logger, out *pointerResolution) (err error) {
 	// adopt only reads the chain and Walrus; override signs.
+	if out.Action == "override" {
+		if err := requireSigners(cfg, "pointer override", ac); err != nil {
+			return err
+		}
+	}
 	svc, err := compose.Build(ctx, cfg, log, compose.Options{ReadOnly: out.Action == "adopt"})
 	if err != nil {
 		return withCode(exitUsage, fmt.Errorf("startup: %w", err))

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/agent"
 	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/walrus"
@@ -92,6 +94,11 @@ so the daemon can go on writing under the same key.`)
 		}
 	}
 	out := restoreOutput{Agent: pos[0]}
+	if *dir != "" {
+		if err := checkRestoreDir(*cfgPath, *dir); err != nil {
+			return err
+		}
+	}
 	if *dir == "" {
 		// An existing brain needs nothing remote: an init container on a
 		// healthy brain must succeed while the chain is unreachable.
@@ -167,6 +174,30 @@ so the daemon can go on writing under the same key.`)
 	out.DownloadMS, out.UnpackMS = res.Download.Milliseconds(), res.Unpack.Milliseconds()
 	out.Unverified, out.Stripped, out.Notes, out.Links = res.Unchecked, res.Stripped, res.Notes, res.Links
 	return printRestore(env, out, *jsonOut)
+}
+
+// checkRestoreDir refuses a --dir that the configuration would refuse as
+// a brain directory: a system directory (fsys.CheckSystemDir: a restore
+// as root writes the snapshot's files and modes there) or the user's
+// home, unless allow_unsafe_dirs. Nothing is created before.
+func checkRestoreDir(cfgPath, dir string) error {
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		return err
+	}
+	if cfg.AllowUnsafeDirs {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("--dir %s: %w", dir, err))
+	}
+	for _, check := range []func(string) error{fsys.CheckSystemDir, fsys.CheckNotHome} {
+		if err := check(abs); err != nil {
+			return withCode(exitUsage, fmt.Errorf("--dir: %w (set allow_unsafe_dirs: true to allow it)", err))
+		}
+	}
+	return nil
 }
 
 type restoreOutput struct {

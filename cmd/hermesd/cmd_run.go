@@ -40,6 +40,9 @@ The local devnet (chain + Walrus) is its own command, hermesd-devnet;
 	if err != nil {
 		return err
 	}
+	if err := requireSigners(cfg, "run"); err != nil {
+		return err
+	}
 	log, err := newLogger(env.stderr, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return withCode(exitUsage, err)
@@ -115,6 +118,17 @@ func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <
 // configFlag registers -config.
 func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", "", "configuration file (default $"+config.EnvPath+" or "+config.DefaultPath+")")
+}
+
+// requireSigners refuses a command that writes pointers (of agents, or of
+// every configured agent) when the configuration has no key to write one
+// with; the reading commands never ask for it. One line says which command
+// needed the key.
+func requireSigners(cfg *config.Config, command string, agents ...*config.Agent) error {
+	if err := cfg.CheckSigners(agents...); err != nil {
+		return withCode(exitUsage, fmt.Errorf("config %s: %w ('hermesd %s' writes ENS records; restore, drill, status and pointer get need no signer)", cfg.Path, err, command))
+	}
+	return nil
 }
 
 // loadConfig loads the configuration; an invalid one is a usage error.

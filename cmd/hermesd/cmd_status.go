@@ -44,7 +44,7 @@ running. Exits 1 when the daemon runs but is not ready.`)
 			}
 			s := agent.Status{ID: ac.ID, ENSName: ac.ENSName, BrainDir: ac.BrainDir, Phase: agent.PhaseStopped,
 				Origin: st.Origin, Last: st.Last, Published: st.Published, Pending: st.Pending, Hold: st.Hold,
-				Transferred: st.Transferred}
+				Transferred: st.Transferred, Restore: agent.RestoreReportOf(st.Restored)}
 			if st.Last != nil {
 				s.BundleHash = st.Last.BundleHash
 			}
@@ -191,6 +191,9 @@ func printStatus(w io.Writer, rep statusReport) {
 				fmt.Fprintf(w, "%s: restore of %s: %s: %s\n", a.ID, sanitize(r.BlobID), x.what, sanitize(l))
 			}
 		}
+		if r.Omitted > 0 {
+			fmt.Fprintf(w, "%s: restore of %s: %d more lines not kept (the restore's own output and log list them all)\n", a.ID, sanitize(r.BlobID), r.Omitted)
+		}
 	}
 	if rep.Cost != nil && len(rep.Cost.Agents) > 0 {
 		fmt.Fprintln(w)
@@ -198,6 +201,9 @@ func printStatus(w io.Writer, rep statusReport) {
 		// Indented: a line of it never starts with an agent's id, as the
 		// status table's do.
 		printCostSummary(w, *rep.Cost, "  ")
+		if n := rep.Cost.Total.Recorded.Clamped; n > 0 {
+			fmt.Fprintf(w, "  %s\n", clampedNote(n))
+		}
 	}
 }
 

@@ -74,6 +74,9 @@ func runTransferExport(ctx context.Context, env *cmdEnv, args []string) (err err
 	if _, err := os.Lstat(*outPath); err == nil {
 		return usageErrorf("transfer export: %s exists; it is never overwritten", *outPath)
 	}
+	if err := requireSigners(cfg, "transfer export", ac); err != nil {
+		return err
+	}
 	svc, err := compose.Build(ctx, cfg, log, compose.Options{})
 	if err != nil {
 		return withCode(exitUsage, fmt.Errorf("startup: %w", err))

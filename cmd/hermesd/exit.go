@@ -17,7 +17,7 @@ const (
 	exitOK          = 0
 	exitFailure     = 1   // anything not listed below
 	exitUsage       = 2   // bad flags or arguments, invalid configuration, refused key files or directories
-	exitMismatch    = 3   // verification failed: hash, bytes, modes, signatures or a tampered blob
+	exitMismatch    = 3   // verification failed: hash, bytes, modes, signatures, a tampered blob, an ENS record that names no snapshot
 	exitNotFound    = 4   // no pointer, no blob, or the blob has expired
 	exitLocked      = 5   // another hermesd process holds the state directory
 	exitAuth        = 6   // decryption failed: wrong key, wrong agent, or a corrupted blob
@@ -32,7 +32,8 @@ Exit status:
   2    usage error or invalid configuration, or what it names refused: a
        key file (mode, owner), a state or brain directory (a system
        directory, writable by others, another user's), permission denied
-  3    verification failed (hash, bytes, modes, signature, tampered blob)
+  3    verification failed (hash, bytes, modes, signature, tampered blob,
+       an ENS record that is not a blob id or a quilt patch id)
   4    not found (no ENS pointer, no such blob, blob expired)
   5    state directory locked by another hermesd process
   6    decryption failed (wrong key, blob of another agent, corrupted blob)

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -219,8 +220,7 @@ type Agent struct {
 	dirty      bool // st differs from the state file (a save failed)
 	phase      Phase
 	reason     string
-	startedAs  string         // what the last Prepare did: restored, fresh or existing
-	restored   *RestoreReport // what the last restore reported, when there was one
+	startedAs  string // what the last Prepare did: restored, fresh or existing
 	lastHash   hash.Digest
 	lastHashAt time.Time
 	lastErr    string
@@ -363,8 +363,9 @@ type Status struct {
 	// when: what Published says is not known to be what the chain holds.
 	// The daemon fills it in.
 	PointerUnverified string `json:"pointerUnverified,omitempty"`
-	// Restore is what the last restore of this process reported beyond its
-	// success: what it stripped, skipped or could not verify.
+	// Restore is what the last restore of the brain reported beyond its
+	// success: what it stripped, skipped or could not verify (kept in the
+	// state, bounded: state.Restored).
 	Restore *RestoreReport `json:"restore,omitempty"`
 }
 
@@ -378,11 +379,27 @@ type RestoreReport struct {
 	Skipped   []string `json:"skipped,omitempty"`   // archive entries not restored (symlinks, devices)
 	Notes     []string `json:"notes,omitempty"`     // e.g. the brain directory's mode kept narrower
 	Unchecked []string `json:"unchecked,omitempty"` // what an unverified restore could not check
+	// At is when the restore was; Omitted counts lines of the lists above
+	// that the state did not keep (state.MaxRestoredLines).
+	At      time.Time `json:"at,omitzero"`
+	Omitted int       `json:"omitted,omitempty"`
 }
 
-func reportOf(r snapshot.Restored) *RestoreReport {
-	return &RestoreReport{BlobID: r.BlobID, Verified: r.Verified, Links: r.Links, Stripped: r.Stripped,
-		Skipped: r.Skipped, Notes: r.Notes, Unchecked: r.Unchecked}
+// savedRestore is what a restore reported, as the state keeps it.
+func savedRestore(r snapshot.Restored, at time.Time) *state.Restored {
+	s := &state.Restored{BlobID: r.BlobID, At: at, Verified: r.Verified, Links: r.Links,
+		Stripped: slices.Clone(r.Stripped), Skipped: slices.Clone(r.Skipped), Notes: slices.Clone(r.Notes), Unchecked: slices.Clone(r.Unchecked)}
+	s.Bound()
+	return s
+}
+
+// RestoreReportOf is the report of a restore the state kept (nil: none).
+func RestoreReportOf(s *state.Restored) *RestoreReport {
+	if s == nil {
+		return nil
+	}
+	return &RestoreReport{BlobID: s.BlobID, Verified: s.Verified, Links: s.Links, Stripped: s.Stripped,
+		Skipped: s.Skipped, Notes: s.Notes, Unchecked: s.Unchecked, At: s.At, Omitted: s.Omitted}
 }
 
 // Status reports the agent's state.
@@ -408,7 +425,7 @@ func (a *Agent) Status() Status {
 		Transferred:  st.Transferred,
 		KeyID:        a.cfg.KeyID,
 		Records:      a.cfg.Records,
-		Restore:      a.restored,
+		Restore:      RestoreReportOf(st.Restored),
 
 		PointerCheckedAt: a.head.CheckedAt(),
 		PointerNote:      a.head.Note(st),

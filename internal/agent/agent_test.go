@@ -25,21 +25,21 @@ import (
 func TestPrepareRestoreOrFresh(t *testing.T) {
 	t.Run("pointer exists: restore it", func(t *testing.T) {
 		r := newRig(t)
-		r.chain.set(r.name, "blobX")
+		r.chain.set(r.name, ref("blobX"))
 		a := r.open()
 		if err := a.Prepare(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		s := a.Status()
-		if s.StartedAs != "restored" || s.Published != "blobX" || s.Last == nil || s.Last.BlobID != "blobX" || s.Phase != PhaseReady {
+		if s.StartedAs != "restored" || s.Published != ref("blobX") || s.Last == nil || s.Last.BlobID != ref("blobX") || s.Phase != PhaseReady {
 			t.Fatalf("status %+v", s)
 		}
 		b, err := os.ReadFile(filepath.Join(r.brain, "system.md"))
-		if err != nil || !strings.Contains(string(b), "blobX") {
+		if err != nil || !strings.Contains(string(b), ref("blobX")) {
 			t.Fatalf("brain: %q %v", b, err)
 		}
 		lock, err := bundlelock.Read(filepath.Join(r.brain, bundlelock.FileName))
-		if err != nil || lock.BlobID() != "blobX" {
+		if err != nil || lock.BlobID() != ref("blobX") {
 			t.Fatalf("the lock does not name the restored blob: %v %v", lock, err)
 		}
 	})
@@ -64,7 +64,7 @@ func TestPrepareRestoreOrFresh(t *testing.T) {
 	t.Run("existing brain: untouched, no chain needed", func(t *testing.T) {
 		r := newRig(t)
 		r.write("system.md", "mine\n")
-		r.chain.set(r.name, "blobX")
+		r.chain.set(r.name, ref("blobX"))
 		r.chain.readErr = nil
 		a := r.open()
 		if err := a.Prepare(t.Context()); err != nil {
@@ -79,7 +79,7 @@ func TestPrepareRestoreOrFresh(t *testing.T) {
 	})
 	t.Run("pointer exists but cannot be restored: refuse, directory untouched", func(t *testing.T) {
 		r := newRig(t)
-		r.chain.set(r.name, "blobX")
+		r.chain.set(r.name, ref("blobX"))
 		r.pipe.restore = func(ctx context.Context, blobID, target string) (snapshot.Restored, error) {
 			return snapshot.Restored{}, errors.New("aggregator: 404")
 		}
@@ -96,7 +96,7 @@ func TestPrepareRestoreOrFresh(t *testing.T) {
 	})
 	t.Run("unverifiable snapshot: refused naming the override; installed, unverified, when asked", func(t *testing.T) {
 		r := newRig(t)
-		r.chain.set(r.name, "blobX")
+		r.chain.set(r.name, ref("blobX"))
 		r.pipe.noLock = true
 		a := r.open()
 		err := a.Prepare(t.Context())
@@ -116,7 +116,7 @@ func TestPrepareRestoreOrFresh(t *testing.T) {
 		// The lock now records what the files hash to: the next snapshot
 		// starts from the state installed.
 		lock, err := bundlelock.Read(filepath.Join(r.brain, bundlelock.FileName))
-		if err != nil || lock.BlobID() != "blobX" || lock.BundleHash() != s.Last.BundleHash {
+		if err != nil || lock.BlobID() != ref("blobX") || lock.BundleHash() != s.Last.BundleHash {
 			t.Fatalf("lock %v (%v), last %+v", lock, err, s.Last)
 		}
 	})

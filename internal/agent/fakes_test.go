@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/hermesd/hermesd/internal/repo"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walrus"
 	"github.com/hermesd/hermesd/internal/watch"
 )
 
@@ -183,7 +185,11 @@ func restoreInto(target, blobID string) (snapshot.Restored, error) {
 	return snapshot.Restored{BlobID: blobID, BundleHash: r.Digest, Verified: true, Lock: lock, Files: 1}, nil
 }
 
-func blobID(n int) string { return "blob" + string(rune('A'+n)) }
+func blobID(n int) string { return ref("blob" + string(rune('A'+n))) }
+
+// ref makes name a valid blob id (padded with zeros): the agent follows
+// an ENS record only when it is one (ValidatePointer).
+func ref(name string) string { return name + strings.Repeat("0", walrus.BlobIDLen-len(name)) }
 
 // fakeChain is one ENS record per name: a pointer.Reader and a
 // pointer.Chain with compare-and-set semantics, and hooks to fail.

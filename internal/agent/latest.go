@@ -2,10 +2,49 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
 
 	"github.com/hermesd/hermesd/internal/state"
+	"github.com/hermesd/hermesd/internal/walrus"
 )
+
+// ErrInvalidPointer means an ENS record names no snapshot hermesd can
+// read: its text is neither a blob id nor a QuiltV1 patch id. The record
+// is refused (a restore fails, exit 3), never followed, and never taken
+// for "no record", which would start the agent fresh.
+var ErrInvalidPointer = errors.New("the ENS record is not a blob id or a quilt patch id")
+
+// quiltV1PatchID is the length of a QuiltV1 patch id in bytes: the
+// quilt's blob id, the version (1) and two u16 column numbers
+// (docs/format-v3.md §13).
+const quiltV1PatchID = 32 + 1 + 2 + 2
+
+// ValidatePointer checks that v, an ENS record's text, is a snapshot
+// reference: a Walrus blob id, or a patch id of a QuiltV1 quilt, in
+// canonical URL-safe base64. Anything else (too long, truncated, another
+// quilt version, another encoding of the same bytes) wraps
+// ErrInvalidPointer before any aggregator is asked.
+func ValidatePointer(v string) error {
+	if !walrus.IsPatchID(v) {
+		if err := walrus.ValidateBlobID(v); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidPointer, err)
+		}
+		return nil
+	}
+	if err := walrus.ValidatePatchID(v); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidPointer, err)
+	}
+	b, _ := base64.RawURLEncoding.Strict().DecodeString(v)
+	switch {
+	case len(b) != quiltV1PatchID:
+		return fmt.Errorf("%w: a patch id of %d bytes (QuiltV1's are %d)", ErrInvalidPointer, len(b), quiltV1PatchID)
+	case b[32] != 1:
+		return fmt.Errorf("%w: a patch id of quilt version %d (hermesd reads QuiltV1)", ErrInvalidPointer, b[32])
+	}
+	return nil
+}
 
 // Where Latest found an agent's newest snapshot.
 const (
@@ -45,6 +84,9 @@ func Latest(ctx context.Context, p Pointer, name string, local func() (*state.Ag
 			if st, err := local(); err == nil && st != nil && st.Pending != nil && st.Pending.Value != v &&
 				(st.Pending.Expected == v || st.Published == v) {
 				return st.Pending.Value, SourcePending, nil
+			}
+			if err := ValidatePointer(v); err != nil {
+				return "", "", fmt.Errorf("ENS pointer of %s: %w", name, err)
 			}
 			return v, SourceENS, nil
 		}

@@ -15,7 +15,7 @@ func TestLatest(t *testing.T) {
 	const name = "alpha.hermes.eth"
 	last := &state.Snapshot{BlobID: "lastBlob"}
 	pending := &state.Pointer{Value: "pendingBlob"}
-	successor := &state.Pointer{Value: "pendingBlob", Expected: "chainBlob"}
+	successor := &state.Pointer{Value: "pendingBlob", Expected: ref("chainBlob")}
 	boom := errors.New("boom")
 	for _, tc := range []struct {
 		desc         string
@@ -27,18 +27,18 @@ func TestLatest(t *testing.T) {
 		err          error
 		readsState   bool
 	}{
-		{"record", name, "chainBlob", nil, &state.AgentState{Last: last, Pending: pending}, nil, "chainBlob", SourceENS, nil, true},
-		{"record; pending built on it", name, "chainBlob", nil, &state.AgentState{Last: last, Pending: successor}, nil, "pendingBlob", SourcePending, nil, true},
-		{"record moved past pending's parent", name, "otherBlob", nil, &state.AgentState{Last: last, Pending: successor}, nil, "otherBlob", SourceENS, nil, true},
+		{"record", name, ref("chainBlob"), nil, &state.AgentState{Last: last, Pending: pending}, nil, ref("chainBlob"), SourceENS, nil, true},
+		{"record; pending built on it", name, ref("chainBlob"), nil, &state.AgentState{Last: last, Pending: successor}, nil, "pendingBlob", SourcePending, nil, true},
+		{"record moved past pending's parent", name, ref("otherBlob"), nil, &state.AgentState{Last: last, Pending: successor}, nil, ref("otherBlob"), SourceENS, nil, true},
 		// Written on an L2 (pendingBlob's parent), not visible from L1 yet:
 		// the record still names what was published before.
-		{"record lags behind an L2 write", name, "publishedBlob", nil, &state.AgentState{Last: last, Published: "publishedBlob",
+		{"record lags behind an L2 write", name, ref("publishedBlob"), nil, &state.AgentState{Last: last, Published: ref("publishedBlob"),
 			Pending: &state.Pointer{Value: "pendingBlob", Expected: "writtenBlob"}}, nil, "pendingBlob", SourcePending, nil, true},
-		{"record; no state needed", name, "chainBlob", nil, nil, boom, "chainBlob", SourceENS, nil, true},
+		{"record; no state needed", name, ref("chainBlob"), nil, nil, boom, ref("chainBlob"), SourceENS, nil, true},
 		{"no record, pending", name, "", nil, &state.AgentState{Last: last, Pending: pending}, nil, "pendingBlob", SourcePending, nil, true},
 		{"no record, last", name, "", nil, &state.AgentState{Last: last}, nil, "lastBlob", SourceLocal, nil, true},
 		{"no record, nothing", name, "", nil, &state.AgentState{}, nil, "", "", nil, true},
-		{"chain down", name, "chainBlob", boom, &state.AgentState{Last: last}, nil, "", "", boom, false},
+		{"chain down", name, ref("chainBlob"), boom, &state.AgentState{Last: last}, nil, "", "", boom, false},
 		{"no name, pending", "", "", nil, &state.AgentState{Last: last, Pending: pending}, nil, "pendingBlob", SourcePending, nil, true},
 		{"no name, last", "", "", nil, &state.AgentState{Last: last}, nil, "lastBlob", SourceLocal, nil, true},
 		{"unreadable state", name, "", nil, nil, boom, "", "", boom, true},

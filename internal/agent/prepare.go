@@ -212,7 +212,7 @@ func (a *Agent) noteRestore(r snapshot.Restored) {
 		a.log.Warn("restore NOT VERIFIED", "unchecked", s)
 	}
 	a.mu.Lock()
-	a.restored = reportOf(r)
+	a.st.Restored = savedRestore(r, a.deps.Now()) // saved with the restored snapshot
 	a.mu.Unlock()
 }
 

@@ -39,7 +39,7 @@ func TestRestoreImportsOwnTokenOnly(t *testing.T) {
 			tok, f.Subscriber, f.CallID, f.OutputHash, f.StateDeltaHash, f.TS, sig))
 	}
 	r := newRig(t)
-	r.chain.set(r.name, "blobX")
+	r.chain.set(r.name, ref("blobX"))
 	r.pipe.restore = func(ctx context.Context, blobID, target string) (snapshot.Restored, error) {
 		res, err := restoreInto(target, blobID)
 		if err == nil {

@@ -121,7 +121,7 @@ func handoverRig(t *testing.T, head string) *rig {
 // registry and the record against the handover, and refuses with a clear
 // error that changes nothing; the first snapshot after it is the re-key.
 func TestBuyerHandover(t *testing.T) {
-	const head = "sellersHead"
+	head := ref("sellersHead")
 	for _, tc := range []struct {
 		name  string
 		setup func(r *rig)
@@ -130,8 +130,8 @@ func TestBuyerHandover(t *testing.T) {
 	}{
 		{"the name was not transferred", func(r *rig) { r.chain.setOwner(r.name, seller) },
 			"not transferred to you: alpha.hermes.eth is owned by " + seller.Hex(), ErrNotTransferred},
-		{"the record names another head", func(r *rig) { r.chain.set(r.name, "newerHead") },
-			"names newerHead, not the handover's head " + head, nil},
+		{"the record names another head", func(r *rig) { r.chain.set(r.name, ref("newerHead")) },
+			"names " + ref("newerHead") + ", not the handover's head " + head, nil},
 		{"no record", func(r *rig) {
 			r.chain.mu.Lock()
 			delete(r.chain.records, r.name)

@@ -76,6 +76,7 @@ var placement = map[string]layer{
 	"internal/cipher":     leafLayer,
 	"internal/diskspace":  leafLayer,
 	"internal/exitcode":   leafLayer,
+	"internal/ensname":    leafLayer,
 	"internal/fsys":       leafLayer,
 	"internal/hash":       leafLayer,
 	"internal/redact":     leafLayer,

@@ -77,13 +77,15 @@ func TestLatestFallsBackToPending(t *testing.T) {
 	save("local", &state.AgentState{Last: &state.Snapshot{BlobID: "localBlob"}})
 	check(unnamed, "localBlob", agent.SourceLocal)
 
-	if _, err := ec.Write(t.Context(), name, "chainBlob", ""); err != nil {
+	// A record is followed only when it is a blob id (agent.ValidatePointer).
+	chainBlob := "chainBlob" + strings.Repeat("0", 43-len("chainBlob"))
+	if _, err := ec.Write(t.Context(), name, chainBlob, ""); err != nil {
 		t.Fatal(err)
 	}
-	check(named, "chainBlob", agent.SourceENS)
+	check(named, chainBlob, agent.SourceENS)
 	// The record is enough: an unreadable state does not matter.
 	if err := os.WriteFile(filepath.Join(state.AgentPath(stateDir, "alpha"), "state.json"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	check(named, "chainBlob", agent.SourceENS)
+	check(named, chainBlob, agent.SourceENS)
 }

@@ -145,8 +145,9 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 
 	if slices.ContainsFunc(c.Agents, func(a config.Agent) bool { return a.ENSName != "" }) {
 		var signer *ens.Signer
-		// chain.signer may be absent when every agent writes elsewhere
-		// with a signer of its records target (config checks that).
+		// chain.signer may be absent: a reading command needs none, and
+		// an agent may write elsewhere with its records target's signer
+		// (the writing commands check, config.CheckSigners).
 		if !opts.ReadOnly && !c.Chain.Signer.IsZero() {
 			if signer, err = ens.LoadSigner(SignerSource(c.Chain.Signer)); err != nil {
 				return nil, fmt.Errorf("chain.signer: %w", err)
@@ -325,8 +326,11 @@ func WalrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config
 		RetryMax:       c.Walrus.RetryMax,
 		RetryWaitMin:   c.Walrus.RetryWaitMin.D(),
 		RetryWaitMax:   c.Walrus.RetryWaitMax.D(),
-		Shards:         c.Cost.WalrusShards,
 		Logger:         log,
+		// Blob ids are computed over Shards; what a store answer may say
+		// it cost is held to these.
+		Shards: c.Cost.WalrusShards,
+		Price:  costPrice(c),
 	}
 	if wc.RetryMax == 0 {
 		wc.RetryMax = -1 // the client reads 0 as "default"; the config means none

@@ -178,6 +178,31 @@ func wantFieldError(t *testing.T, err error, field string) {
 	t.Fatalf("Validate() = %v, want an error for field %s", err, field)
 }
 
+// TestCheckSigners: a configuration without a chain key is valid (restore,
+// drill and pointer get read only); CheckSigners, which the commands that
+// write a pointer call, names the agent whose pointer needs one.
+func TestCheckSigners(t *testing.T) {
+	c := validBase()
+	c.Chain.Signer = SecretRef{}
+	c.Agents = append(c.Agents, Agent{ID: "b", BrainDir: "/srv/b"})
+	if err := c.Validate(); err != nil {
+		t.Fatalf("no chain.signer: Validate() = %v, want nil", err)
+	}
+	err := c.CheckSigners()
+	wantFieldError(t, err, "chain.signer")
+	if !strings.Contains(err.Error(), "agent a's pointer (a.eth)") {
+		t.Errorf("CheckSigners() = %v, want it to name the agent and its name", err)
+	}
+	// An agent without a name writes no pointer.
+	if err := c.CheckSigners(&c.Agents[1]); err != nil {
+		t.Errorf("CheckSigners(agent without ens_name) = %v, want nil", err)
+	}
+	c.Chain.Signer = SecretRef{Env: "DEPLOYER_PRIVATE_KEY"}
+	if err := c.CheckSigners(); err != nil {
+		t.Errorf("with chain.signer: CheckSigners() = %v, want nil", err)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	base := validBase
 	if err := base().Validate(); err != nil {
@@ -207,7 +232,6 @@ func TestValidate(t *testing.T) {
 		{"no gateway timeout", func(c *Config) { c.Chain.GatewayTimeout = 0 }, "chain.gateway_timeout"},
 		{"tiny gateway bound", func(c *Config) { c.Chain.GatewayMaxBody = 100 }, "chain.gateway_max_body"},
 		{"huge gateway bound", func(c *Config) { c.Chain.GatewayMaxBody = 5 << 20 }, "chain.gateway_max_body"},
-		{"no signer with ens", func(c *Config) { c.Chain.Signer = SecretRef{} }, "chain.signer"},
 		{"two signer sources", func(c *Config) { c.Chain.Signer = SecretRef{File: "/k", Env: "K"} }, "chain.signer"},
 		{"keystore needs password", func(c *Config) { c.Chain.Signer = SecretRef{Keystore: "/ks.json"} }, "chain.signer.password_file"},
 		{"no encryption key", func(c *Config) { c.Encryption.Key = SecretRef{} }, "encryption.key"},

@@ -99,7 +99,6 @@ func TestValidateRecords(t *testing.T) {
 		{"unknown agent records", func(c *Config) { c.Agents[0].Records = "base" }, "agents[0].records"},
 		{"unknown default records", func(c *Config) { c.Defaults.Records = "base" }, "defaults.records"},
 		{"records without a name", func(c *Config) { c.Agents[0].ENSName = "" }, "agents[0].records"},
-		{"no signer anywhere", func(c *Config) { c.Chain.Signer = SecretRef{} }, "chain.signer"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base()
@@ -108,12 +107,20 @@ func TestValidateRecords(t *testing.T) {
 		})
 	}
 
-	// A records target with its own signer needs no chain.signer.
+	// No signer anywhere is valid for reading; writing the pointer needs one.
 	c := base()
 	c.Chain.Signer = SecretRef{}
+	if err := c.Validate(); err != nil {
+		t.Errorf("no signer anywhere: Validate() = %v, want nil", err)
+	}
+	wantFieldError(t, c.CheckSigners(), "chain.signer")
+	// A records target with its own signer needs no chain.signer.
 	c.ENS.Records[0].Signer = SecretRef{Env: "L2_KEY"}
 	if err := c.Validate(); err != nil {
 		t.Errorf("own signer, no chain.signer: %v", err)
+	}
+	if err := c.CheckSigners(); err != nil {
+		t.Errorf("own signer, no chain.signer: CheckSigners() = %v", err)
 	}
 	// Unknown keys inside an entry are errors, like everywhere.
 	if _, err := Parse(strings.NewReader("ens:\n  records:\n    - {id: x, rcp: http://x}\n"), func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "rcp") {

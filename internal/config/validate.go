@@ -10,8 +10,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/adraffy/go-ens-normalize/ensip15"
-
+	"github.com/hermesd/hermesd/internal/ensname"
 	"github.com/hermesd/hermesd/internal/fsys"
 	"github.com/hermesd/hermesd/internal/redact"
 	"github.com/hermesd/hermesd/internal/redstuff"
@@ -379,19 +378,6 @@ func (c *Config) validateSecrets(v *validator) {
 		checkRef(fmt.Sprintf("seal.key_servers[%d].api_key", i), c.Seal.KeyServers[i].APIKey, false)
 	}
 
-	for i := range c.Agents {
-		a := &c.Agents[i]
-		if a.ENSName == "" || !c.Chain.Signer.IsZero() {
-			continue
-		}
-		if r := c.RecordsOf(a); r == nil {
-			v.add("chain.signer", "required when an agent has an ens_name (the key that owns the names)")
-			break
-		} else if r.Signer.IsZero() {
-			v.add("chain.signer", "required: ens.records %s has no signer of its own (agent %s writes there)", r.ID, a.ID)
-			break
-		}
-	}
 	// Format seal needs no key of its own: its keys come from the key
 	// servers (a key, if set, still opens older v1/v2 snapshots).
 	if len(c.Agents) > 0 && c.Encryption.Key.IsZero() && c.Encryption.Format != "seal" {
@@ -422,6 +408,37 @@ func (c *Config) validateSecrets(v *validator) {
 // minPackSize is the smallest blob size limit format v3 can cut packs to
 // (repo.MinPackSize: a 1 MiB chunk and its index must fit).
 const minPackSize = 2 << 20
+
+// CheckSigners reports the first of agents (every configured agent when
+// none is given) whose pointer no configured key can write: chain.signer,
+// or the signer of the ens.records target the agent writes to. Validate
+// does not ask for one: restoring, drilling and reading a pointer need the
+// snapshot key and an RPC, never the key that owns the names, so only the
+// commands that write a pointer call this.
+func (c *Config) CheckSigners(agents ...*Agent) error {
+	if len(agents) == 0 {
+		for i := range c.Agents {
+			agents = append(agents, &c.Agents[i])
+		}
+	}
+	v := &validator{}
+	for _, a := range agents {
+		if a.ENSName == "" || !c.Chain.Signer.IsZero() {
+			continue
+		}
+		if r := c.RecordsOf(a); r == nil {
+			v.add("chain.signer", "required to write agent %s's pointer (%s): the key that owns the name", a.ID, a.ENSName)
+			break
+		} else if r.Signer.IsZero() {
+			v.add("chain.signer", "required to write agent %s's pointer (%s): ens.records %s has no signer of its own", a.ID, a.ENSName, r.ID)
+			break
+		}
+	}
+	if len(v.errs) > 0 {
+		return &ValidationError{Fields: v.errs}
+	}
+	return nil
+}
 
 func (c *Config) validateCost(v *validator) {
 	k := &c.Cost
@@ -494,9 +511,9 @@ func (c *Config) validateAgents(v *validator) {
 			v.add(f("seed_dir"), "must not be inside the brain directory or contain it")
 		}
 		if a.ENSName != "" {
-			n, err := ensip15.Shared().Normalize(a.ENSName)
+			n, err := ensname.Normalize(a.ENSName)
 			if err != nil {
-				v.add(f("ens_name"), "%q is not a valid ENS name: %v", a.ENSName, err)
+				v.add(f("ens_name"), "not a valid ENS name: %v", err)
 			} else if strings.Count(n, ".") < 1 {
 				v.add(f("ens_name"), "%q needs at least two labels (e.g. agent.eth)", a.ENSName)
 			} else {

@@ -18,7 +18,7 @@ type spendCollector struct {
 	l      *ledger.Ledger
 	agents []string
 
-	stores, encoded, encodedEpochs, frost, suiTx, naiveEpochs, chainTx, gas, feeWei *prometheus.Desc
+	stores, encoded, encodedEpochs, frost, clamped, suiTx, naiveEpochs, chainTx, gas, feeWei *prometheus.Desc
 }
 
 func newSpendCollector(l *ledger.Ledger, agents []string) *spendCollector {
@@ -34,6 +34,8 @@ func newSpendCollector(l *ledger.Ledger, agents []string) *spendCollector {
 			"Encoded bytes times the epochs paid for.", a, nil),
 		frost: prometheus.NewDesc("hermesd_walrus_cost_frost_total",
 			"Walrus storage cost as the publishers reported it, in FROST (1 WAL = 1e9 FROST).", a, nil),
+		clamped: prometheus.NewDesc("hermesd_walrus_answers_clamped_total",
+			"Walrus store answers (or shares of a quilt's) that reported more than Walrus's formula allows for the bytes sent; counted at the formula's bound.", a, nil),
 		suiTx: prometheus.NewDesc("hermesd_sui_transactions_total",
 			"Sui transactions the stores took (2 per new blob; a quilt's shared by its patches).", a, nil),
 		naiveEpochs: prometheus.NewDesc("hermesd_naive_encoded_byte_epochs_total",
@@ -67,6 +69,7 @@ func (c *spendCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.encoded, float64(t.EncodedBytes), id)
 		counter(c.encodedEpochs, float64(t.EncodedByteEpochs), id)
 		counter(c.frost, float64(t.FROST), id)
+		counter(c.clamped, float64(t.Clamped), id)
 		counter(c.suiTx, t.SuiTx, id)
 		counter(c.naiveEpochs, float64(t.Naive.EncodedByteEpochs), id)
 		for chain, s := range t.Chains {

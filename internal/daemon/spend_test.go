@@ -166,8 +166,9 @@ func TestSpendAccounted(t *testing.T) {
 			t.Fatalf("/v1/status cost: %v %+v", err, st.Cost)
 		}
 		ar := st.Cost.Agents[0]
+		// Seconds of records are no rate to project a month from.
 		if ar.Agent != "auditor" || ar.Recorded.FROST != book.Total.FROST || ar.Hermesd.Spent.Blobs != float64(book.Total.Blobs) ||
-			ar.Hermesd.PerDay.Snapshots <= 0 || ar.Naive.Spent.Chains[0].Gas != 2*ledger.NaiveWriteGas {
+			ar.Hermesd.PerDay != nil || !ar.ProjectFrom.Equal(book.Since.Add(ledger.MinWindow)) || ar.Naive.Spent.Chains[0].Gas != 2*ledger.NaiveWriteGas {
 			t.Errorf("status cost %+v", ar)
 		}
 		m := getMetrics(t, d)

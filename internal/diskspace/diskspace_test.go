@@ -71,3 +71,48 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestGuard: an endless stream onto a filesystem with little room stops
+// with ErrNoSpace before the margin, looking at the free space more often
+// as the room shrinks, and never lets a write into the margin.
+func TestGuard(t *testing.T) {
+	const MiB = 1 << 20
+	size := uint64(16 * MiB)
+	avail := uint64(15 * MiB) // margin 1 MiB: 14 MiB of room
+	statfs = func(string) (uint64, uint64, error) { return avail, size, nil }
+	defer func() { statfs = space }()
+	var written uint64
+	w := writerFunc(func(p []byte) (int, error) {
+		if uint64(len(p)) > avail {
+			return 0, errors.New("ENOSPC") // the disk itself is full
+		}
+		avail -= uint64(len(p))
+		written += uint64(len(p))
+		return len(p), nil
+	})
+	g := &Guard{W: w, Dir: "/srv/spool"}
+	buf := make([]byte, 32<<10)
+	var err error
+	for err == nil {
+		_, err = g.Write(buf)
+	}
+	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "margin") {
+		t.Fatalf("stopped with %v", err)
+	}
+	if avail < Margin(size) || avail-Margin(size) >= uint64(len(buf)) {
+		t.Errorf("stopped with %d bytes free (margin %d): not at the margin", avail, Margin(size))
+	}
+	if g.Looks() > 20 {
+		t.Errorf("%d looks at the free space for %d bytes", g.Looks(), written)
+	}
+	// A filesystem that cannot tell passes, as Check does.
+	statfs = func(string) (uint64, uint64, error) { return 0, 0, errUnknown }
+	g = &Guard{W: writerFunc(func(p []byte) (int, error) { return len(p), nil }), Dir: "/x"}
+	if _, err := g.Write(buf); err != nil {
+		t.Errorf("unknown free space: %v", err)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

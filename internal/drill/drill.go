@@ -382,7 +382,7 @@ func (d *drill) head(ctx context.Context, cp *coldPath) (string, error) {
 		v, err := cp.pointer.Read(ctx, d.ac.ENSName)
 		if err == nil {
 			// The record is anyone's text until it is a blob or patch id.
-			err = walrus.ValidateRef(v) // a blob id or a quilt patch id
+			err = agent.ValidatePointer(v)
 		}
 		if err != nil {
 			d.rep.stage("ens-read", t, err, "")

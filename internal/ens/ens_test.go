@@ -314,7 +314,7 @@ func TestInvalidNamesAreRejected(t *testing.T) {
 			if !errors.Is(err, ErrInvalidName) || !strings.Contains(err.Error(), tc.reason) {
 				t.Fatalf("Normalize: %v (want reason %q)", err, tc.reason)
 			}
-			if tc.name != "" && !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.name)) {
+			if shown, _ := Readable(tc.name); tc.name != "" && !strings.Contains(err.Error(), `"`+shown+`"`) {
 				t.Fatalf("error does not name the name: %v", err)
 			}
 			if _, err := e.client.Read(ctx, tc.name); !errors.Is(err, ErrInvalidName) {

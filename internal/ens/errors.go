@@ -6,6 +6,8 @@ import (
 	"math/big"
 
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/hermesd/hermesd/internal/ensname"
 )
 
 // Errors callers branch on.
@@ -19,7 +21,7 @@ var (
 	// registry (it was never registered, or was released).
 	ErrNameNotFound = errors.New("ens: name not found in the registry")
 	// ErrInvalidName: ENSIP-15 rejects the name.
-	ErrInvalidName = errors.New("ens: invalid name")
+	ErrInvalidName = ensname.ErrInvalid
 	// ErrConflict: the record does not hold the expected previous value
 	// (see *ConflictError).
 	ErrConflict = errors.New("ens: agent-snapshot record changed by another writer")

@@ -1,31 +1,23 @@
 package ens
 
 import (
-	"fmt"
 	"strings"
 
-	"github.com/adraffy/go-ens-normalize/ensip15"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/hermesd/hermesd/internal/ensname"
 )
 
 // TextKey is the text record that holds the newest snapshot's blob id.
 const TextKey = "agent-snapshot"
 
-// Normalize returns the ENSIP-15 normalised form of name ("Agent.ETH" →
-// "agent.eth"). A name ENSIP-15 rejects (empty labels, disallowed or
-// mixed-script characters, "xn--" labels, underscores not at the start, ...)
-// is an error that wraps ErrInvalidName and ensip15's reason.
-func Normalize(name string) (string, error) {
-	if name == "" {
-		return "", fmt.Errorf("%w: empty name", ErrInvalidName)
-	}
-	norm, err := ensip15.Shared().Normalize(name)
-	if err != nil {
-		return "", fmt.Errorf("%w %q: %w", ErrInvalidName, name, err)
-	}
-	return norm, nil
-}
+// Normalize returns the ENSIP-15 normalised form of name; an invalid one
+// is an error wrapping ErrInvalidName (see package ensname).
+func Normalize(name string) (string, error) { return ensname.Normalize(name) }
+
+// Readable is ensname.Readable.
+func Readable(s string) (shown string, escaped bool) { return ensname.Readable(s) }
 
 // Node returns the namehash of name after normalising it.
 func Node(name string) (common.Hash, error) {

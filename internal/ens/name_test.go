@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -72,4 +73,47 @@ func FuzzNormalize(f *testing.F) {
 			t.Fatalf("Node(%q) != nameHash(%q)", name, norm)
 		}
 	})
+}
+
+// TestInvalidNameReadable: an invalid name is shown as it reads, with
+// only what does not show escaped ({U+200E}, {0xFF}) and a note saying
+// so; ensip15's invisible LEFT-TO-RIGHT MARKs are gone.
+func TestInvalidNameReadable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		want    []string
+		note    bool
+		notWant []string
+	}{
+		{"a_b\u200e.eth", []string{`invalid name "a_b{U+200E}.eth"`, `invalid label "a_b{U+200E}"`, "disallowed character: {U+200E}"}, true, nil},
+		{"Ab_c.eth", []string{`invalid name "Ab_c.eth"`, `invalid label "Ab_c"`, "underscore allowed only at start"}, false, nil},
+		{"a\xffb.eth", []string{`invalid name "a{0xFF}b.eth"`}, true, nil},
+		{"a\tb.eth", []string{`"a{U+0009}b.eth"`}, true, nil},
+		{"\u0430b.eth", []string{`invalid name "аb.eth"`, "illegal mixture: Cyrillic + Latin"}, false, []string{"{U+0430}"}},
+		{"a!b.eth", []string{`invalid name "a!b.eth"`, `disallowed character: "!" {U+0021}`}, false, nil},
+	} {
+		_, err := Normalize(tc.name)
+		if !errors.Is(err, ErrInvalidName) {
+			t.Fatalf("%q: %v", tc.name, err)
+		}
+		msg := err.Error()
+		for _, w := range tc.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%q: %q lacks %q", tc.name, msg, w)
+			}
+		}
+		for _, w := range append(tc.notWant, "\u200e", `\u`, `\x`) {
+			if strings.Contains(msg, w) {
+				t.Errorf("%q: %q holds %q", tc.name, msg, w)
+			}
+		}
+		if note := strings.Contains(msg, "characters that do not show are written {U+XXXX}"); note != tc.note {
+			t.Errorf("%q: note %v, want %v: %q", tc.name, note, tc.note, msg)
+		}
+		for _, r := range msg {
+			if r != ' ' && (!unicode.IsGraphic(r) || unicode.IsSpace(r)) {
+				t.Errorf("%q: %q holds %U, which does not show", tc.name, msg, r)
+			}
+		}
+	}
 }

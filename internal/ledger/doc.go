@@ -27,11 +27,17 @@
 //     its encoded length and storage units by walruscost, two Sui
 //     transactions and one L1 setText update (NaiveWriteGas).
 //
+// Reports project per day and per month from the recent window, once
+// MinWindow (an hour) is recorded; before that they give no projection
+// and say when there will be one (AgentReport.ProjectFrom).
+//
 // Format: <state>/agents/<id>/cost.json, a JSON Book (schema version 1):
 // the totals since the first record and the spend of each of the last 24
 // hours with any, which is what "recent" means (Report). Every record
 // rewrites the file atomically (fsync, rename, fsync of the directory);
-// it stays a few KiB. A file that cannot be read is moved aside
-// (cost.json.bad) and the account starts again, with a warning; a file of
-// a newer schema is left alone and the account is kept in memory only.
+// it stays a few KiB. A file that cannot be read, or that holds amounts no
+// record makes (a chain without figures, a count outside 0..2^53, a fee
+// outside 0..2^256−1 wei), is moved aside (cost.json.bad) and the account
+// starts again, with a warning; a file of a newer schema is left alone and
+// the account is kept in memory only. Sums saturate at the same bounds.
 package ledger

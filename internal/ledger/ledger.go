@@ -32,6 +32,15 @@ const maxFile = 1 << 20
 // maxChains bounds the chains a book records gas for.
 const maxChains = 16
 
+// maxCount bounds the fractional counts (Sui transactions, shares of
+// transactions): 2^53 is where a float64 stops counting one by one, far
+// beyond what any agent's ledger reaches, and every figure derived from
+// counts this size stays finite.
+const maxCount = 1 << 53
+
+// maxFeeWei bounds a chain's fee: no EVM amount exceeds 2^256−1 wei.
+var maxFeeWei = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
+
 // NaiveWriteGas is the gas of one L1 setText update of an agent-snapshot
 // record (a 43-character blob id over another) on the ENS PublicResolver
 // under mainnet's rules, as measured on the devnet's contracts: what the
@@ -54,6 +63,10 @@ type Spend struct {
 	EncodedByteEpochs uint64 `json:"encodedByteEpochs"`
 	// FROST is Walrus's cost as the publishers reported it.
 	FROST uint64 `json:"frost"`
+	// Clamped counts store answers (or shares of one) that reported more
+	// than Walrus's formula allows for what was sent: their figures are
+	// the formula's bound (walruscost.Charge.Clamped).
+	Clamped uint64 `json:"clamped,omitempty"`
 	// SuiTx are the Sui transactions the stores took (shares for quilts).
 	SuiTx float64 `json:"suiTransactions"`
 	// Chains is the gas of pointer transactions by chain id.
@@ -71,6 +84,32 @@ type Chain struct {
 	FeeWei *big.Int `json:"feeWei"`
 }
 
+// maxFeeDigits bounds the digits of a fee read from a file: 2^256−1 has
+// 78, and parsing a number of a megabyte of digits takes seconds.
+const maxFeeDigits = 80
+
+// UnmarshalJSON reads a Chain, refusing a fee too long to be one before
+// parsing it.
+func (c *Chain) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Transactions float64         `json:"transactions"`
+		Gas          uint64          `json:"gas"`
+		FeeWei       json.RawMessage `json:"feeWei"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*c = Chain{Transactions: raw.Transactions, Gas: raw.Gas}
+	if len(raw.FeeWei) == 0 || string(raw.FeeWei) == "null" {
+		return nil
+	}
+	if len(raw.FeeWei) > maxFeeDigits {
+		return fmt.Errorf("feeWei of %d characters: out of range (2^256-1 wei has 78 digits)", len(raw.FeeWei))
+	}
+	c.FeeWei = new(big.Int)
+	return json.Unmarshal(raw.FeeWei, c.FeeWei)
+}
+
 // Naive is the storage of one whole-brain blob per snapshot.
 type Naive struct {
 	Bytes             uint64 `json:"bytes"`
@@ -86,6 +125,9 @@ type Naive struct {
 // quilt's).
 func Store(c walruscost.Charge) Spend {
 	s := Spend{EncodedBytes: c.EncodedBytes, EncodedByteEpochs: c.EncodedByteEpochs, FROST: c.FROST, SuiTx: c.SuiTx}
+	if c.Clamped {
+		s.Clamped = 1
+	}
 	switch {
 	case c.Patch:
 		s.Patches = 1
@@ -139,8 +181,12 @@ func (s *Spend) Add(o Spend) {
 	s.EncodedBytes = add(s.EncodedBytes, o.EncodedBytes)
 	s.EncodedByteEpochs = add(s.EncodedByteEpochs, o.EncodedByteEpochs)
 	s.FROST = add(s.FROST, o.FROST)
-	s.SuiTx += o.SuiTx
+	s.Clamped = add(s.Clamped, o.Clamped)
+	s.SuiTx = addCount(s.SuiTx, o.SuiTx)
 	for id, c := range o.Chains {
+		if c == nil {
+			continue
+		}
 		if s.Chains == nil {
 			s.Chains = map[uint64]*Chain{}
 		}
@@ -149,13 +195,15 @@ func (s *Spend) Add(o Spend) {
 			mine = &Chain{FeeWei: new(big.Int)}
 			s.Chains[id] = mine
 		}
-		mine.Transactions += c.Transactions
+		mine.Transactions = addCount(mine.Transactions, c.Transactions)
 		mine.Gas = add(mine.Gas, c.Gas)
-		if c.FeeWei != nil {
+		if c.FeeWei != nil && c.FeeWei.Sign() > 0 {
 			if mine.FeeWei == nil {
 				mine.FeeWei = new(big.Int)
 			}
-			mine.FeeWei.Add(mine.FeeWei, c.FeeWei)
+			if mine.FeeWei.Add(mine.FeeWei, c.FeeWei).Cmp(maxFeeWei) > 0 {
+				mine.FeeWei.Set(maxFeeWei)
+			}
 		}
 	}
 	n, m := &s.Naive, o.Naive
@@ -263,9 +311,37 @@ func (b *Book) check(agent string) error {
 	if len(b.Hours) > KeepHours || len(b.Total.Chains) > maxChains {
 		return errors.New("more hours or chains than a ledger keeps")
 	}
-	for _, h := range b.Hours {
+	if err := b.Total.check(); err != nil {
+		return fmt.Errorf("total: %w", err)
+	}
+	for i, h := range b.Hours {
 		if len(h.Chains) > maxChains {
 			return errors.New("more chains than a ledger keeps")
+		}
+		if err := h.check(); err != nil {
+			return fmt.Errorf("hours[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// check refuses amounts no record can make: a chain without figures, a
+// count that is negative, not a number or beyond maxCount, a fee below 0
+// or above maxFeeWei. (The unsigned counts cannot go wrong: JSON refuses
+// what does not fit.)
+func (s *Spend) check() error {
+	if !isCount(s.SuiTx) {
+		return fmt.Errorf("suiTransactions %g is not a count in 0..2^53", s.SuiTx)
+	}
+	for id, c := range s.Chains {
+		switch {
+		case c == nil:
+			return fmt.Errorf("chain %d has no figures", id)
+		case !isCount(c.Transactions):
+			return fmt.Errorf("chain %d: transactions %g is not a count in 0..2^53", id, c.Transactions)
+		case c.FeeWei != nil && (c.FeeWei.Sign() < 0 || c.FeeWei.Cmp(maxFeeWei) > 0):
+			// The number itself may be thousands of digits: not shown.
+			return fmt.Errorf("chain %d: feeWei out of range (negative, or above 2^256-1 wei)", id)
 		}
 	}
 	return nil
@@ -291,15 +367,24 @@ func Load(stateDir, agent string) (Book, error) {
 	if err != nil {
 		return b, fmt.Errorf("cost ledger of agent %s: %w", agent, err)
 	}
+	got, err := parse(data, agent)
+	if err != nil {
+		return b, fmt.Errorf("cost ledger %s: %w", Path(stateDir, agent), err)
+	}
+	return got, nil
+}
+
+// parse decodes and checks agent's book.
+func parse(data []byte, agent string) (Book, error) {
 	var got Book
 	if err := json.Unmarshal(data, &got); err != nil {
-		return b, fmt.Errorf("cost ledger %s is corrupt: %w", Path(stateDir, agent), err)
+		return Book{}, fmt.Errorf("corrupt: %w", err)
 	}
 	if got.Version > Version {
-		return b, fmt.Errorf("cost ledger %s: %w (schema version %d)", Path(stateDir, agent), errNewer, got.Version)
+		return Book{}, fmt.Errorf("%w (schema version %d)", errNewer, got.Version)
 	}
 	if err := got.check(agent); err != nil {
-		return b, fmt.Errorf("cost ledger %s: %w", Path(stateDir, agent), err)
+		return Book{}, err
 	}
 	return got, nil
 }
@@ -412,6 +497,18 @@ func (l *Ledger) Book(agent string) Book {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.book.Clone()
+}
+
+// isCount: 0 ≤ f ≤ maxCount (false for NaN).
+func isCount(f float64) bool { return f >= 0 && f <= maxCount }
+
+// addCount adds a fractional count, saturating at maxCount; what is not
+// a positive number adds nothing.
+func addCount(a, b float64) float64 {
+	if !(b > 0) {
+		return a
+	}
+	return min(a+b, maxCount)
 }
 
 func add(a, b uint64) uint64 {

@@ -11,8 +11,14 @@ import (
 // DaysPerMonth is the average month a projection per month is.
 const DaysPerMonth = 365.25 / 12
 
-// minWindow keeps a projection from a book a few seconds old finite.
-const minWindow = time.Minute
+// MinWindow is the least recorded time a projection extrapolates. A
+// daemon's first minutes are its start-up: every agent's first snapshot
+// uploads its whole brain, and with the default snapshot_interval an hour
+// holds six regular snapshots at most. Projected to a month, two seconds
+// of that would be multiplied 1,300,000-fold (87,660 snapshots a month
+// from two); an hour, 730-fold, and the figures say over what they were
+// taken. The book's resolution is the clock hour, too.
+const MinWindow = time.Hour
 
 // Prices turn a ledger into money. A zero USD price is unknown: the
 // figures it would convert are not shown in USD.
@@ -69,11 +75,12 @@ type USD struct {
 	Complete bool `json:"complete"`
 }
 
-// Period is spend so far and projected from the recent rate.
+// Period is spend so far and projected from the recent rate: no
+// projection (nil) before MinWindow is recorded.
 type Period struct {
-	Spent    Figures `json:"spent"`
-	PerDay   Figures `json:"perDay"`
-	PerMonth Figures `json:"perMonth"`
+	Spent    Figures  `json:"spent"`
+	PerDay   *Figures `json:"perDay,omitempty"`
+	PerMonth *Figures `json:"perMonth,omitempty"`
 }
 
 // AgentReport is one agent's (or the fleet's) account.
@@ -83,6 +90,9 @@ type AgentReport struct {
 	// Window is the recent time the projections extrapolate, in seconds:
 	// the last 24 clock hours (less when recording began later).
 	Window float64 `json:"windowSeconds"`
+	// ProjectFrom is when projections begin, MinWindow after recording
+	// did; zero once they are there (or nothing is recorded).
+	ProjectFrom time.Time `json:"projectFrom,omitzero"`
 	// Recorded are the exact totals behind Hermesd.Spent.
 	Recorded Spend `json:"recorded"`
 	// Hermesd is what hermesd spent; Naive what one whole-brain blob and
@@ -128,20 +138,21 @@ func NewReport(books []Book, p Prices, now time.Time) Report {
 func account(agent string, since time.Time, total, recent Spend, win time.Duration, p Prices) AgentReport {
 	a := AgentReport{Agent: agent, Since: since, Window: win.Seconds(), Recorded: total.Clone()}
 	l1, price := l1Price(total, p.L1)
-	perDay := 0.0
-	if win > 0 {
-		perDay = float64(24*time.Hour) / float64(max(win, minWindow))
+	a.Hermesd.Spent = figures(total, 1, p)
+	a.Naive.Spent = naive(total, 1, p, l1, price)
+	if since.IsZero() {
+		return a
 	}
-	a.Hermesd = Period{
-		Spent:    figures(total, 1, p),
-		PerDay:   figures(recent, perDay, p),
-		PerMonth: figures(recent, perDay*DaysPerMonth, p),
+	if win < MinWindow {
+		a.ProjectFrom = since.Add(MinWindow)
+		return a
 	}
-	a.Naive = Period{
-		Spent:    naive(total, 1, p, l1, price),
-		PerDay:   naive(recent, perDay, p, l1, price),
-		PerMonth: naive(recent, perDay*DaysPerMonth, p, l1, price),
-	}
+	perDay := float64(24*time.Hour) / float64(win)
+	ptr := func(f Figures) *Figures { return &f }
+	a.Hermesd.PerDay = ptr(figures(recent, perDay, p))
+	a.Hermesd.PerMonth = ptr(figures(recent, perDay*DaysPerMonth, p))
+	a.Naive.PerDay = ptr(naive(recent, perDay, p, l1, price))
+	a.Naive.PerMonth = ptr(naive(recent, perDay*DaysPerMonth, p, l1, price))
 	return a
 }
 

@@ -3,6 +3,7 @@ package pointer
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -114,6 +115,9 @@ func (l *lane) run(ctx context.Context) {
 		case <-l.wake:
 		case <-timer.C:
 		}
+		if ctx.Err() != nil {
+			return // a timer and the stop can be ready together
+		}
 		next := l.step(ctx)
 		if next.IsZero() {
 			next = l.now().Add(time.Minute)
@@ -181,6 +185,12 @@ func (l *lane) publishDue(ctx context.Context, force bool) time.Time {
 	return next
 }
 
+// interrupted reports whether r failed only because ctx, the lane's own
+// context, was cancelled.
+func interrupted(ctx context.Context, r Result) bool {
+	return r.Outcome == Failed && errors.Is(ctx.Err(), context.Canceled) && errors.Is(r.Err, context.Canceled)
+}
+
 // publish is publishDue that also counts the pointers it published.
 func (l *lane) publish(ctx context.Context, force bool) (next time.Time, published int) {
 	l.noteHolds()
@@ -202,6 +212,13 @@ func (l *lane) publish(ctx context.Context, force bool) (next time.Time, publish
 		took := l.now().Sub(start)
 		again := false
 		for _, r := range results {
+			if interrupted(ctx, r) {
+				// Our own stop (or a second signal) cancelled the write:
+				// not the chain's failure, and no backoff. The shutdown
+				// flush, or the next start, publishes it.
+				r.Head.log.Debug("pointer publish interrupted by the stop", "blob", r.Update.Value)
+				continue
+			}
 			if r.Outcome == Published {
 				published++
 			}

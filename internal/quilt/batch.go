@@ -181,7 +181,7 @@ type entry struct {
 	req    Request
 	size   int64 // req.Pack's
 	at     time.Time
-	firm   bool // may not leave its batch for a newer pack
+	pinned bool // may not leave its batch for a newer pack (it already left one that went without it)
 	done   chan struct{}
 	res    Result // set, with err, before done is closed
 	err    error
@@ -319,7 +319,7 @@ func (b *Batcher) add(e *entry) error {
 	if prev, ok := b.left[e.req.Owner]; ok {
 		// The owner's last pack left prev for this one: if prev went
 		// without it, this one stays where it lands.
-		e.firm = prev.sent
+		e.pinned = prev.sent
 		delete(b.left, e.req.Owner)
 	}
 	bt := b.open[e.req.Epochs]
@@ -400,7 +400,7 @@ func (b *Batcher) sendLocked(bt *batch) {
 
 // leave takes e out of its batch, ending it with err, if that batch is
 // not sent yet (and e is still in it); for a newer pack (ErrSuperseded)
-// only if e may leave (not firm) and at least half the window remains.
+// only if e may leave (not pinned) and at least half the window remains.
 func (b *Batcher) leave(e *entry, err error) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -409,7 +409,7 @@ func (b *Batcher) leave(e *entry, err error) bool {
 		return false
 	}
 	superseded := errors.Is(err, ErrSuperseded)
-	if superseded && (e.firm || bt.opened.Add(b.cfg.Window).Sub(b.cfg.Now()) < b.cfg.Window/2) {
+	if superseded && (e.pinned || bt.opened.Add(b.cfg.Window).Sub(b.cfg.Now()) < b.cfg.Window/2) {
 		return false
 	}
 	i := slices.Index(bt.entries, e)

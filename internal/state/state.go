@@ -23,9 +23,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
 	"github.com/hermesd/hermesd/internal/fsys"
@@ -233,6 +235,49 @@ type Transferred struct {
 	Reason string    `json:"reason"`
 }
 
+// Restored is what the last restore of the brain reported beyond its
+// success (files restored without their set-id bits, entries skipped,
+// notes, what an unverified restore could not check), kept so that
+// status shows it after a one-shot restore too. It is bounded:
+// MaxRestoredLines per list, each at most MaxRestoredLine bytes; Omitted
+// counts the lines not kept.
+type Restored struct {
+	BlobID    string    `json:"blobId"`
+	At        time.Time `json:"at"`
+	Verified  bool      `json:"verified"`
+	Links     int       `json:"links,omitempty"`
+	Stripped  []string  `json:"stripped,omitempty"`
+	Skipped   []string  `json:"skipped,omitempty"`
+	Notes     []string  `json:"notes,omitempty"`
+	Unchecked []string  `json:"unchecked,omitempty"`
+	Omitted   int       `json:"omitted,omitempty"`
+}
+
+// Bounds of Restored: a state file stays small whatever a snapshot holds.
+const (
+	MaxRestoredLines = 32
+	MaxRestoredLine  = 512
+)
+
+// Bound cuts r to its bounds, counting what it leaves out.
+func (r *Restored) Bound() {
+	for _, l := range []*[]string{&r.Stripped, &r.Skipped, &r.Notes, &r.Unchecked} {
+		if n := len(*l); n > MaxRestoredLines {
+			r.Omitted += n - MaxRestoredLines
+			*l = (*l)[:MaxRestoredLines]
+		}
+		for i, s := range *l {
+			if len(s) > MaxRestoredLine {
+				cut := MaxRestoredLine
+				for cut > 0 && !utf8.RuneStart(s[cut]) {
+					cut--
+				}
+				(*l)[i] = s[:cut] + "…"
+			}
+		}
+	}
+}
+
 // AgentState is what hermesd remembers about an agent between runs.
 type AgentState struct {
 	// Last is the newest snapshot that was uploaded and read back intact.
@@ -252,6 +297,8 @@ type AgentState struct {
 	Origin string `json:"origin,omitempty"`
 	// Transferred, when set, stops snapshots and publishing for good.
 	Transferred *Transferred `json:"transferred,omitempty"`
+	// Restored is what the last restore of the brain reported.
+	Restored *Restored `json:"restored,omitempty"`
 }
 
 // Clone returns a deep copy.
@@ -276,6 +323,12 @@ func (s *AgentState) Clone() *AgentState {
 	if s.Transferred != nil {
 		t := *s.Transferred
 		c.Transferred = &t
+	}
+	if s.Restored != nil {
+		r := *s.Restored
+		r.Stripped, r.Skipped = slices.Clone(r.Stripped), slices.Clone(r.Skipped)
+		r.Notes, r.Unchecked = slices.Clone(r.Notes), slices.Clone(r.Unchecked)
+		c.Restored = &r
 	}
 	return &c
 }

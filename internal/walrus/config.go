@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/redact"
 	"github.com/hermesd/hermesd/internal/redstuff"
+	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
 // Defaults for the zero fields of Config.
@@ -86,6 +87,15 @@ type Config struct {
 	// ErrBodyTooLarge.
 	MaxReadSize int64
 
+	// Shards and Price are the network's shard count and prices (zero:
+	// walruscost.DefaultShards, mainnet's and testnet's, and
+	// DefaultPrice). The blob ids of whole-blob reads are computed and
+	// checked over Shards; what a store answer reports it cost is held to
+	// what Walrus's formula allows for the bytes sent at them
+	// (StoreResult.Clamped).
+	Shards int
+	Price  walruscost.Price
+
 	AttemptTimeout time.Duration // see DefaultAttemptTimeout
 	IdleTimeout    time.Duration // see DefaultIdleTimeout
 	Timeout        time.Duration // see DefaultTimeout
@@ -112,11 +122,6 @@ type Config struct {
 	// operation waiting a backoff of many seconds more; a wait the server
 	// asked for (Retry-After) is kept.
 	Recovered func() <-chan struct{}
-
-	// Shards is the network's shard count, over which the blob ids of
-	// whole-blob reads are computed and checked (0: 1000, mainnet's and
-	// testnet's).
-	Shards int
 
 	// Transport replaces the HTTP transport (tests). The client wraps it to
 	// enforce AttemptTimeout and IdleTimeout.
@@ -153,6 +158,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxReadSize == 0 {
 		c.MaxReadSize = DefaultMaxReadSize
+	}
+	if c.Price == (walruscost.Price{}) {
+		c.Price = walruscost.DefaultPrice
 	}
 	if c.AttemptTimeout == 0 {
 		c.AttemptTimeout = DefaultAttemptTimeout
@@ -205,6 +213,9 @@ func (c Config) validate() error {
 	if err := checkEpochs(c.Epochs); err != nil {
 		bad("epochs: %v", err)
 	}
+	if err := redstuff.CheckShards(c.Shards); err != nil {
+		bad("shards: %v", err)
+	}
 	if c.SendObjectTo != "" && !suiAddressRe.MatchString(c.SendObjectTo) {
 		bad("send_object_to: %q is not a Sui address (0x + 64 hex digits)", c.SendObjectTo)
 	}
@@ -213,9 +224,6 @@ func (c Config) validate() error {
 	}
 	if c.MaxBlobSize < 0 {
 		bad("max_blob_size: must not be negative")
-	}
-	if err := redstuff.CheckShards(c.Shards); err != nil {
-		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.MaxReadSize < 0 {
 		bad("max_read_size: must not be negative")

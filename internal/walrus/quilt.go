@@ -117,6 +117,7 @@ func (c *Client) StoreQuilt(ctx context.Context, parts []QuiltPart, opts ...Stor
 	}
 	result.Bytes = mp.payload
 	result.Publisher, result.Attempts, result.Duration = res.Publisher, res.Attempts, res.Duration
+	c.checkCharge(&result.StoreResult, quiltEncodedBound(parts, c.cfg.Shards), c.storeEpochs(opts))
 	c.log.Debug("walrus: stored quilt", "blob_id", result.BlobID, "patches", len(parts), "bytes", mp.payload,
 		"end_epoch", result.EndEpoch, "already_certified", result.AlreadyCertified, "publisher", result.Publisher,
 		"attempts", result.Attempts, "duration", result.Duration)

@@ -116,9 +116,9 @@ func (c *Client) Read(ctx context.Context, blobID string, dst io.Writer, opts ..
 	if t.patch {
 		return c.read(ctx, t, dst, nil, opts)
 	}
-	var s spool
+	s := newSpool(opts)
 	defer s.close()
-	res, err := c.readChecked(ctx, t, &s, opts)
+	res, err := c.readChecked(ctx, t, s, opts)
 	if err != nil {
 		return res, err
 	}
@@ -186,15 +186,15 @@ func (c *Client) ReadRange(ctx context.Context, blobID string, off, length int64
 	}
 	// From the first byte: held until the answer tells whether the range
 	// is the whole blob, which is then checked against its id.
-	var s spool
+	s := newSpool(opts)
 	defer s.close()
-	res, err := c.read(ctx, t, &s, &span{off: off, n: length}, opts)
+	res, err := c.read(ctx, t, s, &span{off: off, n: length}, opts)
 	if err != nil {
 		return res, err
 	}
 	if res.Total == length {
 		want, _ := redstuff.ParseID(blobID)
-		got, err := c.blobID(ctx, &s, length)
+		got, err := c.blobID(ctx, s, length)
 		if err != nil || got != want {
 			what := "bytes of blob " + got.String()
 			if err != nil {

@@ -123,6 +123,11 @@ type StoreResult struct {
 	// (registerFromScratch), epochsExtended (the extensions), 0 for reused
 	// storage; without a resource operation, the storage's span.
 	EpochsPaid uint32
+	// Clamped says what the answer reported beyond Walrus's formula for
+	// the bytes sent (the epochs asked for, Config.Shards and Price), ""
+	// when nothing: those figures above are the formula's bound instead
+	// (checkCharge).
+	Clamped string
 
 	Publisher string // scheme://host[:port] of the publisher that answered
 	Attempts  int
@@ -157,6 +162,9 @@ func (c *Client) Store(ctx context.Context, body Body, opts ...StoreOption) (Sto
 		return StoreResult{}, err
 	}
 	result.Publisher, result.Attempts, result.Duration = res.Publisher, res.Attempts, res.Duration
+	// A body the shards cannot encode has no honest charge: 0 holds all.
+	enc, _ := walruscost.EncodedLength(uint64(size), c.cfg.Shards)
+	c.checkCharge(&result, enc, c.storeEpochs(opts))
 	c.log.Debug("walrus: stored blob", "blob_id", result.BlobID, "size", size, "end_epoch", result.EndEpoch,
 		"already_certified", result.AlreadyCertified, "publisher", result.Publisher,
 		"attempts", result.Attempts, "duration", result.Duration)
@@ -682,7 +690,9 @@ func (r StoreResult) Charge() walruscost.Charge {
 	if r.AlreadyCertified {
 		return walruscost.Charge{}
 	}
-	return walruscost.NewBlob(r.EncodedLength, uint64(r.EpochsPaid), r.Cost)
+	c := walruscost.NewBlob(r.EncodedLength, uint64(r.EpochsPaid), r.Cost)
+	c.Clamped = r.Clamped != ""
+	return c
 }
 
 // errStoreFailed marks the "error" result variant: the publisher tried

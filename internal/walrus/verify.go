@@ -31,11 +31,34 @@ type sink interface {
 	reset() error
 }
 
-// spool is a sink in memory, spilling to a temporary file.
+// spool is a sink in memory, spilling to a temporary file in dir (""
+// the system's temporary directory): the destination's directory when
+// the read was given WithFreeSpace, so that the bytes land where their
+// room was checked. The file's filesystem is checked for room as it
+// grows, every spaceGuardEvery bytes, so a body of unknown length stops
+// at the margin rather than at ENOSPC or never.
 type spool struct {
-	mem []byte
-	f   *os.File
-	n   int64
+	dir   string
+	mem   []byte
+	f     *os.File
+	n     int64
+	since int64 // bytes written to f since its room was last checked
+}
+
+// newSpool is the spool of a read with opts.
+func newSpool(opts []ReadOption) *spool {
+	var ro readOptions
+	for _, o := range opts {
+		o(&ro)
+	}
+	return &spool{dir: ro.spaceDir}
+}
+
+func (s *spool) tempDir() string {
+	if s.dir != "" {
+		return s.dir
+	}
+	return os.TempDir()
 }
 
 func (s *spool) Write(p []byte) (int, error) {
@@ -45,10 +68,10 @@ func (s *spool) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if s.f == nil {
-		if err := CheckFreeSpace(os.TempDir(), int64(len(s.mem)+len(p))); err != nil {
+		if err := CheckFreeSpace(s.tempDir(), int64(len(s.mem)+len(p))); err != nil {
 			return 0, err
 		}
-		f, err := os.CreateTemp("", "hermesd-walrus-read-*")
+		f, err := os.CreateTemp(s.tempDir(), ".hermesd-walrus-read-*")
 		if err != nil {
 			return 0, err
 		}
@@ -58,6 +81,12 @@ func (s *spool) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		s.mem = nil
+	}
+	if s.since += int64(len(p)); s.since >= spaceGuardEvery {
+		s.since = 0
+		if err := CheckFreeSpace(s.tempDir(), spaceGuardEvery); err != nil {
+			return 0, err
+		}
 	}
 	n, err := s.f.Write(p)
 	s.n += int64(n)

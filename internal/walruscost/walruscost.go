@@ -144,6 +144,9 @@ type Charge struct {
 	// SuiTx is the Sui transactions the store took (SuiTxPerBlob for a
 	// new blob); a patch's share is a fraction.
 	SuiTx float64 `json:"suiTx"`
+	// Clamped: the answer reported more than Walrus's formula allows for
+	// what was sent, and the figures are the formula's bound (Within).
+	Clamped bool `json:"clamped,omitempty"`
 }
 
 // NewBlob is the charge of a newly created blob of encoded length, stored
@@ -183,7 +186,7 @@ func (c Charge) Split(weights []uint64) []Charge {
 	fr := apportion(c.FROST, w, total)
 	for i := range out {
 		out[i] = Charge{New: c.New, Patch: true, EncodedBytes: enc[i], EncodedByteEpochs: ep[i], FROST: fr[i],
-			SuiTx: c.SuiTx * float64(w[i]) / float64(total)}
+			SuiTx: c.SuiTx * float64(w[i]) / float64(total), Clamped: c.Clamped}
 	}
 	return out
 }

@@ -183,9 +183,16 @@ var (
 		ResourceOperation: "registerFromScratch", EpochsPaid: 1}
 	docsAlreadyCertified = walrus.StoreResult{BlobID: docsBlobID, Size: 17, EndEpoch: 35, AlreadyCertified: true, TxDigest: docsTxDigest}
 	docsQuiltPatches     = []walrus.StoredPatch{{Identifier: "walrus.jpg", PatchID: docsPatchW}, {Identifier: "another_walrus.jpg", PatchID: docsPatchA}}
-	docsQuilt            = walrus.QuiltResult{StoreResult: walrus.StoreResult{BlobID: docsQuiltID, Size: 1_782_224, EndEpoch: 104,
-		ObjectID: docsQuiltObj, RegisteredEpoch: 103, Cost: 12_075_000, EncodedLength: 72_040_000, StartEpoch: 103,
-		ResourceOperation: "registerFromScratch", EpochsPaid: 1}, Patches: docsQuiltPatches, Bytes: 28}
+	// The docs' quilt answer bills 72,040,000 encoded bytes and 12,075,000
+	// FROST, right for the docs' two images laid out at 8-byte symbols;
+	// for the 28 bytes the suite sends, Walrus's formula allows the
+	// smallest quilt's 66,034,000 bytes, and the client records the bill
+	// at that bound (walrus.StoreResult.Clamped).
+	docsQuilt = walrus.QuiltResult{StoreResult: walrus.StoreResult{BlobID: docsQuiltID, Size: 1_782_224, EndEpoch: 104,
+		ObjectID: docsQuiltObj, RegisteredEpoch: 103, Cost: 7_560_000, EncodedLength: 66_034_000, StartEpoch: 103,
+		ResourceOperation: "registerFromScratch", EpochsPaid: 1,
+		Clamped: "encoded length 72040000 > 66034000; encoded length × epochs 72040000 > 66034000; cost (FROST) 12075000 > 7560000"},
+		Patches: docsQuiltPatches, Bytes: 28}
 )
 
 // Cases is the suite: every documented exchange, in the order of the
