@@ -95,6 +95,7 @@ var placement = map[string]layer{
 	"internal/bundlelock":  formatLayer,
 	"internal/config":      formatLayer,
 	"internal/devchain":    formatLayer,
+	"internal/devetcd":     formatLayer,
 	"internal/ens":         formatLayer,
 	"internal/handover":    formatLayer,
 	"internal/ledger":      formatLayer,
@@ -126,6 +127,7 @@ var placement = map[string]layer{
 	"testnet/ethkey": toolLayer,
 
 	"internal/etcdtest":    testLayer,
+	"internal/fleettest":   testLayer,
 	"internal/nodetest":    testLayer,
 	"internal/pointertest": testLayer,
 	"internal/smallfstest": testLayer,
@@ -134,6 +136,7 @@ var placement = map[string]layer{
 
 	"internal/arch": checkLayer,
 	"configs":       checkLayer,
+	"deploy":        checkLayer,
 }
 
 // lateral is the order inside the two layers whose packages may build on
