@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hermesd/hermesd/internal/config"
-	"github.com/hermesd/hermesd/internal/etcdtest"
+	"github.com/hermesd/hermesd/internal/devetcd"
 	"github.com/hermesd/hermesd/internal/fleet"
 )
 
@@ -20,7 +20,11 @@ import (
 // lacks); fleet drain marks a node, bound to its lease.
 func TestFleetCommands(t *testing.T) {
 	t.Setenv(config.EnvPath, "")
-	etcd := etcdtest.Start(t, 1)
+	etcd, err := devetcd.Start(devetcd.Options{Dir: t.TempDir(), NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hermesd.yml")
 	body := fmt.Sprintf(`state_dir: %s
@@ -47,7 +51,11 @@ agents:
 	}
 
 	// Two nodes' records, as their daemons write them: n2 lacks a1's key.
-	cli := etcd.Client(t)
+	cli, err := etcd.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
 	ctx := t.Context()
 	put := func(node string, info fleet.NodeInfo) clientv3.LeaseID {
 		g, err := cli.Grant(ctx, 60)

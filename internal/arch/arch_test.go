@@ -126,7 +126,6 @@ var placement = map[string]layer{
 	"scripts/...":    toolLayer,
 	"testnet/ethkey": toolLayer,
 
-	"internal/etcdtest":    testLayer,
 	"internal/fleettest":   testLayer,
 	"internal/nodetest":    testLayer,
 	"internal/pointertest": testLayer,

@@ -78,7 +78,6 @@ var notInTheDaemon = []string{
 	"github.com/cockroachdb/pebble",
 	"github.com/DataDog/zstd",
 	"github.com/syndtr/goleveldb",
-	module + "internal/etcdtest",
 	"go.etcd.io/etcd/server",
 	"go.etcd.io/raft",
 	"go.etcd.io/bbolt",

@@ -12,18 +12,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
-	"github.com/hermesd/hermesd/internal/etcdtest"
+	"github.com/hermesd/hermesd/internal/devetcd"
 	"github.com/hermesd/hermesd/internal/fleet"
 	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // fleetConfig is the devnet's configuration as node name of a fleet on
 // etcd: its own state directory and brains.
-func fleetConfig(t *testing.T, w *world, etcd *etcdtest.Cluster, name string) *config.Config {
+func fleetConfig(t *testing.T, w *world, etcd *devetcd.Cluster, name string) *config.Config {
 	t.Helper()
 	c := *w.dn.Config
 	dir := filepath.Join(t.TempDir(), name)
@@ -39,6 +40,28 @@ func fleetConfig(t *testing.T, w *world, etcd *etcdtest.Cluster, name string) *c
 	c.Defaults.PointerInterval = config.Duration(time.Hour)
 	c.HTTP.Socket = ""
 	return &c
+}
+
+// startEtcd runs one etcd member until the test ends.
+func startEtcd(t *testing.T) *devetcd.Cluster {
+	t.Helper()
+	c, err := devetcd.Start(devetcd.Options{Dir: t.TempDir(), NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// etcdClient is a client of c, closed when the test ends.
+func etcdClient(t *testing.T, c *devetcd.Cluster) *clientv3.Client {
+	t.Helper()
+	cli, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }
 
 func startNode(t *testing.T, cfg *config.Config) *Daemon {
@@ -61,9 +84,9 @@ func runs(d *Daemon, id string) bool {
 	return false
 }
 
-func fleetHead(t *testing.T, etcd *etcdtest.Cluster, id string) *fleet.Head {
+func fleetHead(t *testing.T, etcd *devetcd.Cluster, id string) *fleet.Head {
 	t.Helper()
-	st, err := fleet.Read(t.Context(), etcd.Client(t), "test")
+	st, err := fleet.Read(t.Context(), etcdClient(t, etcd), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +108,7 @@ func fleetHead(t *testing.T, etcd *etcdtest.Cluster, id string) *fleet.Head {
 func TestFleetHandOffAndFence(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, devnet.Agent{ID: "alpha", ENSName: "alpha.hermes.eth"})
-	etcd := etcdtest.Start(t, 1)
+	etcd := startEtcd(t)
 	cfgA, cfgB := fleetConfig(t, w, etcd, "node-a"), fleetConfig(t, w, etcd, "node-b")
 	brainA, brainB := cfgA.Agents[0].BrainDir, cfgB.Agents[0].BrainDir
 	seedBrain(t, brainA)
@@ -130,7 +153,7 @@ func TestFleetHandOffAndFence(t *testing.T) {
 
 	// node-b joins; node-a is drained: alpha moves, by hand-off.
 	b := startNode(t, cfgB)
-	if err := fleet.Drain(t.Context(), etcd.Client(t), "test", "node-a"); err != nil {
+	if err := fleet.Drain(t.Context(), etcdClient(t, etcd), "test", "node-a"); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(t, "node-b runs alpha", func() bool { return runs(b, "alpha") && !runs(a, "alpha") })
@@ -168,7 +191,9 @@ func TestFleetHandOffAndFence(t *testing.T) {
 
 	// etcd answers again, the lease alive: node-b resumes alpha, stores
 	// the change and writes the fleet head.
-	etcd.Restart(0)
+	if err := etcd.RestartAll(0); err != nil {
+		t.Fatal(err)
+	}
 	wait.For(t, "node-b resumes alpha", func() bool { return runs(b, "alpha") })
 	wait.For(t, "the change made while fenced in the fleet head", func() bool {
 		s := agB.Status()

@@ -23,9 +23,12 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Options configure a cluster.
@@ -68,8 +71,9 @@ type Member struct {
 	ClientURL string // http://127.0.0.1:PORT
 	PeerURL   string
 
-	mu sync.Mutex
-	e  *embed.Etcd // nil while stopped
+	mu     sync.Mutex
+	e      *embed.Etcd   // nil while stopped
+	closed chan struct{} // closed when the last stop has let go of Dir
 }
 
 // Start starts a cluster of o.Members members and waits until every one
@@ -193,6 +197,9 @@ func (c *Cluster) launch(m *Member) error {
 	if m.e != nil {
 		return nil
 	}
+	if m.closed != nil {
+		<-m.closed // the stopped server still holds its data files
+	}
 	if err := os.MkdirAll(filepath.Dir(m.Dir), 0o700); err != nil {
 		return fmt.Errorf("devetcd: %w", err)
 	}
@@ -238,20 +245,48 @@ func (c *Cluster) Endpoints() []string {
 	return out
 }
 
+// Client is a client of the whole cluster (the devnet's and the tests';
+// a hermesd node dials its own). It tries a member that comes back again
+// within a second, where gRPC's default would back off for minutes.
+func (c *Cluster) Client() (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		})}})
+	if err != nil {
+		return nil, fmt.Errorf("devetcd: %w", err)
+	}
+	return cli, nil
+}
+
 // Members are the cluster's members, in order.
 func (c *Cluster) Members() []*Member { return c.members }
 
 // Member is the i-th member (0-based).
 func (c *Cluster) Member(i int) *Member { return c.members[i] }
 
-// Stop stops member i; its data stays, for Restart. With a majority
-// stopped the cluster takes no writes and serves no linearizable reads.
+// Stop stops member i as a crash would (its data stays, for Restart).
+// It returns once the member has let go of its clients, which may take
+// seconds; a Restart meanwhile waits for it. With a majority stopped the
+// cluster takes no writes and serves no linearizable reads.
 func (c *Cluster) Stop(i int) { c.members[i].stop() }
 
 // Restart starts member i again on its data and address. It does not wait
 // for it to serve: with the majority down, no member can until enough are
 // back; WaitReady waits.
 func (c *Cluster) Restart(i int) error { return c.launch(c.members[i]) }
+
+// RestartAll starts the members idx again together and waits until every
+// running member serves (a lost majority coming back).
+func (c *Cluster) RestartAll(idx ...int) error {
+	for _, i := range idx {
+		if err := c.Restart(i); err != nil {
+			return err
+		}
+	}
+	return c.WaitReady()
+}
 
 // WaitReady waits until every running member serves.
 func (c *Cluster) WaitReady() error {
@@ -279,13 +314,36 @@ func (m *Member) IsLeader() bool {
 	return m.e != nil && m.e.Server.Leader() == m.e.Server.MemberID() && m.e.Server.Leader() != 0
 }
 
+// stop stops m as a crash would: raft stops at once, so the member
+// neither leads nor expires leases from that moment (a graceful stop
+// keeps it leader, expiring leases, while its gRPC server waits for the
+// clients' streams to end). Its server then closes, which waits up to
+// its request timeout (seconds) for the requests in flight.
 func (m *Member) stop() {
 	m.mu.Lock()
 	e := m.e
 	m.e = nil
-	m.mu.Unlock()
+	var closed chan struct{}
 	if e != nil {
-		e.Close()
+		closed = make(chan struct{})
+		m.closed = closed
+	}
+	m.mu.Unlock()
+	if e == nil {
+		return
+	}
+	defer close(closed)
+	e.Server.HardStop()
+	e.Close()
+}
+
+// wait waits until m's last stop has finished.
+func (m *Member) wait() {
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed != nil {
+		<-closed
 	}
 }
 
@@ -293,6 +351,9 @@ func (m *Member) stop() {
 func (c *Cluster) Close() error {
 	for _, m := range c.members {
 		m.stop()
+	}
+	for _, m := range c.members {
+		m.wait()
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hermesd/hermesd/internal/etcdtest"
 	"github.com/hermesd/hermesd/internal/wait"
 )
 
@@ -97,7 +96,7 @@ func sameTokens(a, b map[string]int64) bool {
 // agents without writing after a whole TTL, and when etcd comes back with
 // its lease alive resumes them: same owner keys, no hand-off.
 func TestFenceWhenEtcdStops(t *testing.T) {
-	c := etcdtest.Start(t, 1)
+	c := startEtcd(t, 1)
 	obs := newCounter()
 	// Long enough for the lease to outlive the member's own stop (a
 	// stopping member may still expire leases).
@@ -107,7 +106,9 @@ func TestFenceWhenEtcdStops(t *testing.T) {
 		t.Fatalf("an unfenced node refuses: %v", err)
 	}
 	before := tokens(t, c.Client(t))
-	c.Stop(0)
+	// A member's stop waits seconds for its clients' requests; the node
+	// is watched meanwhile.
+	go c.Stop(0)
 	wait.For(t, "the node fenced", n.Fenced)
 	if len(n.host.running()) != 5 {
 		t.Errorf("agents dropped at the fence already: %v", n.host.running())
@@ -145,7 +146,7 @@ func TestFenceWhenEtcdStops(t *testing.T) {
 // TestKillOneMemberChangesNoOwner: stopping one member of three changes
 // no owner and drops nothing.
 func TestKillOneMemberChangesNoOwner(t *testing.T) {
-	c := etcdtest.Start(t, 3)
+	c := startEtcd(t, 3)
 	ttl := 6 * time.Second
 	ag := agentList(20)
 	oa, ob := newCounter(), newCounter()
@@ -158,7 +159,7 @@ func TestKillOneMemberChangesNoOwner(t *testing.T) {
 	})
 	before := tokens(t, cli)
 	opens := a.host.count("open") + b.host.count("open")
-	for i := range c.Members {
+	for i := range c.Members() {
 		c.Stop(i)
 		ra, rb := oa.get(func(c *counter) int { return c.renewals }), ob.get(func(c *counter) int { return c.renewals })
 		wait.For(t, "both nodes renewing again", func() bool {
@@ -182,7 +183,7 @@ func TestKillOneMemberChangesNoOwner(t *testing.T) {
 // owner and none is handed off; when the members come back the leases
 // have survived and every agent resumes on its owner.
 func TestMajorityLoss(t *testing.T) {
-	c := etcdtest.Start(t, 3)
+	c := startEtcd(t, 3)
 	ttl := 3 * time.Second
 	ag := agentList(12)
 	oa, ob := newCounter(), newCounter()
@@ -217,7 +218,7 @@ func TestMajorityLoss(t *testing.T) {
 // behind the node's back, as an expiry would) drops every agent without
 // writing; the node registers again and takes its agents back.
 func TestLeaseLostDropsAndRejoins(t *testing.T) {
-	c := etcdtest.Start(t, 1)
+	c := startEtcd(t, 1)
 	obs := newCounter()
 	n := newNodeTTL(t, c.Client(t), "a", agentList(3), testTTL, obs).run(t)
 	wait.For(t, "3 agents owned", func() bool { return len(n.host.running()) == 3 })

@@ -488,7 +488,15 @@ func (n *Node) Run(ctx context.Context) {
 		case <-recon.C:
 		}
 		n.ReconcileOnce(ctx)
-		recon.Reset(max(n.cfg.TTL, time.Second))
+		next := max(n.cfg.TTL, time.Second)
+		n.mu.Lock()
+		if settled := n.registeredAt.Add(n.settle); n.lease != 0 && time.Now().Before(settled) {
+			// Not settled yet, so nothing was acquired: look again as
+			// soon as it is.
+			next = min(next, time.Until(settled)+time.Millisecond)
+		}
+		n.mu.Unlock()
+		recon.Reset(next)
 	}
 }
 

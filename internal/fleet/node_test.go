@@ -15,7 +15,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hermesd/hermesd/internal/etcdtest"
 	"github.com/hermesd/hermesd/internal/wait"
 )
 
@@ -36,6 +35,8 @@ type host struct {
 	finals    int
 	heads     func(id string) *Head // what Final writes (nil: nothing)
 	n         *Node
+	// hold, when set, keeps every Open waiting until it is closed.
+	hold chan struct{}
 }
 
 func (h *host) Open(ctx context.Context, id string, o Ownership) error {
@@ -45,6 +46,13 @@ func (h *host) Open(ctx context.Context, id string, o Ownership) error {
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != o.Token {
 		h.t.Errorf("%s opened %s without owning it (token %d, kvs %v)", h.node, id, o.Token, resp.Kvs)
+	}
+	if h.hold != nil {
+		select {
+		case <-h.hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -173,7 +181,7 @@ func owners(t *testing.T, cli *clientv3.Client) map[string]string {
 // TestAcquireIsExclusive: two nodes taking one agent at once: exactly
 // one owns it; the other is told ErrTaken and runs nothing.
 func TestAcquireIsExclusive(t *testing.T) {
-	c := etcdtest.Start(t, 1)
+	c := startEtcd(t, 1)
 	cli := c.Client(t)
 	ag := agentList(1)
 	a, b := newNode(t, cli, "a", ag), newNode(t, cli, "b", ag)
@@ -210,11 +218,50 @@ func TestAcquireIsExclusive(t *testing.T) {
 	}
 }
 
+// TestOwnershipInBulk: a node takes the owner keys of all its agents in
+// a few transactions before it opens any: with every Open held back,
+// all 300 are owned, under one lease, while at most Concurrency opens
+// are in flight; released, every agent opens.
+func TestOwnershipInBulk(t *testing.T) {
+	c := startEtcd(t, 1)
+	cli := c.Client(t)
+	const agents = 300
+	n := newNode(t, cli, "a", agentList(agents))
+	n.host.hold = make(chan struct{})
+	rev := func() int64 {
+		resp, err := cli.Get(context.Background(), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	before := rev()
+	n.run(t)
+	wait.For(t, "300 agents owned", func() bool { return len(tokens(t, cli)) == agents })
+	if got := n.host.count("open"); got != 0 {
+		t.Fatalf("%d agents opened through a held Open", got)
+	}
+	// One revision per transaction: the registration, then the owner
+	// keys in batches of takeBatch.
+	revs := map[int64]bool{}
+	for _, r := range tokens(t, cli) {
+		revs[r] = true
+	}
+	if want := (agents + takeBatch - 1) / takeBatch; len(revs) != want {
+		t.Errorf("owner keys created at %d revisions, want %d (batches of %d)", len(revs), want, takeBatch)
+	}
+	if d := rev() - before; d > int64(len(revs))+1 {
+		t.Errorf("%d revisions for %d transactions of owner keys and a registration", d, len(revs))
+	}
+	close(n.host.hold)
+	wait.For(t, "300 agents open", func() bool { return len(n.host.running()) == agents })
+}
+
 // TestFleetHeadOnlyByOwner: the owner writes the fleet head; after the
 // agent is handed off, neither the old owner nor anyone else can, and
 // the taker is given the head the giver wrote last.
 func TestFleetHeadOnlyByOwner(t *testing.T) {
-	c := etcdtest.Start(t, 1)
+	c := startEtcd(t, 1)
 	cli := c.Client(t)
 	ag := agentList(1)
 	a, b := newNode(t, cli, "a", ag), newNode(t, cli, "b", ag)
@@ -265,7 +312,7 @@ func TestHooksOrder(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$1 $HERMESD_EVENT $HERMESD_AGENT $HERMESD_BRAIN_DIR $2\" >> "+logf+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := etcdtest.Start(t, 1)
+	c := startEtcd(t, 1)
 	cli := c.Client(t)
 	ag := []Agent{{ID: "x", BrainDir: "/srv/x", Hooks: Hooks{
 		OnAcquire: []string{script, "start", "{node}"}, OnRelease: []string{script, "stop", "{node}"}, Timeout: 10 * time.Second}}}
@@ -299,7 +346,7 @@ func TestHooksOrder(t *testing.T) {
 // the hand-off: the agent stays owned and running here, nothing is
 // released.
 func TestHandOffFailureKeepsTheAgent(t *testing.T) {
-	c := etcdtest.Start(t, 1)
+	c := startEtcd(t, 1)
 	cli := c.Client(t)
 	a := newNode(t, cli, "a", agentList(1))
 	ctx := context.Background()
@@ -323,7 +370,7 @@ func TestHandOffFailureKeepsTheAgent(t *testing.T) {
 // hand-off; one leaving hands its agents to the others; nothing is ever
 // open on two nodes.
 func TestFleetBalancesAndMoves(t *testing.T) {
-	c := etcdtest.Start(t, 1)
+	c := startEtcd(t, 1)
 	ag := agentList(60)
 	var nodes []*testNode
 	for i := range 3 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -91,21 +92,36 @@ func (n *Node) ReconcileOnce(ctx context.Context) {
 		n.log.Error("etcd says another node owns this agent (or none does): dropping it without writing", "agent", id)
 		n.drop(id, "not the owner any more")
 	}
+	// Acquisitions take their owner keys together, in a few
+	// transactions, before any agent is opened: ownership is settled in
+	// moments however many agents there are, and opening each (restores,
+	// record reads, first snapshots) follows, bounded.
+	var take []string
 	for _, w := range work {
+		if w.kind == "acquire" {
+			take = append(take, w.id)
+		}
+	}
+	if len(take) > 0 {
 		n.work.Add(1)
 		go func() {
 			defer n.work.Done()
-			select {
-			case n.sem <- struct{}{}:
-			case <-ctx.Done():
-				n.abandon(w.id)
+			n.acquireAll(ctx, take)
+		}()
+	}
+	for _, w := range work {
+		if w.kind == "acquire" {
+			continue
+		}
+		n.work.Add(1)
+		go func() {
+			defer n.work.Done()
+			if !n.slot(ctx, w.id) {
 				return
 			}
 			defer func() { <-n.sem }()
 			var err error
 			switch w.kind {
-			case "acquire":
-				err = n.acquire(ctx, w.id)
 			case "resume":
 				err = n.resume(ctx, w.id, w.token)
 			case "handoff":
@@ -116,6 +132,123 @@ func (n *Node) ReconcileOnce(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// slot waits for room among the transitions in flight; false (the
+// transition forgotten) when ctx ends first.
+func (n *Node) slot(ctx context.Context, id string) bool {
+	select {
+	case n.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		n.abandon(id)
+		return false
+	}
+}
+
+// acquireAll takes the owner keys of ids (marked Acquiring) in batches,
+// then opens each agent taken, bounded by the node's concurrency.
+func (n *Node) acquireAll(ctx context.Context, ids []string) {
+	start := time.Now()
+	tokens, err := n.take(ctx, ids)
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("taking agents failed; will retry", "agents", len(ids)-len(tokens), "error", err)
+	}
+	if len(tokens) > 0 {
+		n.log.Info("agents taken", "agents", len(tokens), "took", time.Since(start).Round(time.Millisecond))
+	}
+	for _, id := range ids {
+		token, ok := tokens[id]
+		if !ok {
+			continue
+		}
+		n.work.Add(1)
+		go func() {
+			defer n.work.Done()
+			if !n.slot(ctx, id) {
+				return
+			}
+			defer func() { <-n.sem }()
+			if err := n.openTaken(ctx, id, token, start); err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotOwner) {
+				n.log.Warn("fleet transition failed; will retry", "agent", id, "transition", "acquire", "error", err)
+			}
+		}()
+	}
+}
+
+// takeBatch is how many owner keys one transaction creates: etcd refuses
+// a transaction of more than 128 operations (--max-txn-ops).
+const takeBatch = 100
+
+// take creates the owner keys of ids (each marked Acquiring here), each
+// only if it is absent, bound to the node's lease: one transaction per
+// takeBatch agents, each agent's create a transaction of its own within
+// it, so that one agent owned elsewhere does not stop the others. It
+// returns the token of each agent taken; an agent not taken is
+// forgotten (owned elsewhere: the view will say so; a failed request:
+// retried after a backoff). An agent dropped meanwhile is released.
+func (n *Node) take(ctx context.Context, ids []string) (map[string]int64, error) {
+	n.mu.Lock()
+	lease := n.lease
+	n.mu.Unlock()
+	tokens := map[string]int64{}
+	var errs []error
+	for batch := range slices.Chunk(ids, takeBatch) {
+		ops := make([]clientv3.Op, len(batch))
+		for i, id := range batch {
+			key := n.key(ownersDir, id)
+			ops[i] = clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+				[]clientv3.Op{clientv3.OpPut(key, encode(Owner{Node: n.cfg.Node, Lease: int64(lease), Since: time.Now().UTC()}), clientv3.WithLease(lease))},
+				nil)
+		}
+		var resp *clientv3.TxnResponse
+		err := n.fenceLocked0()
+		if err == nil {
+			rctx, cancel := n.requestCtx(ctx)
+			resp, err = n.cli.Txn(rctx).Then(ops...).Commit()
+			cancel()
+		}
+		if err == nil && len(resp.Responses) != len(batch) {
+			err = fmt.Errorf("etcd answered %d of %d", len(resp.Responses), len(batch))
+		}
+		for i, id := range batch {
+			n.mu.Lock()
+			o := n.own[id]
+			n.mu.Unlock()
+			switch {
+			case err != nil:
+				if o != nil {
+					n.forget(id, o)
+				}
+				n.failed(id)
+			case !resp.Responses[i].GetResponseTxn().GetSucceeded():
+				if o != nil {
+					n.forget(id, o)
+				}
+			case o == nil || o.ctx.Err() != nil:
+				// Dropped while its key was being taken (a lost lease):
+				// give the key back.
+				n.releaseKey(id, resp.Header.Revision)
+			default:
+				n.mu.Lock()
+				o.token = resp.Header.Revision
+				n.mu.Unlock()
+				tokens[id] = resp.Header.Revision
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("take %d agents: %w", len(batch), err))
+		}
+	}
+	return tokens, errors.Join(errs...)
+}
+
+// fenceLocked0 is fenceLocked, taking the lock.
+func (n *Node) fenceLocked0() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fenceLocked(time.Now())
 }
 
 // abandon forgets a transition that never started.
@@ -208,34 +341,42 @@ func (n *Node) Acquire(ctx context.Context, id string) error {
 
 func (n *Node) acquire(ctx context.Context, id string) error {
 	start := time.Now()
+	tokens, err := n.take(ctx, []string{id})
+	if err != nil {
+		return fmt.Errorf("take agent %s: %w", id, err)
+	}
+	token, ok := tokens[id]
+	if !ok {
+		return ErrTaken
+	}
+	return n.openTaken(ctx, id, token, start)
+}
+
+// openTaken opens agent id, whose owner key this node created with
+// token.
+func (n *Node) openTaken(ctx context.Context, id string, token int64, start time.Time) error {
 	n.mu.Lock()
-	o, lease := n.own[id], n.lease
+	o := n.own[id]
 	n.mu.Unlock()
 	if o == nil {
 		return ErrNotOwner
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	key := n.key(ownersDir, id)
-	rctx, cancel := n.requestCtx(ctx)
-	resp, err := n.cli.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, encode(Owner{Node: n.cfg.Node, Lease: int64(lease), Since: time.Now().UTC()}), clientv3.WithLease(lease))).
-		Commit()
-	cancel()
-	if err != nil || !resp.Succeeded {
-		n.forget(id, o)
-		if err == nil {
-			return ErrTaken
-		}
-		n.failed(id)
-		return fmt.Errorf("take agent %s: %w", id, err)
+	if n.ownedAs(id, o) != nil || o.token != token {
+		return ErrNotOwner
 	}
-	token := resp.Header.Revision
-	n.mu.Lock()
-	o.token = token
-	n.mu.Unlock()
 	return n.open(ctx, id, o, Ownership{Token: token}, start)
+}
+
+// ownedAs says whether o is still agent id's here and not dropped.
+func (n *Node) ownedAs(id string, o *owned) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.own[id] != o || o.ctx.Err() != nil {
+		return ErrNotOwner
+	}
+	return nil
 }
 
 // resume runs again an agent this node still owns under its lease.
@@ -332,6 +473,12 @@ func (n *Node) release(id string, o *owned, token int64) error {
 	n.released[id] = token
 	n.mu.Unlock()
 	n.forget(id, o)
+	return n.releaseKey(id, token)
+}
+
+// releaseKey deletes agent id's owner key, and its hand-off record, if
+// the key is still token's.
+func (n *Node) releaseKey(id string, token int64) error {
 	key := n.key(ownersDir, id)
 	ctx, cancel := n.requestCtx(context.Background())
 	defer cancel()

@@ -22,7 +22,6 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/devchain"
@@ -127,7 +126,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Etcd.Close() })
-	c.etcd, err = clientv3.New(clientv3.Config{Endpoints: c.Etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	c.etcd, err = c.Etcd.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +161,9 @@ func Start(t testing.TB, o Options) *Cluster {
 		Quiet:           50 * time.Millisecond,
 		MaxLag:          500 * time.Millisecond,
 		PointerInterval: o.PointerInterval,
+		// Few shards: a blob id over mainnet's 1000 costs about a
+		// CPU-second, and no fleet test is about ids.
+		Shards: 10,
 		Cluster: devnet.ClusterOptions{
 			Endpoints:      c.Etcd.Endpoints(),
 			Fleet:          fleet,
