@@ -16,8 +16,8 @@ import (
 
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
-	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/devetcd"
+	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/fleet"
 	"github.com/hermesd/hermesd/internal/wait"
 )
