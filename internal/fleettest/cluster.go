@@ -28,6 +28,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devetcd"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/hash"
+	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // Options configure a fleet under test.
@@ -621,6 +622,57 @@ func (c *Cluster) PerNode() map[string]int { return c.perNode(c.State()) }
 // Owner is the node that owns agent now (nil when none does).
 func (c *Cluster) Owner(agent string) *Node {
 	name := c.State().Owners[agent]
+	for _, n := range c.Nodes() {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// WaitRunning waits until each agent runs on its owner: owning an agent
+// (its owner key) comes first, and the brain is in place only once its
+// owner has opened it, which the owner's on_acquire hook says (it runs
+// after the open, as an operator's supervisor would start the runtime).
+func (c *Cluster) WaitRunning(limit time.Duration, agents ...string) {
+	c.t.Helper()
+	if len(agents) == 0 {
+		agents = c.agents
+	}
+	wait.Within(c.t, limit, "every agent running on its owner", func() bool {
+		st := c.State()
+		last := map[string]map[string]HookRun{} // node → agent → its last hook run there
+		for _, a := range agents {
+			o := st.Owners[a]
+			if o == "" {
+				return false
+			}
+			if last[o] == nil {
+				n := c.node(o)
+				if n == nil {
+					return false
+				}
+				runs, err := readHooks(n.hookLog, n.Name)
+				if err != nil {
+					c.t.Fatal(err)
+				}
+				last[o] = map[string]HookRun{}
+				for _, r := range runs {
+					if prev, ok := last[o][r.Agent]; !ok || !r.Start.Before(prev.Start) {
+						last[o][r.Agent] = r
+					}
+				}
+			}
+			if r := last[o][a]; r.Event != "acquire" || r.End.IsZero() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// node is the node named name (nil: none).
+func (c *Cluster) node(name string) *Node {
 	for _, n := range c.Nodes() {
 		if n.Name == name {
 			return n

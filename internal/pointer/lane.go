@@ -194,14 +194,16 @@ const fleetRetry = 2 * time.Second
 
 // syncFleet writes the fleet heads that do not name their agent's last
 // verified snapshot (a write that failed); it returns when to try again
-// (zero: none due).
+// (zero: none due). A head whose gate is closed (the node fenced for a
+// moment) is tried again too: its fleet head must not wait for the
+// record's pointer_interval.
 func (l *lane) syncFleet(ctx context.Context) time.Time {
 	var at time.Time
 	for _, h := range l.list() {
-		if !h.FleetPending() || h.gate() != nil {
+		if !h.FleetPending() {
 			continue
 		}
-		if err := h.SyncFleet(ctx); err != nil {
+		if h.gate() != nil || h.SyncFleet(ctx) != nil {
 			at = l.now().Add(fleetRetry)
 		}
 	}
