@@ -130,8 +130,8 @@ func TestNodes(t *testing.T) {
 		t.Errorf("hermesd container runs %s", args)
 	}
 	pre := fmt.Sprint(get(h, "lifecycle", "preStop", "exec", "command"))
-	if !strings.Contains(pre, " fleet drain ") {
-		t.Errorf("preStop runs %s, want hermesd fleet drain", pre)
+	if !strings.Contains(pre, " fleet drain ") || !strings.HasSuffix(pre, " -config /etc/hermesd/hermesd.yml]") {
+		t.Errorf("preStop runs %s, want hermesd fleet drain of this node (no NODE: it waits until the node owns nothing)", pre)
 	}
 	grace, _ := get(spec, "terminationGracePeriodSeconds").(int)
 	if need := handoff + shutdown; time.Duration(grace)*time.Second <= need {
@@ -288,8 +288,8 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	stop := fleet["ExecStop"]
-	if len(stop) != 1 || !strings.HasPrefix(stop[0], "-/usr/local/bin/hermesd fleet drain ") {
-		t.Errorf("ExecStop=%v, want one hermesd fleet drain whose failure does not stop the stop", stop)
+	if len(stop) != 1 || stop[0] != "-/usr/local/bin/hermesd fleet drain -config /etc/hermesd/hermesd.yml" {
+		t.Errorf("ExecStop=%v, want one hermesd fleet drain of this node (it waits) whose failure does not stop the stop", stop)
 	}
 	if len(fleet["TimeoutStopSec"]) != 1 {
 		t.Fatalf("TimeoutStopSec %v", fleet["TimeoutStopSec"])

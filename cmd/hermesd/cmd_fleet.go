@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -20,7 +21,8 @@ const fleetHelp = `Subcommands:
   status       show the fleet: its nodes, which node owns each agent, the
                fleet heads, hand-offs in flight, and which node lacks which
                agent's key
-  drain NODE   ask NODE to hand every agent off and take none (before
+  drain [NODE] ask NODE (default: this node, then wait until it owns
+               nothing) to hand every agent off and take none (before
                maintenance); it lasts until NODE's process ends
 
 Both read the configuration's cluster section (-config) and talk to etcd
@@ -145,30 +147,103 @@ func printFleet(w io.Writer, st fleet.Status) {
 }
 
 func runFleetDrain(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := newFlagSet(env, "fleet drain", "fleet drain [-config FILE] NODE",
+	fs := newFlagSet(env, "fleet drain", "fleet drain [-config FILE] [-wait] [-timeout D] [NODE]",
 		`Ask NODE to hand every agent it owns off (its last snapshot and fleet
 head first) and take no other, for maintenance. The request is bound to
 NODE's lease: it ends when NODE's process stops (a restart takes agents
-again). Returns once the request is recorded; 'hermesd fleet status'
-shows the agents move.`)
+again).
+
+Without NODE it drains this node (cluster.node of the configuration) and
+waits until it owns nothing, printing what is left as it shrinks: what a
+preStop hook or ExecStop runs before the process is stopped. With NODE it
+returns once the request is recorded unless -wait is given. -timeout
+bounds the wait (default: cluster.handoff_timeout plus a minute; the
+hand-offs run in parallel, each bounded by handoff_timeout); a wait cut
+short exits 1 naming what is left, which then moves after the lease TTL,
+restored from its fleet head.`)
 	cfgPath := configFlag(fs)
+	waitFlag := fs.Bool("wait", false, "wait until NODE owns nothing (the default without NODE)")
+	timeout := fs.Duration("timeout", 0, "bound the wait (default: cluster.handoff_timeout + 1m)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageErrorf("fleet drain takes one NODE")
+	if fs.NArg() > 1 {
+		return usageErrorf("fleet drain takes at most one NODE")
 	}
-	_, done, fc, err := fleetClient(*cfgPath)
+	cfg, done, fc, err := fleetClient(*cfgPath)
 	if err != nil {
 		return err
 	}
 	defer done()
-	ctx, cancel := context.WithTimeout(ctx, fleetTimeout)
-	defer cancel()
-	node := fs.Arg(0)
-	if err := fleet.Drain(ctx, fc.cli, fc.fleet, node); err != nil {
+	node, wait := cfg.Cluster.Node, true
+	if fs.NArg() == 1 {
+		node, wait = fs.Arg(0), *waitFlag
+	}
+	rctx, cancel := context.WithTimeout(ctx, fleetTimeout)
+	err = fleet.Drain(rctx, fc.cli, fc.fleet, node)
+	cancel()
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(env.stdout, "node %s is draining: it hands its agents off and takes none\n", sanitize(node))
-	return nil
+	if !wait {
+		return nil
+	}
+	limit := *timeout
+	if limit <= 0 {
+		limit = cfg.Cluster.HandoffTimeout.D() + time.Minute
+	}
+	return waitDrained(ctx, env.stdout, fc, node, limit)
+}
+
+// drainPoll is how often a drain's wait reads the fleet.
+const drainPoll = time.Second
+
+// waitDrained waits until node owns no agent (a node that stopped owns
+// none: its keys go with its lease), printing each change of what it
+// still owns, for at most limit.
+func waitDrained(ctx context.Context, out io.Writer, fc *fleetConn, node string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	start := time.Now()
+	var left []string
+	var lastErr error
+	shown := -1
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, fleetTimeout)
+		st, err := fleet.Read(rctx, fc.cli, fc.fleet)
+		rcancel()
+		if err == nil {
+			left, lastErr = left[:0], nil
+			moving := 0
+			for _, a := range st.Agents {
+				if a.Owner == node {
+					left = append(left, a.ID)
+					if a.Handoff != nil {
+						moving++
+					}
+				}
+			}
+			if len(left) == 0 {
+				fmt.Fprintf(out, "node %s owns no agent (%s)\n", sanitize(node), time.Since(start).Round(time.Millisecond))
+				return nil
+			}
+			if len(left) != shown {
+				fmt.Fprintf(out, "node %s owns %d agents, %d being handed off\n", sanitize(node), len(left), moving)
+				shown = len(left)
+			}
+		} else if ctx.Err() == nil {
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			if shown < 0 {
+				return fmt.Errorf("wait for node %s to drain: %w", sanitize(node), errors.Join(lastErr, ctx.Err()))
+			}
+			return fmt.Errorf("node %s still owns %d agents after %v: %s", sanitize(node), len(left), limit, sanitize(strings.Join(left, ", ")))
+		case <-tick.C:
+		}
+	}
 }

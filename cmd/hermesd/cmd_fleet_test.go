@@ -107,7 +107,21 @@ agents:
 	if _, _, code := runCmd(t, "fleet", "drain", "-config", cfg, "n9"); code == exitOK {
 		t.Fatal("draining a node that is not registered succeeded")
 	}
-	if _, _, code := runCmd(t, "fleet", "drain", "-config", cfg); code != exitUsage {
-		t.Fatalf("fleet drain without a node: exit %d", code)
+	if _, _, code := runCmd(t, "fleet", "drain", "-config", cfg, "n1", "n2"); code != exitUsage {
+		t.Fatalf("fleet drain of two nodes: exit %d", code)
+	}
+
+	// Without NODE: this node (cluster.node n1), and a wait until it owns
+	// nothing — bounded, naming what is left.
+	stdout, stderr, code = runCmd(t, "fleet", "drain", "-config", cfg, "-timeout", "1s")
+	if code != exitFailure || !strings.Contains(stdout, "node n1 owns 1 agents") || !strings.Contains(stderr, "still owns 1 agents after 1s: a1") {
+		t.Fatalf("drain of a node that keeps its agent: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := cli.Delete(ctx, fleet.Prefix("ops")+"owners/a1"); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = runCmd(t, "fleet", "drain", "-config", cfg)
+	if code != exitOK || !strings.Contains(stdout, "node n1 owns no agent") {
+		t.Fatalf("drain of a node that owns nothing: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

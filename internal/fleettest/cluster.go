@@ -455,11 +455,12 @@ func (n *Node) kill() {
 	}
 }
 
-// Drain runs `hermesd fleet drain NODE` (what a preStop hook runs) and
-// returns its output.
+// Drain runs `hermesd fleet drain` on the node's configuration (what a
+// preStop hook runs: it drains this node and returns once it owns
+// nothing) and returns its output.
 func (n *Node) Drain() string {
 	n.c.t.Helper()
-	out, err := exec.Command(n.c.bin, "fleet", "drain", "-config", n.Config.ConfigPath, n.Name).CombinedOutput()
+	out, err := exec.Command(n.c.bin, "fleet", "drain", "-config", n.Config.ConfigPath).CombinedOutput()
 	if err != nil {
 		n.c.t.Fatalf("hermesd fleet drain %s: %v\n%s", n.Name, err, out)
 	}
