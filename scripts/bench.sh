@@ -171,7 +171,7 @@ fi
 # (internal/fleettest); needs no dataset.
 if want fleet; then
 	say "fleet: take-over vs agents and brain size, hand-off, etcd requests per agent-minute"
-	go test -tags fleetcore -count=1 -run '^$' -bench '^BenchmarkFleet' -benchtime 1x -timeout 90m ./internal/fleettest |
+	go test -count=1 -run '^$' -bench '^BenchmarkFleet' -benchtime 1x -timeout 90m ./internal/fleettest |
 		tee "$BENCH/fleet.txt"
 	say "fleet: cost per agent-month of one busy agent, pointer_interval 10m (today) and 1h (the fleet's default)"
 	go build -o "$BENCH/bin/benchtool-cost" ./scripts/benchtool/cost

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/snapshot"
 	"github.com/hermesd/hermesd/internal/state"
@@ -54,6 +55,45 @@ func PlanTakeOver(fleet *pointer.FleetHead, record string, hasName bool) TakeOve
 		p.Why = fmt.Sprintf("the fleet head %s does not descend from the record (its writer knew %q)", fleet.Value, fleet.Published)
 	}
 	return p
+}
+
+// maxDescent bounds the walk from a fleet head back to the record: a
+// fleet head more snapshots ahead of the record than that is not taken
+// for its descendant (the record is restored, with a warning).
+const maxDescent = 64
+
+// historian walks a snapshot's lineage (snapshot.Pipeline).
+type historian interface {
+	History(ctx context.Context, head string, limit int) ([]snapshot.HistoryEntry, error)
+}
+
+// CheckDescent settles a plan that restores the record over a fleet
+// head whose writer did not know the record to hold what it holds (the
+// record moved after the head was last written: a publication finishing
+// as a hand-off ended): when the record is the fleet head or one of its
+// ancestors within maxDescent snapshots, the fleet head descends from it
+// and is restored instead. A walk that fails is an error (retried), never
+// a reason to restore the older record.
+func (a *Agent) CheckDescent(ctx context.Context, p TakeOverPlan) (TakeOverPlan, error) {
+	if p.Source != SourceENS || p.Fleet == nil || p.Record == "" {
+		return p, nil
+	}
+	h, ok := a.deps.Pipeline.(historian)
+	if !ok {
+		return p, nil
+	}
+	hist, err := h.History(ctx, p.Fleet.Value, maxDescent)
+	if err != nil {
+		return p, fmt.Errorf("walk the fleet head's lineage back to the record: %w", err)
+	}
+	for _, e := range hist {
+		if headref.Same(e.BlobID, p.Record) {
+			p.Blob, p.Source = p.Fleet.Value, SourceFleetHead
+			p.Why = fmt.Sprintf("the record is the fleet head's ancestor (%d back)", e.N)
+			return p, nil
+		}
+	}
+	return p, nil
 }
 
 // ReadRecord reads what the agent's record holds where it lives ("" for

@@ -156,7 +156,10 @@ func (h fleetHost) Open(ctx context.Context, id string, o fleet.Ownership) error
 			fh = &pointer.FleetHead{Value: o.Head.Value, BundleHash: o.Head.BundleHash, Version: o.Head.Version,
 				CreatedAt: o.Head.CreatedAt, Published: o.Head.Published}
 		}
-		plan := agent.PlanTakeOver(fh, record, a.Config().ENSName != "")
+		plan, err := a.CheckDescent(ctx, agent.PlanTakeOver(fh, record, a.Config().ENSName != ""))
+		if err != nil {
+			return err
+		}
 		if plan.Source == agent.SourceENS && fh != nil {
 			d.log.Warn("the fleet head does not descend from the record: restoring the record", "agent", id, "why", plan.Why)
 		}

@@ -1,5 +1,3 @@
-//go:build fleetcore
-
 package fleettest
 
 import (

@@ -27,6 +27,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devetcd"
 	"github.com/hermesd/hermesd/internal/devnet"
+	"github.com/hermesd/hermesd/internal/fleet"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/wait"
 )
@@ -61,13 +62,17 @@ type Options struct {
 
 // Cluster is a fleet under test: etcd, the devnet world and the nodes.
 type Cluster struct {
+	// t is the test the cluster's helpers report to (a step's subtest,
+	// while it runs); root is the test that owns the cluster's resources.
 	t      testing.TB
+	root   testing.TB
 	opts   Options
 	dir    string
 	bin    string
 	Etcd   *devetcd.Cluster
 	Devnet *devnet.Devnet
 	etcd   *clientv3.Client
+	fleet  string
 	prefix string
 	rec    *recorder
 	writes *writeLog
@@ -116,7 +121,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	// renewals and fence them for no fault of theirs.
 	fleets <- struct{}{}
 	t.Cleanup(func() { <-fleets })
-	c := &Cluster{t: t, opts: o, dir: t.TempDir(), writes: newWriteLog(), names: map[common.Hash]string{}, lineage: map[[2]string][]string{}}
+	c := &Cluster{t: t, root: t, opts: o, dir: t.TempDir(), writes: newWriteLog(), names: map[common.Hash]string{}, lineage: map[[2]string][]string{}}
 	c.bin = o.Binary
 	if c.bin == "" {
 		c.bin = Binary(t)
@@ -132,8 +137,8 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.etcd.Close() })
-	const fleet = "fleettest"
-	c.prefix = Prefix(fleet)
+	const fleetName = "fleettest"
+	c.fleet, c.prefix = fleetName, Prefix(fleetName)
 	c.rec = startRecorder(c.etcd, c.prefix)
 	t.Cleanup(c.rec.close)
 
@@ -167,7 +172,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		Shards: 10,
 		Cluster: devnet.ClusterOptions{
 			Endpoints:      c.Etcd.Endpoints(),
-			Fleet:          fleet,
+			Fleet:          fleetName,
 			LeaseTTL:       o.LeaseTTL,
 			HandoffTimeout: o.HandoffTimeout,
 		},
@@ -303,9 +308,10 @@ type Node struct {
 	hookLog string
 	logPath string
 
-	mu   sync.Mutex
-	proc *exec.Cmd
-	done chan struct{}
+	mu      sync.Mutex
+	proc    *exec.Cmd
+	done    chan struct{}
+	started time.Time // the process's start
 }
 
 // AddNode writes the configuration of the next node and starts it.
@@ -318,12 +324,12 @@ func (c *Cluster) AddNode() *Node {
 	n := &Node{c: c, Index: k, Name: name, hookLog: filepath.Join(c.dir, name+".hooks"), logPath: filepath.Join(c.dir, name+".log")}
 	dn := c.Devnet
 	no := devnet.NodeOptions{Index: k, Dir: filepath.Join(c.dir, name), Path: filepath.Join(c.dir, name+".yml")}
-	no.Walrus = walrusProxy(c.t, dn.Walrus.URL(), name, c.writes)
+	no.Walrus = walrusProxy(c.root, dn.Walrus.URL(), name, c.writes)
 	n.Walrus = no.Walrus
-	n.L1 = chainProxy(c.t, dn.Chain.URL(), name, L1Tx, c.writes)
+	n.L1 = chainProxy(c.root, dn.Chain.URL(), name, L1Tx, c.writes)
 	no.RPC = n.L1.URL
 	if dn.L2 != nil {
-		n.L2 = chainProxy(c.t, dn.L2.RPC(), name, L2Tx, c.writes)
+		n.L2 = chainProxy(c.root, dn.L2.RPC(), name, L2Tx, c.writes)
 		no.L2RPC = n.L2.URL
 	}
 	http := freeAddr(c.t)
@@ -382,7 +388,7 @@ func (n *Node) Start() {
 		n.c.t.Fatal(err)
 	}
 	done := make(chan struct{})
-	n.proc, n.done = cmd, done
+	n.proc, n.done, n.started = cmd, done, time.Now()
 	go func() {
 		cmd.Wait()
 		out.Close()
@@ -657,8 +663,14 @@ func (c *Cluster) WaitRunning(limit time.Duration, agents ...string) {
 				if err != nil {
 					c.t.Fatal(err)
 				}
+				n.mu.Lock()
+				since := n.started
+				n.mu.Unlock()
 				last[o] = map[string]HookRun{}
 				for _, r := range runs {
+					if r.Start.Before(since) {
+						continue // a previous process's (a kill -9 leaves no on_release)
+					}
 					if prev, ok := last[o][r.Agent]; !ok || !r.Start.Before(prev.Start) {
 						last[o][r.Agent] = r
 					}
@@ -670,6 +682,30 @@ func (c *Cluster) WaitRunning(limit time.Duration, agents ...string) {
 		}
 		return true
 	})
+}
+
+// WaitSettled waits until the fleet is at rest: every agent owned by the
+// node the assignment gives it, no hand-off in flight, every agent
+// running on its owner. A fault's effect on ownership is measured from
+// there (a node that rejoined takes its share back by hand-offs for a
+// while after).
+func (c *Cluster) WaitSettled(limit time.Duration) {
+	c.t.Helper()
+	wait.Within(c.t, limit, "the fleet settled (every agent on its desired node, no hand-off in flight)", func() bool {
+		ctx, cancel := context.WithTimeout(c.t.Context(), 10*time.Second)
+		defer cancel()
+		st, err := fleet.Read(ctx, c.etcd, c.fleet)
+		if err != nil {
+			return false
+		}
+		for _, a := range st.Agents {
+			if a.Owner == "" || a.Owner != a.Desired || a.Handoff != nil {
+				return false
+			}
+		}
+		return len(st.Agents) >= len(c.agents)
+	})
+	c.WaitRunning(limit)
 }
 
 // node is the node named name (nil: none).
@@ -752,14 +788,23 @@ func (c *Cluster) History() *History {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	h.Records = recs
 	if c.Devnet.L2 != nil {
-		recs, err := recordHistory(ctx, c.Devnet.L2.Chain, "l2", c.names, txs)
+		l2, err := recordHistory(ctx, c.Devnet.L2.Chain, "l2", c.names, txs)
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		h.Records = append(h.Records, recs...)
+		recs = append(recs, l2...)
 	}
+	// A transaction sent after the log was read may be mined before the
+	// chains are: the proxy logged it before passing it on, so the log
+	// read again has it.
+	_, txs = c.writes.snapshot()
+	for i, r := range recs {
+		if s, ok := txs[r.TxHash]; ok && r.Node == "" {
+			recs[i].Node, recs[i].Sent = s.node, s.at
+		}
+	}
+	h.Records = recs
 	for _, n := range c.Nodes() {
 		runs, err := readHooks(n.hookLog, n.Name)
 		if err != nil {
@@ -799,7 +844,7 @@ func (c *Cluster) lineageOf(agent, value string) ([]string, error) {
 	c.lineageOnce.Do(func() {
 		c.lineageSvc, c.lineageErr = compose.Build(context.Background(), c.Devnet.Config, nil, compose.Options{ReadOnly: true})
 		if c.lineageErr == nil {
-			c.t.Cleanup(c.lineageSvc.Close)
+			c.root.Cleanup(c.lineageSvc.Close)
 		}
 	})
 	if c.lineageErr != nil {
@@ -817,7 +862,7 @@ func (c *Cluster) lineageOf(agent, value string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		hist, err := c.lineageSvc.Pipeline(ac, c.t.TempDir(), nil).History(c.t.Context(), v, 2)
+		hist, err := c.lineageSvc.Pipeline(ac, c.root.TempDir(), nil).History(c.root.Context(), v, 2)
 		if err != nil {
 			return nil, err
 		}

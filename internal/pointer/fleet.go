@@ -31,7 +31,11 @@ type Fleet interface {
 type fleetPlace struct {
 	mu      sync.Mutex
 	written string // the value the fleet head names, as far as this head knows
-	err     error  // the last write's failure (nil: none, or none due)
+	// published is what the fleet head says the record holds: it is
+	// written again when the record moves, so that a new owner can tell
+	// that the head descends from the record without a walk.
+	published string
+	err       error // the last write's failure (nil: none, or none due)
 }
 
 // fleetDue reports the snapshot the fleet head should name and whether
@@ -46,7 +50,7 @@ func (h *Head) fleetDue() (FleetHead, bool) {
 		fh = FleetHead{Value: st.Last.BlobID, BundleHash: st.Last.BundleHash, Version: st.Last.Version,
 			CreatedAt: st.Last.CreatedAt, Published: st.Published}
 		h.fleet.mu.Lock()
-		due = h.fleet.written != fh.Value
+		due = h.fleet.written != fh.Value || h.fleet.published != fh.Published
 		h.fleet.mu.Unlock()
 	})
 	return fh, due
@@ -54,7 +58,8 @@ func (h *Head) fleetDue() (FleetHead, bool) {
 
 // SyncFleet writes the fleet head when it does not name the agent's last
 // verified snapshot (a write that failed, or a new owner whose head
-// differs). Without a fleet it does nothing.
+// differs) or what the record holds now. Without a fleet it does
+// nothing.
 func (h *Head) SyncFleet(ctx context.Context) error {
 	if h.deps.Fleet == nil {
 		return nil
@@ -66,7 +71,7 @@ func (h *Head) SyncFleet(ctx context.Context) error {
 	err := h.deps.Fleet.PutHead(ctx, h.cfg.Agent, fh)
 	h.fleet.mu.Lock()
 	if err == nil {
-		h.fleet.written = fh.Value
+		h.fleet.written, h.fleet.published = fh.Value, fh.Published
 	}
 	prev := h.fleet.err
 	h.fleet.err = err
@@ -99,9 +104,9 @@ func (h *Head) FleetPending() bool {
 // names s.
 func (h *Head) TookOver(s state.Snapshot, record string, fleet *FleetHead) error {
 	h.fleet.mu.Lock()
-	h.fleet.written, h.fleet.err = "", nil
+	h.fleet.written, h.fleet.published, h.fleet.err = "", "", nil
 	if fleet != nil {
-		h.fleet.written = fleet.Value
+		h.fleet.written, h.fleet.published = fleet.Value, fleet.Published
 	}
 	h.fleet.mu.Unlock()
 	err := h.update(func(st *state.AgentState) bool {

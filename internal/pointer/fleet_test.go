@@ -48,6 +48,12 @@ func (f *memFleet) PutHead(_ context.Context, agent string, h FleetHead) error {
 	return nil
 }
 
+func (f *memFleet) published(agent string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.heads[agent].Published
+}
+
 func (f *memFleet) head(agent string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -55,7 +61,9 @@ func (f *memFleet) head(agent string) string {
 }
 
 // TestFleetHeadFollowsEveryVerifiedSnapshot: every verified snapshot is
-// written to the fleet head at once; one whose write was refused (the
+// written to the fleet head at once, and so is every record published
+// (the head says what the record holds, which a new owner's descent
+// check reads); one whose write was refused (the
 // node fenced for a moment) is written as soon as the gate opens again —
 // within the fleet's retry, not the record's pointer_interval (an hour
 // here), which is what the fleet head is for.
@@ -71,6 +79,9 @@ func TestFleetHeadFollowsEveryVerifiedSnapshot(t *testing.T) {
 		t.Fatalf("after a verified snapshot the fleet head is %q, want %q", got, v1)
 	}
 	stepUntil(t, r, p, 10, "the first snapshot published", func() bool { return r.w.get("alpha.eth") == v1 })
+	if got := f.published("alpha"); got != v1 {
+		t.Fatalf("the record published, the fleet head says it holds %q, want %q", got, v1)
+	}
 
 	f.setClosed(true)
 	v2 := a.snapshot(t)

@@ -169,6 +169,10 @@ func (l *lane) step(ctx context.Context) time.Time {
 		l.checkAll(ctx)
 	}
 	next := l.publishDue(ctx, false)
+	// A record just published is what the fleet heads say next.
+	if at := l.syncFleet(ctx); !at.IsZero() && (fleetAt.IsZero() || at.Before(fleetAt)) {
+		fleetAt = at
+	}
 	l.mu.Lock()
 	if at := l.probeAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
 		next = at
