@@ -83,6 +83,9 @@ type Observer interface {
 
 // Options adjust Build.
 type Options struct {
+	// Version is what this process was built as (the daemon advertises
+	// it in its fleet registration); "" says "dev".
+	Version string
 	// ReadOnly builds clients without write credentials: no chain signer
 	// (restores and listings only read pointers; an init container need
 	// not hold the chain key), no publisher token, no receipt signer.

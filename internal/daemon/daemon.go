@@ -11,6 +11,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,7 @@ type Daemon struct {
 	// quiltMetrics are the shared quilt batcher's series.
 	quiltMetrics *quiltMetrics
 	hub          *watch.Hub
+	version      string // as built: the fleet registration says it
 	agents       []*agent.Agent
 	byID         map[string]*agent.Agent
 	pub          *pointer.Publisher // nil without a chain
@@ -95,6 +97,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts compose
 		probe:   newProber(log.With("component", "walrus")),
 		byID:    map[string]*agent.Agent{},
 		cancel:  func() {},
+		version: cmp.Or(opts.Version, "dev"),
 	}
 	d.quiltMetrics = newQuiltMetrics(d.metrics.reg)
 	opts.Observer = (*servicesObserver)(d)

@@ -105,7 +105,7 @@ func (d *Daemon) newNode() error {
 	d.fleet.obs = newFleetMetrics(d.metrics.reg)
 	n, err := fleet.New(fleet.Config{
 		Client: d.fleet.etcd, Fleet: cl.Fleet, Node: cl.Node, TTL: cl.LeaseTTL.D(),
-		HandoffTimeout: cl.HandoffTimeout.D(), Agents: agents, API: d.Addr(),
+		HandoffTimeout: cl.HandoffTimeout.D(), Agents: agents, API: d.Addr(), Version: d.version,
 		PreviousLease: prev,
 		Registered:    func(lease int64) { os.WriteFile(leasePath, []byte(strconv.FormatInt(lease, 16)+"\n"), 0o600) },
 		Observer:      d.fleet.obs,
@@ -228,6 +228,29 @@ func (h fleetHost) Close(id string) {
 	if r != nil {
 		r.cancel()
 		<-r.done
+	}
+}
+
+// notRunHere says why agent id does not run on this node ("" when it
+// does, or outside a fleet): one line naming its owner.
+func (d *Daemon) notRunHere(id string) string {
+	if d.fleet == nil {
+		return ""
+	}
+	d.fleet.mu.Lock()
+	running := d.fleet.run[id] != nil
+	d.fleet.mu.Unlock()
+	if running && d.fleet.node.Owns(id) {
+		return ""
+	}
+	n := d.fleet.node
+	switch owner := n.OwnerOf(id); owner {
+	case "":
+		return fmt.Sprintf("agent %s runs on no node of fleet %s now (this is %s); retry shortly", id, n.Fleet(), n.Name())
+	case n.Name():
+		return fmt.Sprintf("agent %s is not running on this node (%s) yet or any more; retry shortly", id, n.Name())
+	default:
+		return fmt.Sprintf("agent %s is owned by node %s, not this node (%s): send its receipts there", id, owner, n.Name())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,6 +113,16 @@ func TestFleetHandOffAndFence(t *testing.T) {
 	cfgA, cfgB := fleetConfig(t, w, etcd, "node-a"), fleetConfig(t, w, etcd, "node-b")
 	brainA, brainB := cfgA.Agents[0].BrainDir, cfgB.Agents[0].BrainDir
 	seedBrain(t, brainA)
+	token := withToken(t, cfgA)
+	// Both nodes' hooks append to one log, with the time: the hand-off's
+	// order is read from it.
+	hookLog := filepath.Join(t.TempDir(), "hooks.log")
+	hook := filepath.Join(t.TempDir(), "hook.sh")
+	writeFile(t, hook, "#!/bin/sh\necho \"$(date +%s%N) $1 start $2\" >> "+hookLog+"\necho \"$(date +%s%N) $1 end $2\" >> "+hookLog+"\n", 0o755)
+	for _, c := range []*config.Config{cfgA, cfgB} {
+		c.Cluster.Hooks = config.Hooks{OnAcquire: []string{hook, "acquire", "{node}"}, OnRelease: []string{hook, "release", "{node}"},
+			Timeout: config.Duration(30 * time.Second)}
+	}
 
 	a := startNode(t, cfgA)
 	wait.For(t, "node-a runs alpha", func() bool { return runs(a, "alpha") })
@@ -150,6 +161,9 @@ func TestFleetHandOffAndFence(t *testing.T) {
 	if resp.StatusCode != 200 || st.Node != "node-a" || len(st.Agents) != 1 || st.Agents[0].Owner != "node-a" {
 		t.Fatalf("/v1/fleet: %d %+v", resp.StatusCode, st)
 	}
+	if len(st.Nodes) != 1 || st.Nodes[0].Version != "dev" {
+		t.Fatalf("/v1/fleet: the node's registration does not say its version: %+v", st.Nodes)
+	}
 
 	// node-b joins; node-a is drained: alpha moves, by hand-off.
 	b := startNode(t, cfgB)
@@ -167,6 +181,24 @@ func TestFleetHandOffAndFence(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(a.fleet.obs.handoffs.WithLabelValues("ok")); n != 1 {
 		t.Fatalf("node-a counted %v hand-offs", n)
+	}
+	// The giver's on_release returned before the taker's on_acquire began.
+	var hooks string
+	wait.For(t, "node-b's on_acquire", func() bool {
+		hb, _ := os.ReadFile(hookLog)
+		hooks = string(hb)
+		return strings.Contains(hooks, " acquire end node-b\n")
+	})
+	released := strings.Index(hooks, " release end node-a\n")
+	acquired := strings.Index(hooks, " acquire start node-b\n")
+	if released < 0 || acquired < 0 || released > acquired {
+		t.Fatalf("hooks ran out of order:\n%s", hooks)
+	}
+	// Receipts for alpha sent to node-a, which no longer runs it, are
+	// refused, naming the owner: a log written there would fork alpha's.
+	ans := do(t, a, call{path: "/v1/agents/alpha/receipts", body: strings.NewReader("{}\n"), ctype: "application/x-ndjson", auth: "Bearer " + token})
+	if ans.code != http.StatusConflict || !strings.Contains(string(ans.body), "owned by node node-b") {
+		t.Fatalf("receipts POSTed to a node that does not run the agent: %d %s", ans.code, ans.body)
 	}
 
 	// etcd goes silent: node-b fences itself at half the TTL, then, a

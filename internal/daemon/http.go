@@ -342,6 +342,12 @@ func (a *api) serveReceipts(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if why := a.d.notRunHere(id); why != "" {
+		// The runtime must send its receipts to the node that runs the
+		// agent: a log written here would fork the owner's.
+		apiError(w, http.StatusConflict, why)
+		return
+	}
 	// Spool the body first (bounded, within the read timeout), so the
 	// import never waits on a slow client.
 	spool, err := os.CreateTemp(a.d.state.SpoolDir(), "receipts-*.ndjson")

@@ -252,6 +252,17 @@ func (n *Node) Gate(id, kind string) error {
 // Owns reports whether the node owns agent id now (and is not fenced).
 func (n *Node) Owns(id string) bool { return n.Gate(id, "") == nil }
 
+// OwnerOf is the node that owns agent id as this node last saw etcd
+// ("" when none does).
+func (n *Node) OwnerOf(id string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if o, ok := n.view.owners[id]; ok {
+		return o.Node
+	}
+	return ""
+}
+
 // Fenced reports whether the node may not write now.
 func (n *Node) Fenced() bool {
 	n.mu.Lock()

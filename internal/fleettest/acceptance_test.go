@@ -373,10 +373,11 @@ func fleetScaleAndRoll(t *testing.T, c *Cluster) {
 		per := c.perNode(st)
 		return len(per) == 3 && len(st.Owners) == len(c.agents)
 	})
+	// Back at rest: every agent on the node the assignment gives it (nine
+	// agents are too few for a balance bar; TestFleetOwnsAndBalances has
+	// 300).
+	c.WaitSettled(2 * time.Minute)
 	want = editAll(t, c, c.Agents(), 8)
-	if b := balance(t, c, 3); b > 2 {
-		t.Errorf("balance after scaling up: %.2f (%v)", b, c.PerNode())
-	}
 	n := c.Node(1)
 	n.Drain()
 	c.WaitOwned(2*time.Minute, "node-2", "node-3")

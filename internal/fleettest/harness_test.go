@@ -93,10 +93,15 @@ func TestHarness(t *testing.T) {
 	}
 	put := func(k, v string, opts ...clientv3.OpOption) *clientv3.PutResponse {
 		t.Helper()
-		r, err := c.etcd.Put(ctx, c.prefix+k, v, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// A write in flight when a member crashes fails (etcd does not
+		// know whether it applied); a node would retry it, and so does
+		// the test (a put is idempotent).
+		var r *clientv3.PutResponse
+		var err error
+		wait.Within(t, time.Minute, "a put of "+k, func() bool {
+			r, err = c.etcd.Put(ctx, c.prefix+k, v, opts...)
+			return err == nil
+		})
 		return r
 	}
 	put("nodes/node-1", `{"node":"node-1"}`, clientv3.WithLease(lease.ID))
