@@ -90,7 +90,8 @@ func TestFleetOwnsAndBalances(t *testing.T) {
 		t.Errorf("balance max/min = %.2f (%v), want ≤ 1.5", b, c.PerNode())
 	}
 	t.Logf("300 agents owned %v after the nodes started; per node %v", took, c.PerNode())
-	c.Check()
+	// (Exactly one owner each is etcd's: one key per agent. TestFleet runs
+	// the checker over a whole run of faults.)
 }
 
 // TestFleet is one fleet of 3 nodes and 9 agents (every third on the

@@ -29,7 +29,6 @@ import (
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/fleet"
 	"github.com/hermesd/hermesd/internal/hash"
-	"github.com/hermesd/hermesd/internal/wait"
 )
 
 // Options configure a fleet under test.
@@ -646,7 +645,7 @@ func (c *Cluster) WaitRunning(limit time.Duration, agents ...string) {
 	if len(agents) == 0 {
 		agents = c.agents
 	}
-	wait.Within(c.t, limit, "every agent running on its owner", func() bool {
+	c.within(limit, "every agent running on its owner", func() bool {
 		st := c.State()
 		last := map[string]map[string]HookRun{} // node → agent → its last hook run there
 		for _, a := range agents {
@@ -691,7 +690,7 @@ func (c *Cluster) WaitRunning(limit time.Duration, agents ...string) {
 // while after).
 func (c *Cluster) WaitSettled(limit time.Duration) {
 	c.t.Helper()
-	wait.Within(c.t, limit, "the fleet settled (every agent on its desired node, no hand-off in flight)", func() bool {
+	c.within(limit, "the fleet settled (every agent on its desired node, no hand-off in flight)", func() bool {
 		ctx, cancel := context.WithTimeout(c.t.Context(), 10*time.Second)
 		defer cancel()
 		st, err := fleet.Read(ctx, c.etcd, c.fleet)
@@ -706,6 +705,23 @@ func (c *Cluster) WaitSettled(limit time.Duration) {
 		return len(st.Agents) >= len(c.agents)
 	})
 	c.WaitRunning(limit)
+}
+
+// within polls cond until it holds or limit passes: for what no etcd
+// event announces (a hook log, the nodes' view of the assignment).
+func (c *Cluster) within(limit time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			c.t.Fatalf("timed out after %v waiting for %s", limit, what)
+		case <-tick.C:
+		}
+	}
 }
 
 // node is the node named name (nil: none).
