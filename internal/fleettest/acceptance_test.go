@@ -82,6 +82,7 @@ func balance(t *testing.T, c *Cluster, nodes int) float64 {
 // TestFleetOwnsAndBalances: 3 nodes, 300 agents: every agent owned by
 // exactly one node within 30 s of the start, max/min ≤ 1.5 per node.
 func TestFleetOwnsAndBalances(t *testing.T) {
+	t.Parallel() // beside TestHarness, which runs no daemon
 	c := Start(t, Options{Nodes: 3, Agents: 300, BrainBytes: 1 << 10, L2Every: -1})
 	// Within 30 s of the nodes' start, not of this call.
 	c.WaitOwned(time.Until(c.start.Add(30 * time.Second)))

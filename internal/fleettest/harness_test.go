@@ -59,6 +59,7 @@ func procState(t *testing.T, n *Node) string {
 // recorder follows etcd through a member's loss and a majority's, and the
 // node's process is paused, resumed, killed and restarted.
 func TestHarness(t *testing.T) {
+	t.Parallel() // light (no daemon): beside TestFleetOwnsAndBalances
 	c := Start(t, Options{Nodes: 1, Agents: 3, LeaseTTL: 2 * time.Second, Binary: fakeHermesd(t)})
 	n := c.Node(1)
 	if n.L2 == nil || !n.Running() {
