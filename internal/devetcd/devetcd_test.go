@@ -3,10 +3,10 @@ package devetcd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -15,7 +15,7 @@ import (
 
 func client(t *testing.T, c *Cluster) *clientv3.Client {
 	t.Helper()
-	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cl, err := c.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,12 +23,24 @@ func client(t *testing.T, c *Cluster) *clientv3.Client {
 	return cl
 }
 
+// put writes k until etcd takes it or limit passes: a write in flight
+// when a member crashes fails (etcd cannot say whether it applied), and a
+// client retries it.
 func put(t *testing.T, cl *clientv3.Client, k, v string, limit time.Duration) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
-	_, err := cl.Put(ctx, k, v)
-	return err
+	for {
+		_, err := cl.Put(ctx, k, v)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func get(t *testing.T, cl *clientv3.Client, k string) string {
@@ -108,11 +120,23 @@ func TestThreeMembers(t *testing.T) {
 // fixed ports keeps its keys (the devnet's etcd across make fleet runs).
 func TestRestartKeepsData(t *testing.T) {
 	dir := t.TempDir()
-	p, err := ports(0, 1)
-	if err != nil {
-		t.Fatal(err)
+	// Fixed ports: the client port and the peer port after it, both
+	// free a moment ago.
+	first := 0
+	for try := 0; first == 0 && try < 20; try++ {
+		p, err := ports(0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p[0]+1)); err == nil {
+			l.Close()
+			first = p[0]
+		}
 	}
-	o := Options{Dir: dir, ClientPort: p[0], NoFsync: true}
+	if first == 0 {
+		t.Fatal("no two free ports in a row")
+	}
+	o := Options{Dir: dir, ClientPort: first, NoFsync: true}
 	c, err := Start(o)
 	if err != nil {
 		t.Fatal(err)
