@@ -383,6 +383,8 @@ func fleetScaleAndRoll(t *testing.T, c *Cluster) {
 	n := c.Node(1)
 	n.Drain()
 	c.WaitOwned(2*time.Minute, "node-2", "node-3")
+	c.WaitRunning(time.Minute)
+	sameBrains(t, c, want) // every change of round 8 went with its hand-off
 	n.Stop()
 	n.Start()
 	c.WaitState(2*time.Minute, "agents on node-1 again", func(st State) bool { return c.perNode(st)["node-1"] > 0 })
