@@ -23,5 +23,6 @@
 // on synthetic runs with planted faults.
 //
 // Only tests import this package; internal/arch checks that no other code
-// does.
+// does. The fleet itself (cluster.go) runs on Unix only: it controls the
+// nodes by process group and SIGSTOP.
 package fleettest
