@@ -1,5 +1,6 @@
 # hermesd developer targets.
 #   make run   start the local devnet (chain + Walrus) and hermesd on it with the example brain
+#   make fleet the same world with etcd and a fleet of three hermesd nodes sharing its agents
 #   make test  the whole test suite (what .ci/run executes)
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -16,7 +17,7 @@ GOBUILD    = $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 # the race detector needs cgo (test). Override with CGO_ENABLED=1.
 export CGO_ENABLED ?= 0
 
-.PHONY: build build-devnet run devnet test vet deps devnet-deps seed bench bench-small fuzz lint clean
+.PHONY: build build-devnet run fleet devnet test vet deps devnet-deps seed bench bench-small fuzz lint clean
 
 # build builds the daemon alone: what an operator installs.
 build:
@@ -60,6 +61,16 @@ seed:
 # its pointer flush), then the devnet.
 run: devnet-deps build-devnet seed
 	$(DEVNET) -dir .devnet -seed .devnet/seed -- $(BIN) run -config .devnet/hermesd.yml
+
+# fleet: the devnet in .devnet-fleet with an etcd member beside the
+# chains, and three daemons (node-1 … node-3, HTTP on 127.0.0.1:9797,
+# :9798, :9799), each on its own configuration (.devnet-fleet/node-K.yml),
+# state and brain directories, sharing the agents through etcd; their
+# lines are prefixed with the node's name. Kill any one of them (its pid is
+# printed) and watch its agents move; Ctrl-C stops them all, then the
+# world. Docs: docs/fleet.md.
+fleet: devnet-deps build-devnet seed
+	$(DEVNET) -dir .devnet-fleet -nodes 3 -seed .devnet/seed -- $(BIN) run
 
 # devnet: the same world without the daemon, until Ctrl-C; run, stop and
 # drill the daemon against it from another terminal

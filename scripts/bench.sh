@@ -52,9 +52,16 @@
 #   BENCH_N      samples for hash figures (default 5)
 #   BENCH_NP     samples for pipeline and restic figures (default 3)
 #   BENCH_ONLY   comma list of sections to run (default all):
-#                hash,inc,cipher,walrus,snap,second,latency,v3,gas,cost,blobid
-#                (gas, cost and blobid need no datasets: BENCH_ONLY=gas runs
+#                hash,inc,cipher,walrus,snap,second,latency,v3,gas,cost,blobid,fleet
+#                (gas, cost, blobid and fleet need no datasets: BENCH_ONLY=gas runs
 #                in seconds, BENCH_ONLY=cost in about 12 minutes)
+#   fleet    a fleet of 3 hermesd nodes on a 3-member etcd (internal/fleettest,
+#            real processes, the devnet): take-over time after kill -9 vs
+#            agents (100 / 300 / 1,000) and brain size (4 KiB, 256 KiB,
+#            4 MiB), hand-off time (a drain), etcd requests per agent-minute;
+#            then the cost per agent-month of one agent at today's
+#            pointer_interval (10m) next to the fleet's (1h), from the cost
+#            bench's ledgers (scripts/benchtool/cost; about 20 minutes)
 #   BENCH_BLOBS  blobs the blobid section cross-checks (default 1000)
 #   BENCH_PROFILE 1 writes CPU profiles of the in-process figures (incremental
 #                hash, v2 cipher, snapshot, restore) to .bench/profiles/KEY.pprof
@@ -159,10 +166,24 @@ if want cost; then
 	"$BENCH/bin/benchtool-cost" -dir "$WORK/cost" -json "$BENCH/cost.json" "${COSTARGS[@]}" | tee "$BENCH/cost.txt"
 fi
 
+# --- fleet: take-over, hand-off, etcd load, and the fleet's pointer interval ---
+# Real hermesd processes on the devnet with etcd in the test process
+# (internal/fleettest); needs no dataset.
+if want fleet; then
+	say "fleet: take-over vs agents and brain size, hand-off, etcd requests per agent-minute"
+	go test -count=1 -run '^$' -bench '^BenchmarkFleet' -benchtime 1x -timeout 90m ./internal/fleettest |
+		tee "$BENCH/fleet.txt"
+	say "fleet: cost per agent-month of one busy agent, pointer_interval 10m (today) and 1h (the fleet's default)"
+	go build -o "$BENCH/bin/benchtool-cost" ./scripts/benchtool/cost
+	"$BENCH/bin/benchtool-cost" -dir "$WORK/fleet-cost" -agents 1 -ticks 360 -tick 500ms -b-ticks 12 -b-tick 500ms \
+		-spread true -renewal-epochs "" -variants "fleet:pointer_interval=1h" -json "$BENCH/fleet-cost.json" |
+		tee -a "$BENCH/fleet.txt"
+fi
+
 # Sections that need no dataset end here when they are all that was asked.
 nodata=1
 for s in ${ONLY//,/ }; do
-	[[ $s == gas || $s == cost ]] || nodata=0
+	[[ $s == gas || $s == cost || $s == blobid || $s == fleet ]] || nodata=0
 done
 if [[ $ONLY != all && $nodata == 1 ]]; then
 	exit 0
@@ -419,7 +440,7 @@ fi
 say "report"
 "$BT" report -results "$RESULTS" -out "$BENCH/report.txt" -scale "$SCALE" -data "$DATA" \
 	-load-start "$LOAD_START" -started "$STARTED"
-for s in gas cost blobid; do
+for s in gas cost blobid fleet; do
 	if want $s; then
 		{ echo; cat "$BENCH/$s.txt"; } >>"$BENCH/report.txt"
 		cat "$BENCH/$s.txt"

@@ -26,6 +26,10 @@ type devnetFlags struct {
 	sealPort   *int
 	format     *string
 	shards     *int
+	nodes      *int
+	etcdPort   *int
+	fleet      *string
+	leaseTTL   *time.Duration
 }
 
 func addDevnetFlags(fs *flag.FlagSet) *devnetFlags {
@@ -40,6 +44,11 @@ func addDevnetFlags(fs *flag.FlagSet) *devnetFlags {
 		sealPort:   fs.Int("seal-port", 0, "port of the first Seal key server on 127.0.0.1, the others following it (0 = any free ports)"),
 		format:     fs.String("format", "v3", "encryption.format of the generated configuration: v3, v2, v1 or seal"),
 		shards:     fs.Int("shards", walruscost.DefaultShards, "shard count of the local Walrus (blob ids, quilt layout, cost.walrus_shards); mainnet's by default, fewer costs less CPU per blob id (tests take 100)"),
+		nodes: fs.Int("nodes", 0, "run a fleet of N nodes: an embedded etcd member beside the chains and one configuration per node, DIR/node-1.yml … DIR/node-N.yml "+
+			"(each with its own state and brain directories and HTTP port: -http's, +1, +2 …); a COMMAND after -- runs once per node"),
+		etcdPort: fs.Int("etcd-port", 12379, "client port of the embedded etcd member on 127.0.0.1 with -nodes (its peer port is the next one; 0 = any free ports)"),
+		fleet:    fs.String("fleet", "devnet", "cluster.fleet of the node configurations (the etcd key prefix)"),
+		leaseTTL: fs.Duration("lease-ttl", 0, "cluster.lease_ttl of the node configurations (0 = hermesd's default)"),
 	}
 	fs.Var(&f.agents, "agent", "agent as ID, ID=ENS-NAME, or ID=ENS-NAME@l2 for a record on the devnet's L2 (repeatable; default auditor=auditor.hermes.eth and scout=scout.l2.hermes.eth@l2). "+
 		"With an L2 agent the devnet also runs the L2 chain on chain-port+1 and its gateway on chain-port+2")
@@ -93,6 +102,15 @@ func (f *devnetFlags) check() error {
 	if *f.agentsFrom != "" && len(f.agents) > 0 {
 		return usageErrorf("-agents-from and -agent exclude each other")
 	}
+	if *f.nodes < 0 || *f.nodes > 64 {
+		return usageErrorf("-nodes must be between 0 and 64")
+	}
+	if *f.leaseTTL < 0 {
+		return usageErrorf("-lease-ttl must not be negative")
+	}
+	if *f.etcdPort < 0 || *f.etcdPort > 65534 {
+		return usageErrorf("-etcd-port must be between 0 and 65534")
+	}
 	return nil
 }
 
@@ -144,6 +162,12 @@ func (f *devnetFlags) options() (devnet.Options, error) {
 		Shards:       *f.shards,
 		Quiet:        500 * time.Millisecond,
 		MaxLag:       5 * time.Second,
+		Nodes:        *f.nodes,
+		Cluster: devnet.ClusterOptions{
+			EtcdPort: *f.etcdPort,
+			Fleet:    *f.fleet,
+			LeaseTTL: *f.leaseTTL,
+		},
 	}, nil
 }
 

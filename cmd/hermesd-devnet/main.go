@@ -71,8 +71,20 @@ with COMMAND's status. make run is:
 
   hermesd-devnet -dir .devnet -seed .devnet/seed -- bin/hermesd run
 
+With -nodes N it also runs an etcd member (a real one, data in DIR/etcd)
+and writes one configuration per node of a fleet, DIR/node-1.yml …
+DIR/node-N.yml: the same agents and keys, each node with its own state and
+brain directories (DIR/node-K/) and HTTP port. A COMMAND then runs once per
+node (HERMESD_CONFIG set to its configuration, its lines prefixed with the
+node's name); a node that exits or is killed leaves the others running,
+and Ctrl-C stops them all. make fleet is:
+
+  hermesd-devnet -dir .devnet-fleet -nodes 3 -seed .devnet/seed -- bin/hermesd run
+
 Exit status: 0 success, 1 failure, 2 usage error, 5 DIR in use by another
-hermesd-devnet, 130 interrupted; with a COMMAND, COMMAND's status.
+hermesd-devnet, 130 interrupted; with a COMMAND, COMMAND's status (with
+-nodes, the first failure among the nodes Ctrl-C stopped, or, when every
+node exited on its own, the first failure).
 
 Flags:
 `
@@ -116,6 +128,8 @@ func Run(ctx context.Context, args []string, env *cmdEnv) error {
 		<-ctx.Done()
 	case ctx.Err() != nil:
 		err = ctx.Err() // interrupted before the command started
+	case len(dn.Nodes) > 0:
+		err = superviseNodes(child, dn.Nodes, env)
 	default:
 		err = supervise(child, dn.ConfigPath, env)
 	}
@@ -131,6 +145,13 @@ func newFlagSet(env *cmdEnv) (*flag.FlagSet, *devnetFlags) {
 	fs.SetOutput(env.stderr)
 	fs.Usage = func() {} // -h prints the usage on stdout; a mistake says only what was wrong
 	return fs, addDevnetFlags(fs)
+}
+
+func orOff(addr string) string {
+	if addr == "" {
+		return "off"
+	}
+	return addr
 }
 
 // banner says where everything runs and what to do next.
@@ -153,7 +174,19 @@ func banner(dn *devnet.Devnet, child []string) string {
 			dn.SuiKeyPath, dn.Config.Seal.Threshold, len(dn.Seal))
 	}
 	fmt.Fprintf(&b, "  names owned by    %s\n  configuration     %s\n", dn.Owner().Hex(), dn.ConfigPath)
-	if len(child) == 0 {
+	if len(dn.Nodes) > 0 {
+		fmt.Fprintf(&b, "  etcd              %s   fleet %s\n", strings.Join(dn.EtcdEndpoints(), ","), dn.Fleet())
+		for _, n := range dn.Nodes {
+			fmt.Fprintf(&b, "  %-17s %s   http %s, state %s\n", n.Name, n.ConfigPath, orOff(n.HTTP), n.StateDir)
+		}
+	}
+	switch {
+	case len(child) == 0 && len(dn.Nodes) > 0:
+		fmt.Fprintf(&b, "\nrun the fleet's daemons against it, one per terminal:\n")
+		for _, n := range dn.Nodes {
+			fmt.Fprintf(&b, "  hermesd run -config %s\n", n.ConfigPath)
+		}
+	case len(child) == 0:
 		fmt.Fprintf(&b, "\nrun the daemon against it:\n  hermesd run -config %s\n", dn.ConfigPath)
 	}
 	return b.String()

@@ -25,6 +25,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"-agent", "a", "-agents-from", "x.yml"}, exitUsage, "exclude each other"},
 		{[]string{"hermesd", "run"}, exitUsage, "goes after --"},
 		{[]string{"--"}, exitUsage, "no command after --"},
+		{[]string{"-nodes", "-1"}, exitUsage, "-nodes must be between 0 and 64"},
+		{[]string{"-nodes", "65"}, exitUsage, "-nodes must be between 0 and 64"},
+		{[]string{"-nodes", "3", "-lease-ttl", "-1s"}, exitUsage, "-lease-ttl must not be negative"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

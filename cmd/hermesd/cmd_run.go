@@ -56,7 +56,7 @@ func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <
 	// The daemon's services read and check every secret and touch no
 	// network (the chain and Walrus are reached lazily, so an outage does
 	// not stop the start): all their errors are the configuration's.
-	d, err := daemon.New(ctx, cfg, log, compose.Options{Batch: true})
+	d, err := daemon.New(ctx, cfg, log, compose.Options{Batch: true, Version: buildVersion()})
 	if errors.Is(err, daemon.ErrConfig) {
 		return withCode(exitUsage, fmt.Errorf("startup: %w", err))
 	}

@@ -57,6 +57,7 @@ func commands() []command {
 		{"seal", "run a local Seal key server; create Seal key files", runSeal},
 		{"pointer", "get or set an ENS agent-snapshot record; adopt or override a held one", runPointer},
 		{"receipts", "add, list and verify signed receipts", runReceipts},
+		{"fleet", "show a fleet of nodes on etcd; drain a node before maintenance", runFleet},
 		{"transfer", "hand an agent to a new owner: request a handover, show one", runTransfer},
 		{"version", "print the version", runVersion},
 		{"help", "show this help", nil},

@@ -195,6 +195,10 @@ type Deps struct {
 	// Accounts, when set, records what the agent's snapshots cost (the
 	// head records what its transactions cost).
 	Accounts Accounts
+	// WriteGate, when set, is asked before every save of the agent's
+	// state (a fleet node that may not write now): a refused save is
+	// kept in memory and saved again, like a failed one.
+	WriteGate func() error
 	// Log is the process's logger (nil: none); lines carry the agent id.
 	Log *slog.Logger
 	// Now is the clock of the agent's decisions (nil: time.Now), so that
@@ -480,7 +484,14 @@ func (a *Agent) Ready() bool {
 // backoff (so does every sync first, and every later change, since each
 // save writes the whole state).
 func (a *Agent) saveStateLocked() error {
-	if err := state.SaveAgent(a.dir, a.st); err != nil {
+	var err error
+	if a.deps.WriteGate != nil {
+		err = a.deps.WriteGate()
+	}
+	if err == nil {
+		err = state.SaveAgent(a.dir, a.st)
+	}
+	if err != nil {
 		if !a.dirty {
 			a.log.Error("cannot save the agent state; it is kept in memory and saved again", "error", err)
 		}

@@ -40,6 +40,11 @@ var (
 	// pointer: the one owner of an agent's head and where it is
 	// published. Beside the pipeline: neither imports the other.
 	pointerLayer = layer{"pointer", 3, noLateral}
+	// fleet: one node's place in a fleet (etcd: lease, fence, ownership,
+	// assignment, hand-off order, fleet heads). Beside the pipeline and
+	// the pointer: what it drives (agents, heads) it declares as
+	// interfaces, which the daemon and compose implement.
+	fleetLayer = layer{"fleet", 3, noLateral}
 	// agent: one brain's decisions.
 	agentLayer = layer{"agent", 4, noLateral}
 	// composition: compose builds every command's services from a
@@ -62,7 +67,7 @@ var (
 )
 
 // layers lists every layer, in the order of design.md's table.
-var layers = []layer{leafLayer, formatLayer, pipelineLayer, pointerLayer, agentLayer, compositionLayer,
+var layers = []layer{leafLayer, formatLayer, pipelineLayer, pointerLayer, fleetLayer, agentLayer, compositionLayer,
 	serviceLayer, commandLayer, toolLayer, testLayer, checkLayer}
 
 // placement puts every package of the module in a layer. A pattern ending
@@ -90,6 +95,7 @@ var placement = map[string]layer{
 	"internal/bundlelock":  formatLayer,
 	"internal/config":      formatLayer,
 	"internal/devchain":    formatLayer,
+	"internal/devetcd":     formatLayer,
 	"internal/ens":         formatLayer,
 	"internal/handover":    formatLayer,
 	"internal/ledger":      formatLayer,
@@ -105,6 +111,7 @@ var placement = map[string]layer{
 
 	"internal/snapshot": pipelineLayer,
 	"internal/pointer":  pointerLayer,
+	"internal/fleet":    fleetLayer,
 	"internal/agent":    agentLayer,
 
 	"internal/compose": compositionLayer,
@@ -119,6 +126,7 @@ var placement = map[string]layer{
 	"scripts/...":    toolLayer,
 	"testnet/ethkey": toolLayer,
 
+	"internal/fleettest":   testLayer,
 	"internal/nodetest":    testLayer,
 	"internal/pointertest": testLayer,
 	"internal/smallfstest": testLayer,
@@ -127,6 +135,7 @@ var placement = map[string]layer{
 
 	"internal/arch": checkLayer,
 	"configs":       checkLayer,
+	"deploy":        checkLayer,
 }
 
 // lateral is the order inside the two layers whose packages may build on

@@ -52,11 +52,18 @@ func binaryDeps(t *testing.T, pkg, cgo string) []listed {
 
 // notInTheDaemon are the packages (and everything below them) that the
 // daemon never links: the in-process chain (ours and go-ethereum's: the
-// EVM, state, the chain database, the node, sync) and the C libraries the
-// chain's database compresses with. The daemon reaches a chain over
-// JSON-RPC only; hermesd-devnet runs the local one.
+// EVM, state, the chain database, the node, sync), the C libraries the
+// chain's database compresses with, and etcd's server (its raft, its
+// bbolt database, the embedded member). The daemon reaches a chain over
+// JSON-RPC and etcd through its client only; hermesd-devnet runs the
+// local ones.
 var notInTheDaemon = []string{
 	module + "internal/devchain",
+	module + "internal/devetcd",
+	"go.etcd.io/etcd/server/v3",
+	"go.etcd.io/etcd/pkg/v3",
+	"go.etcd.io/raft/v3",
+	"go.etcd.io/bbolt",
 	module + "internal/devnet",
 	module + "cmd/hermesd-devnet",
 	"github.com/ethereum/go-ethereum/core", // but core/types: see allowedBelow
@@ -71,6 +78,9 @@ var notInTheDaemon = []string{
 	"github.com/cockroachdb/pebble",
 	"github.com/DataDog/zstd",
 	"github.com/syndtr/goleveldb",
+	"go.etcd.io/etcd/server",
+	"go.etcd.io/raft",
+	"go.etcd.io/bbolt",
 }
 
 // allowedBelow are the exceptions under notInTheDaemon: transaction and
@@ -90,7 +100,7 @@ func under(path, prefix string) bool {
 // TestDaemonCarriesNoEVM: the daemon's binary links only what it runs. Its
 // dependency closure, as go list computes it, holds none of the local
 // chain (internal/devchain, internal/devnet, go-ethereum's core, state, vm,
-// databases, node), builds without cgo, and with cgo links no C beyond
+// databases, node) nor etcd's server, builds without cgo, and with cgo links no C beyond
 // cgoWhenEnabled. A new import that drags the EVM or a C library back in
 // fails here, naming the package.
 func TestDaemonCarriesNoEVM(t *testing.T) {

@@ -123,6 +123,9 @@ func (s *Services) OpenAgent(sd *state.Dir, id string, obs agent.Observer) (*age
 		Accounts: acct,
 		Log:      s.Log,
 	}
+	if f := s.Fleet; f != nil {
+		deps.WriteGate = func() error { return f.Check(WriteState) }
+	}
 	if ac.ENSName != "" {
 		if s.Chain == nil {
 			rl.Close()

@@ -49,7 +49,7 @@ func TestAgentKeys(t *testing.T) {
 		{ID: "alpha", ENSName: "alpha.hermes.eth", Key: config.AgentKey{File: keyFile}},
 		{ID: "beta", ENSName: "beta.hermes.eth", Key: config.AgentKey{Handover: hoFile, Identity: idFile}},
 	}}
-	keys, err := agentKeys(c)
+	keys, _, err := agentKeys(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestAgentKeys(t *testing.T) {
 	}
 	// The handover of beta configured for another name is refused.
 	c.Agents[2].ENSName = "gamma.hermes.eth"
-	if _, err := agentKeys(c); err == nil || !strings.Contains(err.Error(), "agents[2].key.handover: it hands over beta.hermes.eth") {
+	if _, _, err := agentKeys(c); err == nil || !strings.Contains(err.Error(), "agents[2].key.handover: it hands over beta.hermes.eth") {
 		t.Errorf("a handover for another name: %v", err)
 	}
 	// Another identity than the handover's recipient.
@@ -74,7 +74,7 @@ func TestAgentKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Agents[2].Key.Identity = other
-	if _, err := agentKeys(c); err == nil || !strings.Contains(err.Error(), "agents[2].key.handover") || !strings.Contains(err.Error(), handover.ErrWrongIdentity.Error()) {
+	if _, _, err := agentKeys(c); err == nil || !strings.Contains(err.Error(), "agents[2].key.handover") || !strings.Contains(err.Error(), handover.ErrWrongIdentity.Error()) {
 		t.Errorf("a handover opened with another identity: %v", err)
 	}
 }

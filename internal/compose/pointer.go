@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -55,6 +56,10 @@ func (s *Services) head(ac *config.Agent, acct pointer.Accounts) *pointer.Head {
 	c := s.Config
 	cfg := pointer.Config{Agent: ac.ID, Name: ac.ENSName, Self: s.Self, Interval: c.PointerIntervalOf(ac)}
 	deps := pointer.Deps{Accounts: acct, Log: s.Log}
+	if f := s.Fleet; f != nil {
+		deps.Fleet = f
+		deps.Gate = func() error { return f.Gate(ac.ID, WriteChain) }
+	}
 	if ac.ENSName != "" && s.Chain != nil {
 		deps.Reader = Pointer(s.Chain)
 		deps.Router = router{c: s.Chain, cfg: c}
@@ -85,7 +90,16 @@ func (s *Services) Publisher(heads []*pointer.Head, obs pointer.Observer, log *s
 		return nil
 	}
 	c := s.Config
+	var targets []string
+	if s.Fleet != nil {
+		// Heads come and go with the agents this node owns.
+		for t := range s.Chains() {
+			targets = append(targets, t)
+		}
+		slices.Sort(targets)
+	}
 	return pointer.NewPublisher(pointer.PublisherConfig{
+		Targets:    targets,
 		Chains:     s.Chains(),
 		Probe:      Pointer(s.Chain),
 		Blocks:     s.Chain,

@@ -15,6 +15,7 @@ import (
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/ens"
+	"github.com/hermesd/hermesd/internal/pointer"
 	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
@@ -43,6 +44,9 @@ type Services struct {
 	// AgentKeys are the keys of the agents configured with agents[].key,
 	// by agent id.
 	AgentKeys map[string]AgentKeys
+	// MissingKeys says, in a fleet, why this node cannot open an agent's
+	// key, by agent id: the node never takes those agents.
+	MissingKeys map[string]string
 	// Seal is the Seal side (key servers, requester key, policy); nil
 	// when the configuration does not use Seal.
 	Seal *snapshot.Sealing
@@ -55,6 +59,9 @@ type Services struct {
 	// Quilts gathers the small packs of every agent into quilts; nil when
 	// walrus.quilts is off or the services only read.
 	Quilts *quilt.Batcher
+
+	// Fleet is the fleet node the services write for (nil: no fleet).
+	Fleet Fleet
 
 	store   *walrusStore // shared by every pipeline (one patch cache)
 	ledgers *ledgers
@@ -76,6 +83,9 @@ type Observer interface {
 
 // Options adjust Build.
 type Options struct {
+	// Version is what this process was built as (the daemon advertises
+	// it in its fleet registration); "" says "dev".
+	Version string
 	// ReadOnly builds clients without write credentials: no chain signer
 	// (restores and listings only read pointers; an init container need
 	// not hold the chain key), no publisher token, no receipt signer.
@@ -92,7 +102,32 @@ type Options struct {
 	// Observer, when set, sees the Walrus client's attempts and the quilt
 	// batcher's quilts, and says when Walrus is back after an outage.
 	Observer Observer
+	// Fleet, when set, makes every write of the services ask its fence
+	// first (Walrus stores, chain transactions) and every agent's head
+	// write its fleet head and ask whether this node owns the agent.
+	Fleet Fleet
 }
+
+// Fleet is the fleet node a daemon runs as (docs/design.md §12).
+type Fleet interface {
+	// Check refuses every write (of kind, counted) while the node may
+	// not write.
+	Check(kind string) error
+	// Gate refuses agent's writes (of kind) unless the node owns it and
+	// may write.
+	Gate(agent, kind string) error
+	// PutHead writes agent's fleet head, conditioned on owning it.
+	pointer.Fleet
+}
+
+// Kinds of writes a fleet fence refuses, as the metrics count them.
+const (
+	WriteWalrus    = "walrus_store"
+	WriteChain     = "chain_tx"
+	WriteFleetHead = "fleet_head"
+	WriteState     = "state_save"
+	WriteHook      = "hook"
+)
 
 // Build creates the services the configuration asks for. Every secret is
 // read and checked here, so a bad one stops start-up with its field name.
@@ -112,7 +147,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	}
 	var err error
 	if !opts.NoKey {
-		if s.AgentKeys, err = agentKeys(c); err != nil {
+		if s.AgentKeys, s.MissingKeys, err = agentKeys(c); err != nil {
 			return nil, err
 		}
 	}
@@ -127,6 +162,10 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	obs := opts.Observer
 	if obs != nil {
 		wc.OnAttempt, wc.Recovered = obs.WalrusAttempt, obs.WalrusRecovered
+	}
+	s.Fleet = opts.Fleet
+	if f := opts.Fleet; f != nil {
+		wc.WriteGate = func() error { return f.Check(WriteWalrus) }
 	}
 	if s.Walrus, err = walrus.New(wc); err != nil {
 		return nil, fmt.Errorf("walrus: %w", err)
@@ -158,7 +197,9 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 				return nil, fmt.Errorf("chain.signer: %w", err)
 			}
 		}
-		if s.Chain, err = ens.New(ctx, ChainConfig(c, signer, log.With("component", "ens"))); err != nil {
+		cc := ChainConfig(c, signer, log.With("component", "ens"))
+		cc.WriteGate = s.chainGate()
+		if s.Chain, err = ens.New(ctx, cc); err != nil {
 			return nil, fmt.Errorf("chain: %w", err)
 		}
 		if signer != nil {
@@ -172,7 +213,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 		}
 	}
 	if !opts.ReadOnly {
-		if s.Records, err = recordsClients(ctx, c, log); err != nil {
+		if s.Records, err = recordsClients(ctx, c, log, s.chainGate()); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -260,7 +301,17 @@ func (s *Services) owners(ac *config.Agent) *ens.Client {
 // recordsClients builds a writing client for every ens.records target an
 // agent uses (docs/design.md §7.2): its own chain, checked chain id,
 // signer (chain.signer unless the target has one), fee cap and timeouts.
-func recordsClients(ctx context.Context, c *config.Config, log *slog.Logger) (map[string]*ens.Client, error) {
+// chainGate is the fleet's fence for chain transactions (nil without a
+// fleet).
+func (s *Services) chainGate() func() error {
+	if s.Fleet == nil {
+		return nil
+	}
+	f := s.Fleet
+	return func() error { return f.Check(WriteChain) }
+}
+
+func recordsClients(ctx context.Context, c *config.Config, log *slog.Logger, gate func() error) (map[string]*ens.Client, error) {
 	out := map[string]*ens.Client{}
 	for i := range c.Agents {
 		r := c.RecordsOf(&c.Agents[i])
@@ -274,7 +325,9 @@ func recordsClients(ctx context.Context, c *config.Config, log *slog.Logger) (ma
 			}
 			return nil, fmt.Errorf("signer of ens.records %s: %w", r.ID, err)
 		}
-		rc, err := ens.New(ctx, RecordsConfig(r, signer, log.With("component", "ens", "records", r.ID)))
+		rcfg := RecordsConfig(r, signer, log.With("component", "ens", "records", r.ID))
+		rcfg.WriteGate = gate
+		rc, err := ens.New(ctx, rcfg)
 		if err != nil {
 			for _, rc := range out {
 				rc.Close()

@@ -72,6 +72,9 @@ type Config struct {
 	Repository Repository `yaml:"repository"`
 	Receipts   Receipts   `yaml:"receipts"`
 	Cost       Cost       `yaml:"cost"`
+	// Cluster, when set, makes this hermesd one node of a fleet that
+	// shares its agents through etcd; nil runs every agent here.
+	Cluster *Cluster `yaml:"cluster"`
 	// Defaults apply to every agent that does not override them.
 	Defaults AgentDefaults `yaml:"defaults"`
 	Agents   []Agent       `yaml:"agents"`
@@ -321,6 +324,8 @@ type Agent struct {
 	PointerInterval  *Duration `yaml:"pointer_interval"`
 	SnapshotInterval *Duration `yaml:"snapshot_interval"`
 	Epochs           int       `yaml:"epochs"`
+	// Hooks override cluster.hooks for this agent (fleet mode only).
+	Hooks *Hooks `yaml:"hooks"`
 }
 
 // SecretRef names where a secret comes from: a file (mode 0600) or an
@@ -446,6 +451,7 @@ func Load(path string) (*Config, error) {
 	}
 	c.Path = abs
 	c.resolvePaths(filepath.Dir(abs))
+	c.fillNodeName()
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -496,6 +502,7 @@ func Parse(r io.Reader, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("parse: %w", oneLine(scrubYAML(err)))
 	}
 	c.fillRecordsDefaults()
+	c.fillClusterDefaults(&doc)
 	return c, nil
 }
 
@@ -627,6 +634,12 @@ func (c *Config) resolvePaths(base string) {
 	secret(&c.Seal.SuiKey)
 	for i := range c.Seal.KeyServers {
 		secret(&c.Seal.KeyServers[i].APIKey)
+	}
+	if cl := c.Cluster; cl != nil {
+		abs(&cl.TLS.CAFile)
+		abs(&cl.TLS.CertFile)
+		abs(&cl.TLS.KeyFile)
+		secret(&cl.Password)
 	}
 	for i := range c.Agents {
 		abs(&c.Agents[i].BrainDir)

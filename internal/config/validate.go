@@ -139,6 +139,7 @@ func (c *Config) validate(v *validator) {
 	c.validateCost(v)
 	c.validateAgents(v)
 	c.validateAgentKeys(v)
+	c.validateCluster(v)
 }
 
 // validateDirs refuses system directories as state, brain or seed
@@ -374,6 +375,9 @@ func (c *Config) validateSecrets(v *validator) {
 	checkRef("encryption.key", c.Encryption.Key, false)
 	checkRef("receipts.signer", c.Receipts.Signer, true)
 	checkRef("seal.sui_key", c.Seal.SuiKey, false)
+	if c.Cluster != nil {
+		checkRef("cluster.password", c.Cluster.Password, false)
+	}
 	for i := range c.Seal.KeyServers {
 		checkRef(fmt.Sprintf("seal.key_servers[%d].api_key", i), c.Seal.KeyServers[i].APIKey, false)
 	}

@@ -11,6 +11,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,7 @@ type Daemon struct {
 	// quiltMetrics are the shared quilt batcher's series.
 	quiltMetrics *quiltMetrics
 	hub          *watch.Hub
+	version      string // as built: the fleet registration says it
 	agents       []*agent.Agent
 	byID         map[string]*agent.Agent
 	pub          *pointer.Publisher // nil without a chain
@@ -61,6 +63,12 @@ type Daemon struct {
 	servers   []*http.Server
 
 	started time.Time // Start
+
+	// fleet is the daemon's node of a fleet (nil without cluster:): it
+	// runs only the agents the node owns.
+	fleet *fleetState
+	// runCtx is Start's: the agents' loops run under it.
+	runCtx context.Context
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // agents
@@ -89,11 +97,23 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts compose
 		probe:   newProber(log.With("component", "walrus")),
 		byID:    map[string]*agent.Agent{},
 		cancel:  func() {},
+		version: cmp.Or(opts.Version, "dev"),
 	}
 	d.quiltMetrics = newQuiltMetrics(d.metrics.reg)
 	opts.Observer = (*servicesObserver)(d)
+	if cfg.Cluster != nil {
+		fs, err := dialFleet(cfg)
+		if err != nil {
+			return nil, err
+		}
+		d.fleet = fs
+		opts.Fleet = fs.gate
+	}
 	svc, err := compose.Build(ctx, cfg, log, opts)
 	if err != nil {
+		if d.fleet != nil {
+			d.fleet.etcd.Close()
+		}
 		return nil, configError{err}
 	}
 	d.svc = svc
@@ -115,6 +135,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts compose
 			}
 			sd.Close()
 			svc.Close()
+			if d.fleet != nil {
+				d.fleet.etcd.Close()
+			}
 		}
 	}()
 
@@ -141,9 +164,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts compose
 		d.metrics.zeroAgent(a.ID(), a.Config().ENSName != "")
 	}
 	d.metrics.reg.MustRegister(newSpendCollector(d.ledger, ids))
-	heads := make([]*pointer.Head, len(d.agents))
-	for i, a := range d.agents {
-		heads[i] = a.Head()
+	var heads []*pointer.Head
+	if d.fleet == nil {
+		// In a fleet the heads of the agents this node owns come and go.
+		for _, a := range d.agents {
+			heads = append(heads, a.Head())
+		}
 	}
 	d.pub = svc.Publisher(heads, (*pointerObserver)(d.metrics), log.With("component", "publisher"))
 	if d.api, err = newAPI(d); err != nil {
@@ -151,6 +177,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opts compose
 	}
 	if err := d.listen(); err != nil {
 		return nil, err
+	}
+	if d.fleet != nil {
+		if err := d.newNode(); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return d, nil
@@ -179,6 +210,7 @@ func (d *Daemon) Agent(id string) (*agent.Agent, bool) {
 // goroutine tree per agent. It returns at once.
 func (d *Daemon) Start(ctx context.Context) {
 	ctx, d.cancel = context.WithCancel(ctx)
+	d.runCtx = ctx
 	d.started = d.now()
 	for i, srv := range d.servers {
 		l := d.listeners[i]
@@ -203,6 +235,10 @@ func (d *Daemon) Start(ctx context.Context) {
 		defer d.bgWG.Done()
 		d.probe.run(ctx, d.svc.Walrus.Ping, d.anyFailing)
 	}()
+	if d.fleet != nil {
+		d.startFleet(ctx)
+		return
+	}
 	for _, a := range d.agents {
 		d.wg.Add(1)
 		go func() {
@@ -266,7 +302,7 @@ func (d *Daemon) anyFailing() bool {
 	if at := d.walrusRetryAt.Load(); at != 0 && d.now().Sub(time.Unix(0, at)) < d.cfg.Walrus.RetryWaitMax.D()+probeInterval {
 		return true
 	}
-	for _, a := range d.agents {
+	for _, a := range d.owned() {
 		if a.Failing() {
 			return true
 		}
@@ -321,18 +357,23 @@ func (d *Daemon) agentStatus(a *agent.Agent) agent.Status {
 }
 
 // Ready applies the configured readiness rule: every agent healthy
-// ("all"), or at least one ("any").
+// ("all"), or at least one ("any"). In a fleet, the agents this node owns,
+// and only while it holds its lease and is not fenced.
 func (d *Daemon) Ready() bool {
+	if d.fleet != nil && d.fleet.node.Fenced() {
+		return false
+	}
+	agents := d.owned()
 	n := 0
-	for _, a := range d.agents {
+	for _, a := range agents {
 		if ok, _ := healthy(a.Status()); ok {
 			n++
 		}
 	}
 	if d.cfg.HTTP.Readiness == "any" {
-		return n > 0 || len(d.agents) == 0
+		return n > 0 || len(agents) == 0
 	}
-	return n == len(d.agents)
+	return n == len(agents)
 }
 
 // ErrConfig matches a start-up error that is the configuration's fault
@@ -358,7 +399,13 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 		return nil
 	}
 	d.closed = true
-	d.finalSnapshots(flushCtx)
+	if d.fleet != nil {
+		// Every owned agent is handed off (its last snapshot, its fleet
+		// head), so nothing is left to flush here.
+		d.leaveFleet(flushCtx)
+	} else {
+		d.finalSnapshots(flushCtx)
+	}
 	if d.svc.Quilts != nil {
 		// Packs waiting for their batch window are stored now, so their
 		// snapshots are published in the flush below.
@@ -381,6 +428,9 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 		<-stopped
 	}
 	d.bgWG.Wait()
+	if d.fleet != nil {
+		d.fleet.wg.Wait()
+	}
 	var err error
 	if d.pub != nil {
 		if left := d.pub.Flush(flushCtx); len(left) > 0 {
@@ -403,6 +453,9 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 		err = cerr
 	}
 	d.svc.Close()
+	if d.fleet != nil {
+		d.fleet.etcd.Close()
+	}
 	return err
 }
 
@@ -414,14 +467,31 @@ func (d *Daemon) Close(flushCtx context.Context) error {
 // more packs arrived for a moment, so the agents share as few quilts as
 // the stop allows.
 func (d *Daemon) finalSnapshots(ctx context.Context) {
+	for _, err := range d.finals(ctx, d.agents) {
+		d.log.Warn("last snapshot before the stop failed; the next start takes it", "error", err)
+	}
+}
+
+// finalOf takes the last snapshot of agents (a hand-off's), within ctx.
+func (d *Daemon) finalOf(ctx context.Context, agents []*agent.Agent) error {
+	return errors.Join(d.finals(ctx, agents)...)
+}
+
+// finals has agents store what they still hold back, within ctx, flushing
+// the quilt batcher once no more packs arrive; it returns their errors.
+func (d *Daemon) finals(ctx context.Context, agents []*agent.Agent) []error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, a := range d.agents {
+	var mu sync.Mutex
+	var errs []error
+	for _, a := range agents {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := a.Final(ctx); err != nil {
-				d.log.Warn("last snapshot before the stop failed; the next start takes it", "agent", a.ID(), "error", err)
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("agent %s: %w", a.ID(), err))
+				mu.Unlock()
 			}
 		}()
 	}
@@ -431,7 +501,7 @@ func (d *Daemon) finalSnapshots(ctx context.Context) {
 	}()
 	if d.svc.Quilts == nil {
 		<-done
-		return
+		return errs
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -439,7 +509,7 @@ func (d *Daemon) finalSnapshots(ctx context.Context) {
 	for {
 		select {
 		case <-done:
-			return
+			return errs
 		case <-tick.C:
 			n := d.svc.Quilts.Pending()
 			if n > 0 && n == last {

@@ -46,6 +46,7 @@ const (
 //	GET  /readyz                      200 when ready (http.readiness), else 503; JSON says which agent and why
 //	GET  /metrics                     Prometheus
 //	GET  /v1/status                   JSON status of every agent
+//	GET  /v1/fleet                    JSON: the fleet as this node sees it; ?wait=REV long-polls past revision REV
 //	POST /v1/agents/{id}/receipts     ndjson or one JSON receipt from the agent runtime   (authenticated)
 //	POST /v1/agents/{id}/pointer/adopt|override   resolve a held pointer                  (authenticated)
 //	POST /v1/agents/{id}/quarantine/purge         delete the quarantined receipt lines    (authenticated)
@@ -87,6 +88,7 @@ func newAPI(d *Daemon) (*api, error) {
 	m.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, d.Status())
 	})
+	m.HandleFunc("GET /v1/fleet", a.serveFleet)
 	m.HandleFunc("POST /v1/agents/{id}/receipts", a.guard(a.serveReceipts, "application/x-ndjson", "application/json"))
 	m.HandleFunc("POST /v1/agents/{id}/pointer/{action}", a.guard(a.servePointer, "application/json"))
 	m.HandleFunc("POST /v1/agents/{id}/quarantine/purge", a.guard(a.servePurge, "application/json"))
@@ -319,7 +321,7 @@ func (a *api) serveReady(w http.ResponseWriter, r *http.Request) {
 		Readiness string       `json:"readiness"`
 		Agents    []AgentReady `json:"agents"`
 	}{Ready: a.d.Ready(), Readiness: a.d.cfg.HTTP.Readiness}
-	for _, ag := range a.d.agents {
+	for _, ag := range a.d.owned() {
 		s := a.d.agentStatus(ag)
 		ok, why := healthy(s)
 		note := s.PointerNote
@@ -338,6 +340,12 @@ func (a *api) serveReady(w http.ResponseWriter, r *http.Request) {
 func (a *api) serveReceipts(w http.ResponseWriter, r *http.Request) {
 	id, ag, ok := a.agentOf(w, r)
 	if !ok {
+		return
+	}
+	if why := a.d.notRunHere(id); why != "" {
+		// The runtime must send its receipts to the node that runs the
+		// agent: a log written here would fork the owner's.
+		apiError(w, http.StatusConflict, why)
 		return
 	}
 	// Spool the body first (bounded, within the read timeout), so the

@@ -4,6 +4,8 @@
 // both on 127.0.0.1, plus the key files and a ready configuration.
 // Optionally an L2: a second chain holding some agents' records, reached
 // from L1 through ENS's OffchainResolver and a gateway the devnet serves.
+// Optionally a fleet (Options.Nodes): an etcd member beside the chains and
+// one configuration per node (fleet.go).
 // `hermesd-devnet` (and so `make run`), the benchmarks and the end-to-end
 // tests all start it the same way; the daemon's binary never links it.
 package devnet
@@ -11,6 +13,7 @@ package devnet
 import (
 	"context"
 	"crypto/ecdsa"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,6 +31,7 @@ import (
 	"github.com/hermesd/hermesd/internal/cipher"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devchain"
+	"github.com/hermesd/hermesd/internal/devetcd"
 	"github.com/hermesd/hermesd/internal/localwalrus"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
@@ -95,6 +99,11 @@ type Options struct {
 	// ArtifactsDir holds the ENS artifacts ("" = the default lookup).
 	ArtifactsDir string
 	Logger       *slog.Logger
+	// Nodes > 0 makes a fleet of that many nodes: an etcd beside the
+	// chains (Cluster.Endpoints, or one embedded member) and one
+	// configuration per node, Dir/node-K.yml (fleet.go).
+	Nodes   int
+	Cluster ClusterOptions
 	// L2, when set, adds a second chain with the ENS registry and
 	// PublicResolver, and on L1 ENS's OffchainResolver for its parent
 	// name, whose gateway (on 127.0.0.1, signing with a devnet key)
@@ -119,6 +128,20 @@ type Devnet struct {
 	SuiKeyPath string
 	// L2 is the second chain and its gateway (nil without Options.L2).
 	L2 *L2
+	// Etcd is the embedded etcd member of a fleet (nil without
+	// Options.Nodes, or with the cluster's own endpoints).
+	Etcd *devetcd.Cluster
+	// Nodes are the fleet's node configurations, node-1 … node-N.
+	Nodes []Node
+
+	opts    Options
+	cluster ClusterOptions
+}
+
+// toJSON renders v as JSON, which YAML reads as a flow value.
+func toJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 // Start brings the devnet up and writes <Dir>/hermesd.yml. Key files that
@@ -158,7 +181,13 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 			return nil, fmt.Errorf("devnet: %w", err)
 		}
 	}
-	d := &Devnet{Dir: dir, KeyPath: filepath.Join(dir, "keys", "snapshot.key")}
+	if o.Nodes < 0 || o.Nodes > 64 {
+		return nil, fmt.Errorf("devnet: %d nodes: want 0 to 64", o.Nodes)
+	}
+	if o.Cluster.Fleet == "" {
+		o.Cluster.Fleet = DefaultFleet
+	}
+	d := &Devnet{Dir: dir, KeyPath: filepath.Join(dir, "keys", "snapshot.key"), opts: o, cluster: o.Cluster}
 
 	if info, err := os.Lstat(d.KeyPath); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
 		// A first run killed between creating the key file and writing
@@ -249,19 +278,28 @@ func Start(ctx context.Context, o Options) (*Devnet, error) {
 	}
 
 	d.ConfigPath = filepath.Join(dir, "hermesd.yml")
-	if err := d.writeConfig(o, signerPath, owner); err != nil {
+	if err := d.render(d.view(o), d.ConfigPath); err != nil {
 		return nil, err
 	}
 	if d.Config, err = config.Load(d.ConfigPath); err != nil {
 		return nil, fmt.Errorf("devnet: generated configuration: %w", err)
 	}
+	if err := d.startEtcd(o); err != nil {
+		return nil, err
+	}
+	if err := d.writeNodes(o); err != nil {
+		return nil, err
+	}
 	ok = true
 	return d, nil
 }
 
-// Close stops the chain and the Walrus server.
+// Close stops the chain, the Walrus, Seal and etcd servers.
 func (d *Devnet) Close() error {
 	var errs []error
+	if d.Etcd != nil {
+		errs = append(errs, d.Etcd.Close())
+	}
 	for _, k := range d.Seal {
 		errs = append(errs, k.Stop())
 	}
@@ -280,9 +318,9 @@ func (d *Devnet) Close() error {
 // Owner is the address that owns the agents' names.
 func (d *Devnet) Owner() common.Address { return crypto.PubkeyToAddress(d.SignerKey.PublicKey) }
 
-var configTemplate = template.Must(template.New("config").Parse(`# hermesd configuration for the local devnet, written by 'hermesd-devnet'.
+var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap{"json": toJSON}).Parse(`# hermesd configuration for the local devnet, written by 'hermesd-devnet'.
 # Everything here runs on 127.0.0.1; keys are throwaway devnet keys.
-state_dir: {{.Dir}}/state
+state_dir: {{.StateDir}}
 shutdown_timeout: 10s
 log:
   level: info
@@ -358,6 +396,32 @@ defaults:
   max_lag: {{.MaxLag}}
   pointer_interval: {{.PointerInterval}}
   snapshot_interval: {{.SnapshotInterval}}
+{{- with .Cluster}}
+cluster:
+  # One node of the devnet's fleet: the agents below are run by whichever
+  # node owns them in etcd, each in this node's own brain directory.
+  endpoints: {{json .Endpoints}}
+  fleet: {{.Fleet}}
+  node: {{.Node}}
+{{- if .LeaseTTL}}
+  lease_ttl: {{.LeaseTTL}}
+{{- end}}
+{{- if .HandoffTimeout}}
+  handoff_timeout: {{.HandoffTimeout}}
+{{- end}}
+{{- with .Hooks}}
+  hooks:
+{{- if .OnAcquire}}
+    on_acquire: {{json .OnAcquire}}
+{{- end}}
+{{- if .OnRelease}}
+    on_release: {{json .OnRelease}}
+{{- end}}
+{{- if .Timeout}}
+    timeout: {{.Timeout}}
+{{- end}}
+{{- end}}
+{{- end}}
 agents:
 {{- range .Agents}}
   - id: {{.ID}}
@@ -377,12 +441,35 @@ agents:
 {{- end}}
 `))
 
-func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address) error {
-	type agentView struct {
-		ID, ENSName, BrainDir, SeedDir string
-		TokenID                        string
-		Records                        string
-	}
+// configView is what the configuration template renders.
+type configView struct {
+	L2                                               map[string]any
+	Dir, StateDir, HTTP, Walrus, RPC                 string
+	ChainID                                          any
+	Registry, Owner                                  string
+	Quiet, MaxLag, PointerInterval, SnapshotInterval time.Duration
+	Quilts                                           bool
+	BatchWindow                                      time.Duration
+	Shards                                           int
+	Epochs                                           int
+	EpochDuration                                    time.Duration
+	Agents                                           []agentView
+	Format                                           string
+	Seal                                             []*KeyServer
+	SealPackage                                      any
+	SealThreshold                                    int
+	// Cluster is a node's cluster section (nil: a single daemon).
+	Cluster map[string]any
+}
+
+type agentView struct {
+	ID, ENSName, BrainDir, SeedDir string
+	TokenID                        string
+	Records                        string
+}
+
+// view is the single daemon's configuration (Dir/hermesd.yml).
+func (d *Devnet) view(o Options) configView {
 	var agents []agentView
 	for _, a := range o.Agents {
 		v := agentView{ID: a.ID, ENSName: a.ENSName, BrainDir: a.BrainDir, SeedDir: a.SeedDir}
@@ -397,7 +484,7 @@ func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address)
 		}
 		agents = append(agents, v)
 	}
-	var l2 any
+	var l2 map[string]any
 	if d.L2 != nil {
 		l2 = map[string]any{
 			"ID":         L2RecordsID,
@@ -411,34 +498,38 @@ func (d *Devnet) writeConfig(o Options, signerPath string, owner common.Address)
 			"Gateway":    strings.TrimSuffix(d.L2.GatewayURL, "/{sender}/{data}.json"),
 		}
 	}
+	return configView{
+		L2:               l2,
+		Dir:              d.Dir,
+		StateDir:         filepath.Join(d.Dir, "state"),
+		HTTP:             o.HTTPListen,
+		Walrus:           d.Walrus.URL(),
+		RPC:              d.Chain.URL(),
+		ChainID:          d.Chain.ChainID(),
+		Registry:         d.Chain.RegistryAddress().Hex(),
+		Owner:            d.Owner().Hex(),
+		Quiet:            o.Quiet,
+		MaxLag:           o.MaxLag,
+		PointerInterval:  o.PointerInterval,
+		SnapshotInterval: o.SnapshotInterval,
+		Quilts:           !o.NoQuilts,
+		BatchWindow:      o.BatchWindow,
+		Shards:           o.Shards,
+		Epochs:           o.Epochs,
+		EpochDuration:    o.EpochDuration,
+		Agents:           agents,
+		Format:           o.Format,
+		Seal:             d.Seal,
+		SealPackage:      SealPackage,
+		SealThreshold:    min(2, len(d.Seal)),
+	}
+}
+
+// render writes v as a configuration file at path.
+func (d *Devnet) render(v configView, path string) error {
 	var b strings.Builder
-	err := configTemplate.Execute(&b, map[string]any{
-		"L2":               l2,
-		"Dir":              d.Dir,
-		"HTTP":             o.HTTPListen,
-		"Walrus":           d.Walrus.URL(),
-		"RPC":              d.Chain.URL(),
-		"ChainID":          d.Chain.ChainID(),
-		"Registry":         d.Chain.RegistryAddress().Hex(),
-		"Owner":            owner.Hex(),
-		"Quiet":            o.Quiet,
-		"MaxLag":           o.MaxLag,
-		"PointerInterval":  o.PointerInterval,
-		"SnapshotInterval": o.SnapshotInterval,
-		"Quilts":           !o.NoQuilts,
-		"BatchWindow":      o.BatchWindow,
-		"Shards":           o.Shards,
-		"Epochs":           o.Epochs,
-		"EpochDuration":    o.EpochDuration,
-		"Agents":           agents,
-		"Format":           o.Format,
-		"Seal":             d.Seal,
-		"SealPackage":      SealPackage,
-		"SealThreshold":    min(2, len(d.Seal)),
-	})
-	if err != nil {
+	if err := configTemplate.Execute(&b, v); err != nil {
 		return fmt.Errorf("devnet: render configuration: %w", err)
 	}
-	_ = signerPath
-	return atomicfile.WriteFile(d.ConfigPath, []byte(b.String()), 0o600)
+	return atomicfile.WriteFile(path, []byte(b.String()), 0o600)
 }

@@ -99,6 +99,11 @@ type Config struct {
 	// Registry and UniversalResolver are not used, and the registry
 	// methods (Lookup, Owner, Transfer) fail with ErrRecordsClient.
 	Records common.Address
+
+	// WriteGate, when set, is asked right before each transaction is
+	// signed: its error (a fleet node that may not write now) fails the
+	// write with nothing sent.
+	WriteGate func() error
 }
 
 // DefaultRPCTimeout is the default bound of one request to the node.
@@ -133,6 +138,7 @@ type Client struct {
 	// between the checks and the send.
 	fixedGas   uint64
 	beforeSend func()
+	writeGate  func() error
 }
 
 // chainInfo is what the client learns from the node once.
@@ -157,6 +163,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		log:          cfg.Logger,
 		setupSem:     make(chan struct{}, 1),
 		records:      cfg.Records,
+		writeGate:    cfg.WriteGate,
 	}
 	if c.registryAddr == (common.Address{}) {
 		c.registryAddr = CanonicalRegistry

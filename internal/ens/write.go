@@ -434,6 +434,11 @@ func (c *Client) transact(ctx context.Context, ci *chainInfo, to common.Address,
 	}
 	signer := types.LatestSignerForChainID(ci.id)
 	tx, err := ci.nonces.send(ctx, c.node, from, func(nonce uint64) (*types.Transaction, error) {
+		if c.writeGate != nil {
+			if err := c.writeGate(); err != nil {
+				return nil, fmt.Errorf("ens: transaction refused: %w", err)
+			}
+		}
 		tx, err := types.SignNewTx(c.signer.key, signer, &types.DynamicFeeTx{
 			ChainID:   ci.id,
 			Nonce:     nonce,

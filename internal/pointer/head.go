@@ -100,8 +100,15 @@ type Deps struct {
 	// route is not checked before a write.
 	Router   Router
 	Accounts Accounts
-	Log      *slog.Logger
-	Now      func() time.Time
+	// Fleet, in a fleet, keeps the agent's fleet head: written on every
+	// verified snapshot (SyncFleet retries a failed write).
+	Fleet Fleet
+	// Gate, when set, says whether the head may write its places now
+	// (the node owns the agent and is not fenced): a record write it
+	// refuses is not sent.
+	Gate func() error
+	Log  *slog.Logger
+	Now  func() time.Time
 }
 
 // Head is one agent's head and its places. Create it with NewHead and
@@ -119,6 +126,8 @@ type Head struct {
 	checkedAt time.Time // the record last read back or written
 	routeOK   bool      // the route was checked and agrees (routed)
 	misroute  string    // what the last route check found, when it disagreed
+
+	fleet fleetPlace
 }
 
 // NewHead returns agent cfg.Agent's head.

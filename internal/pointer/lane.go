@@ -31,9 +31,11 @@ type lane struct {
 	pub    *Publisher
 	target string
 	chain  Chain // nil: no writer (read-only)
-	heads  []*Head
-	pace   map[*Head]*pace
 	wake   chan struct{}
+
+	hmu   sync.Mutex // heads and pace: heads come and go (Publisher.Add, Remove)
+	heads []*Head
+	pace  map[*Head]*pace
 
 	mu         sync.Mutex
 	lastCheck  time.Time
@@ -84,11 +86,40 @@ func (l *lane) add(h *Head) {
 // track schedules h in the lane.
 func (l *lane) track(h *Head) {
 	poll := max(h.cfg.ConfirmPoll, 10*time.Millisecond)
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
 	l.heads = append(l.heads, h)
 	l.pace[h] = &pace{
 		retry:   &backoff.Backoff{Min: 2 * time.Second, Max: 10 * time.Minute, Log: h.log, Now: l.pub.cfg.Now},
 		confirm: &backoff.Backoff{Min: poll, Max: min(max(50*poll, time.Second), time.Minute), Log: h.log, Now: l.pub.cfg.Now},
 	}
+}
+
+// remove takes h out of the lane: nothing of it is written or read back
+// from the next round on (a write in flight completes).
+func (l *lane) remove(h *Head) bool {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if _, ok := l.pace[h]; !ok {
+		return false
+	}
+	delete(l.pace, h)
+	l.heads = slices.DeleteFunc(l.heads, func(x *Head) bool { return x == h })
+	return true
+}
+
+// list is the lane's heads now.
+func (l *lane) list() []*Head {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	return slices.Clone(l.heads)
+}
+
+// paceOf is h's schedule; nil when h left the lane.
+func (l *lane) paceOf(h *Head) *pace {
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	return l.pace[h]
 }
 
 func (l *lane) now() time.Time { return l.pub.cfg.Now() }
@@ -130,6 +161,7 @@ func (l *lane) run(ctx context.Context) {
 // back when due, publish what is due. It returns when the next round is
 // due (zero: nothing scheduled).
 func (l *lane) step(ctx context.Context) time.Time {
+	fleetAt := l.syncFleet(ctx)
 	l.probeChain(ctx)
 	l.watchHead(ctx)
 	every := l.pub.cfg.CheckEvery
@@ -137,6 +169,10 @@ func (l *lane) step(ctx context.Context) time.Time {
 		l.checkAll(ctx)
 	}
 	next := l.publishDue(ctx, false)
+	// A record just published is what the fleet heads say next.
+	if at := l.syncFleet(ctx); !at.IsZero() && (fleetAt.IsZero() || at.Before(fleetAt)) {
+		fleetAt = at
+	}
 	l.mu.Lock()
 	if at := l.probeAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
 		next = at
@@ -150,7 +186,32 @@ func (l *lane) step(ctx context.Context) time.Time {
 			next = c
 		}
 	}
+	if !fleetAt.IsZero() && (next.IsZero() || fleetAt.Before(next)) {
+		next = fleetAt
+	}
 	return next
+}
+
+// fleetRetry is how soon a fleet head that could not be written is tried
+// again.
+const fleetRetry = 2 * time.Second
+
+// syncFleet writes the fleet heads that do not name their agent's last
+// verified snapshot (a write that failed); it returns when to try again
+// (zero: none due). A head whose gate is closed (the node fenced for a
+// moment) is tried again too: its fleet head must not wait for the
+// record's pointer_interval.
+func (l *lane) syncFleet(ctx context.Context) time.Time {
+	var at time.Time
+	for _, h := range l.list() {
+		if !h.FleetPending() {
+			continue
+		}
+		if h.gate() != nil || h.SyncFleet(ctx) != nil {
+			at = l.now().Add(fleetRetry)
+		}
+	}
+	return at
 }
 
 // nextCheck is when every record is read back next.
@@ -167,7 +228,10 @@ func (l *lane) nextCheck() time.Time {
 // waiting to be visible is due for its next confirmation instead, which
 // writes nothing.
 func (l *lane) dueAt(h *Head, pp Pending) time.Time {
-	pc := l.pace[h]
+	pc := l.paceOf(h)
+	if pc == nil {
+		return time.Time{}
+	}
 	if pp.AwaitingVisibility() {
 		return pc.confirmAt
 	}
@@ -199,7 +263,7 @@ func (l *lane) publish(ctx context.Context, force bool) (next time.Time, publish
 		now := l.now()
 		var due []*Head
 		var pps []Pending
-		for _, h := range l.heads {
+		for _, h := range l.list() {
 			if pp, ok := h.Pending(); ok && (force || !l.dueAt(h, pp).After(now)) {
 				due, pps = append(due, h), append(pps, pp)
 			}
@@ -230,7 +294,7 @@ func (l *lane) publish(ctx context.Context, force bool) (next time.Time, publish
 			break
 		}
 	}
-	for _, h := range l.heads {
+	for _, h := range l.list() {
 		if pp, ok := h.Pending(); ok {
 			if at := l.dueAt(h, pp); next.IsZero() || at.Before(next) {
 				next = at
@@ -303,13 +367,33 @@ func (l *lane) write(ctx context.Context, heads []*Head, pps []Pending) []Result
 	for i, pp := range pps {
 		ups[i] = Update{Name: pp.Name, Value: pp.Value, Expected: pp.Expected}
 	}
-	var ws []Written
-	if l.chain != nil {
-		ws = Write(ctx, l.chain, ups)
-	} else {
-		err := fmt.Errorf("no writer for ens.records %s (a read-only configuration?)", l.target)
-		for range ups {
-			ws = append(ws, Written{Kind: WriteFailed, Err: err})
+	// A head that may not write now (in a fleet: fenced, or no longer
+	// the agent's owner) sends nothing.
+	ws := make([]Written, len(heads))
+	var send []int
+	for i, h := range heads {
+		if err := h.gate(); err != nil {
+			ws[i] = Written{Kind: WriteFailed, Err: err}
+			continue
+		}
+		send = append(send, i)
+	}
+	if len(send) > 0 {
+		sendUps := make([]Update, len(send))
+		for k, i := range send {
+			sendUps[k] = ups[i]
+		}
+		var sent []Written
+		if l.chain != nil {
+			sent = Write(ctx, l.chain, sendUps)
+		} else {
+			err := fmt.Errorf("no writer for ens.records %s (a read-only configuration?)", l.target)
+			for range sendUps {
+				sent = append(sent, Written{Kind: WriteFailed, Err: err})
+			}
+		}
+		for k, i := range send {
+			ws[i] = sent[k]
 		}
 	}
 	out := make([]Result, len(heads))
@@ -355,8 +439,11 @@ func pick(heads []*Head, idx []int) []*Head {
 // just resolved (pointer override) publishes at once, whatever its
 // interval or backoff.
 func (l *lane) noteHolds() {
-	for _, h := range l.heads {
-		pc := l.pace[h]
+	for _, h := range l.list() {
+		pc := l.paceOf(h)
+		if pc == nil {
+			continue
+		}
 		switch held := h.Hold() != nil; {
 		case held:
 			pc.held = true
@@ -382,7 +469,7 @@ func (l *lane) flush(ctx context.Context) []string {
 		_, done := l.publish(ctx, true)
 		published += done
 		var needWrite []string
-		for _, h := range l.heads {
+		for _, h := range l.list() {
 			// A misrouted head cannot be written here until the
 			// configuration follows its record (like a held one, it
 			// waits for the operator).
@@ -407,7 +494,7 @@ func (l *lane) flush(ctx context.Context) []string {
 // noteWritten logs, at a stop, the pointers written off L1 that L1 does
 // not show yet: confirmed after the next start.
 func (l *lane) noteWritten() {
-	for _, h := range l.heads {
+	for _, h := range l.list() {
 		if pp, ok := h.Pending(); ok && pp.AwaitingVisibility() {
 			h.log.Info("pointer written where the record lives, not yet visible from L1; confirmed after the next start",
 				"blob", pp.Value, "tx", pp.Written.TxHash)

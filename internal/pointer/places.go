@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -60,11 +61,23 @@ func (h *Head) Verified(s state.Snapshot) error {
 		st.Pending.TxHash, st.Pending.LastErr = "", ""
 		return true
 	})
-	if h.cfg.Name != "" {
+	// The fleet head next: the snapshot's recovery point for the next
+	// owner. A failed write is retried (SyncFleet, by the publisher and
+	// before a hand-off); the record does not wait for it.
+	if h.deps.Fleet != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), fleetWriteTimeout)
+		h.SyncFleet(ctx)
+		cancel()
+	}
+	if h.cfg.Name != "" || h.FleetPending() {
 		h.notify()
 	}
 	return err
 }
+
+// fleetWriteTimeout bounds the fleet head's write in Verified (the fleet
+// bounds each of its requests by its fence's margin too).
+const fleetWriteTimeout = 30 * time.Second
 
 // Restored makes s, a snapshot restored into the brain, the agent's last;
 // record, when not empty, is the record's value it was restored from,

@@ -2,6 +2,7 @@ package pointer
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -53,6 +54,10 @@ type PublisherConfig struct {
 	Observer   Observer
 	Log        *slog.Logger
 	Now        func() time.Time
+	// Targets are lanes made at the start even without a head: heads of
+	// these targets may be added later (Add), as agents come and go in a
+	// fleet.
+	Targets []string
 }
 
 // Publisher schedules the writes, confirmations and read-backs of many
@@ -88,6 +93,13 @@ func NewPublisher(cfg PublisherConfig, heads []*Head) *Publisher {
 	}
 	p := &Publisher{cfg: cfg, log: cfg.Log}
 	byTarget := map[string]*lane{}
+	for _, t := range cfg.Targets {
+		if byTarget[t] == nil {
+			l := newLane(p, t)
+			byTarget[t] = l
+			p.lanes = append(p.lanes, l)
+		}
+	}
 	for _, h := range heads {
 		t := h.cfg.Target
 		l := byTarget[t]
@@ -110,6 +122,32 @@ func NewPublisher(cfg PublisherConfig, heads []*Head) *Publisher {
 		return 0
 	})
 	return p
+}
+
+// Add puts h in the lane of its target, to be published from the next
+// round on (the agent came to this node). Its target's lane must exist:
+// one of the heads' at the start, or of PublisherConfig.Targets.
+func (p *Publisher) Add(h *Head) error {
+	for _, l := range p.lanes {
+		if l.target == h.cfg.Target {
+			l.add(h)
+			l.notify()
+			return nil
+		}
+	}
+	return fmt.Errorf("no lane for %s", targetName(h.cfg.Target))
+}
+
+// Remove takes h out of the publisher: from the next round on nothing of
+// it is written, confirmed or read back (the agent left this node). A
+// write already sent completes; h's gate refuses any other.
+func (p *Publisher) Remove(h *Head) {
+	for _, l := range p.lanes {
+		if l.remove(h) {
+			h.OnPending(func() {})
+			return
+		}
+	}
 }
 
 // Notify asks every lane to look for pending pointers.

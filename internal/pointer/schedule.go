@@ -13,7 +13,10 @@ import (
 func (l *lane) schedule(r Result, took time.Duration) (again bool) {
 	h := r.Head
 	log := h.log.With("name", h.cfg.Name)
-	pc := l.pace[h]
+	pc := l.paceOf(h)
+	if pc == nil {
+		return false // the head left the lane while it was written
+	}
 	obs := l.pub.cfg.Observer
 	switch r.Outcome {
 	case Published:
@@ -57,7 +60,7 @@ func (l *lane) schedule(r Result, took time.Duration) (again bool) {
 // published schedules and logs a head whose record names its newest
 // snapshot now.
 func (l *lane) published(r Result, took time.Duration) {
-	h, pc := r.Head, l.pace[r.Head]
+	h, pc := r.Head, l.paceOf(r.Head)
 	log := h.log.With("name", h.cfg.Name)
 	now := l.now()
 	l.mu.Lock()
@@ -98,7 +101,7 @@ func (l *lane) published(r Result, took time.Duration) {
 // L1 resolution does not show yet: read again (never written again) on a
 // backoff of its own; pointer_interval counts from the write.
 func (l *lane) lagging(r Result) {
-	h, pc := r.Head, l.pace[r.Head]
+	h, pc := r.Head, l.paceOf(r.Head)
 	if r.Write.Tx.Hash != "" {
 		pc.last = l.now()
 	}

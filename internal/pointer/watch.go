@@ -23,7 +23,7 @@ func (l *lane) checkAll(ctx context.Context) {
 	l.lastCheck = l.now()
 	l.mu.Unlock()
 	failed := false
-	for _, h := range l.heads {
+	for _, h := range l.list() {
 		if ctx.Err() != nil {
 			return
 		}
@@ -92,7 +92,7 @@ func (l *lane) probeChain(ctx context.Context) {
 		return
 	}
 	var name string
-	for _, h := range l.heads {
+	for _, h := range l.list() {
 		if h.cfg.Name != "" {
 			name = h.cfg.Name
 			break
@@ -109,9 +109,11 @@ func (l *lane) probeChain(ctx context.Context) {
 	}
 	l.pub.log.Info("the chain answers again; publishing pending pointers now")
 	l.unreachable, l.probeAt = false, time.Time{}
+	l.hmu.Lock()
 	for _, pc := range l.pace {
 		pc.retryAt = time.Time{}
 	}
+	l.hmu.Unlock()
 	l.lastCheck, l.checkAt = time.Time{}, time.Time{}
 }
 

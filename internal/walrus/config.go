@@ -123,6 +123,12 @@ type Config struct {
 	// asked for (Retry-After) is kept.
 	Recovered func() <-chan struct{}
 
+	// WriteGate, when set, is asked before every store attempt and before
+	// every chunk of its body is handed to the transport: its error (a
+	// fleet node that may not write now) fails the store at once, and an
+	// attempt under way is aborted mid-body, so nothing more is stored.
+	WriteGate func() error
+
 	// Transport replaces the HTTP transport (tests). The client wraps it to
 	// enforce AttemptTimeout and IdleTimeout.
 	Transport http.RoundTripper

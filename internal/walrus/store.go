@@ -194,6 +194,9 @@ func (c *Client) put(ctx context.Context, path, contentType string, size int64, 
 	if len(c.publishers) == 0 {
 		return putResult{}, fmt.Errorf("%w: no publishers configured", ErrConfig)
 	}
+	if err := c.gate(); err != nil {
+		return putResult{}, err
+	}
 	ctx, cancel := c.opContext(ctx)
 	defer cancel()
 
@@ -215,12 +218,20 @@ func (c *Client) put(ctx context.Context, path, contentType string, size int64, 
 	op.attemptBytes = sent.Load
 	body := retryablehttp.ReaderFunc(func() (io.Reader, error) {
 		sent.Store(0)
+		if err := c.gate(); err != nil {
+			return nil, err
+		}
 		if size == 0 {
 			return http.NoBody, nil
 		}
 		rc, err := open()
 		if err != nil {
 			return nil, fmt.Errorf("open blob body: %w", err)
+		}
+		if c.cfg.WriteGate != nil {
+			// Checked per chunk (no sendfile then): a store stopped mid-body
+			// is not completed.
+			rc = &gatedBody{rc: rc, gate: c.gate}
 		}
 		return countBody(rc, &sent), nil
 	})
@@ -712,3 +723,29 @@ func FormatSize(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// gate is Config.WriteGate's answer (nil without one).
+func (c *Client) gate() error {
+	if c.cfg.WriteGate == nil {
+		return nil
+	}
+	if err := c.cfg.WriteGate(); err != nil {
+		return fmt.Errorf("walrus store refused: %w", err)
+	}
+	return nil
+}
+
+// gatedBody asks the write gate before every chunk it hands on.
+type gatedBody struct {
+	rc   io.ReadCloser
+	gate func() error
+}
+
+func (g *gatedBody) Read(p []byte) (int, error) {
+	if err := g.gate(); err != nil {
+		return 0, err
+	}
+	return g.rc.Read(p)
+}
+
+func (g *gatedBody) Close() error { return g.rc.Close() }
