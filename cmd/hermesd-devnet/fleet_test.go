@@ -38,11 +38,13 @@ func TestSuperviseNodes(t *testing.T) {
 	nodes := []devnet.Node{{Name: "node-1", ConfigPath: "/f/node-1.yml"}, {Name: "node-2", ConfigPath: "/f/node-2.yml"}, {Name: "node-3", ConfigPath: "/f/node-3.yml"}}
 	// node-2 exits 9 by itself; the others wait for SIGINT and exit 0,
 	// or 7 for node-3 when told so.
-	script := `echo "ready $HERMESD_CONFIG"
+	// The trap is set before "ready": the test interrupts once every
+	// node said so, and a shell interrupted before its trap dies of it.
+	script := `trap 'kill $! 2>/dev/null; case "$HERMESD_CONFIG" in *node-3*) exit $CODE3;; esac; exit 0' INT
+echo "ready $HERMESD_CONFIG"
 case "$HERMESD_CONFIG" in
 *node-2*) exit 9;;
 esac
-trap 'kill $! 2>/dev/null; case "$HERMESD_CONFIG" in *node-3*) exit $CODE3;; esac; exit 0' INT
 sleep 60 & wait`
 	for _, tc := range []struct {
 		name  string
