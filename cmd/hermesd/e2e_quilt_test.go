@@ -148,7 +148,7 @@ func (s *pointerSpy) onSend(body []byte) {
 	}
 }
 
-// TestE2EQuilts200: 200 agents, each edited once a "minute" for ten
+// TestE2EQuilts200: 200 agents, each edited once a "minute" for five
 // "minutes" (rounds as fast as the daemon settles, not wall-clock
 // minutes), on the devnet with a 5 s batch window and 301 shards (the
 // fewest whose quilts hold 200 patches, one round's). The agents' small
@@ -157,7 +157,7 @@ func (s *pointerSpy) onSend(body []byte) {
 // reached the chain, and every head restores byte for byte.
 func TestE2EQuilts200(t *testing.T) {
 	t.Parallel()
-	const n, rounds = 200, 10
+	const n, rounds = 200, 5
 	agents := make([]devnet.Agent, n)
 	for i := range agents {
 		agents[i] = devnet.Agent{ID: fmt.Sprintf("q%03d", i), ENSName: fmt.Sprintf("q%03d.hermes.eth", i)}
