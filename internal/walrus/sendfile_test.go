@@ -50,7 +50,7 @@ func (l smallBufListener) Accept() (net.Conn, error) {
 // between reads, is not taken for a stall: the watchdog probes the file's
 // offset.
 func TestStoreFileSendfile(t *testing.T) {
-	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir(), MaxBodySize: 64 << 20})
+	srv, err := localwalrus.New(localwalrus.Config{Dir: t.TempDir(), MaxBodySize: 64 << 20, Shards: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,13 +89,13 @@ func TestStoreFileSendfile(t *testing.T) {
 	const idle = 1500 * time.Millisecond
 	var mu sync.Mutex
 	var attempts []Attempt
-	c, err := New(Config{Publishers: []string{hs.URL}, Aggregators: []string{hs.URL}, MaxBlobSize: 64 << 20,
+	c, err := New(Config{Publishers: []string{hs.URL}, Aggregators: []string{hs.URL}, MaxBlobSize: 64 << 20, Shards: 100,
 		IdleTimeout: idle, RetryWaitMin: time.Millisecond, RetryWaitMax: time.Millisecond, RetryMax: -1,
 		OnAttempt: func(a Attempt) { mu.Lock(); attempts = append(attempts, a); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, err := New(Config{Publishers: []string{hs.URL}, Aggregators: []string{hs.URL}, MaxBlobSize: 64 << 20})
+	reader, err := New(Config{Publishers: []string{hs.URL}, Aggregators: []string{hs.URL}, MaxBlobSize: 64 << 20, Shards: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package walrus_test
+
+const raceEnabled = false
