@@ -83,7 +83,9 @@ func TestUnwritableSpoolIsUnsaved(t *testing.T) {
 		return true
 	})
 	t.Logf("published %s after the spool was fixed (%v failed attempts counted)", took.Round(time.Millisecond), failures())
-	if took > 5*time.Second {
+	// The bound is a wall-clock figure of the issue; the race detector
+	// slows everything some tenfold, so there the figure is only logged.
+	if took > 5*time.Second && !raceEnabled {
 		t.Errorf("the change was published %s after the fix; want at most 5s", took.Round(time.Millisecond))
 	}
 	if got := readPointer(t, w, "alpha.hermes.eth"); got != a.Status().Last.BlobID {
