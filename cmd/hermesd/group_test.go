@@ -19,7 +19,7 @@ func TestGroups(t *testing.T) {
 		want  string // as the unknown-verb error lists them
 	}{
 		{[]string{"blob"}, "<put|get>", "put or get"},
-		{[]string{"pointer"}, "<get|set|adopt|override|transfer>", "get, set, adopt, override or transfer"},
+		{[]string{"pointer"}, "<get|set|adopt|override|transfer|move>", "get, set, adopt, override, transfer or move"},
 		{[]string{"receipts"}, "<add|list|verify|quarantine>", "add, list, verify or quarantine"},
 		{[]string{"receipts", "quarantine"}, "<list|purge> [flags] AGENT", "list or purge"},
 		{[]string{"seal"}, "<serve|keygen|pubkey|check>", "serve, keygen, pubkey or check"},
