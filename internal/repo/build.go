@@ -478,6 +478,17 @@ func (bd *build) run(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	var filesDone sync.WaitGroup // walker, readers, sealers
+	// failed is set by a walker, reader or sealer that fails, before its
+	// filesDone.Done: the errgroup cancels gctx only once the function
+	// has returned, so the tree finisher, woken by Done, may not see the
+	// cancellation yet and must not finish a half-built tree.
+	var failed atomic.Bool
+	fail := func(err error) error {
+		if err != nil {
+			failed.Store(true)
+		}
+		return err
+	}
 	w := bd.b.workers()
 
 	filesDone.Add(1)
@@ -489,13 +500,13 @@ func (bd *build) run(ctx context.Context) error {
 		if bd.in.Prev != nil {
 			t, err := bd.in.Trees.Tree(gctx, bd.in.Prev.Root)
 			if err != nil {
-				return fmt.Errorf("load previous root tree: %w", err)
+				return fail(fmt.Errorf("load previous root tree: %w", err))
 			}
 			prev, prevID = t, bd.in.Prev.Root
 		}
 		var err error
 		bd.root, bd.rootInfo, err = bd.walkDir(gctx, "", prev, prevID, 0)
-		return err
+		return fail(err)
 	})
 	var readers sync.WaitGroup
 	for range w {
@@ -504,7 +515,7 @@ func (bd *build) run(ctx context.Context) error {
 		g.Go(func() error {
 			defer filesDone.Done()
 			defer readers.Done()
-			return bd.readFiles(gctx)
+			return fail(bd.readFiles(gctx))
 		})
 	}
 	g.Go(func() error {
@@ -516,12 +527,15 @@ func (bd *build) run(ctx context.Context) error {
 		filesDone.Add(1)
 		g.Go(func() error {
 			defer filesDone.Done()
-			return bd.seal(gctx)
+			return fail(bd.seal(gctx))
 		})
 	}
 	g.Go(func() error {
 		defer close(bd.objects)
 		filesDone.Wait()
+		if failed.Load() {
+			return nil // the one that failed returns its error
+		}
 		if err := gctx.Err(); err != nil {
 			return err
 		}
