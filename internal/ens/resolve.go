@@ -159,18 +159,9 @@ func (r *Resolver) UniversalResolver() common.Address { return r.ur }
 // the lookup, a gateway's answer or the resolver's verdict on it) or
 // ErrGatewayUnavailable (which matches ErrUnavailable: try again later).
 func (r *Resolver) Text(ctx context.Context, name, key string) (Resolution, error) {
-	norm, err := Normalize(name)
+	norm, dns, res, call, err := textQuery(name, key)
 	if err != nil {
 		return Resolution{}, err
-	}
-	dns, err := DNSEncode(norm)
-	if err != nil {
-		return Resolution{}, err
-	}
-	res := Resolution{Name: norm, Node: nameHash(norm), Key: key}
-	call, err := resolverABI.Pack("text", res.Node, key)
-	if err != nil {
-		return Resolution{}, fmt.Errorf("ens: pack text: %w", err)
 	}
 	st := &lookupState{name: norm}
 	start := time.Now()
@@ -242,18 +233,9 @@ func (r *Resolver) ask(ctx context.Context, st *lookupState, res *Resolution, re
 // resolver asked resolve(), CCIP-read followed): what the name will
 // resolve to once its resolver is changed to it, asked before the change.
 func (r *Resolver) TextAt(ctx context.Context, resolver common.Address, name, key string) (Resolution, error) {
-	norm, err := Normalize(name)
+	norm, dns, res, call, err := textQuery(name, key)
 	if err != nil {
 		return Resolution{}, err
-	}
-	dns, err := DNSEncode(norm)
-	if err != nil {
-		return Resolution{}, err
-	}
-	res := Resolution{Name: norm, Node: nameHash(norm), Key: key}
-	call, err := resolverABI.Pack("text", res.Node, key)
-	if err != nil {
-		return Resolution{}, fmt.Errorf("ens: pack text: %w", err)
 	}
 	st := &lookupState{name: norm}
 	err = r.ask(ctx, st, &res, resolver, norm, dns, call)
@@ -647,4 +629,23 @@ func unpackOne[T any](args abi.Arguments, out []byte) (T, error) {
 		return zero, fmt.Errorf("want %T, got %T", zero, vals[0])
 	}
 	return v, nil
+}
+
+// textQuery is what a text lookup of name sends: the normalized name, its
+// DNS encoding, the resolution it fills and the text(node, key) call.
+func textQuery(name, key string) (string, []byte, Resolution, []byte, error) {
+	norm, err := Normalize(name)
+	if err != nil {
+		return "", nil, Resolution{}, nil, err
+	}
+	dns, err := DNSEncode(norm)
+	if err != nil {
+		return "", nil, Resolution{}, nil, err
+	}
+	res := Resolution{Name: norm, Node: nameHash(norm), Key: key}
+	call, err := resolverABI.Pack("text", res.Node, key)
+	if err != nil {
+		return "", nil, Resolution{}, nil, fmt.Errorf("ens: pack text: %w", err)
+	}
+	return norm, dns, res, call, nil
 }
