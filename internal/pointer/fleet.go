@@ -29,6 +29,12 @@ type Fleet interface {
 
 // fleetPlace is the head's fleet place: what it last wrote there.
 type fleetPlace struct {
+	// write is held across a write's choice of value and its put: the
+	// snapshot loop (Verified) and the publisher (a record moved, a
+	// retry) both write, and two puts in flight together could land in
+	// either order, the older last — a fleet head rolled back, which a
+	// new owner would restore from.
+	write   sync.Mutex
 	mu      sync.Mutex
 	written string // the value the fleet head names, as far as this head knows
 	// published is what the fleet head says the record holds: it is
@@ -64,6 +70,8 @@ func (h *Head) SyncFleet(ctx context.Context) error {
 	if h.deps.Fleet == nil {
 		return nil
 	}
+	h.fleet.write.Lock()
+	defer h.fleet.write.Unlock()
 	fh, due := h.fleetDue()
 	if !due {
 		return nil

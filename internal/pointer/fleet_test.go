@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hermesd/hermesd/internal/state"
 )
 
 // memFleet keeps fleet heads as the fleet node does, refusing every write
@@ -100,5 +102,76 @@ func TestFleetHeadFollowsEveryVerifiedSnapshot(t *testing.T) {
 	}
 	if got := r.w.get("alpha.eth"); got != v1 {
 		t.Errorf("the record moved to %q within its pointer_interval", got)
+	}
+}
+
+// stallFleet is a memFleet whose first write stalls until released, and
+// which counts writes in flight together.
+type stallFleet struct {
+	memFleet
+	mu       sync.Mutex
+	calls    int
+	inFlight int
+	most     int
+	entered  chan string // each write's value as it starts
+	release  chan struct{}
+}
+
+func (f *stallFleet) PutHead(ctx context.Context, agent string, h FleetHead) error {
+	f.mu.Lock()
+	f.calls++
+	first := f.calls == 1
+	f.inFlight++
+	f.most = max(f.most, f.inFlight)
+	f.mu.Unlock()
+	f.entered <- h.Value
+	if first {
+		<-f.release
+	}
+	err := f.memFleet.PutHead(ctx, agent, h)
+	f.mu.Lock()
+	f.inFlight--
+	f.mu.Unlock()
+	return err
+}
+
+// TestFleetHeadWritesDoNotOvertake: the snapshot loop and the publisher
+// both write the fleet head; a write of an older value still in flight
+// when a newer snapshot is verified must not land after it (seen in a
+// fleet run: the fleet head rolled back to the record's value, and the
+// next owner restored the older brain). The writes take turns, each
+// naming the newest snapshot when its turn comes.
+func TestFleetHeadWritesDoNotOvertake(t *testing.T) {
+	r := newRig(t)
+	a := r.head("alpha", "alpha.eth", false, time.Hour)
+	f := &stallFleet{entered: make(chan string, 4), release: make(chan struct{})}
+	a.h.deps.Fleet = f
+	errs := make(chan error, 2)
+	verify := func(v string, at int64) {
+		errs <- a.h.Verified(state.Snapshot{BlobID: v, BundleHash: "0x" + v, CreatedAt: time.Unix(at, 0)})
+	}
+	go verify("alpha-1", 1700000001)
+	if got := <-f.entered; got != "alpha-1" {
+		t.Fatalf("first write names %q", got)
+	}
+	go verify("alpha-2", 1700000002)
+	// A second write entering while the first stalls is the fault; give
+	// it a moment to show (its absence cannot be waited for).
+	select {
+	case v := <-f.entered:
+		t.Errorf("a write of %q started while the write of alpha-1 was in flight", v)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(f.release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.head("alpha"); got != "alpha-2" {
+		t.Fatalf("the fleet head names %q after both writes, want the newest, alpha-2", got)
+	}
+	if f.most != 1 {
+		t.Errorf("%d fleet head writes were in flight together", f.most)
 	}
 }
