@@ -124,9 +124,12 @@ func (pc *patchCache) get(ctx context.Context, id string, fetch func(context.Con
 		pc.mu.Unlock()
 		e.data, e.err = fetch(ctx)
 		pc.mu.Lock()
-		if e.err != nil {
+		switch {
+		case pc.byID[id] != e:
+			// Forgotten while it was read: not kept.
+		case e.err != nil:
 			delete(pc.byID, id)
-		} else {
+		default:
 			pc.order = append(pc.order, id)
 			pc.bytes += int64(len(e.data))
 			for pc.bytes > patchCacheBytes && len(pc.order) > 1 {
@@ -148,6 +151,19 @@ func (pc *patchCache) get(ctx context.Context, id string, fetch func(context.Con
 		return nil, ctx.Err()
 	}
 }
+
+// forget drops every patch kept (reads in flight finish, unkept).
+func (pc *patchCache) forget() {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.byID, pc.order, pc.bytes = map[string]*patchEntry{}, nil, 0
+}
+
+// Forget drops the quilt patches kept for range reads: the pipeline calls
+// it when bytes it read failed verification, so that an aggregator's
+// lie (or a corrupt answer) is read again, not answered from here, once
+// the aggregator is right again.
+func (s *walrusStore) Forget() { s.patches.forget() }
 
 // readPatchRange writes bytes [off, off+length) of patch id to w from the
 // whole patch, and returns the patch's size.

@@ -151,3 +151,36 @@ func TestQuilterCharges(t *testing.T) {
 		t.Errorf("a pack that left its batch was charged %+v", got)
 	}
 }
+
+// TestPatchCacheForget: Forget drops every patch kept, and a patch whose
+// read was in flight when it was called is returned to its reader but not
+// kept (nor does its end disturb what was kept since).
+func TestPatchCacheForget(t *testing.T) {
+	pc := newPatchCache()
+	pc.get(t.Context(), "a", func(context.Context) ([]byte, error) { return []byte("lie"), nil })
+	started, release := make(chan struct{}), make(chan struct{})
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := pc.get(t.Context(), "b", func(context.Context) ([]byte, error) {
+			close(started)
+			<-release
+			return []byte("in flight"), nil
+		})
+		got <- b
+	}()
+	<-started
+	pc.forget()
+	pc.get(t.Context(), "c", func(context.Context) ([]byte, error) { return []byte("after"), nil })
+	close(release)
+	if b := <-got; string(b) != "in flight" {
+		t.Fatalf("the read in flight got %q", b)
+	}
+	reads := 0
+	b, _ := pc.get(t.Context(), "a", func(context.Context) ([]byte, error) { reads++; return []byte("truth"), nil })
+	if string(b) != "truth" || reads != 1 {
+		t.Fatalf("after Forget: %q (%d reads), want the patch read again", b, reads)
+	}
+	if pc.byID["b"] != nil || pc.byID["c"] == nil || pc.bytes != int64(len("after")+len("truth")) {
+		t.Fatalf("kept %v (%d bytes): want c and a, not the read in flight", pc.order, pc.bytes)
+	}
+}

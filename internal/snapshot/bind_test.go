@@ -115,7 +115,22 @@ func TestReplayV3Patch(t *testing.T) {
 	}
 	gone(t, dir)
 
-	r, err := a.p.Restore(t.Context(), ref.ID, dir)
+	// The aggregator honest again, the same pipeline restores the newer
+	// brain: the patch it was served is not kept for range reads (a kept
+	// lie answered every retry of a fleet take-over until the process
+	// ended).
+	a.srv.Forge(ref.ID, nil)
+	r, err := a.p.Restore(t.Context(), newer.BlobID, dir)
+	if err != nil || r.BundleHash != newer.BundleHash {
+		t.Fatalf("restore once the aggregator is honest: %v (bundle %s, want %s)", err, r.BundleHash, newer.BundleHash)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	a.srv.Forge(ref.ID, buf.Bytes())
+	a.p.Store.(interface{ Forget() }).Forget() // the honest patch was kept
+
+	r, err = a.p.Restore(t.Context(), ref.ID, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -267,7 +267,7 @@ func (p *Pipeline) parentLocked(ctx context.Context, st *v3state, head string) (
 			// A restart: the index is cached, the trees are read from
 			// Walrus (in a few batched requests) so that unchanged files
 			// are not read again.
-			r, err := repo.OpenRef(ctx, p.Store, st.keys, ref, p.Read)
+			r, err := p.openRef(ctx, st.keys, ref)
 			if err != nil {
 				if fatal := p.unreadableParent(blob, err); fatal != nil {
 					return v3parent{}, fatal
@@ -319,10 +319,11 @@ func (p *Pipeline) parentLocked(ctx context.Context, st *v3state, head string) (
 			}
 		}
 	}
-	r, err := repo.OpenRef(ctx, p.Store, st.keys, ref, p.Read)
+	r, err := p.openRef(ctx, st.keys, ref)
 	var ix *repo.Index
 	if err == nil {
 		ix, err = r.Index(ctx, headEnd)
+		err = p.badBytes(err)
 	}
 	if err != nil {
 		if fatal := p.unreadableParent(blob, err); fatal != nil {

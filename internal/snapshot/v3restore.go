@@ -44,11 +44,42 @@ func (p *Pipeline) openV3(ctx context.Context, ref headref.Ref) (*repo.Reader, e
 	if err != nil {
 		return nil, err
 	}
-	r, err := repo.OpenRef(ctx, p.Store, keys, ref, p.Read)
+	r, err := p.openRef(ctx, keys, ref)
 	if err != nil {
 		return nil, p.explainV3(ctx, ref.ID, err)
 	}
 	return r, nil
+}
+
+// forgetter is a store that keeps what it read for further reads (compose
+// keeps whole quilt patches for their range reads).
+type forgetter interface {
+	// Forget drops everything kept.
+	Forget()
+}
+
+// openRef is repo.OpenRef on the pipeline's store, which forgets what it
+// kept when the bytes fail verification (badBytes).
+func (p *Pipeline) openRef(ctx context.Context, keys *repo.Keys, ref headref.Ref) (*repo.Reader, error) {
+	r, err := repo.OpenRef(ctx, p.Store, keys, ref, p.Read)
+	return r, p.badBytes(err)
+}
+
+// badBytes has the store forget what it kept of earlier reads when err
+// says bytes read failed verification: kept, a lying or corrupt answer
+// would answer every retry after the aggregator was right again. It
+// returns err.
+func (p *Pipeline) badBytes(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrAuth) || errors.Is(err, ErrWrongAgent) ||
+		errors.Is(err, headref.ErrMismatch) || errors.Is(err, ErrHashMismatch) {
+		if f, ok := p.Store.(forgetter); ok {
+			f.Forget()
+		}
+	}
+	return err
 }
 
 // explainV3 turns "another key wrote this pack" into "this is agent X's
@@ -109,7 +140,7 @@ func (p *Pipeline) restoreV3(ctx context.Context, ref headref.Ref, target string
 	res.Download, res.Unpack = download, p.now().Sub(start)
 	res.Downloaded, res.Ranges = r.Downloaded()
 	if err != nil {
-		return res, &StageError{"unpack", err}
+		return res, &StageError{"unpack", p.badBytes(err)}
 	}
 	return res, nil
 }
@@ -284,12 +315,12 @@ func (p *Pipeline) v3Entry(ctx context.Context, ref headref.Ref, n int, ends map
 	}
 	e := HistoryEntry{N: n, BlobID: ref.String(), Format: FormatV3, Changed: -1}
 	var c *repo.Commit
-	r, err := repo.OpenRef(ctx, p.Store, keys, ref, p.Read)
+	r, err := p.openRef(ctx, keys, ref)
 	if err == nil {
 		c, e.Status, e.BlobID = r.Commit(), "restorable", r.Ref().String()
 	} else {
 		h, herr := repo.ReadCommitRef(ctx, p.Store, keys, ref)
-		if herr != nil {
+		if herr = p.badBytes(herr); herr != nil {
 			return e, nil, "", p.explainV3(ctx, blob, herr)
 		}
 		c, r = h.Commit, nil
