@@ -79,12 +79,12 @@ devnet: devnet-deps build-devnet seed
 	$(DEVNET) -dir .devnet -seed .devnet/seed
 
 # The race detector runs again over the packages with their own
-# goroutines (pipelines, watcher, retries, daemon). It needs cgo, so this
+# goroutines (pipelines, watcher, retries, daemon, the fleet node). It needs cgo, so this
 # pass also covers go-ethereum's C secp256k1 (receipts, the daemon's
 # chain writes), what a plain `go build` with a C compiler links.
 RACE_PKGS := ./internal/hash ./internal/tarball ./internal/watch ./internal/walrus \
 	./internal/localwalrus ./internal/receipts ./internal/snapshot ./internal/daemon \
-	./internal/seal ./internal/sealserver
+	./internal/seal ./internal/sealserver ./internal/fleet
 
 # RACE_SKIP are tests the race pass leaves to the plain pass, which runs
 # every test: long CPU-bound loops (blob ids, hashing, SQLite writers over

@@ -406,8 +406,10 @@ func (n *Node) open(ctx context.Context, id string, o *owned, own Ownership, sta
 	if err != nil {
 		n.obs.Acquired(id, own, time.Since(start), err)
 		n.host.Close(id)
-		n.release(id, o, own.Token)
+		// The backoff before the release: a reconcile between the two
+		// would see the agent free and take it again at once.
 		n.failed(id)
+		n.release(id, o, own.Token)
 		return fmt.Errorf("open agent %s: %w", id, err)
 	}
 	ag := n.agents[id]
