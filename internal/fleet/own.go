@@ -355,18 +355,43 @@ func (n *Node) acquire(ctx context.Context, id string) error {
 // openTaken opens agent id, whose owner key this node created with
 // token.
 func (n *Node) openTaken(ctx context.Context, id string, token int64, start time.Time) error {
+	o, err := n.locked(id)
+	if err != nil {
+		return err
+	}
+	defer o.mu.Unlock()
+	if o.token != token {
+		return ErrNotOwner
+	}
+	return n.open(ctx, id, o, Ownership{Token: token}, start)
+}
+
+// resume runs again an agent this node still owns under its lease.
+func (n *Node) resume(ctx context.Context, id string, token int64) error {
+	o, err := n.locked(id)
+	if err != nil {
+		return err
+	}
+	defer o.mu.Unlock()
+	return n.open(ctx, id, o, Ownership{Token: token, Resumed: true}, time.Now())
+}
+
+// locked returns agent id's record here with its transition lock held,
+// once the transition in flight (if any) has ended; ErrNotOwner when
+// there is none or it was dropped meanwhile.
+func (n *Node) locked(id string) (*owned, error) {
 	n.mu.Lock()
 	o := n.own[id]
 	n.mu.Unlock()
 	if o == nil {
-		return ErrNotOwner
+		return nil, ErrNotOwner
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if n.ownedAs(id, o) != nil || o.token != token {
-		return ErrNotOwner
+	if n.ownedAs(id, o) != nil {
+		o.mu.Unlock()
+		return nil, ErrNotOwner
 	}
-	return n.open(ctx, id, o, Ownership{Token: token}, start)
+	return o, nil
 }
 
 // ownedAs says whether o is still agent id's here and not dropped.
@@ -377,19 +402,6 @@ func (n *Node) ownedAs(id string, o *owned) error {
 		return ErrNotOwner
 	}
 	return nil
-}
-
-// resume runs again an agent this node still owns under its lease.
-func (n *Node) resume(ctx context.Context, id string, token int64) error {
-	n.mu.Lock()
-	o := n.own[id]
-	n.mu.Unlock()
-	if o == nil {
-		return ErrNotOwner
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return n.open(ctx, id, o, Ownership{Token: token, Resumed: true}, time.Now())
 }
 
 // open is the rest of an acquisition: read the fleet head, bring the
