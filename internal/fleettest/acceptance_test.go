@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,27 +404,42 @@ func fleetEtcdMajorityLoss(t *testing.T, c *Cluster) {
 	c.WaitSettled(2 * time.Minute)
 	before := c.State().Tokens
 	owners := c.State().Owners
-	lost := time.Now()
-	c.Etcd.Stop(0)
-	c.Etcd.Stop(1)
 	// The member left may lead on for an election timeout or two (until
-	// it notices it hears from no quorum), renewing leases as etcd
-	// allows it to: a node's fence counts from its last renewal, so the
-	// outage, as the nodes can know it, starts when no member leads.
-	c.within(time.Minute, "no etcd member to lead", func() bool {
-		for _, m := range c.Etcd.Members() {
-			if m.IsLeader() {
-				return false
+	// it notices it hears from no quorum), renewing leases as etcd allows
+	// it to: a node's fence counts from its last renewal, so the outage,
+	// as the nodes can know it, starts when a member last led. Watched
+	// from before the first stop (stopping takes seconds) to the restart.
+	lost := time.Now()
+	var lastLed atomic.Int64
+	lastLed.Store(lost.UnixNano())
+	watching, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for _, m := range c.Etcd.Members() {
+				if m.IsLeader() {
+					lastLed.Store(time.Now().UnixNano())
+				}
+			}
+			select {
+			case <-watching:
+				return
+			case <-tick.C:
 			}
 		}
-		return true
-	})
-	leaderless := time.Now()
+	}()
+	c.Etcd.Stop(0)
+	c.Etcd.Stop(1)
 	hashes := map[string]string{}
 	for _, a := range c.Agents() {
 		hashes[a] = c.Edit(a, "memory/log.md", "during the outage\n")
 	}
 	<-time.After(time.Until(lost.Add(majorityLoss)))
+	close(watching)
+	<-watched
+	leaderless := time.Unix(0, lastLed.Load()).Add(10 * time.Millisecond)
 	back := time.Now()
 	if err := c.Etcd.RestartAll(0, 1); err != nil {
 		t.Fatal(err)
@@ -441,7 +457,7 @@ func fleetEtcdMajorityLoss(t *testing.T, c *Cluster) {
 	// Fenced from half a TTL of silence until etcd came back: no store, no
 	// transaction (the changes made meanwhile wait on the local disk).
 	fenced := leaderless.Add(c.opts.LeaseTTL/2 + h.Slack)
-	t.Logf("no member led %v after the majority was stopped; etcd back after %v", leaderless.Sub(lost).Round(time.Millisecond), back.Sub(lost).Round(time.Millisecond))
+	t.Logf("a member last led %v after the majority's stop began; etcd back after %v", leaderless.Sub(lost).Round(time.Millisecond), back.Sub(lost).Round(time.Millisecond))
 	for _, w := range h.Writes {
 		if w.At.After(fenced) && w.At.Before(back) {
 			t.Errorf("%s wrote while etcd had no majority: %s at %s", w.Node, w.Kind, stamp(w.At))
