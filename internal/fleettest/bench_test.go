@@ -29,7 +29,11 @@ func BenchmarkFleetTakeover(b *testing.B) {
 }
 
 func takeover(b *testing.B, agents, brain int) {
-	c := Start(b, Options{Nodes: 3, Agents: agents, BrainBytes: brain, L2Every: -1})
+	o := Options{Nodes: 3, Agents: agents, BrainBytes: brain, L2Every: -1}
+	if brain > 512<<10 {
+		o.Shards = 100 // packs of a few MiB: a 10-shard Walrus stores blobs of 1 MiB at most
+	}
+	c := Start(b, o)
 	c.WaitOwned(5 * time.Minute)
 	c.WaitState(10*time.Minute, "every agent's first fleet head", func(st State) bool { return len(st.Heads) == agents })
 	victim := c.Owner("agent-001")

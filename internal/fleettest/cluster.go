@@ -4,6 +4,7 @@ package fleettest
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +60,11 @@ type Options struct {
 	// Binary is the hermesd to run (default: built once per test process
 	// from ./cmd/hermesd).
 	Binary string
+	// Shards is the Walrus server's shard count (default 10: a blob id
+	// over mainnet's 1000 costs about a CPU-second, and no fleet test is
+	// about ids). Its largest blob bounds the packs: about 1 MiB at 10
+	// shards, 142 MiB at 100; brains of more than a pack want 100.
+	Shards int
 }
 
 // Cluster is a fleet under test: etcd, the devnet world and the nodes.
@@ -168,9 +174,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		Quiet:           50 * time.Millisecond,
 		MaxLag:          500 * time.Millisecond,
 		PointerInterval: o.PointerInterval,
-		// Few shards: a blob id over mainnet's 1000 costs about a
-		// CPU-second, and no fleet test is about ids.
-		Shards: 10,
+		Shards:          cmp.Or(o.Shards, 10),
 		Cluster: devnet.ClusterOptions{
 			Endpoints:      c.Etcd.Endpoints(),
 			Fleet:          fleetName,
