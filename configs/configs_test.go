@@ -19,6 +19,7 @@ import (
 	"github.com/hermesd/hermesd/internal/devchain"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/seal"
+	"github.com/hermesd/hermesd/internal/systemdunit"
 )
 
 // sampleEnv is every environment variable the samples may reference with
@@ -379,28 +380,16 @@ func TestNoInlineSecrets(t *testing.T) {
 	}
 }
 
-// unit is a parsed systemd unit: every value of every key (keys repeat).
-type unit map[string][]string
+// unit is a systemd unit: every value of every key (keys repeat).
+type unit systemdunit.Unit
 
 func readUnit(t *testing.T, path string) unit {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	u, err := systemdunit.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := unit{}
-	for line := range strings.Lines(string(raw)) {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' || line[0] == ';' || line[0] == '[' {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			t.Fatalf("%s: malformed line %q", path, line)
-		}
-		u[k] = append(u[k], v)
-	}
-	return u
+	return unit(u)
 }
 
 func (u unit) one(t *testing.T, key string) string {

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hermesd/hermesd/internal/fleettest"
+	"github.com/hermesd/hermesd/internal/systemdunit"
 )
 
 // manifest is a multi-document Kubernetes file, by kind and name.
@@ -247,28 +248,16 @@ func TestEtcd(t *testing.T) {
 	}
 }
 
-// unit is a systemd unit: every value of every key.
-type unit map[string][]string
+// unit is a systemd unit: every value of every key (keys repeat).
+type unit systemdunit.Unit
 
 func readUnit(t *testing.T, path string) unit {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	u, err := systemdunit.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := unit{}
-	for line := range strings.Lines(string(raw)) {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' || line[0] == ';' || line[0] == '[' {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			t.Fatalf("%s: malformed line %q", path, line)
-		}
-		u[k] = append(u[k], v)
-	}
-	return u
+	return unit(u)
 }
 
 // TestSystemdUnit: the node's unit is the single-node unit (its sandbox

@@ -132,6 +132,7 @@ var placement = map[string]layer{
 	"internal/smallfstest": testLayer,
 	"internal/wait":        testLayer,
 	"internal/walrustest":  testLayer,
+	"internal/systemdunit": testLayer,
 
 	"internal/arch": checkLayer,
 	"configs":       checkLayer,
