@@ -70,16 +70,20 @@ func (p *Pipeline) openRef(ctx context.Context, keys *repo.Keys, ref headref.Ref
 // would answer every retry after the aggregator was right again. It
 // returns err.
 func (p *Pipeline) badBytes(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrAuth) || errors.Is(err, ErrWrongAgent) ||
-		errors.Is(err, headref.ErrMismatch) || errors.Is(err, ErrHashMismatch) {
+	if unverified(err) || errors.Is(err, ErrHashMismatch) {
 		if f, ok := p.Store.(forgetter); ok {
 			f.Forget()
 		}
 	}
 	return err
+}
+
+// unverified reports whether err says bytes read from the store failed a
+// check of what they must be (damaged, forged, another agent's, another
+// head than the reference names), rather than that they could not be read.
+func unverified(err error) bool {
+	return errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrAuth) || errors.Is(err, ErrWrongAgent) ||
+		errors.Is(err, headref.ErrMismatch)
 }
 
 // explainV3 turns "another key wrote this pack" into "this is agent X's
@@ -125,7 +129,7 @@ func (p *Pipeline) restoreV3(ctx context.Context, ref headref.Ref, target string
 	r, err := p.openV3(ctx, ref)
 	if err != nil {
 		stage := "download"
-		if errors.Is(err, repo.ErrCorrupt) || errors.Is(err, repo.ErrAuth) || errors.Is(err, ErrWrongAgent) || errors.Is(err, headref.ErrMismatch) {
+		if unverified(err) {
 			stage = "unpack"
 		}
 		return Restored{}, &StageError{stage, fmt.Errorf("open v3 snapshot %s: %w", ref.ID, err)}
