@@ -37,6 +37,9 @@ type host struct {
 	n         *Node
 	// hold, when set, keeps every Open waiting until it is closed.
 	hold chan struct{}
+	// failOpen, when set, fails every Open; attempts are their moments.
+	failOpen error
+	attempts []time.Time
 }
 
 func (h *host) Open(ctx context.Context, id string, o Ownership) error {
@@ -56,6 +59,10 @@ func (h *host) Open(ctx context.Context, id string, o Ownership) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.attempts = append(h.attempts, time.Now())
+	if h.failOpen != nil {
+		return h.failOpen
+	}
 	if h.open == nil {
 		h.open = map[string]Ownership{}
 	}
@@ -363,6 +370,34 @@ func TestHandOffFailureKeepsTheAgent(t *testing.T) {
 	if got := owners(t, cli); got["a000"] != "a" || !a.Owns("a000") || len(a.host.running()) != 1 {
 		t.Fatalf("after a failed hand-off: owners %v, running %v", got, a.host.running())
 	}
+}
+
+// TestOpenFailureBacksOff: acquiring → unowned when the take-over fails
+// (design §12.2): the owner key is deleted and the next attempt waits
+// for the backoff (at least half its 1 s minimum, TTL/2). The backoff is
+// set before the key goes: a reconcile in between took the agent again
+// at once (two attempts 10 ms apart, seen in a fleet run).
+func TestOpenFailureBacksOff(t *testing.T) {
+	c := startEtcd(t, 1)
+	cli := c.Client(t)
+	a := newNode(t, cli, "a", agentList(1))
+	a.host.failOpen = errors.New("the aggregator served other bytes")
+	a.run(t)
+	wait.Within(t, time.Minute, "two attempts to open a000", func() bool {
+		a.host.mu.Lock()
+		defer a.host.mu.Unlock()
+		return len(a.host.attempts) >= 2
+	})
+	a.host.mu.Lock()
+	gap := a.host.attempts[1].Sub(a.host.attempts[0])
+	a.host.mu.Unlock()
+	if min := testTTL / 4; gap < min {
+		t.Errorf("the second attempt came %v after the first failed; the backoff is at least %v", gap, min)
+	}
+	if a.Owns("a000") || len(a.host.running()) != 0 {
+		t.Errorf("a failed open left the agent owned here (running %v)", a.host.running())
+	}
+	t.Logf("second attempt %v after the first", gap.Round(time.Millisecond))
 }
 
 // TestFleetBalancesAndMoves: three running nodes own every one of 60
