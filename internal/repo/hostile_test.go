@@ -475,3 +475,57 @@ func TestDecodeTreeRejectsLinkTargets(t *testing.T) {
 		t.Error("a link with chunks encodes")
 	}
 }
+
+// TestHostileSwappedChunks: an aggregator holds no key, but it can answer
+// a range read with another object of the same agent's, of the same
+// length: that decrypts. Here two chunks of one file trade places in the
+// pack (the file is 2 MiB of one byte then 2 MiB of another, so its chunks
+// are two pairs of equal length and distinct content). The chunks of a
+// file of several chunks are checked by the file's SHA-256, not each by
+// its id (fetchOpts.hashed): the restore and the check must still refuse.
+func TestHostileSwappedChunks(t *testing.T) {
+	brain := t.TempDir()
+	content := append(bytes.Repeat([]byte{'a'}, 2<<20), bytes.Repeat([]byte{'b'}, 2<<20)...)
+	writeFiles(t, brain, map[string]string{"memory.db": string(content), "system.md": "x\n"})
+	f := newFx(t, 16<<20)
+	f.snap(brain, nil)
+
+	blob := f.store.blob(t, f.head)
+	h, ix, err := f.keys.OpenIndex(blob[:HeaderSize], blob[HeaderSize:HeaderSize+f.last.Head.IndexLength])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two chunk objects of one length with different ids.
+	var a, b *IndexEntry
+	for i := range ix.Entries {
+		e := &ix.Entries[i]
+		if e.Type != TypeChunk || e.Length < MinChunk {
+			continue
+		}
+		for j := range ix.Entries[:i] {
+			if o := &ix.Entries[j]; o.Type == TypeChunk && o.Length == e.Length && o.ID != e.ID {
+				a, b = o, e
+			}
+		}
+	}
+	if a == nil {
+		t.Fatalf("no two chunks of one length in %d entries", len(ix.Entries))
+	}
+	data := blob[h.DataOffset():]
+	ca := bytes.Clone(data[a.Offset : a.Offset+a.Length])
+	copy(data[a.Offset:], data[b.Offset:b.Offset+b.Length])
+	copy(data[b.Offset:], ca)
+	f.store.put(t, f.head, blob)
+
+	err = restoreErr(t, f)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "memory.db does not hash to its recorded SHA-256") {
+		t.Fatalf("restore: %v, want the file's SHA-256 refused", err)
+	}
+	if _, err := f.open().Check(context.Background(), true); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "memory.db") {
+		t.Fatalf("check: %v, want memory.db refused", err)
+	}
+	// The check without the data reads no chunk: it passes.
+	if _, err := f.open().Check(context.Background(), false); err != nil {
+		t.Fatalf("check without the data: %v", err)
+	}
+}

@@ -260,6 +260,21 @@ func (k *Keys) openTo(dst []byte, t Type, id ID, stored []byte) ([]byte, error) 
 	return plain, nil
 }
 
+// openHashed decrypts a stored object of type t without hashing its
+// plaintext against id: only for an object its caller hashes as part of a
+// digest that covers it and that it checks (a chunk of a file of several
+// chunks, against the file's SHA-256 in its tree). The key still
+// authenticates it; what the id check would add is that it is the object
+// listed, not another object under this key of the same length, and the
+// caller's digest catches that swap.
+func (k *Keys) openHashed(dst []byte, t Type, id ID, stored []byte) ([]byte, error) {
+	plain, err := k.openAAD(dst, k.aad[t], stored)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", t, id.Short(), err)
+	}
+	return plain, nil
+}
+
 func (k *Keys) openAAD(dst, aad, stored []byte) ([]byte, error) {
 	if len(stored) < Overhead {
 		return nil, corruptf("object of %d bytes is shorter than nonce and tag", len(stored))

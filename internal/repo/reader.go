@@ -514,7 +514,7 @@ func (r *Reader) loadTrees(ctx context.Context, ids []ID) ([]*Tree, error) {
 	}
 	slices.SortFunc(missing, func(a, b miss) int { return compareRefs(a.entryRef, b.entryRef) })
 	at := func(j int) entryRef { return missing[j].entryRef }
-	err := r.fetch(ctx, r.plan(len(missing), at, true), false, at, func(j int, plain []byte) error {
+	err := r.fetch(ctx, r.plan(len(missing), at, true), fetchOpts{}, at, func(j int, plain []byte) error {
 		k := missing[j].k
 		t, err := DecodeTree(plain)
 		if err != nil {
@@ -580,25 +580,46 @@ func (r *Reader) plan(n int, at func(k int) entryRef, sorted bool) []span {
 	return spans
 }
 
+// fetchOpts says how fetch hands the objects over.
+type fetchOpts struct {
+	// ordered: deliveries happen in list order, one at a time; otherwise
+	// concurrently, in any order.
+	ordered bool
+	// hashed (with ordered): the caller hashes the delivered objects into
+	// a digest that covers every one of them and checks it before it
+	// trusts any (a file's SHA-256, recorded in its tree), so each object
+	// is decrypted without its own id check (Keys.openHashed): that would
+	// hash every byte a second time.
+	hashed bool
+	// place, when set, is called for every object as soon as it is
+	// opened, on the worker that opened it, concurrently with other
+	// workers and before the object's delivery: the work that need not
+	// wait for the turn (a restore's write at the object's offset).
+	place func(k int, plain []byte) error
+}
+
 // fetch downloads the spans (Concurrency at a time), decrypts and verifies
 // every object of the list they were planned from, and calls deliver with
 // its place in the list and its plaintext, which is valid only during the
 // call and not to be modified: an object listed more than once in a span
-// is opened once and delivered each time. ordered: deliveries happen in
-// list order, one at a time; otherwise concurrently, in any order.
-func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, at func(k int) entryRef, deliver func(k int, plain []byte) error) error {
+// is opened once and delivered each time.
+func (r *Reader) fetch(ctx context.Context, spans []span, o fetchOpts, at func(k int) entryRef, deliver func(k int, plain []byte) error) error {
 	if len(spans) == 0 {
 		return nil
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	next := make(chan int)
 	var turns []chan struct{}
-	if ordered {
+	if o.ordered {
 		turns = make([]chan struct{}, len(spans)+1)
 		for i := range turns {
 			turns[i] = make(chan struct{})
 		}
 		close(turns[0])
+	}
+	open := r.keys.openTo
+	if o.ordered && o.hashed {
+		open = r.keys.openHashed
 	}
 	g.Go(func() error {
 		defer close(next)
@@ -626,24 +647,30 @@ func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, at func(
 					return fmt.Errorf("read pack %s: %w", s.pack.ref.BlobID, err)
 				}
 				// Every object of the span is opened in place (its plaintext
-				// over its ciphertext) before the turn: decryption and the id
-				// checks run on all workers at once, only deliveries wait.
+				// over its ciphertext) and placed before the turn: decryption,
+				// the id checks and the writes run on all workers at once, only
+				// deliveries wait.
 				plains = plains[:0]
 				clear(opened)
 				for k := s.lo; k < s.hi; k++ {
 					e := r.entry(at(k))
-					o := s.pack.hdr.DataOffset() + e.Offset - s.off
-					plain, ok := opened[o] // an object listed again is opened once
+					off := s.pack.hdr.DataOffset() + e.Offset - s.off
+					plain, ok := opened[off] // an object listed again is opened once
 					if !ok {
-						stored := buf[o : o+e.Length]
-						if plain, err = r.keys.openTo(stored[NonceSize:NonceSize], e.Type, e.ID, stored); err != nil {
+						stored := buf[off : off+e.Length]
+						if plain, err = open(stored[NonceSize:NonceSize], e.Type, e.ID, stored); err != nil {
 							return fmt.Errorf("pack %s: %w", s.pack.ref.BlobID, err)
 						}
-						opened[o] = plain
+						opened[off] = plain
+					}
+					if o.place != nil {
+						if err := o.place(k, plain); err != nil {
+							return err
+						}
 					}
 					plains = append(plains, plain)
 				}
-				if ordered {
+				if o.ordered {
 					select {
 					case <-turns[i]:
 					case <-gctx.Done():
@@ -655,7 +682,7 @@ func (r *Reader) fetch(ctx context.Context, spans []span, ordered bool, at func(
 						return err
 					}
 				}
-				if ordered {
+				if o.ordered {
 					close(turns[i+1])
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -160,7 +161,9 @@ func (pl *restorePlan) join(dir int32, name string) string {
 // own mode and time are the caller's (Commit.RootMeta). Everything is
 // verified before Restore returns nil: the trees' bundle hash and totals
 // against the commit (whole restores), every object's id after
-// decryption, every file's SHA-256, every hard link's target. Files and
+// decryption (a chunk of a file of several chunks by that file's SHA-256
+// instead, which covers it: see restoreInOrder), every file's SHA-256,
+// every hard link's target. Files and
 // directories get exactly their recorded permission and special bits,
 // except setuid and setgid on files, which are stripped and listed
 // (fsys.Restorable), and o+w on directories unless opts.PublicDirs
@@ -248,7 +251,7 @@ func (r *Reader) Restore(ctx context.Context, dir string, opts RestoreOptions) (
 	// coalesced, concurrently, and each written whole with its mode.
 	var written atomic.Int64
 	at := func(k int) entryRef { return pl.one[k].chunk }
-	err = r.fetch(ctx, r.plan(len(pl.one), at, true), false, at, func(k int, plain []byte) error {
+	err = r.fetch(ctx, r.plan(len(pl.one), at, true), fetchOpts{}, at, func(k int, plain []byte) error {
 		f := &pl.one[k].rfile
 		if err := rd.writeAt(pl.path(f), true, plain, 0, f); err != nil {
 			return fmt.Errorf("repo: restore: %w", err)
@@ -599,52 +602,76 @@ func (d *restoreDir) retimes() []Retimed {
 	return d.retime
 }
 
-// restoreInOrder writes the files of several chunks: one ordered fetch of
-// all their chunks, file after file, each file written sequentially
-// through one descriptor and hashed on the way.
+// restoreInOrder writes the files of several chunks, from one fetch of
+// all their chunks, file after file. The worker that decrypts a chunk
+// writes it at its offset; the chunks are hashed in list order, one file
+// after another, by whichever worker has the turn, while the others read,
+// decrypt and write the next. A file gets its mode and time once its
+// content hashed to its recorded SHA-256. That hash is its chunks' check:
+// they are not each hashed again against their ids (fetchOpts.hashed);
+// a chunk swapped for another under this key changes the file's hash, and
+// until then the file is 0600 in the restore's own directory, which the
+// caller removes on error.
 func (r *Reader) restoreInOrder(ctx context.Context, rd *restoreDir, pl *restorePlan) error {
-	var (
-		fi, ci int // the file and chunk the next delivery belongs to
-		fh     *os.File
-		off    int64
-		sum    = sha256.New()
-	)
-	defer func() {
-		if fh != nil {
-			fh.Close()
-		}
-	}()
-	at := func(k int) entryRef { return pl.chunks[k] }
-	err := r.fetch(ctx, r.plan(len(pl.chunks), at, false), true, at, func(_ int, plain []byte) error {
-		f := &pl.multi[fi]
-		if fh == nil {
-			var err error
-			if fh, err = rd.create(pl.path(&f.rfile)); err != nil {
-				return fmt.Errorf("repo: restore: %w", err)
-			}
-			off = 0
-			sum.Reset()
-		}
-		if _, err := fh.WriteAt(plain, off); err != nil {
-			return fmt.Errorf("repo: restore: %w", err)
-		}
-		sum.Write(plain)
-		off += int64(len(plain))
-		if ci++; ci < f.chunks {
-			return nil
-		}
-		if off != f.size || !bytes.Equal(sum.Sum(nil), f.sum[:]) {
-			return corruptf("%s does not hash to its recorded SHA-256", pl.path(&f.rfile))
-		}
-		err := rd.finish(fh, pl.path(&f.rfile), &f.rfile)
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-		fh = nil
+	if len(pl.multi) == 0 {
+		return nil
+	}
+	// Every file exists before its chunks arrive (from several workers);
+	// a chunk's offset is the length of those before it in its file.
+	file := make([]int32, len(pl.chunks))
+	offset := make([]int64, len(pl.chunks))
+	k := 0
+	for i := range pl.multi {
+		f := &pl.multi[i]
+		fh, err := rd.create(pl.path(&f.rfile))
 		if err != nil {
 			return fmt.Errorf("repo: restore: %w", err)
 		}
-		fi, ci = fi+1, 0
+		if err := fh.Close(); err != nil {
+			return fmt.Errorf("repo: restore: %w", err)
+		}
+		var off int64
+		for range f.chunks {
+			file[k], offset[k] = int32(i), off
+			off += r.entry(pl.chunks[k]).Length - Overhead
+			k++
+		}
+	}
+	var (
+		fi, ci int   // the file and chunk the next delivery belongs to
+		got    int64 // bytes of file fi hashed
+		sum    = sha256.New()
+	)
+	at := func(k int) entryRef { return pl.chunks[k] }
+	// One write at a time: chunks of one file mostly, whose inode lock
+	// takes the writes one at a time anyway (measured, 1 GiB: median
+	// 2.73 s with this lock, 2.98 s without, 4 samples each).
+	var writing sync.Mutex
+	place := func(k int, plain []byte) error {
+		writing.Lock()
+		defer writing.Unlock()
+		if err := rd.writeAt(pl.path(&pl.multi[file[k]].rfile), false, plain, offset[k], nil); err != nil {
+			return fmt.Errorf("repo: restore: %w", err)
+		}
+		return nil
+	}
+	err := r.fetch(ctx, r.plan(len(pl.chunks), at, false), fetchOpts{ordered: true, hashed: true, place: place}, at, func(_ int, plain []byte) error {
+		f := &pl.multi[fi]
+		sum.Write(plain)
+		got += int64(len(plain))
+		if ci++; ci < f.chunks {
+			return nil
+		}
+		if got != f.size || !bytes.Equal(sum.Sum(nil), f.sum[:]) {
+			return corruptf("%s does not hash to its recorded SHA-256", pl.path(&f.rfile))
+		}
+		// Every chunk of the file was written before its turn: none is
+		// written after its mode and time are set.
+		if err := rd.writeAt(pl.path(&f.rfile), false, nil, 0, &f.rfile); err != nil {
+			return fmt.Errorf("repo: restore: %w", err)
+		}
+		fi, ci, got = fi+1, 0, 0
+		sum.Reset()
 		return nil
 	})
 	if err == nil && fi != len(pl.multi) {
@@ -728,10 +755,10 @@ func (r *Reader) Check(ctx context.Context, readData bool) (CheckReport, error) 
 	r.treeMu.Unlock()
 	if readData {
 		// Chunks of one-chunk files are checked in pack order (their id is
-		// the file's SHA-256); files of several chunks are hashed in order,
-		// each chunk verified on the way.
+		// the file's SHA-256); files of several chunks are hashed in order
+		// against their SHA-256, which checks each chunk (fetchOpts.hashed).
 		at := func(k int) entryRef { return pl.one[k].chunk }
-		if err := r.fetch(ctx, r.plan(len(pl.one), at, true), false, at, func(int, []byte) error { return nil }); err != nil {
+		if err := r.fetch(ctx, r.plan(len(pl.one), at, true), fetchOpts{}, at, func(int, []byte) error { return nil }); err != nil {
 			return CheckReport{}, err
 		}
 		chunks := pl.chunks
@@ -739,7 +766,7 @@ func (r *Reader) Check(ctx context.Context, readData bool) (CheckReport, error) 
 			f := &pl.multi[i]
 			h := sha256.New()
 			at := func(k int) entryRef { return chunks[k] }
-			if err := r.fetch(ctx, r.plan(f.chunks, at, false), true, at, func(_ int, plain []byte) error {
+			if err := r.fetch(ctx, r.plan(f.chunks, at, false), fetchOpts{ordered: true, hashed: true}, at, func(_ int, plain []byte) error {
 				h.Write(plain)
 				return nil
 			}); err != nil {

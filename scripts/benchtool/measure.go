@@ -38,6 +38,7 @@ func runMeasure(ctx context.Context, args []string) error {
 	noise := fs.Float64("noise", 0, "re-run a sample once when other processes used more than this many cores meanwhile, keeping the quieter run (0 = never; only for commands that can run twice)")
 	note := fs.String("note", "", "free text stored with the samples")
 	settle := fs.Bool("settle", false, "before each sample (untimed), write back every dirty page (sync) and wait until writeback is done, so no sample pays for an earlier one's writes")
+	warm := fs.Int64("warm-mem", 0, "before each sample (untimed, after -settle), touch this many `bytes` of memory and free them, so the sample's new pages come from pages the host just backed: on a VM with free page reporting (virtio-balloon) a page the guest freed seconds ago costs a host fault to use again, which made one 1 GiB restore 1 s and the next 4 s of system time")
 	server := fs.Int("server", 0, "`pid` of the local Walrus server the command talks to: its CPU seconds during each sample are recorded (server_cpu_s) and not counted as other load (it stands in for the network's machines)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -55,6 +56,9 @@ func runMeasure(ctx context.Context, args []string) error {
 		if *settle {
 			settleWriteback(ctx)
 		}
+		if err := warmMemory(*warm); err != nil {
+			return err
+		}
 		s, err := measureServed(ctx, cmd, *server)
 		if err != nil {
 			return fmt.Errorf("%s: %w", *key, err)
@@ -63,6 +67,9 @@ func runMeasure(ctx context.Context, args []string) error {
 			fmt.Fprintf(os.Stderr, "  %s #%d: %.2f other cores busy, re-running\n", *key, i, s.Other)
 			if *settle {
 				settleWriteback(ctx)
+			}
+			if err := warmMemory(*warm); err != nil {
+				return err
 			}
 			s2, err := measureServed(ctx, cmd, *server)
 			if err != nil {
@@ -118,6 +125,23 @@ func settleWriteback(ctx context.Context) {
 		time.Sleep(100 * time.Millisecond) // others' writes: let writeback catch up
 		syscall.Sync()
 	}
+}
+
+// warmMemory maps n bytes, writes one byte a page and unmaps them: the
+// pages go back to the kernel's free lists, backed by the host, where the
+// next sample's allocations find them first.
+func warmMemory(n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	b, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return fmt.Errorf("warm-mem: %w", err)
+	}
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	return syscall.Munmap(b)
 }
 
 // measureServed is measureOnce, with the CPU time the process server

@@ -227,7 +227,10 @@ Method
     lock, fsync, rename) vs "restic restore latest" followed by sync (no re-hash); v3: repo.Restore
     into a temporary directory, syncfs, rename (as hermesd restore). Always into a fresh directory
     name, never right after deleting a tree (ext4 recently_deleted, see scripts/bench.sh).
-  - every sample starts settled (benchtool measure -settle: sync and wait for writeback, untimed);
+  - every sample starts settled (benchtool measure -settle: sync and wait for writeback, untimed)
+    and with twice the big dataset's size of memory just touched and freed (-warm-mem: on a VM with
+    free page reporting a page freed seconds before costs a host fault, which made the same restore
+    1 s or 4 s of system time by its place in the run);
     server_cpu_s is the local Walrus server's CPU during the sample (its blob-id encodings stand in
     for the network's), not counted in "other".
   - second snapshot: hermesd = Cache.Update of the edited path + a full Take (re-packs and uploads
