@@ -122,7 +122,7 @@ func TestRoundTrip(t *testing.T) {
 	s := startServer(t, localwalrus.Config{MaxBodySize: 128 << 20})
 	c := newClient(t, s, walrus.Config{MaxBlobSize: 128 << 20})
 	sizes := []int64{0, 1, 10 << 20, 100 << 20}
-	if raceEnabled {
+	if walrus.RaceEnabled {
 		sizes = sizes[:3] // blob ids run some tenfold slower under the race detector
 	}
 	for _, size := range sizes {

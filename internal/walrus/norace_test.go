@@ -1,5 +1,5 @@
 //go:build !race
 
-package walrus_test
+package walrus
 
-const raceEnabled = false
+const RaceEnabled = false

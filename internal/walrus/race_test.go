@@ -1,7 +1,8 @@
 //go:build race
 
-package walrus_test
+package walrus
 
-// raceEnabled shrinks the biggest blobs under the race detector, which
-// slows blob ids and hashing some tenfold.
-const raceEnabled = true
+// RaceEnabled shrinks the biggest blobs under the race detector, which
+// slows blob ids and hashing some tenfold (exported for the external
+// tests; test files only).
+const RaceEnabled = true
