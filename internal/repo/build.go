@@ -427,6 +427,11 @@ func (s *Staged) end(ok bool) {
 		bd.b.dropBuffers(bd.bufs)
 		return
 	}
+	bd.parkBuffers()
+}
+
+// parkBuffers moves the pools' free buffers to their idle pools.
+func (bd *build) parkBuffers() {
 	for _, p := range []*bufPool{bd.small, bd.big, bd.sealed, bd.sealedSm} {
 		p.park()
 	}

@@ -649,3 +649,35 @@ func TestIdleBuffersCollected(t *testing.T) {
 		t.Fatal("the free buffers outlived two collections")
 	}
 }
+
+// TestHeadWaitHoldsNoBuffers: a head pack may wait long for its quilt
+// batch, beside many agents' heads. While it waits (in the sink) the
+// snapshot holds no pooled buffer: they went idle, to the GC (1,000
+// agents starting held ~290 MB of them through that wait).
+func TestHeadWaitHoldsNoBuffers(t *testing.T) {
+	brain := t.TempDir()
+	writeFiles(t, brain, map[string]string{
+		"system.md":        "You are a test agent.\n",
+		"skills/a.md":      strings.Repeat("a", 100<<10), // big and small pools both used
+		"bundle.lock.json": "{}",
+	})
+	f := newFx(t, 4<<20)
+	heads := 0
+	f.store.fail = func(p *Pack) error {
+		if !p.Head {
+			return nil
+		}
+		heads++
+		x := f.b.bufs
+		for name, pool := range map[string]*bufPool{"small": x.small, "big": x.big, "sealed": x.sealed, "sealedSm": x.sealedSm} {
+			if n := len(pool.ch); n > 0 {
+				t.Errorf("the %s pool holds %d buffers while the head is stored", name, n)
+			}
+		}
+		return nil
+	}
+	f.snap(brain, nil)
+	if heads != 1 {
+		t.Fatalf("%d head packs stored", heads)
+	}
+}

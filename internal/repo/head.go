@@ -225,6 +225,11 @@ func (bd *build) commit(ctx context.Context, lockVersion int64) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
+	// The head may wait for its quilt batch, with many agents' heads:
+	// no stage runs any more and every buffer is back, so the pools go
+	// idle (to the GC) now rather than after the wait. Measured: 1,000
+	// agents starting held ~290 MB of pooled buffers through that wait.
+	bd.parkBuffers()
 	head, err := bd.store(ctx, hp)
 	if err != nil {
 		return nil, err

@@ -674,6 +674,7 @@ func (w *PackWriter) keepSpool(p *Pack, prefix []byte) error {
 // Abort discards what the writer holds. It is safe to call more than once
 // and after Finish.
 func (w *PackWriter) Abort() {
+	w.buf = nil // its 128 KiB would wait with a pack waiting for its upload
 	if w.spool != nil {
 		w.spool.Close()
 		w.spools.put(w.spool.Name())
