@@ -1,5 +1,9 @@
 // Command scale measures hermesd with many agents in one process:
-// start-up time, idle RSS, idle CPU and log lines per minute while idle.
+// start-up time, idle RSS, idle CPU and log lines per minute while idle,
+// and the daemon's VmRSS sampled every 100 ms (its peak until every
+// agent is published, and over the idle window after). With -brain, each
+// agent's brain starts as a copy of that directory (e.g. the bench's
+// "many" dataset: -agents 1 -brain .bench/data/many).
 // It starts a devnet (real chain with the agents' ENS names, local
 // Walrus) in this process and the real `hermesd run` binary
 // as a child, so the figures are the daemon's alone.
@@ -42,6 +46,7 @@ func run() error {
 	idle := flag.Duration("idle", time.Minute, "how long to measure the idle daemon")
 	bin := flag.String("hermesd", "", "hermesd binary (default: go build ./cmd/hermesd)")
 	keep := flag.Bool("keep", false, "keep the scratch directory")
+	brain := flag.String("brain", "", "copy this directory into every agent's brain (default: two small files)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -80,6 +85,12 @@ func run() error {
 	defer dn.Close()
 	fmt.Printf("devnet with %d registered names up in %v\n", *agents, time.Since(t0).Round(time.Millisecond))
 	for _, a := range dn.Config.Agents {
+		if *brain != "" {
+			if err := os.CopyFS(a.BrainDir, os.DirFS(*brain)); err != nil {
+				return fmt.Errorf("copy %s: %w", *brain, err)
+			}
+			continue
+		}
 		if err := os.MkdirAll(filepath.Join(a.BrainDir, "skills"), 0o755); err != nil {
 			return err
 		}
@@ -110,6 +121,27 @@ func run() error {
 	}()
 	defer cmd.Process.Kill()
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	// VmRSS every 100 ms; peak is the largest since the last take.
+	var peak atomic.Int64
+	sampled := make(chan struct{})
+	defer func() { <-sampled }()
+	sctx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if rss, _, err := memory(cmd.Process.Pid); err == nil && rss > peak.Load() {
+				peak.Store(rss)
+			}
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 
 	var ready, settled time.Duration
 	for ctx.Err() == nil {
@@ -128,8 +160,8 @@ func run() error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	fmt.Printf("start-up: ready (every agent restored or fresh and watched) after %v; every agent snapshotted and published after %v\n",
-		ready.Round(time.Millisecond), settled.Round(time.Millisecond))
+	fmt.Printf("start-up: ready (every agent restored or fresh and watched) after %v; every agent snapshotted and published after %v; VmRSS peak until then %d MiB (sampled every 100 ms)\n",
+		ready.Round(time.Millisecond), settled.Round(time.Millisecond), peak.Swap(0)>>20)
 
 	// Idle: let the last writes settle, then measure.
 	time.Sleep(5 * time.Second) // settling before the measured window
@@ -151,8 +183,8 @@ func run() error {
 		return err
 	}
 	idleLines := lines.Load() - lines0
-	fmt.Printf("idle over %v: CPU %.2f%% of a core, RSS %d MiB (peak %d MiB), %d log lines (%.1f per minute), %d error lines in total\n",
-		window.Round(time.Second), 100*(cpu1-cpu0).Seconds()/window.Seconds(), rss>>20, hwm>>20,
+	fmt.Printf("idle over %v: CPU %.2f%% of a core, RSS %d MiB (sampled peak after the start-up %d MiB, VmHWM %d MiB), %d log lines (%.1f per minute), %d error lines in total\n",
+		window.Round(time.Second), 100*(cpu1-cpu0).Seconds()/window.Seconds(), rss>>20, peak.Load()>>20, hwm>>20,
 		idleLines, float64(idleLines)/window.Minutes(), errLines.Load())
 
 	cmd.Process.Signal(syscall.SIGTERM)
