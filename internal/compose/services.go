@@ -19,6 +19,7 @@ import (
 	"github.com/hermesd/hermesd/internal/quilt"
 	"github.com/hermesd/hermesd/internal/receipts"
 	"github.com/hermesd/hermesd/internal/snapshot"
+	"github.com/hermesd/hermesd/internal/state"
 	"github.com/hermesd/hermesd/internal/walrus"
 )
 
@@ -436,6 +437,11 @@ func WalrusConfig(c *config.Config, write bool, log *slog.Logger) (walrus.Config
 		// it cost is held to these.
 		Shards: c.Cost.WalrusShards,
 		Price:  costPrice(c),
+	}
+	if c.StateDir != "" {
+		// A big pack's id keeps half the pack in the spool, not in memory
+		// (memory where the spool is not there yet).
+		wc.ScratchDir = state.SpoolDir(c.StateDir)
 	}
 	if wc.RetryMax == 0 {
 		wc.RetryMax = -1 // the client reads 0 as "default"; the config means none

@@ -82,6 +82,26 @@ func Sum(b []byte, shards int) (ID, error) {
 // wait, or give up when ctx ends): each already takes every core, so
 // running several at once would only add up their memory.
 func Compute(ctx context.Context, r io.ReaderAt, size int64, shards int) (*Metadata, error) {
+	return ComputeWith(ctx, r, size, shards, Options{})
+}
+
+// Options adjust a computation.
+type Options struct {
+	// ScratchDir, when set, holds the recovery columns of a blob whose
+	// columns take more than SpillAbove bytes, in a file removed as soon
+	// as it is created, instead of memory: the id of a pack of any size
+	// then takes a few MiB. Where no file can be created there, they are
+	// held in memory.
+	ScratchDir string
+}
+
+// SpillAbove is the size of recovery columns (about half the blob) from
+// which Options.ScratchDir is used: below it, a file's system calls cost
+// more than its memory saves.
+const SpillAbove = 4 << 20
+
+// ComputeWith is Compute with options.
+func ComputeWith(ctx context.Context, r io.ReaderAt, size int64, shards int, o Options) (*Metadata, error) {
 	pr, err := NewParams(shards, size)
 	if err != nil {
 		return nil, err
@@ -92,10 +112,11 @@ func Compute(ctx context.Context, r io.ReaderAt, size int64, shards int) (*Metad
 		return nil, ctx.Err()
 	}
 	defer func() { <-computing }()
-	e, err := newEncoder(pr, r)
+	e, err := newEncoder(pr, r, o.ScratchDir)
 	if err != nil {
 		return nil, err
 	}
+	defer e.rec.close()
 	if err := e.rows(ctx); err != nil {
 		return nil, err
 	}
@@ -134,18 +155,18 @@ var computing = make(chan struct{}, 1)
 // hand each row the root of its block's subtree, which are folded into
 // the rows' trees in column order.
 type encoder struct {
-	pr     Params
-	r      io.ReaderAt
-	prim   *code
-	sec    *code
-	nonsys [][]byte // recovery column j (column s+j): p symbols
+	pr   Params
+	r    io.ReaderAt
+	prim *code
+	sec  *code
+	rec  recCols // the secondary code's recovery columns
 
 	rowTree []frontier
 	colRoot []Node
 	zero    *zeroRoots
 }
 
-func newEncoder(pr Params, r io.ReaderAt) (*encoder, error) {
+func newEncoder(pr Params, r io.ReaderAt, scratch string) (*encoder, error) {
 	n, p, s := pr.Shards, pr.Primary, pr.Secondary
 	prim, err := codeFor(p, n-p)
 	if err != nil {
@@ -160,10 +181,7 @@ func newEncoder(pr Params, r io.ReaderAt) (*encoder, error) {
 	for i := range e.rowTree {
 		e.rowTree[i].zero = e.zero
 	}
-	e.nonsys = make([][]byte, n-s)
-	for j := range e.nonsys {
-		e.nonsys[j] = make([]byte, p*pr.Symbol)
-	}
+	e.rec = newRecCols(n-s, p*pr.Symbol, scratch)
 	return e, nil
 }
 
@@ -229,7 +247,7 @@ func readAt(r io.ReaderAt, b []byte, off, size int64) error {
 
 // rows encodes the matrix's rows with the secondary code.
 func (e *encoder) rows(ctx context.Context) error {
-	p, s, z := e.pr.Primary, e.pr.Secondary, e.pr.Symbol
+	n, p, s, z := e.pr.Shards, e.pr.Primary, e.pr.Secondary, e.pr.Symbol
 	per := max(1, min(p, shardTarget/z))
 	jobs := (p + per - 1) / per
 	nw := workers(jobs)
@@ -241,7 +259,7 @@ func (e *encoder) rows(ctx context.Context) error {
 	}
 	st := make([]*state, nw)
 	for w := range st {
-		st[w] = &state{src: shards(s, ls.size), rec: shards(len(e.nonsys), ls.size), sc: e.sec.newScratch(ls.size),
+		st[w] = &state{src: shards(s, ls.size), rec: shards(n-s, ls.size), sc: e.sec.newScratch(ls.size),
 			row: make([]byte, per*s*z)}
 	}
 	rowLen := int64(s * z)
@@ -262,9 +280,13 @@ func (e *encoder) rows(ctx context.Context) error {
 		if err := e.sec.encode(t.src, t.rec, t.sc); err != nil {
 			return err
 		}
-		for j, col := range e.nonsys {
+		out := t.row[:cnt*z] // the rows are in the shards now
+		for j := range n - s {
 			for i := range cnt {
-				ls.get(col[(r0+i)*z:(r0+i+1)*z], t.rec[j], i)
+				ls.get(out[i*z:(i+1)*z], t.rec[j], i)
+			}
+			if err := e.rec.put(j, r0*z, out); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -302,6 +324,7 @@ func (e *encoder) columns(ctx context.Context) error {
 		src, rec [][]byte
 		sc       *scratch
 		seg, sym []byte
+		col      []byte // a recovery column read back
 		hbuf     []byte
 		leaves   []Node
 		cols     []frontier
@@ -310,7 +333,7 @@ func (e *encoder) columns(ctx context.Context) error {
 	st := make([]*state, nw)
 	for w := range st {
 		st[w] = &state{src: shards(p, lc.size), rec: shards(n-p, lc.size), sc: e.prim.newScratch(lc.size),
-			seg: make([]byte, width*z), sym: make([]byte, z), hbuf: make([]byte, 0, 1+z),
+			seg: make([]byte, width*z), sym: make([]byte, z), col: make([]byte, p*z), hbuf: make([]byte, 0, 1+z),
 			leaves: make([]Node, width), cols: make([]frontier, width), row: frontier{zero: e.zero}}
 		for c := range st[w].cols {
 			st[w].cols[c].zero = e.zero
@@ -325,9 +348,9 @@ func (e *encoder) columns(ctx context.Context) error {
 		c0 := job * width
 		cnt := min(width, n-c0)
 		// Source rows: the blob's columns, then the recovery columns.
-		for r := range p {
-			if c0 < s {
-				k := min(cnt, s-c0)
+		if c0 < s {
+			k := min(cnt, s-c0)
+			for r := range p {
 				if err := readAt(e.r, t.seg[:k*z], int64(r)*rowLen+int64(c0*z), e.pr.Size); err != nil {
 					return err
 				}
@@ -335,8 +358,14 @@ func (e *encoder) columns(ctx context.Context) error {
 					lc.put(t.src[r], c, t.seg[c*z:(c+1)*z])
 				}
 			}
-			for c := max(0, s-c0); c < cnt; c++ {
-				lc.put(t.src[r], c, e.nonsys[c0+c-s][r*z:(r+1)*z])
+		}
+		for c := max(0, s-c0); c < cnt; c++ {
+			col, err := e.rec.get(c0+c-s, t.col)
+			if err != nil {
+				return err
+			}
+			for r := range p {
+				lc.put(t.src[r], c, col[r*z:(r+1)*z])
 			}
 		}
 		if err := e.prim.encode(t.src, t.rec, t.sc); err != nil {

@@ -45,7 +45,8 @@
 // secondary recovery columns (about half the blob), then reads the
 // matrix again in blocks of columns, which workers (every core) encode
 // and hash, folding each row's tree as the blocks finish in order. Peak
-// memory is about half the blob plus a few MiB per core.
+// memory is about half the blob plus a few MiB per core, or the few MiB
+// alone when Options.ScratchDir takes the recovery columns.
 //
 // Quilts (LayoutQuilt, Quilt.Write, ReadQuilt, Quilt.OpenPatch): see
 // quilt.go for the layout. Identifiers sort by their bytes (walrus-core's

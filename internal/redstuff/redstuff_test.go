@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -240,4 +242,66 @@ func TestComputeErrors(t *testing.T) {
 	if _, err := Compute(ctx, bytes.NewReader(make([]byte, 5000)), 5000, 10); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled context: %v", err)
 	}
+}
+
+// TestScratchDir computes ids with the recovery columns in a file and
+// compares them with the in-memory computation's (which the golden ids
+// pin): a blob whose columns exceed SpillAbove, one just under, and a
+// scratch directory that does not exist (memory, as without one). The
+// file is gone when Compute returns.
+func TestScratchDir(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, c := range []struct {
+		shards, size int
+		dir          string
+		file         bool
+	}{
+		{100, 12 << 20, dir, true},
+		{100, 7 << 20, dir, false},
+		{100, 12 << 20, dir + "/missing", false},
+		{1000, 9 << 20, dir, true},
+	} {
+		blob := make([]byte, c.size)
+		for i := range blob {
+			blob[i] = byte(rng.Uint32())
+		}
+		pr, err := NewParams(c.shards, int64(c.size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := newRecCols(pr.Shards-pr.Secondary, pr.Primary*pr.Symbol, c.dir)
+		if _, ok := rc.(*fileCols); ok != c.file {
+			t.Fatalf("%d shards, %d bytes, scratch %s: %T, want a file: %v", c.shards, c.size, c.dir, rc, c.file)
+		}
+		rc.close()
+		want, err := Compute(context.Background(), bytes.NewReader(blob), int64(len(blob)), c.shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ComputeWith(context.Background(), bytes.NewReader(blob), int64(len(blob)), c.shards, Options{ScratchDir: c.dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != want.ID || got.Root != want.Root {
+			t.Fatalf("%d shards, %d bytes: id %s with the scratch directory, %s without", c.shards, c.size, got.ID, want.ID)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("the scratch directory holds %d files after the computations", len(left))
+	}
+}
+
+// TestScratchWriteFails: a scratch file that refuses writes (a full
+// disk) fails the id with the reason, not with another id.
+func TestScratchWriteFails(t *testing.T) {
+	f, err := os.Open(os.DevNull) // read-only: every WriteAt fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &fileCols{f: f, size: 10}
+	if err := c.put(0, 0, make([]byte, 10)); err == nil || !strings.Contains(err.Error(), "keep recovery columns") {
+		t.Fatalf("a refused write: %v", err)
+	}
+	c.close()
 }

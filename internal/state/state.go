@@ -161,7 +161,10 @@ func AgentPath(stateDir, id string) string {
 }
 
 // SpoolDir holds temporary snapshot files.
-func (d *Dir) SpoolDir() string { return filepath.Join(d.path, "spool") }
+func (d *Dir) SpoolDir() string { return SpoolDir(d.path) }
+
+// SpoolDir is the spool of the state directory at path.
+func SpoolDir(path string) string { return filepath.Join(path, "spool") }
 
 // Snapshot describes one uploaded and verified snapshot.
 type Snapshot struct {

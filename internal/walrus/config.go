@@ -95,6 +95,10 @@ type Config struct {
 	// (StoreResult.Clamped).
 	Shards int
 	Price  walruscost.Price
+	// ScratchDir, when set, is where the id of a large blob keeps its
+	// working columns (about half the blob) instead of memory
+	// (redstuff.Options).
+	ScratchDir string
 
 	AttemptTimeout time.Duration // see DefaultAttemptTimeout
 	IdleTimeout    time.Duration // see DefaultIdleTimeout

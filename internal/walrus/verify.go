@@ -190,7 +190,7 @@ func (c *Client) CheckID(ctx context.Context, blobID string, r io.ReaderAt, size
 
 // blobID is the Walrus blob id of the size bytes r holds.
 func (c *Client) blobID(ctx context.Context, r io.ReaderAt, size int64) (redstuff.ID, error) {
-	m, err := redstuff.Compute(ctx, r, size, c.cfg.Shards)
+	m, err := redstuff.ComputeWith(ctx, r, size, c.cfg.Shards, redstuff.Options{ScratchDir: c.cfg.ScratchDir})
 	switch {
 	case errors.Is(err, redstuff.ErrTooLarge):
 		return redstuff.ID{}, fmt.Errorf("bytes, more than any blob over %d shards", c.cfg.Shards)
