@@ -235,6 +235,11 @@ func (d *Daemon) Start(ctx context.Context) {
 		defer d.bgWG.Done()
 		d.probe.run(ctx, d.svc.Walrus.Ping, d.anyFailing)
 	}()
+	d.bgWG.Add(1)
+	go func() {
+		defer d.bgWG.Done()
+		newTrimmer(func() bool { return len(d.slots) > 0 }, d.log).run(ctx)
+	}()
 	if d.fleet != nil {
 		d.startFleet(ctx)
 		return
