@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
+	"weak"
 
 	"github.com/adraffy/go-ens-normalize/ensip15"
 )
@@ -23,7 +25,10 @@ func Normalize(name string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("%w: empty name", ErrInvalid)
 	}
-	norm, err := ensip15.Shared().Normalize(name)
+	if norm, ok := remembered(name); ok {
+		return norm, nil
+	}
+	norm, err := normalizer().Normalize(name)
 	if err != nil {
 		shown, escaped := Readable(name)
 		reason := ensip15Reason(err)
@@ -32,7 +37,50 @@ func Normalize(name string) (string, error) {
 		}
 		return "", fmt.Errorf("%w \"%s\": %s", ErrInvalid, shown, reason)
 	}
+	remember(name, norm)
 	return norm, nil
+}
+
+// ENSIP-15's tables take about 7 MB of heap once built (a few tens of
+// ms), as much as a daemon's other live data. A daemon normalises its
+// agents' few names at start and then the same names on every publish,
+// so the tables are held weakly (the collector may take them; they are
+// built again when an unknown name comes) and each valid name's result
+// is remembered, up to memoMax names.
+const memoMax = 4096
+
+var (
+	normMu  sync.Mutex
+	normRef weak.Pointer[ensip15.ENSIP15]
+
+	memoMu sync.RWMutex
+	memo   = map[string]string{}
+)
+
+func normalizer() *ensip15.ENSIP15 {
+	normMu.Lock()
+	defer normMu.Unlock()
+	if n := normRef.Value(); n != nil {
+		return n
+	}
+	n := ensip15.New()
+	normRef = weak.Make(n)
+	return n
+}
+
+func remembered(name string) (string, bool) {
+	memoMu.RLock()
+	defer memoMu.RUnlock()
+	norm, ok := memo[name]
+	return norm, ok
+}
+
+func remember(name, norm string) {
+	memoMu.Lock()
+	defer memoMu.Unlock()
+	if len(memo) < memoMax {
+		memo[name] = norm
+	}
 }
 
 // Readable is s as it reads, every character that does not show (a

@@ -12,9 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/adraffy/go-ens-normalize/ensip15"
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/hermesd/hermesd/internal/ensname"
 	"github.com/hermesd/hermesd/internal/hash"
 	"github.com/hermesd/hermesd/internal/headref"
 	"github.com/hermesd/hermesd/internal/repo"
@@ -69,7 +69,7 @@ func (h *Handover) Validate() error {
 	if h.ENSName == "" {
 		return errors.New("ens_name is empty: only a published agent can be handed over")
 	}
-	if n, err := ensip15.Shared().Normalize(h.ENSName); err != nil || n != h.ENSName || !strings.Contains(n, ".") {
+	if n, err := ensname.Normalize(h.ENSName); err != nil || n != h.ENSName || !strings.Contains(n, ".") {
 		return fmt.Errorf("ens_name %q is not a normalized ENS name", clip(h.ENSName))
 	}
 	if h.Identity != h.ENSName {
