@@ -13,16 +13,23 @@ import (
 	"github.com/hermesd/hermesd/internal/state"
 )
 
+// identities are every configured agent's identity, in order.
+func identities(c *config.Config) []string {
+	out := make([]string, len(c.Agents))
+	for i := range c.Agents {
+		out[i] = c.Agents[i].Identity()
+	}
+	return out
+}
+
 // Pipeline builds the snapshot pipeline of agent ac: the one way hermesd
 // takes and restores that agent's snapshots. rl is the agent's receipt
 // log, folded into every snapshot; restore-only uses pass nil.
 func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log) *snapshot.Pipeline {
 	c := s.Config
-	var others []string
-	for i := range c.Agents {
-		if c.Agents[i].ID != ac.ID {
-			others = append(others, c.Agents[i].Identity())
-		}
+	all := s.identities
+	if all == nil {
+		all = identities(c)
 	}
 	// Each agent's v3 repository has its own key: handing it to the
 	// agent's new owner reveals nothing of the other agents'. Which one
@@ -33,7 +40,7 @@ func (s *Services) Pipeline(ac *config.Agent, spoolDir string, rl *receipts.Log)
 		AgentID:       ac.ID,
 		TokenID:       ac.TokenID,
 		Identity:      ac.Identity(),
-		Others:        others,
+		Others:        all, // the agent's own is skipped where used
 		BrainDir:      ac.BrainDir,
 		SpoolDir:      spoolDir,
 		Key:           s.Key,

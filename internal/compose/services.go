@@ -66,6 +66,9 @@ type Services struct {
 
 	store   *walrusStore // shared by every pipeline (one patch cache)
 	ledgers *ledgers
+
+	// identities are every agent's (Pipeline.Others), built once.
+	identities []string
 }
 
 // Observer sees what the services do, for the metrics and the outage
@@ -136,7 +139,7 @@ func Build(ctx context.Context, c *config.Config, log *slog.Logger, opts Options
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Services{Config: c, Log: log, ledgers: &ledgers{}}
+	s := &Services{Config: c, Log: log, ledgers: &ledgers{}, identities: identities(c)}
 	// Format seal needs no snapshot key; one that is configured still
 	// opens the agent's older v1/v2 snapshots.
 	if !opts.NoKey && (!c.Encryption.Key.IsZero() || c.Encryption.Format != string(snapshot.FormatSeal)) {

@@ -44,7 +44,13 @@ func (l *Log) export(ctx context.Context, w io.Writer, want func(token string) b
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
+	// Sized to what there is (up to 1 MiB): most agents' logs are empty
+	// or small, and a daemon exports a thousand agents' at start.
+	var total int64
+	for i := range entries {
+		total += int64(entries[i].n) + 1
+	}
+	bw := bufio.NewWriterSize(w, int(min(1<<20, max(total, 64))))
 	rr := &recordReader{f: f}
 	written := 0
 	for k, i := range order {

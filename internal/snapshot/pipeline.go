@@ -36,7 +36,10 @@ type Pipeline struct {
 	TokenID *uint64
 	// Identity is bound into every v2 blob (the agent's normalized ENS
 	// name, or its id); Others are the other configured agents', tried
-	// when a blob does not decrypt so the error can say whose it is.
+	// when a blob does not decrypt so the error can say whose it is. The
+	// agent's own may be among them (skipped where they are used): a
+	// daemon's pipelines share one slice of every agent's, not one each
+	// of all but theirs, which grew with the square of the agents.
 	Identity string
 	Others   []string
 	BrainDir string
@@ -132,4 +135,15 @@ func (p *Pipeline) check() error {
 		return fmt.Errorf("snapshot: pipeline of %s is not fully configured", p.AgentID)
 	}
 	return nil
+}
+
+// others are the other agents' identities (Others without the agent's).
+func (p *Pipeline) others() []string {
+	var out []string
+	for _, o := range p.Others {
+		if o != p.Identity {
+			out = append(out, o)
+		}
+	}
+	return out
 }

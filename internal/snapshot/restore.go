@@ -485,7 +485,8 @@ func isCipherErr(err error) bool {
 // explainDecrypt turns a first-segment authentication failure into "this is
 // agent X's blob" when another configured identity opens it.
 func (p *Pipeline) explainDecrypt(blobPath string, err error) error {
-	if !errors.Is(err, cipher.ErrAuthFirstSegment) || len(p.Others) == 0 {
+	others := p.others()
+	if !errors.Is(err, cipher.ErrAuthFirstSegment) || len(others) == 0 {
 		return fmt.Errorf("decrypt: %w", err)
 	}
 	f, ferr := os.Open(blobPath)
@@ -493,7 +494,7 @@ func (p *Pipeline) explainDecrypt(blobPath string, err error) error {
 		return fmt.Errorf("decrypt: %w", err)
 	}
 	defer f.Close()
-	owner, perr := cipher.ProbeIdentity(f, p.Key, p.Others)
+	owner, perr := cipher.ProbeIdentity(f, p.Key, others)
 	if perr != nil || owner == "" {
 		return fmt.Errorf("decrypt: %w", err)
 	}

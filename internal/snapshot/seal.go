@@ -102,7 +102,7 @@ type SealAgent struct {
 }
 
 func (p *Pipeline) sealAgent() SealAgent {
-	return SealAgent{Identity: p.Identity, TokenID: p.TokenID, Others: p.Others}
+	return SealAgent{Identity: p.Identity, TokenID: p.TokenID, Others: p.others()}
 }
 
 // checkSeal is the seal part of Pipeline.check.

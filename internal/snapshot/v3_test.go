@@ -598,11 +598,16 @@ func TestV3WrongAgent(t *testing.T) {
 	t.Parallel()
 	f := newV3Fix(t, 0)
 	f.write("system.md", []byte("beta's brain\n"), 0o644)
-	f.p.Identity, f.p.Others = "beta.hermes.eth", []string{"alpha.hermes.eth"}
+	// Others as a daemon's pipelines share them: every agent's, its own
+	// among them.
+	all := []string{"alpha.hermes.eth", "beta.hermes.eth"}
+	f.p.Identity, f.p.Others = "beta.hermes.eth", all
 	res := f.take()
 	parent := t.TempDir()
 	target := filepath.Join(parent, "restored")
-	_, err := f.pipeline().Restore(t.Context(), res.BlobID, target)
+	alpha := f.pipeline()
+	alpha.Others = all
+	_, err := alpha.Restore(t.Context(), res.BlobID, target)
 	if !errors.Is(err, snapshot.ErrWrongAgent) || !strings.Contains(err.Error(), `"beta.hermes.eth"`) {
 		t.Fatalf("restore of beta's snapshot as alpha: %v", err)
 	}

@@ -90,7 +90,8 @@ func unverified(err error) bool {
 // snapshot" when X is another configured agent (only the master key can
 // tell).
 func (p *Pipeline) explainV3(ctx context.Context, blobID string, err error) error {
-	if !errors.Is(err, repo.ErrWrongAgent) || len(p.Others) == 0 || p.Key == (cipher.Key{}) {
+	others := p.others()
+	if !errors.Is(err, repo.ErrWrongAgent) || len(others) == 0 || p.Key == (cipher.Key{}) {
 		return err
 	}
 	var b bytes.Buffer
@@ -102,7 +103,7 @@ func (p *Pipeline) explainV3(ctx context.Context, blobID string, err error) erro
 		return err
 	}
 	kid := hex.EncodeToString(h.KeyID[:])
-	for _, other := range p.Others {
+	for _, other := range others {
 		if AgentKeyFor(p.Key, nil, other).ID() == kid {
 			return fmt.Errorf("%w: it is the v3 snapshot of %q, not of %q", ErrWrongAgent, other, p.Identity)
 		}
