@@ -182,9 +182,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	st, _ := procStatus(pid) // anonymous (heap, stacks) and file pages (the binary's)
+	anon, file := st["RssAnon"], st["RssFile"]
 	idleLines := lines.Load() - lines0
-	fmt.Printf("idle over %v: CPU %.2f%% of a core, RSS %d MiB (sampled peak after the start-up %d MiB, VmHWM %d MiB), %d log lines (%.1f per minute), %d error lines in total\n",
-		window.Round(time.Second), 100*(cpu1-cpu0).Seconds()/window.Seconds(), rss>>20, peak.Load()>>20, hwm>>20,
+	fmt.Printf("idle over %v: CPU %.2f%% of a core, RSS %d MiB (anonymous %d, the binary's and other files' pages %d; sampled peak after the start-up %d MiB, VmHWM %d MiB), %d log lines (%.1f per minute), %d error lines in total\n",
+		window.Round(time.Second), 100*(cpu1-cpu0).Seconds()/window.Seconds(), rss>>20, anon>>20, file>>20, peak.Load()>>20, hwm>>20,
 		idleLines, float64(idleLines)/window.Minutes(), errLines.Load())
 
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -254,24 +256,25 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / hz, nil
 }
 
-// memory returns VmRSS and VmHWM in bytes.
-func memory(pid int) (rss, hwm int64, err error) {
+// procStatus returns the kB fields of the process's /proc status, in bytes.
+func procStatus(pid int) (map[string]int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
+	out := map[string]int64{}
 	for _, l := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(l, ":")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			rss = n << 10
-		case "VmHWM":
-			hwm = n << 10
+		if v, kb := strings.CutSuffix(strings.TrimSpace(v), " kB"); ok && kb {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			out[k] = n << 10
 		}
 	}
-	return rss, hwm, nil
+	return out, nil
+}
+
+// memory returns VmRSS and VmHWM in bytes.
+func memory(pid int) (rss, hwm int64, err error) {
+	st, err := procStatus(pid)
+	return st["VmRSS"], st["VmHWM"], err
 }
