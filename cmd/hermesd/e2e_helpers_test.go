@@ -26,6 +26,7 @@ import (
 
 	"github.com/hermesd/hermesd/internal/bundlelock"
 	"github.com/hermesd/hermesd/internal/compose"
+	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/daemon"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/ens"
@@ -186,6 +187,10 @@ func newE2EWorld(t *testing.T, agents ...devnet.Agent) *e2eWorld {
 // blob ids at a hundredth of mainnet's 1000-shard cost (what depends on
 // the count is tested in internal/redstuff), quilts of up to 66 patches.
 const e2eShards = 100
+
+// maxBlobLine is the max_blob_size line of a devnet configuration at
+// e2eShards (its Walrus server's largest blob).
+var maxBlobLine = "max_blob_size: " + config.ByteSize(devnet.MaxBlobSize(e2eShards)).String()
 
 func newE2EWorldWith(t *testing.T, o devnet.Options, agents ...devnet.Agent) *e2eWorld {
 	t.Helper()

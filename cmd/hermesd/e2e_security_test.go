@@ -529,7 +529,7 @@ func TestE2EAttackScript(t *testing.T) {
 	cfg := rewriteConfig(t, w,
 		`listen: "`+w.http+`"`, `listen: "`+w.http+`"`+"\n  token: {file: "+tokenFile+"}\n  readiness: any",
 		`aggregators: ["`+w.dn.Walrus.URL()+`"]`, `aggregators: ["`+agg.srv.URL+`"]`,
-		"max_blob_size: 1GiB", fmt.Sprintf("max_blob_size: 1GiB\n  max_download_size: %d", attackMaxDownload),
+		maxBlobLine, fmt.Sprintf("%s\n  max_download_size: %d", maxBlobLine, attackMaxDownload),
 		"import_policy: quarantine", fmt.Sprintf("import_policy: quarantine\n  quarantine_max_bytes: %d\n  quarantine_max_count: %d", attackQuarantine, attackQuarantineMax),
 	)
 	state := w.dn.Config.StateDir
@@ -993,7 +993,7 @@ func TestE2EFailedSnapshotInStatus(t *testing.T) {
 	}
 	// A whole-brain format fails over the blob size limit (v3 would cut
 	// the brain into packs instead).
-	cfg := rewriteConfig(t, w, "max_blob_size: 1GiB", "max_blob_size: 256KiB", "encryption:\n", "encryption:\n  format: v2\n")
+	cfg := rewriteConfig(t, w, maxBlobLine, "max_blob_size: 256KiB", "encryption:\n", "encryption:\n  format: v2\n")
 	p := w.start("run", "-config", cfg)
 	p.mustWaitLine(msgUploaded, 2, 30*time.Second)
 	wait.Within(t, 30*time.Second, "both agents ready", func() bool { code, _, _ := readyzOf(t, w); return code == http.StatusOK })

@@ -332,7 +332,7 @@ walrus:
   aggregators: ["{{.Walrus}}"]
   epochs: {{.Epochs}}
   epoch_duration: {{.EpochDuration}}
-  max_blob_size: 1GiB
+  max_blob_size: {{.MaxBlobSize}}
   attempt_timeout: 1m
   retry_max: 8
   retry_wait_min: 100ms
@@ -451,6 +451,7 @@ type configView struct {
 	Quilts                                           bool
 	BatchWindow                                      time.Duration
 	Shards                                           int
+	MaxBlobSize                                      string
 	Epochs                                           int
 	EpochDuration                                    time.Duration
 	Agents                                           []agentView
@@ -515,6 +516,7 @@ func (d *Devnet) view(o Options) configView {
 		Quilts:           !o.NoQuilts,
 		BatchWindow:      o.BatchWindow,
 		Shards:           o.Shards,
+		MaxBlobSize:      config.ByteSize(MaxBlobSize(o.Shards)).String(),
 		Epochs:           o.Epochs,
 		EpochDuration:    o.EpochDuration,
 		Agents:           agents,
@@ -532,4 +534,18 @@ func (d *Devnet) render(v configView, path string) error {
 		return fmt.Errorf("devnet: render configuration: %w", err)
 	}
 	return atomicfile.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+// MaxBlobSize is the devnet's walrus.max_blob_size: 1 GiB (the devnet is
+// not a public publisher), or the largest blob its Walrus server stores
+// at its shard count when that is less (about 149 MB at 100 shards: a
+// quilt cut to a larger size would get 413 from the server on every
+// attempt), but not below the configuration's minimum (2 MiB; at 10
+// shards the server stores 1.8 MB at most, so brains there stay small).
+func MaxBlobSize(shards int) int64 {
+	m, err := walruscost.MaxBlobSize(shards)
+	if err != nil {
+		return 1 << 30
+	}
+	return max(2<<20, min(1<<30, int64(m)))
 }

@@ -14,11 +14,13 @@ import (
 // BenchmarkFleetTakeover kills -9 the node that owns agent-001 and
 // reports how long its agents took to be owned elsewhere (takeover-s,
 // bounded below by the lease TTL) and to be restored from their fleet
-// heads (restored-s), with the lease TTL for reference.
+// heads (restored-s), with the lease TTL for reference, and the
+// restores' throughput: the moved brains' bytes over the time from
+// their take-over to the last one restored (restore-MB/s).
 func BenchmarkFleetTakeover(b *testing.B) {
 	for _, tc := range []struct{ agents, brain int }{
 		{100, 4 << 10}, {300, 4 << 10}, {1000, 4 << 10},
-		{100, 256 << 10}, {100, 4 << 20},
+		{100, 256 << 10}, {100, 4 << 20}, {12, 64 << 20},
 	} {
 		b.Run(fmt.Sprintf("agents=%d/brain=%dKiB", tc.agents, tc.brain>>10), func(b *testing.B) {
 			for b.Loop() {
@@ -63,6 +65,9 @@ func takeover(b *testing.B, agents, brain int) {
 	restored := time.Since(killed)
 	b.ReportMetric(owned.Seconds(), "takeover-s")
 	b.ReportMetric(restored.Seconds(), "restored-s")
+	if d := restored - owned; d > 0 {
+		b.ReportMetric(float64(len(its)*brain)/1e6/d.Seconds(), "restore-MB/s")
+	}
 	b.ReportMetric(float64(len(its)), "agents-moved")
 	b.ReportMetric(c.opts.LeaseTTL.Seconds(), "lease-ttl-s")
 }
