@@ -333,8 +333,11 @@ func (e *encoder) columns(ctx context.Context) error {
 	st := make([]*state, nw)
 	for w := range st {
 		st[w] = &state{src: shards(p, lc.size), rec: shards(n-p, lc.size), sc: e.prim.newScratch(lc.size),
-			seg: make([]byte, width*z), sym: make([]byte, z), col: make([]byte, p*z), hbuf: make([]byte, 0, 1+z),
+			seg: make([]byte, width*z), sym: make([]byte, z), hbuf: make([]byte, 0, 1+z),
 			leaves: make([]Node, width), cols: make([]frontier, width), row: frontier{zero: e.zero}}
+		if _, ok := e.rec.(*fileCols); ok {
+			st[w].col = make([]byte, p*z) // memCols hands out its own
+		}
 		for c := range st[w].cols {
 			st[w].cols[c].zero = e.zero
 		}
