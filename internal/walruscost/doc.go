@@ -15,7 +15,7 @@
 //
 //	encoded = n·(p+s)·z + n·(64·n + 32)
 //
-// which at n = 1000 is 2,002·z + 64,032,000 bytes: 66,034,000 for any blob
+// which at n = 1000 is 1,001,000·z + 64,032,000 bytes: 66,034,000 for any blob
 // of up to 445,556 bytes. A symbol must fit in 16 bits, which bounds a
 // blob at p·s·65,534 bytes (13.6 GiB at 1000 shards).
 //
