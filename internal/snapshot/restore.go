@@ -485,8 +485,11 @@ func isCipherErr(err error) bool {
 // explainDecrypt turns a first-segment authentication failure into "this is
 // agent X's blob" when another configured identity opens it.
 func (p *Pipeline) explainDecrypt(blobPath string, err error) error {
+	if !errors.Is(err, cipher.ErrAuthFirstSegment) {
+		return fmt.Errorf("decrypt: %w", err)
+	}
 	others := p.others()
-	if !errors.Is(err, cipher.ErrAuthFirstSegment) || len(others) == 0 {
+	if len(others) == 0 {
 		return fmt.Errorf("decrypt: %w", err)
 	}
 	f, ferr := os.Open(blobPath)

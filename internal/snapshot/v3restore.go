@@ -90,8 +90,11 @@ func unverified(err error) bool {
 // snapshot" when X is another configured agent (only the master key can
 // tell).
 func (p *Pipeline) explainV3(ctx context.Context, blobID string, err error) error {
+	if !errors.Is(err, repo.ErrWrongAgent) || p.Key == (cipher.Key{}) {
+		return err
+	}
 	others := p.others()
-	if !errors.Is(err, repo.ErrWrongAgent) || len(others) == 0 || p.Key == (cipher.Key{}) {
+	if len(others) == 0 {
 		return err
 	}
 	var b bytes.Buffer
