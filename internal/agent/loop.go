@@ -390,7 +390,13 @@ func (l *loop) syncStep(ctx context.Context) error {
 	}
 	switch res.Outcome {
 	case Restored:
-		l.watch() // the old directory (and its watches) are gone
+		// The old directory (and its watches) are gone. An edit made
+		// after the restore hashed the brain and before the new watch
+		// took hold sent no event: look at the whole brain again at once,
+		// as at start (an unchanged brain uploads nothing).
+		l.watch()
+		l.rescan = true
+		l.retryIn(0)
 	case Snapshotted:
 		l.uploaded = a.deps.Now()
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -168,5 +169,47 @@ func TestLoopFinal(t *testing.T) {
 	}
 	if _, ok := w.Take(); ok {
 		t.Error("the debounced batch was left in the watcher")
+	}
+}
+
+// A wiped brain comes back from its last snapshot; an edit made after the
+// restore hashed the brain but before the new directory's watch took hold
+// sent no event, so the loop looks at the whole brain again at once.
+func TestLoopRestoredLooksAgain(t *testing.T) {
+	r, a, l, w := loopRig(t)
+	l.retryDue()
+	if err := l.syncStep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	subscribed := 0
+	l.env.Watch = func(string, watch.Options) (Watcher, error) {
+		subscribed++
+		r.write("skills/after.md", "written before the watch\n")
+		return w, nil
+	}
+	if err := os.RemoveAll(r.brain); err != nil {
+		t.Fatal(err)
+	}
+	l.rescan = true
+	if err := l.syncStep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if subscribed != 1 || r.pipe.Takes() != 1 {
+		t.Fatalf("after the restore: %d subscriptions, %d takes", subscribed, r.pipe.Takes())
+	}
+	if !l.rescan || !l.waiting {
+		t.Fatalf("after the restore: rescan %v, waiting %v; want a look at the whole brain", l.rescan, l.waiting)
+	}
+	select {
+	case <-l.retry.C: // armed to fire at once
+	case <-time.After(time.Minute):
+		t.Fatal("no sync due after the restore")
+	}
+	l.retryDue()
+	if err := l.syncStep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r.pipe.Takes() != 2 || a.Status().Last == nil {
+		t.Fatalf("the edit after the restore: %d takes, last %+v", r.pipe.Takes(), a.Status().Last)
 	}
 }
