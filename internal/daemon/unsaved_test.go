@@ -172,7 +172,7 @@ func TestReadyTurnsWhenAStoreHangs(t *testing.T) {
 		t.Errorf("hermesd_agent_healthy of beta %v: it has nothing unsaved", v)
 	}
 
-	w.dn.Walrus.SetFaults(localwalrus.Faults{})
+	w.dn.Walrus.SetFaults(localwalrus.Faults{}) // lets the held store through
 	wait.Within(t, 2*time.Minute, "ready again once the store answers", func() bool {
 		code, _ := readyz(t, d)
 		return code == http.StatusOK

@@ -155,11 +155,18 @@ type faultState struct {
 	f      Faults
 	rng    *rand.Rand
 	script map[Route][]Fault
+	// replaced is closed when f is replaced: requests still held by its
+	// Latency go on at once (a network that recovers lets them through).
+	replaced chan struct{}
 }
 
 func (fs *faultState) set(f Faults) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	if fs.replaced != nil {
+		close(fs.replaced)
+	}
+	fs.replaced = make(chan struct{})
 	if f.Target == 0 {
 		f.Target = RoutePublisher | RouteAggregator
 	}
@@ -170,25 +177,29 @@ func (fs *faultState) set(f Faults) {
 	fs.rng = rand.New(rand.NewPCG(f.Seed, f.Seed^0x9e3779b97f4a7c15))
 }
 
-// pick decides the fault for one request of route r.
-func (fs *faultState) pick(r Route) (Fault, time.Duration) {
+// pick decides the fault for one request of route r, and how long it
+// waits first: its delay, cut short when the configuration is replaced
+// (nil: not cut short, for a scripted fault).
+func (fs *faultState) pick(r Route) (Fault, time.Duration, <-chan struct{}) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if q := fs.script[r]; len(q) > 0 {
 		fs.script[r] = q[1:]
-		return q[0], q[0].Delay
+		return q[0], q[0].Delay, nil
 	}
 	if fs.f.Target&r == 0 {
-		return Fault{}, 0
+		return Fault{}, 0, nil
 	}
 	if fs.f.Rate > 0 && fs.rng.Float64() < fs.f.Rate {
 		f := fs.f.Kinds[fs.rng.IntN(len(fs.f.Kinds))]
-		return f, fs.f.Latency + f.Delay
+		return f, fs.f.Latency + f.Delay, fs.replaced
 	}
-	return Fault{}, fs.f.Latency
+	return Fault{}, fs.f.Latency, fs.replaced
 }
 
 // SetFaults replaces the random fault configuration; safe at any time.
+// Requests waiting out the old configuration's Latency or Delay go on at
+// once, to the fault they were given.
 func (s *Server) SetFaults(f Faults) { s.faults.set(f) }
 
 // InjectNext queues faults for the next requests of route r, in order,

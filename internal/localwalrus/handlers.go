@@ -41,7 +41,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inflight.enter()
 	defer s.inflight.leave() // after OnRequest below
 	route := routeOf(r)
-	fault, latency := s.faults.pick(route)
+	fault, latency, replaced := s.faults.pick(route)
 	rec := &recorder{ResponseWriter: w}
 	st := &reqState{fault: fault, rec: rec, info: RequestInfo{
 		Route: route, Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
@@ -63,9 +63,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if latency > 0 {
+		s.held.Add(1)
+		defer s.held.Add(-1)
 		t := time.NewTimer(latency)
 		select {
 		case <-t.C:
+		case <-replaced:
+			t.Stop()
 		case <-r.Context().Done():
 			t.Stop()
 			return

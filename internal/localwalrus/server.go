@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermesd/hermesd/internal/atomicfile"
@@ -85,6 +86,7 @@ type Server struct {
 	forged   forgeries
 	stats    statsState
 	inflight inflight
+	held     atomic.Int32 // requests waiting out a fault's latency
 	ids      idCache
 
 	srv  *http.Server

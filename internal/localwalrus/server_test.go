@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesd/hermesd/internal/wait"
 	"github.com/hermesd/hermesd/internal/walruscost"
 )
 
@@ -897,5 +899,42 @@ func TestShardsBoundTheBody(t *testing.T) {
 	}
 	if _, err := New(Config{Dir: t.TempDir(), Shards: -1}); err == nil {
 		t.Error("-1 shards accepted")
+	}
+}
+
+// Replacing the faults lets the requests their latency holds go on: a
+// network that recovers does not keep what it held.
+func TestSetFaultsReleasesHeld(t *testing.T) {
+	s := start(t, Config{Shards: 10})
+	s.SetFaults(Faults{Rate: 1, Target: RoutePublisher, Latency: time.Hour, Kinds: []Fault{{Kind: FaultNone}}})
+	done := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequest(http.MethodPut, s.URL()+"/v1/blobs?epochs=1", strings.NewReader("held"))
+		if err != nil {
+			done <- err
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		done <- err
+	}()
+	wait.For(t, "the store to be held", func() bool { return s.held.Load() == 1 })
+	s.SetFaults(Faults{})
+	var err error
+	wait.For(t, "the held store to be released", func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if err != nil {
+		t.Fatalf("the released store: %v", err)
 	}
 }
