@@ -23,24 +23,42 @@ const (
 
 // bufPool is a bounded set of equal buffers: get blocks while count are
 // in use, which bounds the pipeline's memory whatever the brain's size.
-// Between snapshots (park) the free buffers wait in a sync.Pool: reused
-// when snapshots come often, given back to the GC while the agent is
-// idle, so that a daemon of many agents keeps no set of buffers for each.
+// Between snapshots (park) the free buffers wait in the process's idle
+// pool of their size (idlePool), shared by every Builder: another agent's
+// snapshot reuses them, and what none takes goes back to the GC, so that a
+// daemon of many agents keeps no set of buffers for each, and a thousand
+// agents starting together do not each allocate a set of their own.
 type bufPool struct {
 	size int
 	ch   chan *[]byte  // free buffers of the running snapshot
 	made chan struct{} // tokens for buffers not taken out yet
-	idle sync.Pool     // free buffers between snapshots
+	idle *sync.Pool    // free buffers between snapshots
 }
 
 func newBufPool(size, count int) *bufPool {
-	p := &bufPool{size: size, ch: make(chan *[]byte, count), made: make(chan struct{}, count)}
-	p.idle.New = func() any {
-		b := make([]byte, size)
-		return &b
-	}
+	p := &bufPool{size: size, ch: make(chan *[]byte, count), made: make(chan struct{}, count), idle: idlePool(size)}
 	for range count {
 		p.made <- struct{}{}
+	}
+	return p
+}
+
+var (
+	idleMu    sync.Mutex
+	idlePools = map[int]*sync.Pool{} // by buffer size: a few constants
+)
+
+// idlePool is the process's pool of free buffers of size bytes.
+func idlePool(size int) *sync.Pool {
+	idleMu.Lock()
+	defer idleMu.Unlock()
+	p := idlePools[size]
+	if p == nil {
+		p = &sync.Pool{New: func() any {
+			b := make([]byte, size)
+			return &b
+		}}
+		idlePools[size] = p
 	}
 	return p
 }
