@@ -8,16 +8,18 @@ import (
 	"time"
 )
 
-// A snapshot's peak leaves its heap free but kept: the Go runtime returns
-// free pages after a collection, and an idle daemon allocates too little
-// to run one for minutes (the forced one comes every two). The trimmer
-// looks at the free heap now and then and, while no agent syncs, returns
-// it at once: after one agent's 220 MB first snapshot its RSS fell from
-// the peak's to about its live heap's.
+// A snapshot's peak leaves its heap free but kept, or full of objects
+// that died since the last collection: the Go runtime returns free pages
+// only after a collection, and an idle daemon allocates too little to run
+// one for minutes (the forced one comes every two). The trimmer looks at
+// both now and then and, while no agent syncs, collects and returns them
+// at once: after one agent's 220 MB first snapshot its RSS fell from the
+// peak's to about its live heap's.
 const (
 	trimEvery = 10 * time.Second
-	// trimAbove is the free heap worth a collection and its system calls
-	// (FreeOSMemory costs a collection: a few ms at the daemon's heap).
+	// trimAbove is the reclaimable heap worth a collection and its system
+	// calls (FreeOSMemory costs a collection: a few ms at the daemon's
+	// heap).
 	trimAbove = 16 << 20
 )
 
@@ -25,13 +27,13 @@ const (
 // nothing runs that would only take it again.
 type trimmer struct {
 	busy func() bool  // a sync is running
-	free func() int64 // free heap bytes not yet returned
-	trim func()       // return them
+	free func() int64 // heap bytes a collection would return (heapReclaimable)
+	trim func()       // collect and return them
 	log  *slog.Logger
 }
 
 func newTrimmer(busy func() bool, log *slog.Logger) *trimmer {
-	return &trimmer{busy: busy, free: heapFree, trim: debug.FreeOSMemory, log: log}
+	return &trimmer{busy: busy, free: heapReclaimable, trim: debug.FreeOSMemory, log: log}
 }
 
 // once trims if it should, and reports whether it did.
@@ -44,7 +46,7 @@ func (t *trimmer) once() bool {
 		return false
 	}
 	t.trim()
-	t.log.Debug("returned free heap to the system", "bytes", free)
+	t.log.Debug("returned free heap to the system", "reclaimable", free)
 	return true
 }
 
@@ -62,12 +64,22 @@ func (t *trimmer) run(ctx context.Context) {
 	}
 }
 
-// heapFree is the heap the runtime holds free and has not returned.
-func heapFree() int64 {
-	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
-	rtmetrics.Read(s)
-	if s[0].Value.Kind() != rtmetrics.KindUint64 {
-		return 0
+// heapReclaimable is the heap a collection would return: what the runtime
+// holds free and has not returned, and the objects that died since the
+// last collection (the heap's objects beyond the live heap it marked).
+func heapReclaimable() int64 {
+	s := []rtmetrics.Sample{
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/gc/heap/live:bytes"},
 	}
-	return int64(s[0].Value.Uint64())
+	rtmetrics.Read(s)
+	var v [3]int64
+	for i := range s {
+		if s[i].Value.Kind() != rtmetrics.KindUint64 {
+			return 0
+		}
+		v[i] = int64(s[i].Value.Uint64())
+	}
+	return v[0] + max(0, v[1]-v[2])
 }
