@@ -51,8 +51,12 @@ func TestWriteGate(t *testing.T) {
 	if ok := st.ByRoute[localwalrus.RoutePublisher][200]; ok != 0 {
 		t.Fatalf("the publisher answered %d stores with 200 after the gate closed: %+v", ok, st)
 	}
-	if st.ByRoute[localwalrus.RoutePublisher] == nil {
-		t.Fatalf("no store attempt reached the publisher before the gate closed: %+v", st)
+	// The gate closed mid-body: the body was being read for the request
+	// when it closed. (Whether the server saw that request at all is the
+	// scheduler's: a loaded machine may close the connection before the
+	// server read its headers, and then the server counts nothing.)
+	if n := reads.Load(); n <= closeAfter {
+		t.Fatalf("the gate closed after %d reads of the body, want more than %d", n, closeAfter)
 	}
 
 	// Open again: the same body stores.
