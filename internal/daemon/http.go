@@ -86,7 +86,9 @@ func newAPI(d *Daemon) (*api, error) {
 	m.HandleFunc("GET /readyz", a.serveReady)
 	m.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	m.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.Status())
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		d.writeStatus(w) // an error is the client gone: nothing to tell it
 	})
 	m.HandleFunc("GET /v1/fleet", a.serveFleet)
 	m.HandleFunc("POST /v1/agents/{id}/receipts", a.guard(a.serveReceipts, "application/x-ndjson", "application/json"))

@@ -112,27 +112,50 @@ type Report struct {
 // NewReport accounts for books at now.
 func NewReport(books []Book, p Prices, now time.Time) Report {
 	r := Report{At: now, Prices: p}
-	var total, recent Spend
-	var since time.Time
+	t := NewTally(p, now)
 	for _, b := range books {
-		rs, win := b.Recent(now)
-		r.Agents = append(r.Agents, account(b.Agent, b.Since, b.Total, rs, win, p))
-		total.Add(b.Total)
-		recent.Add(rs)
-		if !b.Since.IsZero() && (since.IsZero() || b.Since.Before(since)) {
-			since = b.Since
-		}
+		r.Agents = append(r.Agents, t.Add(b))
 	}
-	from := windowStart(now)
-	if since.After(from) {
-		from = since
+	r.Total = t.Total()
+	return r
+}
+
+// Tally accounts for books one at a time and for their total, so a report
+// over many agents can be written as it is made (the daemon's status of a
+// thousand agents holds one agent's account at a time, not all of them).
+type Tally struct {
+	p             Prices
+	now           time.Time
+	total, recent Spend
+	since         time.Time
+}
+
+// NewTally starts an account at now.
+func NewTally(p Prices, now time.Time) *Tally { return &Tally{p: p, now: now} }
+
+// Add returns b's account and counts it in the total.
+func (t *Tally) Add(b Book) AgentReport {
+	rs, win := b.Recent(t.now)
+	a := account(b.Agent, b.Since, b.Total, rs, win, t.p)
+	t.total.Add(b.Total)
+	t.recent.Add(rs)
+	if !b.Since.IsZero() && (t.since.IsZero() || b.Since.Before(t.since)) {
+		t.since = b.Since
+	}
+	return a
+}
+
+// Total is the account of every book added so far.
+func (t *Tally) Total() AgentReport {
+	from := windowStart(t.now)
+	if t.since.After(from) {
+		from = t.since
 	}
 	win := time.Duration(0)
-	if !since.IsZero() {
-		win = max(now.Sub(from), 0)
+	if !t.since.IsZero() {
+		win = max(t.now.Sub(from), 0)
 	}
-	r.Total = account("", since, total, recent, win, p)
-	return r
+	return account("", t.since, t.total, t.recent, win, t.p)
 }
 
 func account(agent string, since time.Time, total, recent Spend, win time.Duration, p Prices) AgentReport {
