@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
@@ -195,7 +194,7 @@ func (p *Pipeline) loadCache(st *v3state) {
 		return
 	}
 	if f, err := os.Open(filepath.Join(p.CacheDir, indexFile)); err == nil {
-		ix, err := repo.ReadIndex(bufio.NewReaderSize(f, 1<<20))
+		ix, err := repo.ReadIndex(f) // reads it whole: no buffer of its own
 		f.Close()
 		if err != nil {
 			p.log().Warn("v3 dedup index not usable; it is rebuilt from Walrus when needed", "error", err)
@@ -220,11 +219,10 @@ func (p *Pipeline) saveCache(st *v3state) {
 	f, err := atomicfile.Create(filepath.Join(p.CacheDir, indexFile), 0o600)
 	if err == nil {
 		defer f.Abort()
-		w := bufio.NewWriterSize(f, 1<<20)
-		if _, err = st.index.WriteTo(w); err == nil {
-			if err = w.Flush(); err == nil {
-				err = f.Commit()
-			}
+		// WriteTo buffers its own writes: a buffer here held another
+		// MiB per agent while a thousand of them saved at once.
+		if _, err = st.index.WriteTo(f); err == nil {
+			err = f.Commit()
 		}
 	}
 	if err != nil {
