@@ -191,6 +191,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		timeout: cfg.RPCTimeout,
 		log:     c.log,
 		dialing: make(chan struct{}, 1),
+		slots:   make(chan struct{}, maxInFlight),
 		origin:  "the configured backend",
 	}
 	if c.node.timeout <= 0 {

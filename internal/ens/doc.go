@@ -66,8 +66,9 @@
 //     value, never a wrong brain. A gateway that cannot be reached is
 //     ErrGatewayUnavailable (an ErrUnavailable: retried); anything else it
 //     or the lookup gets wrong is an ErrOffchain, never "no record".
-//   - Every request to the node is bounded (RPCTimeout, 8 MiB answers) and
-//     every error it causes is scrubbed: the RPC URL's path, query and
+//   - Every request to the node is bounded (RPCTimeout, 8 MiB answers; at
+//     most 16 in flight per node, over as many kept connections, however
+//     many agents ask at once) and every error it causes is scrubbed: the RPC URL's path, query and
 //     userinfo (where providers put API keys) never reach an error or a log
 //     line, only its scheme://host[:port]. Key material is never logged or
 //     put into an error either.

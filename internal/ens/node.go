@@ -45,10 +45,19 @@ type node struct {
 	log     *slog.Logger
 
 	dialing chan struct{} // one dial at a time
+	slots   chan struct{} // requests in flight, at most maxInFlight
 	mu      sync.Mutex
 	ec      *ethclient.Client // nil until dialled, and after a websocket broke
 	closed  bool
 }
+
+// maxInFlight bounds the requests one node has in flight. A daemon of a
+// thousand agents reads every pointer back at start, all at once; unbounded,
+// each request dialled a connection of its own (~800 sockets at once, the
+// standard transport keeping 2 of them idle after) against a provider that
+// rate-limits far lower, and held their buffers and goroutines (~20 MB of
+// the 1,000-agent start-up peak). The transport keeps as many idle.
+const maxInFlight = 16
 
 // maxResponse bounds one answer of the node (an eth_call result, a block
 // header, a receipt, an error page). A larger one fails the request as
@@ -80,7 +89,9 @@ func (n *node) backend(ctx context.Context) (Backend, error) {
 	if !n.ws {
 		base := http.DefaultTransport
 		if t, ok := base.(*http.Transport); ok {
-			base = t.Clone() // its own connection pool
+			t = t.Clone() // its own connection pool
+			t.MaxIdleConnsPerHost = maxInFlight
+			base = t
 		}
 		opts = append(opts, rpc.WithHTTPClient(&http.Client{
 			Transport: limitTransport{base},
@@ -145,6 +156,14 @@ func (n *node) close() {
 
 // do runs one request against the node.
 func (n *node) do(ctx context.Context, method string, f func(context.Context, Backend) error) error {
+	// A slot first: waiting for one is the daemon's queue, not the node's
+	// time, so RPCTimeout starts after it.
+	select {
+	case n.slots <- struct{}{}:
+	case <-ctx.Done():
+		return &nodeError{method: method, origin: n.origin, msg: n.clean(ctx.Err().Error()), cause: ctx.Err()}
+	}
+	defer func() { <-n.slots }()
 	rctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
 	b, err := n.backend(rctx)
