@@ -174,9 +174,12 @@ func newMetrics() *metrics {
 	}, agent)
 	m.stageDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hermesd_stage_duration_seconds",
-		Help:    "Duration of pipeline stages (hash, pack, upload, verify, batch: waiting for a quilt, publish, download, unpack).",
+		Help:    "Duration of pipeline stages (hash, pack, upload, verify, batch: waiting for a quilt, publish, download, unpack), over all agents.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-	}, []string{"agent", "stage"})
+		// By stage only: per agent it was 13 series a stage, 78,000 of the
+		// 124,000 series (8.8 MB a scrape) of a daemon of a thousand
+		// agents. Each agent's stage times are in its snapshot log line.
+	}, []string{"stage"})
 	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_failures_total",
 		Help: "Failed attempts by stage (state, dirs, sqlite, hash, snapshot, pack, restore, publish, visibility): every failed sync and pointer write counts; retried with backoff.",

@@ -53,7 +53,7 @@ func (o *observer) Phase(id string, p agent.Phase) {
 func (o *observer) Hashed(id string, files int, bytes int64, took time.Duration) {
 	o.brainFiles.WithLabelValues(id).Set(float64(files))
 	o.brainBytes.WithLabelValues(id).Set(float64(bytes))
-	o.stageDuration.WithLabelValues(id, "hash").Observe(took.Seconds())
+	o.stageDuration.WithLabelValues("hash").Observe(took.Seconds())
 }
 
 func (o *observer) Snapshot(id string, r snapshot.Result) {
@@ -61,11 +61,11 @@ func (o *observer) Snapshot(id string, r snapshot.Result) {
 	o.snapshotLast.WithLabelValues(id).Set(float64(time.Now().Unix()))
 	o.snapshotSize.WithLabelValues(id).Set(float64(r.Size))
 	o.uploadedBytes.WithLabelValues(id).Add(float64(r.Size))
-	o.stageDuration.WithLabelValues(id, "pack").Observe(r.Pack.Seconds())
-	o.stageDuration.WithLabelValues(id, "upload").Observe(r.Upload.Seconds())
-	o.stageDuration.WithLabelValues(id, "verify").Observe(r.Verify.Seconds())
+	o.stageDuration.WithLabelValues("pack").Observe(r.Pack.Seconds())
+	o.stageDuration.WithLabelValues("upload").Observe(r.Upload.Seconds())
+	o.stageDuration.WithLabelValues("verify").Observe(r.Verify.Seconds())
 	if r.Quilted > 0 {
-		o.stageDuration.WithLabelValues(id, "batch").Observe(r.BatchWait.Seconds())
+		o.stageDuration.WithLabelValues("batch").Observe(r.BatchWait.Seconds())
 	}
 }
 
@@ -83,7 +83,7 @@ func (o *observer) Failed(id, stage string, err error) {
 func (o *observer) Restore(id, result string, r *snapshot.Restored) {
 	o.restores.WithLabelValues(id, result).Inc()
 	if r != nil {
-		o.stageDuration.WithLabelValues(id, "download").Observe(r.Download.Seconds())
-		o.stageDuration.WithLabelValues(id, "unpack").Observe(r.Unpack.Seconds())
+		o.stageDuration.WithLabelValues("download").Observe(r.Download.Seconds())
+		o.stageDuration.WithLabelValues("unpack").Observe(r.Unpack.Seconds())
 	}
 }

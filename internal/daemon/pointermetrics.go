@@ -23,7 +23,7 @@ func (o *pointerObserver) Checked(id string, out pointer.Outcome) {
 
 func (o *pointerObserver) Published(id string, took time.Duration) {
 	o.publishLast.WithLabelValues(id).Set(float64(time.Now().Unix()))
-	o.stageDuration.WithLabelValues(id, "publish").Observe(took.Seconds())
+	o.stageDuration.WithLabelValues("publish").Observe(took.Seconds())
 }
 
 func (o *pointerObserver) Failed(id, stage string) { o.failures.WithLabelValues(id, stage).Inc() }

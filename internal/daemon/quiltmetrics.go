@@ -7,7 +7,7 @@ import (
 )
 
 // quiltMetrics are the series of the shared quilt batcher (not per
-// agent: a quilt holds the packs of many). Each agent's own wait is its
+// agent: a quilt holds the packs of many). The packs' own waits are
 // hermesd_stage_duration_seconds{stage="batch"}.
 type quiltMetrics struct {
 	quilts  *prometheus.CounterVec

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -350,7 +351,65 @@ func checkDashboard(t *testing.T, text string) {
 			t.Errorf("the dashboard does not show %s", n)
 		}
 	}
+	if gaps := dashboardLabelGaps(t, text); len(gaps) > 0 {
+		t.Errorf("the dashboard selects by labels its metrics do not have: %v", gaps)
+	}
 	t.Logf("the dashboard's queries read %d metrics, all in /metrics", len(used))
+}
+
+var (
+	promSelector = regexp.MustCompile(`([A-Za-z_:][A-Za-z0-9_:]*)\{([^}]*)\}`)
+	promMatcher  = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)`)
+)
+
+// dashboardLabelGaps returns the metric{label} pairs the dashboard's
+// queries select by whose metric has no series with that label in the
+// /metrics answer text (a panel that would show nothing for one agent).
+// Prometheus's own target labels (job, instance) are not the daemon's.
+func dashboardLabelGaps(t *testing.T, text string) []string {
+	t.Helper()
+	var gaps []string
+	seen := map[string]bool{}
+	for _, e := range dashboardQueries(t) {
+		e = promStrings.ReplaceAllString(e, `""`)
+		for _, sel := range promSelector.FindAllStringSubmatch(e, -1) {
+			for _, m := range promMatcher.FindAllStringSubmatch(sel[2], -1) {
+				name, label := sel[1], m[1]
+				if label == "job" || label == "instance" || seen[name+"{"+label+"}"] {
+					continue
+				}
+				seen[name+"{"+label+"}"] = true
+				if !strings.Contains(text, "\n"+name+"{") && !strings.HasPrefix(text, name+"{") {
+					continue // a metric /metrics lacks: dashboardGaps reports it
+				}
+				found := false
+				for _, line := range strings.Split(text, "\n") {
+					if strings.HasPrefix(line, name+"{") && (strings.Contains(line, "{"+label+"=") || strings.Contains(line, ","+label+"=")) {
+						found = true
+						break
+					}
+				}
+				if !found {
+					gaps = append(gaps, name+"{"+label+"}")
+				}
+			}
+		}
+	}
+	return gaps
+}
+
+// TestDashboardLabelGaps: the check finds a label a metric lacks, and
+// passes a metric that has it.
+func TestDashboardLabelGaps(t *testing.T) {
+	const m = "hermesd_failures_total"
+	with := "# x\n" + m + `{agent="a",stage="hash"} 1` + "\n"
+	without := "# x\n" + m + `{stage="hash"} 1` + "\n"
+	if gaps := dashboardLabelGaps(t, with); slices.Contains(gaps, m+"{agent}") {
+		t.Errorf("with the label: %v", gaps)
+	}
+	if gaps := dashboardLabelGaps(t, without); !slices.Contains(gaps, m+"{agent}") {
+		t.Errorf("without the agent label: %v, want %s{agent} among them", gaps, m)
+	}
 }
 
 // TestDashboardGaps: the check finds a metric /metrics lacks.
