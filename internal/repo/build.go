@@ -324,7 +324,8 @@ func (b *Builder) Stage(ctx context.Context, in SnapshotInput) (*Staged, error) 
 	if err := b.check(&in); err != nil {
 		return nil, err
 	}
-	if _, err := b.Keys.Polynomial(); err != nil {
+	tables, err := b.Keys.chunkTables()
+	if err != nil {
 		return nil, err
 	}
 	root, err := fsys.OpenRootOverlay(in.Brain, in.Overlay)
@@ -337,7 +338,7 @@ func (b *Builder) Stage(ctx context.Context, in SnapshotInput) (*Staged, error) 
 		// Kept for reuse: one per uploader, the one filling, and the
 		// ones waiting between the stages.
 		spools: &spools{dir: b.SpoolDir, max: b.uploads() + 3},
-		b:      b, in: &in, keys: b.Keys, tables: b.Keys.tables,
+		b:      b, in: &in, keys: b.Keys, tables: tables,
 		fsroot:   root,
 		repack:   map[string]bool{},
 		single:   in.Want == (hash.Digest{}),

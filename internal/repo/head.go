@@ -27,8 +27,9 @@ func (bd *build) head(ctx context.Context, lockVersion int64) (*Result, error) {
 		return nil, err
 	}
 	// Nothing claims objects any more: the set of a large brain's new
-	// objects need not live on while the index is updated.
-	bd.pending = nil
+	// objects need not live on while the index is updated, nor the
+	// chunker's tables while the head waits for its quilt.
+	bd.pending, bd.tables = nil, nil
 	return bd.commit(ctx, lockVersion)
 }
 
