@@ -44,11 +44,19 @@ type rabin struct {
 	vec [64]uint64
 }
 
-func newRabin(pol chunker.Pol) (*rabin, error) {
-	deg := pol.Deg()
-	if deg < 9 || deg > 53 {
-		return nil, errors.New("repo: chunker polynomial must have a degree between 9 and 53")
+// checkDegree refuses a polynomial the fingerprint tables cannot take.
+func checkDegree(pol chunker.Pol) error {
+	if deg := pol.Deg(); deg < 9 || deg > 53 {
+		return errors.New("repo: chunker polynomial must have a degree between 9 and 53")
 	}
+	return nil
+}
+
+func newRabin(pol chunker.Pol) (*rabin, error) {
+	if err := checkDegree(pol); err != nil {
+		return nil, err
+	}
+	deg := pol.Deg()
 	r := &rabin{shift: uint(deg - 8)}
 	for b := range 256 {
 		h := chunker.Pol(b)

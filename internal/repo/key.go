@@ -220,7 +220,7 @@ func (k *Keys) Polynomial() (chunker.Pol, error) {
 			k.polErr = fmt.Errorf("repo: derive chunker polynomial: %w", k.polErr)
 			return
 		}
-		_, k.polErr = newRabin(k.pol) // a degree the tables cannot take fails here, once
+		k.polErr = checkDegree(k.pol) // a degree the tables cannot take fails here, once
 	})
 	return k.pol, k.polErr
 }
