@@ -34,7 +34,13 @@ running. Exits 1 when the daemon runs but is not ready.`)
 		return err
 	}
 	rep := statusReport{StateDir: cfg.StateDir}
-	if live, ok := fetchStatus(ctx, cfg.HTTP.Listen); ok {
+	live, ok, err := fetchStatus(ctx, cfg.HTTP.Listen, len(cfg.Agents))
+	if err != nil {
+		// The daemon runs: its state files are its own, and showing them
+		// as a stopped daemon's would mislead.
+		return err
+	}
+	if ok {
 		rep.Running, rep.Ready, rep.Agents, rep.Cost = true, live.Ready, live.Agents, live.Cost
 	} else {
 		for _, ac := range cfg.Agents {
@@ -92,30 +98,61 @@ type statusReport struct {
 	Cost *ledger.Report `json:"cost,omitempty"`
 }
 
-// fetchStatus asks a running daemon for its status.
-func fetchStatus(ctx context.Context, listen string) (daemon.StatusReport, bool) {
-	var rep daemon.StatusReport
+// Bounds of a status request. A daemon that runs answers its headers at
+// once; its body is written one agent at a time and grows with the
+// agents (about 3 KB each, at most about 100 KB with a restore's full
+// report), so its size and time limits do too: a fixed 16 MiB read as
+// "not running" any daemon of more than ~5,800 agents.
+const (
+	statusHeaderTimeout = 2 * time.Second
+	statusBodyBase      = 16 << 20
+	statusBodyPerAgent  = 256 << 10
+	statusTimePerAgent  = 5 * time.Millisecond
+)
+
+// statusBodyLimit is the most of a /v1/status answer read for agents
+// agents.
+func statusBodyLimit(agents int) int64 {
+	return statusBodyBase + int64(max(agents, 0))*statusBodyPerAgent
+}
+
+// fetchStatus asks a running daemon for its status. ok is false when no
+// daemon answers at listen (none configured, none listening, or not in
+// time); an answer that comes but cannot be read whole is an error, since
+// the daemon runs. agents (the configuration's) sizes the limits.
+func fetchStatus(ctx context.Context, listen string, agents int) (rep daemon.StatusReport, ok bool, err error) {
 	if listen == "" {
-		return rep, false
+		return rep, false, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, statusHeaderTimeout+time.Duration(max(agents, 0))*statusTimePerAgent)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen+"/v1/status", nil)
 	if err != nil {
-		return rep, false
+		return rep, false, nil
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// Only the headers have the short timeout: a daemon that does not
+	// answer them in time is taken as not running, as before.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = statusHeaderTimeout
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
-		return rep, false
+		return rep, false, nil
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return rep, false
+		return rep, false, nil
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&rep); err != nil {
-		return rep, false
+	limit := statusBodyLimit(agents)
+	lr := &io.LimitedReader{R: resp.Body, N: limit}
+	dec := json.NewDecoder(lr)
+	if err := dec.Decode(&rep); err != nil {
+		if lr.N <= 0 {
+			return rep, false, fmt.Errorf("the daemon at %s answered more than %d bytes of status for %d agents", listen, limit, agents)
+		}
+		return rep, false, fmt.Errorf("the daemon at %s runs, but its status could not be read: %w", listen, err)
 	}
-	return rep, true
+	return rep, true, nil
 }
 
 func printStatus(w io.Writer, rep statusReport) {
