@@ -113,7 +113,7 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 	if _, err := keys.Polynomial(); err != nil { // once per agent, cached by the daemon
 		return err
 	}
-	client, err := benchClient(*url)
+	client, err := snapClient(*url, *spool)
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func runV3SQLite(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	client, err := benchClient(*url)
+	client, err := snapClient(*url, *spool)
 	if err != nil {
 		return err
 	}

@@ -19,12 +19,25 @@ import (
 )
 
 func benchClient(url string) (*walrus.Client, error) {
-	return walrus.New(walrus.Config{
+	return walrus.New(benchConfig(url))
+}
+
+func benchConfig(url string) walrus.Config {
+	return walrus.Config{
 		Publishers:  []string{url},
 		Aggregators: []string{url},
 		Epochs:      1,
 		MaxBlobSize: 1 << 40,
-	})
+	}
+}
+
+// snapClient is the client of a snapshot taken as the daemon takes it:
+// the blob-id check of a large pack keeps its recovery columns in the
+// spool directory, as the daemon's does (walrus.Config.ScratchDir).
+func snapClient(url, spool string) (*walrus.Client, error) {
+	c := benchConfig(url)
+	c.ScratchDir = spool
+	return walrus.New(c)
 }
 
 // nonceBody streams a file with its first bytes replaced by a per-run
