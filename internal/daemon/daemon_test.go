@@ -289,14 +289,14 @@ func TestSnapshotPublishRestore(t *testing.T) {
 	t.Run("touch without change uploads nothing", func(t *testing.T) {
 		a, _ := d.Agent("alpha")
 		puts := stores(t, w)
-		unchanged := testutil.ToFloat64(d.metrics.snapshots.WithLabelValues("alpha", "unchanged"))
+		unchanged := d.metrics.snapshots.get("alpha", "unchanged")
 		p := filepath.Join(w.brain("alpha"), "system.md")
 		b, _ := os.ReadFile(p)
 		now := time.Now()
 		os.Chtimes(p, now, now)
 		writeFile(t, p, string(b), 0o644) // same bytes, new mtime
 		wait.For(t, "an unchanged sync", func() bool {
-			return testutil.ToFloat64(d.metrics.snapshots.WithLabelValues("alpha", "unchanged")) > unchanged
+			return d.metrics.snapshots.get("alpha", "unchanged") > unchanged
 		})
 		if got := stores(t, w); got != puts {
 			t.Errorf("uploads went from %d to %d", puts, got)

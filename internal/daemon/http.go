@@ -382,7 +382,7 @@ func (a *api) serveReceipts(w http.ResponseWriter, r *http.Request) {
 	})
 	rep, err := ag.Receipts().ImportRouted(r.Context(), spool, cfg.ImportPolicy, cfg.Trusted, route)
 	m := a.d.metrics.receiptsIngested
-	m.WithLabelValues(id, "rejected").Add(float64(rep.Rejected))
+	m.add(id, "rejected", float64(rep.Rejected))
 	switch {
 	case errors.Is(err, receipts.ErrRejected):
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": err.Error(), "report": rep})
@@ -391,13 +391,13 @@ func (a *api) serveReceipts(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	m.WithLabelValues(id, "added").Add(float64(rep.Imported))
-	m.WithLabelValues(id, "duplicate").Add(float64(rep.Duplicates))
-	m.WithLabelValues(id, "quarantined").Add(float64(rep.Quarantined))
-	m.WithLabelValues(id, "dropped").Add(float64(rep.Dropped))
+	m.add(id, "added", float64(rep.Imported))
+	m.add(id, "duplicate", float64(rep.Duplicates))
+	m.add(id, "quarantined", float64(rep.Quarantined))
+	m.add(id, "dropped", float64(rep.Dropped))
 	for _, f := range rep.Forwarded {
-		m.WithLabelValues(f.Agent, "added").Add(float64(f.Imported))
-		m.WithLabelValues(f.Agent, "duplicate").Add(float64(f.Duplicates))
+		m.add(f.Agent, "added", float64(f.Imported))
+		m.add(f.Agent, "duplicate", float64(f.Duplicates))
 	}
 	writeJSON(w, http.StatusOK, rep)
 }

@@ -17,22 +17,25 @@ import (
 type metrics struct {
 	reg *prometheus.Registry
 
-	agentReady       *prometheus.GaugeVec
-	brainBytes       *prometheus.GaugeVec
-	brainFiles       *prometheus.GaugeVec
-	snapshotLast     *prometheus.GaugeVec
-	snapshotSize     *prometheus.GaugeVec
-	snapshots        *prometheus.CounterVec
-	uploadedBytes    *prometheus.CounterVec
-	stageDuration    *prometheus.HistogramVec
-	failures         *prometheus.CounterVec
-	publishLast      *prometheus.GaugeVec
-	publishes        *prometheus.CounterVec
-	walrusAttempts   *prometheus.CounterVec
-	receiptsIngested *prometheus.CounterVec
-	restores         *prometheus.CounterVec
-	pointerChecks    *prometheus.CounterVec
-	headRewinds      prometheus.Counter
+	// Per agent (agentSeries: plain numbers, written out at scrape time).
+	perAgent         *agentSeries
+	agentReady       agentVec
+	brainBytes       agentVec
+	brainFiles       agentVec
+	snapshotLast     agentVec
+	snapshotSize     agentVec
+	snapshots        agentVec
+	uploadedBytes    agentVec
+	failures         agentVec
+	publishLast      agentVec
+	publishes        agentVec
+	receiptsIngested agentVec
+	restores         agentVec
+	pointerChecks    agentVec
+
+	stageDuration  *prometheus.HistogramVec
+	walrusAttempts *prometheus.CounterVec
+	headRewinds    prometheus.Counter
 }
 
 func b2f(b bool) float64 {
@@ -125,53 +128,49 @@ func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
 // finds every series from the start.
 func (m *metrics) zeroAgent(id string, ens bool) {
 	for _, r := range []string{"uploaded", "unchanged", "failed"} {
-		m.snapshots.WithLabelValues(id, r)
+		m.snapshots.add(id, r, 0)
 	}
 	for _, stage := range append([]string{"publish"}, agent.Stages...) {
-		m.failures.WithLabelValues(id, stage)
+		m.failures.add(id, stage, 0)
 	}
-	m.uploadedBytes.WithLabelValues(id)
+	m.uploadedBytes.add(id, "", 0)
 	if !ens {
 		return
 	}
 	for _, r := range []pointer.Outcome{pointer.Published, pointer.Rollback, pointer.Held, pointer.Failed} {
-		m.publishes.WithLabelValues(id, string(r))
-		m.pointerChecks.WithLabelValues(id, string(r))
+		m.publishes.add(id, string(r), 0)
+		m.pointerChecks.add(id, string(r), 0)
 	}
-	m.pointerChecks.WithLabelValues(id, string(pointer.OK))
+	m.pointerChecks.add(id, string(pointer.OK), 0)
 }
 
 func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
-	agent := []string{"agent"}
-	m.agentReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "hermesd_agent_ready",
-		Help: "1 when the agent's brain is restored (or deliberately fresh) and watched, 0 while starting or failed.",
-	}, agent)
-	m.brainBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "hermesd_brain_bytes",
-		Help: "Bytes of hashed brain content at the last check.",
-	}, agent)
-	m.brainFiles = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "hermesd_brain_files",
-		Help: "Number of hashed brain files at the last check.",
-	}, agent)
-	m.snapshotLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "hermesd_snapshot_last_success_timestamp_seconds",
-		Help: "Unix time of the last snapshot that was uploaded and verified.",
-	}, agent)
-	m.snapshotSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "hermesd_snapshot_size_bytes",
-		Help: "Size of the last uploaded encrypted snapshot.",
-	}, agent)
-	m.snapshots = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hermesd_snapshots_total",
-		Help: "Snapshots attempted, by result (uploaded, unchanged, failed).",
-	}, []string{"agent", "result"})
-	m.uploadedBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hermesd_uploaded_bytes_total",
-		Help: "Encrypted snapshot bytes stored on Walrus.",
-	}, agent)
+	a := newAgentSeries()
+	m := &metrics{reg: prometheus.NewRegistry(), perAgent: a}
+	const gauge, counter = false, true
+	m.agentReady = a.family("hermesd_agent_ready",
+		"1 when the agent's brain is restored (or deliberately fresh) and watched, 0 while starting or failed.", "", gauge)
+	m.brainBytes = a.family("hermesd_brain_bytes", "Bytes of hashed brain content at the last check.", "", gauge)
+	m.brainFiles = a.family("hermesd_brain_files", "Number of hashed brain files at the last check.", "", gauge)
+	m.snapshotLast = a.family("hermesd_snapshot_last_success_timestamp_seconds",
+		"Unix time of the last snapshot that was uploaded and verified.", "", gauge)
+	m.snapshotSize = a.family("hermesd_snapshot_size_bytes", "Size of the last uploaded encrypted snapshot.", "", gauge)
+	m.snapshots = a.family("hermesd_snapshots_total",
+		"Snapshots attempted, by result (uploaded, unchanged, failed).", "result", counter)
+	m.uploadedBytes = a.family("hermesd_uploaded_bytes_total", "Encrypted snapshot bytes stored on Walrus.", "", counter)
+	m.failures = a.family("hermesd_failures_total",
+		"Failed attempts by stage (state, dirs, sqlite, hash, snapshot, pack, restore, publish, visibility): every failed sync and pointer write counts; retried with backoff.",
+		"stage", counter)
+	m.publishLast = a.family("hermesd_publish_last_success_timestamp_seconds",
+		"Unix time the agent-snapshot record last moved to a new snapshot.", "", gauge)
+	m.publishes = a.family("hermesd_pointer_writes_total",
+		"ENS pointer writes by result (published, rollback, held, unauthorized, failed).", "result", counter)
+	m.receiptsIngested = a.family("hermesd_receipts_ingested_total",
+		"Receipts received from the agent runtime, by result (added, duplicate, quarantined, dropped, rejected).", "result", counter)
+	m.restores = a.family("hermesd_restores_total",
+		"Cold restores at start, by result (restored, fresh, existing, failed).", "result", counter)
+	m.pointerChecks = a.family("hermesd_pointer_checks_total",
+		"Periodic read-backs of published pointers, by result (ok, rollback, held, failed). A rollback was repaired.", "result", counter)
 	m.stageDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "hermesd_stage_duration_seconds",
 		Help:    "Duration of pipeline stages (hash, pack, upload, verify, batch: waiting for a quilt, publish, download, unpack), over all agents.",
@@ -180,45 +179,19 @@ func newMetrics() *metrics {
 		// 124,000 series (8.8 MB a scrape) of a daemon of a thousand
 		// agents. Each agent's stage times are in its snapshot log line.
 	}, []string{"stage"})
-	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hermesd_failures_total",
-		Help: "Failed attempts by stage (state, dirs, sqlite, hash, snapshot, pack, restore, publish, visibility): every failed sync and pointer write counts; retried with backoff.",
-	}, []string{"agent", "stage"})
-	m.publishLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "hermesd_publish_last_success_timestamp_seconds",
-		Help: "Unix time the agent-snapshot record last moved to a new snapshot.",
-	}, agent)
-	m.publishes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hermesd_pointer_writes_total",
-		Help: "ENS pointer writes by result (published, rollback, held, unauthorized, failed).",
-	}, []string{"agent", "result"})
 	m.walrusAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hermesd_walrus_requests_total",
 		Help: "HTTP requests to Walrus publishers and aggregators by operation and outcome (ok, retry, error).",
 	}, []string{"op", "outcome"})
-	m.receiptsIngested = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hermesd_receipts_ingested_total",
-		Help: "Receipts received from the agent runtime, by result (added, duplicate, quarantined, dropped, rejected).",
-	}, []string{"agent", "result"})
-	m.restores = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hermesd_restores_total",
-		Help: "Cold restores at start, by result (restored, fresh, existing, failed).",
-	}, []string{"agent", "result"})
-	m.pointerChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hermesd_pointer_checks_total",
-		Help: "Periodic read-backs of published pointers, by result (ok, rollback, held, failed). A rollback was repaired.",
-	}, []string{"agent", "result"})
 	m.headRewinds = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hermesd_chain_head_rewinds_total",
 		Help: "Times the chain's head was seen to go back or a block below it to change (a reorg, an older chain restored); every pointer is then read back at once.",
 	})
 	m.reg.MustRegister(
-		m.pointerChecks, m.headRewinds,
+		m.headRewinds,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.agentReady, m.brainBytes, m.brainFiles, m.snapshotLast, m.snapshotSize, m.snapshots,
-		m.uploadedBytes, m.stageDuration, m.failures, m.publishLast, m.publishes,
-		m.walrusAttempts, m.receiptsIngested, m.restores,
+		a, m.stageDuration, m.walrusAttempts,
 	)
 	return m
 }

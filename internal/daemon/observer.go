@@ -47,20 +47,20 @@ func (o *observer) Phase(id string, p agent.Phase) {
 	if p == agent.PhaseReady {
 		v = 1
 	}
-	o.agentReady.WithLabelValues(id).Set(v)
+	o.agentReady.set(id, "", v)
 }
 
 func (o *observer) Hashed(id string, files int, bytes int64, took time.Duration) {
-	o.brainFiles.WithLabelValues(id).Set(float64(files))
-	o.brainBytes.WithLabelValues(id).Set(float64(bytes))
+	o.brainFiles.set(id, "", float64(files))
+	o.brainBytes.set(id, "", float64(bytes))
 	o.stageDuration.WithLabelValues("hash").Observe(took.Seconds())
 }
 
 func (o *observer) Snapshot(id string, r snapshot.Result) {
-	o.snapshots.WithLabelValues(id, "uploaded").Inc()
-	o.snapshotLast.WithLabelValues(id).Set(float64(time.Now().Unix()))
-	o.snapshotSize.WithLabelValues(id).Set(float64(r.Size))
-	o.uploadedBytes.WithLabelValues(id).Add(float64(r.Size))
+	o.snapshots.add(id, "uploaded", 1)
+	o.snapshotLast.set(id, "", float64(time.Now().Unix()))
+	o.snapshotSize.set(id, "", float64(r.Size))
+	o.uploadedBytes.add(id, "", float64(r.Size))
 	o.stageDuration.WithLabelValues("pack").Observe(r.Pack.Seconds())
 	o.stageDuration.WithLabelValues("upload").Observe(r.Upload.Seconds())
 	o.stageDuration.WithLabelValues("verify").Observe(r.Verify.Seconds())
@@ -70,18 +70,18 @@ func (o *observer) Snapshot(id string, r snapshot.Result) {
 }
 
 func (o *observer) Unchanged(id string) {
-	o.snapshots.WithLabelValues(id, "unchanged").Inc()
+	o.snapshots.add(id, "unchanged", 1)
 }
 
 func (o *observer) Failed(id, stage string, err error) {
-	o.failures.WithLabelValues(id, stage).Inc()
+	o.failures.add(id, stage, 1)
 	if stage == agent.StageSnapshot || stage == agent.StagePack {
-		o.snapshots.WithLabelValues(id, "failed").Inc()
+		o.snapshots.add(id, "failed", 1)
 	}
 }
 
 func (o *observer) Restore(id, result string, r *snapshot.Restored) {
-	o.restores.WithLabelValues(id, result).Inc()
+	o.restores.add(id, result, 1)
 	if r != nil {
 		o.stageDuration.WithLabelValues("download").Observe(r.Download.Seconds())
 		o.stageDuration.WithLabelValues("unpack").Observe(r.Unpack.Seconds())

@@ -21,8 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
@@ -162,11 +160,11 @@ func publishedNew(t *testing.T, d *Daemon, id, prev string) string {
 }
 
 func writes(d *Daemon, id, result string) float64 {
-	return testutil.ToFloat64(d.metrics.publishes.WithLabelValues(id, result))
+	return d.metrics.publishes.get(id, result)
 }
 
 func checks(d *Daemon, id, result string) float64 {
-	return testutil.ToFloat64(d.metrics.pointerChecks.WithLabelValues(id, result))
+	return d.metrics.pointerChecks.get(id, result)
 }
 
 // stopPending stops d, expecting pointers left pending.

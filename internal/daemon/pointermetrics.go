@@ -14,18 +14,18 @@ type pointerObserver metrics
 var _ pointer.Observer = (*pointerObserver)(nil)
 
 func (o *pointerObserver) Outcome(id string, out pointer.Outcome) {
-	o.publishes.WithLabelValues(id, string(out)).Inc()
+	o.publishes.add(id, string(out), 1)
 }
 
 func (o *pointerObserver) Checked(id string, out pointer.Outcome) {
-	o.pointerChecks.WithLabelValues(id, string(out)).Inc()
+	o.pointerChecks.add(id, string(out), 1)
 }
 
 func (o *pointerObserver) Published(id string, took time.Duration) {
-	o.publishLast.WithLabelValues(id).Set(float64(time.Now().Unix()))
+	o.publishLast.set(id, "", float64(time.Now().Unix()))
 	o.stageDuration.WithLabelValues("publish").Observe(took.Seconds())
 }
 
-func (o *pointerObserver) Failed(id, stage string) { o.failures.WithLabelValues(id, stage).Inc() }
+func (o *pointerObserver) Failed(id, stage string) { o.failures.add(id, stage, 1) }
 
 func (o *pointerObserver) Rewound() { o.headRewinds.Inc() }

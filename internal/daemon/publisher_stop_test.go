@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/devnet"
 	"github.com/hermesd/hermesd/internal/wait"
@@ -109,7 +107,7 @@ func TestStopInterruptsPublishQuietly(t *testing.T) {
 			t.Errorf("the stop logged %q:\n%s", bad, out)
 		}
 	}
-	if n := testutil.ToFloat64(d.metrics.failures.WithLabelValues("alpha", "publish")); n != 0 {
+	if n := d.metrics.failures.get("alpha", "publish"); n != 0 {
 		t.Errorf("%v publish failures counted", n)
 	}
 	if !strings.Contains(out, "pointer publish interrupted by the stop") {
