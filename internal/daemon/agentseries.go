@@ -197,21 +197,3 @@ func (v agentVec) add(id, label string, d float64) {
 func (v agentVec) set(id, label string, x float64) {
 	v.s.update(v.fam, id, label, func(p *float64) { *p = x })
 }
-
-// get returns the series' value, 0 when it does not exist (for tests).
-func (v agentVec) get(id, label string) float64 {
-	v.s.mu.RLock()
-	a := v.s.agents[id]
-	v.s.mu.RUnlock()
-	if a == nil {
-		return 0
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, x := range a.series {
-		if x.fam == v.fam && x.label == label {
-			return x.v
-		}
-	}
-	return 0
-}

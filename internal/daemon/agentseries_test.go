@@ -174,3 +174,22 @@ func TestAgentSeriesMemory(t *testing.T) {
 		t.Fatalf("a thousand agents' series take %d bytes", grew)
 	}
 }
+
+// get returns the series' value, 0 when it does not exist: the tests'
+// view of what a scrape would show.
+func (v agentVec) get(id, label string) float64 {
+	v.s.mu.RLock()
+	a := v.s.agents[id]
+	v.s.mu.RUnlock()
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, x := range a.series {
+		if x.fam == v.fam && x.label == label {
+			return x.v
+		}
+	}
+	return 0
+}
