@@ -385,9 +385,10 @@ func (l *loop) syncStep(ctx context.Context) error {
 	l.probeSeen = false
 	l.pending, l.rescan = nil, false
 	l.takeMore(more)
-	if l.bo.Succeeded("sync recovered") > 0 {
-		a.setLastErr("")
-	}
+	l.bo.Succeeded("sync recovered")
+	// Cleared whatever this loop's backoff counted: the failure may be an
+	// earlier loop's (the agent dropped and resumed, or handed back).
+	a.setLastErr("")
 	switch res.Outcome {
 	case Restored:
 		// The old directory (and its watches) are gone. An edit made

@@ -65,20 +65,26 @@ func TestLoopSyncStep(t *testing.T) {
 	}
 }
 
+// failSync makes the loop sync an edit of system.md that fails with err,
+// and leaves the pipeline failing so.
+func failSync(t *testing.T, r *rig, l *loop, err error) {
+	t.Helper()
+	l.retryDue()
+	l.rescan = false
+	l.pending = []string{"system.md"}
+	r.write("system.md", "v2\n")
+	r.pipe.take = func(context.Context, snapshot.Input) (snapshot.Result, error) { return snapshot.Result{}, err }
+	if got := l.syncStep(t.Context()); !errors.Is(got, err) {
+		t.Fatalf("sync step: %v", got)
+	}
+}
+
 // A failed sync keeps the changes it was to store, says so, and waits
 // for its retry; batches meanwhile only accumulate. The next sync that
 // succeeds clears the failure.
 func TestLoopSyncStepFailure(t *testing.T) {
 	r, a, l, w := loopRig(t)
-	l.retryDue()
-	l.rescan = false
-	l.pending = []string{"system.md"}
-	r.write("system.md", "v2\n")
-	boom := errors.New("walrus: 503")
-	r.pipe.take = func(context.Context, snapshot.Input) (snapshot.Result, error) { return snapshot.Result{}, boom }
-	if err := l.syncStep(t.Context()); !errors.Is(err, boom) {
-		t.Fatalf("sync step: %v", err)
-	}
+	failSync(t, r, l, errors.New("walrus: 503"))
 	if !l.waiting || !slices.Equal(l.pending, []string{"system.md"}) || !a.Failing() || a.Status().UnsavedSince.IsZero() {
 		t.Fatalf("after a failure: waiting %v, pending %v, failing %v", l.waiting, l.pending, a.Failing())
 	}
@@ -91,6 +97,29 @@ func TestLoopSyncStepFailure(t *testing.T) {
 	l.retryDue()
 	if err := l.syncStep(t.Context()); err != nil || a.Failing() || l.pending != nil {
 		t.Fatalf("the retry: %v, failing %v, pending %v", err, a.Failing(), l.pending)
+	}
+}
+
+// A failure outlives the loop that met it (the agent is dropped and
+// resumed, or handed back): the status keeps saying so until a sync of a
+// later loop succeeds, and that success clears it although the new
+// loop's backoff has counted no failure. (A stale failure kept a resumed
+// fleet node unready for good.)
+func TestLoopFailureClearedByNextLoop(t *testing.T) {
+	r, a, l, _ := loopRig(t)
+	failSync(t, r, l, errors.New("fenced: this node's etcd lease is not known to be held"))
+	if !a.Failing() {
+		t.Fatal("the failure was forgotten with its loop")
+	}
+	r.pipe.take = nil
+	next := a.newLoop(Env{Watch: func(string, watch.Options) (Watcher, error) { return newFakeWatcher(), nil }})
+	t.Cleanup(next.close)
+	next.retryDue()
+	if err := next.syncStep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Status(); a.Failing() || s.LastError != "" {
+		t.Fatalf("after the next loop's snapshot: failing %v, last error %q", a.Failing(), s.LastError)
 	}
 }
 

@@ -451,7 +451,7 @@ func fleetEtcdMajorityLoss(t *testing.T, c *Cluster) {
 		t.Errorf("owners changed across the outage: %v → %v (owners before %v)", before, after, owners)
 	}
 	for _, n := range c.Nodes() {
-		wait.Within(t, time.Minute, n.Name+" ready again", n.Ready)
+		waitReady(t, n, time.Minute, n.Name+" ready again")
 	}
 	h := c.Check()
 	// Fenced from half a TTL of silence until etcd came back: no store, no
@@ -547,4 +547,21 @@ func fleetHooks(t *testing.T, c *Cluster) {
 	if handoffs == 0 {
 		t.Error("no on_release ran: the run had no hand-off to check")
 	}
+}
+
+// waitReady waits for node n to be ready; a test that times out says
+// what /readyz said last (each agent's reason).
+func waitReady(t *testing.T, n *Node, limit time.Duration, what string) {
+	t.Helper()
+	var said string
+	defer func() {
+		if t.Failed() {
+			t.Logf("%s: /readyz said %s", n.Name, said)
+		}
+	}()
+	wait.Within(t, limit, what, func() bool {
+		var ok bool
+		ok, said = n.Readiness()
+		return ok
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -480,13 +481,24 @@ func (n *Node) Drain() string {
 
 // Ready reports whether the node's /readyz answers 200.
 func (n *Node) Ready() bool {
+	ok, _ := n.Readiness()
+	return ok
+}
+
+// Readiness is Ready with what /readyz said (its JSON names each agent's
+// reason), or why it could not be asked.
+func (n *Node) Readiness() (bool, string) {
 	cl := &http.Client{Timeout: 2 * time.Second}
 	resp, err := cl.Get("http://" + n.Config.HTTP + "/readyz")
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return false, err.Error()
+	}
+	return resp.StatusCode == http.StatusOK, strings.TrimSpace(string(b))
 }
 
 // Brain is the node's brain directory of agent.
