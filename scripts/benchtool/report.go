@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -22,6 +23,8 @@ type agg struct {
 	key     string
 	wall    []float64
 	cores   []float64
+	user    []float64 // seconds
+	sys     []float64 // seconds
 	rss     []float64 // MiB
 	anon    []float64 // MiB
 	other   []float64
@@ -43,6 +46,12 @@ func (a *agg) metric(name string) (float64, bool) {
 
 func (a *agg) maxRSS() float64  { _, hi := minmax(a.rss); return hi }
 func (a *agg) maxAnon() float64 { _, hi := minmax(a.anon); return hi }
+
+// spread is "n=3 [1.000–2.000 s]": the samples behind a median wall time.
+func (a *agg) spread() string {
+	lo, hi := minmax(a.wall)
+	return fmt.Sprintf("n=%d [%.3f–%.3f s]", a.n(), lo, hi)
+}
 
 // rssText is "peak RSS X MiB (anon Y MiB)".
 func (a *agg) rssText() string {
@@ -78,6 +87,7 @@ func loadResults(path string) (*results, error) {
 		}
 		a.wall = append(a.wall, s.Wall)
 		a.cores = append(a.cores, (s.User+s.Sys)/s.Wall)
+		a.user, a.sys = append(a.user, s.User), append(a.sys, s.Sys)
 		a.rss = append(a.rss, s.MaxRSS/1024)
 		a.anon = append(a.anon, s.MaxAnon/1024)
 		a.other = append(a.other, s.Other)
@@ -174,8 +184,10 @@ func runReport(ctx context.Context, args []string) error {
 	fmt.Fprintf(w, "\nMeasurements (each process measured from outside: wall clock; CPU = (user+sys)/wall in cores;\n")
 	fmt.Fprintf(w, "RSS = peak RSS of the largest process, max over samples (/usr/bin/time %%M, as -v prints it); anon =\n")
 	fmt.Fprintf(w, "its RssAnon, sampled every 10 ms (RSS minus file-backed pages such as the binary's own code);\n")
-	fmt.Fprintf(w, "other = cores used by other processes meanwhile (/proc/stat); metrics = medians of in-process timings)\n\n")
-	fmt.Fprintf(w, "  %-22s %2s %9s %-19s %5s %7s %6s %5s  %s\n", "figure", "n", "median s", "[min–max]", "cpu", "RSS MiB", "anon", "other", "metrics (median)")
+	fmt.Fprintf(w, "other = cores used by other processes meanwhile (/proc/stat); user, sys = median CPU seconds of the\n")
+	fmt.Fprintf(w, "command, sys with its [min–max] (a wall spread with a steady user time is the kernel's);\n")
+	fmt.Fprintf(w, "metrics = medians of in-process timings)\n\n")
+	fmt.Fprintf(w, "  %-22s %2s %9s %-19s %5s %7s %-17s %7s %6s %5s  %s\n", "figure", "n", "median s", "[min–max]", "cpu", "user s", "sys s [min–max]", "RSS MiB", "anon", "other", "metrics (median)")
 	for _, k := range res.order {
 		a := res.get(k)
 		lo, hi := minmax(a.wall)
@@ -186,8 +198,10 @@ func runReport(ctx context.Context, args []string) error {
 			}
 		}
 		_, otherHi := minmax(a.other)
-		fmt.Fprintf(w, "  %-22s %2d %9.3f %-19s %5.2f %7.1f %6.1f %5.2f  %s\n", k, a.n(), median(a.wall),
-			fmt.Sprintf("[%.3f–%.3f]", lo, hi), median(a.cores), a.maxRSS(), a.maxAnon(), otherHi, strings.Join(ms, " "))
+		sysLo, sysHi := minmax(a.sys)
+		fmt.Fprintf(w, "  %-22s %2d %9.3f %-19s %5.2f %7.2f %-17s %7.1f %6.1f %5.2f  %s\n", k, a.n(), median(a.wall),
+			fmt.Sprintf("[%.3f–%.3f]", lo, hi), median(a.cores), median(a.user),
+			fmt.Sprintf("%.2f [%.2f–%.2f]", median(a.sys), sysLo, sysHi), a.maxRSS(), a.maxAnon(), otherHi, strings.Join(ms, " "))
 	}
 
 	fmt.Fprintf(w, "\nRatios and targets (PASS/MISS = an acceptance target or a perf.md goal; INFO = figure only)\n")
@@ -230,7 +244,12 @@ Method
   - every sample starts settled (benchtool measure -settle: sync and wait for writeback, untimed)
     and with twice the big dataset's size of memory just touched and freed (-warm-mem: on a VM with
     free page reporting a page freed seconds before costs a host fault, which made the same restore
-    1 s or 4 s of system time by its place in the run);
+    1 s or 4 s of system time by its place in the run); it does not hold the host still: with free
+    page reporting on (the machine line says; this VM reports gigabytes during a run) a sample's new
+    page-cache pages may still come from memory the host took back. Such samples show as system
+    time at an unchanged user time (the sys column): on 2026-11-30 the restore of big took 1.61–1.85 s
+    at 0.54–0.86 s of sys, or 2.56–3.51 s at 1.62–2.56 s, always at 0.86–0.99 s of user; restic's sys
+    ranged 1.09–3.03 s the same way;
     server_cpu_s is the local Walrus server's CPU during the sample (its blob-id encodings stand in
     for the network's), not counted in "other".
   - second snapshot: hermesd = Cache.Update of the edited path + a full Take (re-packs and uploads
@@ -465,19 +484,46 @@ func machineInfo(ctx context.Context, w io.Writer, loadStart string) {
 	fmt.Fprintf(w, "cpu flags: %s\n", strings.Join(fl, " "))
 	fmt.Fprintf(w, "toolchain: %s (benchtool built with %s); %s; %s\n", tool("go", "version"), runtime.Version(), tool("openssl", "version"), tool("restic", "version"))
 	fmt.Fprintf(w, "load average: at start %s, now %s\n", loadStart, strings.Join(strings.Fields(string(load))[:3], " "))
+	fmt.Fprintf(w, "free page reporting: %s\n", pageReporting())
+}
+
+// pageReporting says whether the kernel hands free memory back to the
+// host (virtio-balloon free page reporting), which makes the system time
+// of a sample's first touch of memory vary (see the method notes).
+func pageReporting() string {
+	const dir = "/sys/module/page_reporting/parameters/"
+	read := func(name string) string {
+		b, err := os.ReadFile(dir + name)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	order := read("page_reporting_order")
+	if order == "" {
+		return "not in this kernel (or not visible)"
+	}
+	s := "on, blocks of order " + order + " and up"
+	if kib, err := strconv.ParseInt(read("reported_kib"), 10, 64); err == nil {
+		s += fmt.Sprintf(", %.1f GiB reported since boot", float64(kib)/(1<<20))
+	}
+	return s
 }
 
 // v3 acceptance figures: ratios against restic samples taken interleaved
 // with ours in the same run.
 const (
-	v3MaxRSS        = 64.0 // MiB, every v3 snapshot and restore process
-	v3FirstSpeedup  = 2.0  // restic first backup / ours, at least
-	v3SecondRatio   = 0.2  // ours / restic second backup (many), at most
-	v3SecondShare   = 0.01 // of the brain uploaded by a second snapshot, plus the changed chunk
-	v3SQLiteShare   = 0.02 // of the brain uploaded after a 4 KiB SQLite change, less than
-	maxChunkStored  = 1<<20 + 28
-	v3RestoreFactor = 1.0 // ours / restic restore time, at most
+	v3MaxRSS       = 64.0 // MiB, every v3 snapshot and restore process
+	v3SecondRatio  = 0.2  // ours / restic second backup (many), at most
+	v3SecondShare  = 0.01 // of the brain uploaded by a second snapshot, plus the changed chunk
+	v3SQLiteShare  = 0.02 // of the brain uploaded after a 4 KiB SQLite change, less than
+	maxChunkStored = 1<<20 + 28
 )
+
+// v3Speedup is the pipeline issue's goal for a first snapshot and a
+// restore of each dataset: restic's time over ours, at least (medians of
+// interleaved samples). Big: 2×; many: 3×.
+var v3Speedup = map[string]float64{"big": 2, "many": 3}
 
 func v3Checks(c *checker, r *results, stamps map[string]genParams) {
 	wall := func(k string) float64 { return median(r.get(k).wall) }
@@ -504,8 +550,8 @@ func v3Checks(c *checker, r *results, stamps map[string]genParams) {
 			us, _ := h.metric("upload_s")
 			vs, _ := h.metric("verify_s")
 			packs, _ := h.metric("packs")
-			c.target("v3", rw/hw >= v3FirstSpeedup, fmt.Sprintf("first snapshot %s end to end (Builder.Stage + Commit hashing as it reads, as the daemon's first snapshot, then hash.Cache adopting its reads; %0.f packs uploaded to the local Walrus server and read back): ours %.3fs (%s), restic backup %.3fs (%s): restic/ours = %.2f× (target ≥ %.0f×)",
-				ds, packs, hw, mbps(bytes, hw), rw, mbps(bytes, rw), rw/hw, v3FirstSpeedup))
+			c.target("v3", rw/hw >= v3Speedup[ds], fmt.Sprintf("first snapshot %s end to end (Builder.Stage + Commit hashing as it reads, as the daemon's first snapshot, then hash.Cache adopting its reads; %0.f packs uploaded to the local Walrus server and read back): ours %.3fs (%s; %s), restic backup %.3fs (%s; %s), interleaved: restic/ours = %.2f× (target ≥ %.0f×)",
+				ds, packs, hw, mbps(bytes, hw), h.spread(), rw, mbps(bytes, rw), rs.spread(), rw/hw, v3Speedup[ds]))
 			c.line("INFO", "v3", fmt.Sprintf("first snapshot %s stages: cache adoption %.3fs, snapshot %.3fs (in it, summed over packs and overlapping the rest: upload %.3fs, read-back %.3fs)", ds, hs, ss, us, vs))
 			c.target("v3", h.maxRSS() <= v3MaxRSS, fmt.Sprintf("first snapshot %s peak RSS: ours %.1f MiB (anon %.1f), restic %.1f MiB (anon %.1f) (target ≤ %.0f MiB)",
 				ds, h.maxRSS(), h.maxAnon(), rs.maxRSS(), rs.maxAnon(), v3MaxRSS))
@@ -515,8 +561,8 @@ func v3Checks(c *checker, r *results, stamps map[string]genParams) {
 			h, rs := r.get(k), r.get(rk)
 			hw, rw := wall(k), wall(rk)
 			ranges, _ := h.metric("ranges")
-			c.target("v3", hw <= v3RestoreFactor*rw, fmt.Sprintf("restore %s into a fresh directory (Open + Restore through %0.f range reads, every object, file and the bundle hash verified): ours %.3fs (%s), restic restore %.3fs (%s): restic/ours = %.2f× (target ≥ 1×)",
-				ds, ranges, hw, mbps(bytes, hw), rw, mbps(bytes, rw), rw/hw))
+			c.target("v3", rw/hw >= v3Speedup[ds], fmt.Sprintf("restore %s into a fresh directory (Open + Restore through %0.f range reads, every object, file and the bundle hash verified; syncfs, rename): ours %.3fs (%s; %s), restic restore + sync %.3fs (%s; %s), interleaved: restic/ours = %.2f× (target ≥ %.0f×)",
+				ds, ranges, hw, mbps(bytes, hw), h.spread(), rw, mbps(bytes, rw), rs.spread(), rw/hw, v3Speedup[ds]))
 			c.target("v3", h.maxRSS() <= v3MaxRSS, fmt.Sprintf("restore %s peak RSS: ours %.1f MiB (anon %.1f), restic %.1f MiB (anon %.1f) (target ≤ %.0f MiB)",
 				ds, h.maxRSS(), h.maxAnon(), rs.maxRSS(), rs.maxAnon(), v3MaxRSS))
 		}
