@@ -13,7 +13,7 @@ func BenchmarkCompute(b *testing.B) {
 		shards int
 		size   int
 		spill  bool // recovery columns in a scratch file (Options.ScratchDir)
-	}{{1000, 17, false}, {1000, 1 << 20, false}, {1000, 10 << 20, false}, {1000, 64 << 20, false}, {1000, 64 << 20, true}, {10, 1 << 20, false}} {
+	}{{1000, 17, false}, {1000, 20 << 10, false}, {1000, 1 << 20, false}, {1000, 10 << 20, false}, {1000, 64 << 20, false}, {1000, 64 << 20, true}, {10, 1 << 20, false}} {
 		name := fmt.Sprintf("shards=%d/size=%d", c.shards, c.size)
 		if c.spill {
 			name += "/scratch-file"

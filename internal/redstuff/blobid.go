@@ -342,6 +342,10 @@ func (e *encoder) columns(ctx context.Context) error {
 			st[w].cols[c].zero = e.zero
 		}
 	}
+	var small *leafTable
+	if z == 2 {
+		small = smallLeaves()
+	}
 	results := make([]*blockResult, jobs)
 	var mu sync.Mutex
 	next := 0
@@ -385,9 +389,12 @@ func (e *encoder) columns(ctx context.Context) error {
 			}
 			for c := range cnt {
 				lc.get(t.sym, shard, c)
-				if allZero(t.sym) {
+				switch {
+				case allZero(t.sym):
 					t.leaves[c] = e.zero[0]
-				} else {
+				case small != nil:
+					t.leaves[c] = small.leaf(t.sym)
+				default:
 					t.leaves[c] = leafHash(t.hbuf, t.sym)
 				}
 				t.cols[c].push(0, t.leaves[c])

@@ -1,6 +1,11 @@
 package redstuff
 
-import "golang.org/x/crypto/blake2b"
+import (
+	"sync"
+	"weak"
+
+	"golang.org/x/crypto/blake2b"
+)
 
 // Walrus's Merkle trees (walrus-core merkle.rs): Blake2b-256, a leaf is
 // H(0x00 ‖ data), an inner node H(0x01 ‖ left ‖ right); a level with an
@@ -29,6 +34,46 @@ func innerHash(l, r *Node) Node {
 	copy(b[33:], r[:])
 	return blake2b.Sum256(b[:])
 }
+
+// leafTable holds the leaf of every two-byte symbol. A blob of up to
+// p·s·2 bytes (445,556 at 1000 shards: a second snapshot's pack, a head,
+// a quilt of small patches) has two-byte symbols, so its n² leaves take
+// at most 65,536 values: looked up, they cost no hashing, a third of such
+// a blob's id (the rest is the trees' inner nodes). The table (2 MiB,
+// ~10 ms to build) is shared by the ids computed until the next garbage
+// collection after the last of them: one table at most, and none in an
+// idle process.
+type leafTable [1 << 16]Node
+
+var leafTables struct {
+	mu   sync.Mutex
+	last weak.Pointer[leafTable]
+}
+
+// smallLeaves returns the table, building it if the collector took it;
+// the caller's reference keeps it while its id is computed.
+func smallLeaves() *leafTable {
+	leafTables.mu.Lock()
+	defer leafTables.mu.Unlock()
+	if t := leafTables.last.Value(); t != nil {
+		return t
+	}
+	t := newLeafTable()
+	leafTables.last = weak.Make(t)
+	return t
+}
+
+func newLeafTable() *leafTable {
+	t := new(leafTable)
+	var buf [3]byte
+	for v := range t {
+		t[v] = leafHash(buf[:0], []byte{byte(v), byte(v >> 8)})
+	}
+	return t
+}
+
+// leaf is the leaf of the two-byte symbol sym.
+func (t *leafTable) leaf(sym []byte) Node { return t[uint16(sym[0])|uint16(sym[1])<<8] }
 
 // zeroRoots are the roots of complete subtrees of 2^k leaves that are
 // all the hash of the all-zero symbol: a blob's padding, and the columns

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -304,4 +305,28 @@ func TestScratchWriteFails(t *testing.T) {
 		t.Fatalf("a refused write: %v", err)
 	}
 	c.close()
+}
+
+// The two-byte leaf table is one, shared by the ids computed while it is
+// held, holds exactly the leaf of each symbol, and is the collector's
+// once no id holds it (an idle daemon keeps no 2 MiB for it).
+func TestSmallLeavesShared(t *testing.T) {
+	a := smallLeaves()
+	if b := smallLeaves(); a != b {
+		t.Fatal("two tables while one is held")
+	}
+	for _, v := range []int{0, 1, 0x00ff, 0xff00, 0x1234, 0xffff} {
+		sym := []byte{byte(v), byte(v >> 8)}
+		if a.leaf(sym) != leafHash(nil, sym) {
+			t.Fatalf("leaf of %x", sym)
+		}
+	}
+	a = nil
+	runtime.GC()
+	leafTables.mu.Lock()
+	kept := leafTables.last.Value() != nil
+	leafTables.mu.Unlock()
+	if kept {
+		t.Error("the table outlived its last user and a collection")
+	}
 }
