@@ -630,6 +630,8 @@ func TestIdleBuffersCollected(t *testing.T) {
 	f.snap(brain, nil)
 	p := f.b.bufs.big
 	made := 0
+	// The pool is the process's: later tests get its own New back.
+	defer func(fn func() any) { p.idle.New = fn }(p.idle.New)
 	p.idle.New = func() any {
 		made++
 		b := make([]byte, p.size)
