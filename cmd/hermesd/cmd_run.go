@@ -14,6 +14,7 @@ import (
 	"github.com/hermesd/hermesd/internal/compose"
 	"github.com/hermesd/hermesd/internal/config"
 	"github.com/hermesd/hermesd/internal/daemon"
+	"github.com/hermesd/hermesd/internal/gcpace"
 )
 
 func runRun(ctx context.Context, env *cmdEnv, args []string) error {
@@ -63,6 +64,9 @@ func runDaemon(ctx context.Context, cfg *config.Config, log *slog.Logger, sigs <
 	if err != nil {
 		return err // a locked state directory (5), a port in use (1), ...
 	}
+	// The collector collects at the live heap plus a bounded headroom, not
+	// at twice it (unless GOGC is set): docs/design.md §9, Memory.
+	defer gcpace.Start(gcpace.Daemon).Stop()
 	log.Info("hermesd started", "version", buildVersion(), "agents", len(cfg.Agents), "state_dir", cfg.StateDir)
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration", "warning", w)

@@ -83,6 +83,7 @@ var placement = map[string]layer{
 	"internal/exitcode":   leafLayer,
 	"internal/ensname":    leafLayer,
 	"internal/fsys":       leafLayer,
+	"internal/gcpace":     leafLayer,
 	"internal/hash":       leafLayer,
 	"internal/headref":    leafLayer,
 	"internal/redact":     leafLayer,

@@ -27,6 +27,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/hermesd/hermesd/internal/gcpace"
 	"github.com/hermesd/hermesd/scripts/benchtool/figures"
 )
 
@@ -70,6 +71,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The pipelines measured here run under the daemon's pacing of the
+	// collector (hermesd run), so their memory is the daemon's.
+	defer gcpace.Start(gcpace.Daemon).Stop()
 	for _, c := range commands {
 		if c.name == os.Args[1] {
 			if err := c.run(ctx, os.Args[2:]); err != nil {
