@@ -249,7 +249,9 @@ Method
     page-cache pages may still come from memory the host took back. Such samples show as system
     time at an unchanged user time (the sys column): on 2026-11-30 the restore of big took 1.61–1.85 s
     at 0.54–0.86 s of sys, or 2.56–3.51 s at 1.62–2.56 s, always at 0.86–0.99 s of user; restic's sys
-    ranged 1.09–3.03 s the same way;
+    ranged 1.09–3.03 s the same way. Since then hermesd writes a restored file of 8 MiB or more past
+    the page cache (O_DIRECT, repo.directWriter), which takes its restore of big out of that lottery
+    (1.3–1.7 s at 0.4–0.65 s of sys); restic's restore still allocates page cache;
     server_cpu_s is the local Walrus server's CPU during the sample (its blob-id encodings stand in
     for the network's), not counted in "other".
   - second snapshot: hermesd = Cache.Update of the edited path + a full Take (re-packs and uploads
@@ -261,8 +263,11 @@ Method
     and Commit; the hash cache then adopts its reads), i.e. walk, read, content-defined chunking,
     SHA-256 ids, AES-256-GCM, 10 MiB packs spooled to files, with every pack
     uploaded by the walrus client to "hermesd walrus serve" (separate process, durable: fsync per
-    blob) and read back, compared byte for byte with the pack, before the next commit references it;
-    the head pack last. Second snapshots: in the same process (trees and dedup index kept, as the
+    blob), its Walrus blob id computed locally at 1,000 shards and compared with the server's (the
+    server computes it too: most of both processes' CPU), and read back, compared byte for byte with
+    the pack, before the next commit references it; the head pack last. The bench tool paces its
+    collector as "hermesd run" does (internal/gcpace: the heap grows 8 MiB or a quarter past its
+    live size before a collection), so its RSS is the daemon's policy's. Second snapshots: in the same process (trees and dedup index kept, as the
     daemon keeps them), after appending a line to one file: Cache.Update of that path + Snapshot.
     v3restore = repo.Open + Reader.Restore through the walrus client's range reads into a fresh
     directory (every object id, every file's SHA-256 and the bundle hash verified). restic samples
