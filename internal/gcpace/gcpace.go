@@ -92,7 +92,7 @@ func (c *Pacer) update() bool {
 	return true
 }
 
-// Percent is the GOGC the pacer set last (for tests and status).
+// Percent is the GOGC the pacer set last (its tests read it).
 func (c *Pacer) Percent() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
