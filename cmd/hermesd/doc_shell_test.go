@@ -154,7 +154,7 @@ func newCheckout(t *testing.T, w *e2eWorld) *checkout {
 		t.Fatal(err)
 	}
 	c := &checkout{t: t, w: w, dir: t.TempDir()}
-	c.chainPort, _ = strconv.Atoi(loopbackPort(t))
+	c.chainPort, _ = strconv.Atoi(devnetChainPort(t))
 	walrusPort := loopbackPort(t)
 	if err := os.Mkdir(filepath.Join(c.dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)

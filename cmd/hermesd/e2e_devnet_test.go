@@ -37,7 +37,7 @@ func TestE2EMakeRun(t *testing.T) {
 	hermesd, devnetBin := hermesdBinary(t), devnetBinary(t)
 	w := newProcessWorld(t)
 	dir, seed := t.TempDir(), seedDir(t, map[string]string{"system.md": "You are a test agent.\n", "skills/a.md": "skill a\n"})
-	args := []string{"-dir", dir, "-seed", seed, "-chain-port", loopbackPort(t), "-walrus-port", loopbackPort(t), "-http", w.http}
+	args := []string{"-dir", dir, "-seed", seed, "-chain-port", devnetChainPort(t), "-walrus-port", loopbackPort(t), "-http", w.http}
 	group := &syscall.SysProcAttr{Setpgid: true} // a foreground job of its own
 	makeRun := func() *hermesdProc {
 		t.Helper()
@@ -51,7 +51,7 @@ func TestE2EMakeRun(t *testing.T) {
 		t.Fatalf("the daemon's process group is %d (%v), the devnet's: a Ctrl-C would reach it twice", got, err)
 	}
 
-	second := w.startBinary(devnetBin, nil, "-dir", dir, "-chain-port", loopbackPort(t), "-walrus-port", loopbackPort(t))
+	second := w.startBinary(devnetBin, nil, "-dir", dir, "-chain-port", devnetChainPort(t), "-walrus-port", loopbackPort(t))
 	if code := second.wait(time.Minute); code != exitLocked {
 		t.Fatalf("a second devnet on the same directory exited %d, want %d:\n%s", code, exitLocked, second.out.String())
 	}

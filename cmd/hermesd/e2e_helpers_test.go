@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,31 +115,54 @@ func goBuild(pkg, name string) (string, error) {
 // before the subprocess binds it; no port is handed out twice.
 func freePort(t *testing.T) string {
 	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1))
+}
+
+// devnetChainPort is a -chain-port for hermesd-devnet: the devnet puts
+// its L2 chain and gateway on the two ports after it, so all three are
+// reserved.
+func devnetChainPort(t *testing.T) string {
+	t.Helper()
+	return strconv.Itoa(freePorts(t, 3))
+}
+
+// freePorts reserves n consecutive loopback ports, each free a moment
+// ago and never handed out before in this process, and returns the
+// first (freePort says where they come from).
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
 	portsMu.Lock()
 	defer portsMu.Unlock()
-	if low := ephemeralLow(); low > 10000 {
+	if low := ephemeralLow(); low > 10000+n {
+	next:
 		for range 200 {
-			port := 10000 + rand.IntN(low-10000)
-			if portsGiven[port] {
-				continue
+			base := 10000 + rand.IntN(low-10000-n)
+			for p := base; p < base+n; p++ {
+				if portsGiven[p] {
+					continue next
+				}
+				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+				if err != nil {
+					continue next // in use
+				}
+				ln.Close()
 			}
-			addr := fmt.Sprintf("127.0.0.1:%d", port)
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				continue // in use
+			for p := base; p < base+n; p++ {
+				portsGiven[p] = true
 			}
-			ln.Close()
-			portsGiven[port] = true
-			return addr
+			return base
 		}
+	}
+	if n > 1 {
+		t.Fatalf("no run of %d free ports below the ephemeral range", n)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
+	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	return addr
+	return port
 }
 
 var (

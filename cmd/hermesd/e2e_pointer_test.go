@@ -603,7 +603,7 @@ func TestE2EDevnetKill9(t *testing.T) {
 	w := newProcessWorld(t)
 	dir := t.TempDir()
 	port := func() string { _, p, _ := net.SplitHostPort(freePort(t)); return p }
-	chainPort, walrusPort := port(), port()
+	chainPort, walrusPort := devnetChainPort(t), port()
 	ids := []string{"k0", "k1", "k2"}
 	args := []string{"--dir", dir, "--chain-port", chainPort, "--walrus-port", walrusPort, "--http", w.http, "--shards", strconv.Itoa(e2eShards)}
 	for _, id := range ids {
