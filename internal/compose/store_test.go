@@ -125,70 +125,69 @@ func TestCompare(t *testing.T) {
 	}
 }
 
-// TestCompareChecksBoth: Compare refuses an id the publisher named for
-// other bytes even when the aggregator serves the bytes stored (the id
-// check), and bytes an aggregator substitutes under the right id (the
-// comparison).
-func TestCompareChecksBoth(t *testing.T) {
-	s, c := localWalrus(t, localwalrus.Config{Shards: 10})
+// TestUploadChecksIDAndBytes: PutReader refuses an id the publisher named
+// for other bytes than it was sent (here it stores others, under their
+// true id), and Compare refuses bytes an aggregator substitutes under the
+// right id; the right bytes under their id pass both.
+func TestUploadChecksIDAndBytes(t *testing.T) {
+	s, _ := localWalrus(t, localwalrus.Config{Shards: 10})
 	ctx := context.Background()
 	a, b := bytes.Repeat([]byte("pack a "), 3000), bytes.Repeat([]byte("pack b "), 3000)
-	ids := make([]string, 2)
-	for i, body := range [][]byte{a, b} {
-		res, err := c.Store(ctx, walrus.BytesBody(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = res.BlobID
-	}
-	serving := func(body []byte) *walrusStore {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
-		t.Cleanup(srv.Close)
-		lc, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{srv.URL}, Shards: 10,
+	openA := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(a)), nil }
+	client := func(publisher, aggregator string) *walrusStore {
+		lc, err := walrus.New(walrus.Config{Publishers: []string{publisher}, Aggregators: []string{aggregator}, Shards: 10,
 			RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return newStore(lc)
 	}
-	openA := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(a)), nil }
-	if err := serving(a).Compare(ctx, ids[0], openA, int64(len(a))); err != nil {
+	// A publisher that stores b whatever it is sent.
+	swapping := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, s.URL()+r.URL.RequestURI(), bytes.NewReader(b))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(swapping.Close)
+	if _, err := client(swapping.URL, s.URL()).PutReader(ctx, openA, int64(len(a)), 1); !errors.Is(err, walrus.ErrMismatch) {
+		t.Fatalf("pack a stored as b: %v, want a mismatch", err)
+	}
+	st, err := client(s.URL(), s.URL()).PutReader(ctx, openA, int64(len(a)), 1)
+	if err != nil {
+		t.Fatalf("pack a stored as sent: %v", err)
+	}
+	serving := func(body []byte) *walrusStore {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+		t.Cleanup(srv.Close)
+		return client(s.URL(), srv.URL)
+	}
+	if err := serving(a).Compare(ctx, st.BlobID, openA, int64(len(a))); err != nil {
 		t.Fatalf("pack a under its id, served as stored: %v", err)
 	}
-	if err := serving(a).Compare(ctx, ids[1], openA, int64(len(a))); !errors.Is(err, walrus.ErrMismatch) {
-		t.Fatalf("pack a under b's id, served as stored: %v, want a mismatch", err)
-	}
-	if err := serving(b).Compare(ctx, ids[0], openA, int64(len(a))); !errors.Is(err, walrus.ErrMismatch) {
+	if err := serving(b).Compare(ctx, st.BlobID, openA, int64(len(a))); !errors.Is(err, walrus.ErrMismatch) {
 		t.Fatalf("pack a under its id, b served: %v, want a mismatch", err)
 	}
 }
 
 // BenchmarkCompare is the read-back stage of a first snapshot: per pack,
-// the publisher's id checked over the stored bytes (at the network's
-// 1000 shards) and the blob read back and compared as it streams. The
-// local server's own id computation happens once, at the store, outside
-// the timed loop.
+// the blob read back and compared as it streams. (The id check is
+// PutReader's, beside the upload: BenchmarkUploadChecked, and redstuff's
+// BenchmarkCompute for the id alone.)
 func BenchmarkCompare(b *testing.B) {
 	for _, size := range []int{1 << 20, 10 << 20} {
 		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			dir := b.TempDir()
-			s, err := localwalrus.New(localwalrus.Config{Dir: dir})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Start(""); err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			st := newStore(c)
-			pack := make([]byte, size)
-			for i := range pack {
-				pack[i] = byte(rand.N(256))
-			}
+			st, pack := benchStore(b, localwalrus.Faults{}, size)
 			open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(pack)), nil }
 			res, err := st.PutReader(b.Context(), open, int64(size), 1)
 			if err != nil {
@@ -202,4 +201,57 @@ func BenchmarkCompare(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkUploadChecked is a pack's whole upload as the pipeline makes
+// it, at the network's 1000 shards: PutReader (the upload, and the id
+// check beside it) then Compare (the read-back), against a local server
+// whose publisher answers after latency, as the network's does after its
+// Sui transactions. The local server computes its own id of every upload
+// on the same cores.
+func BenchmarkUploadChecked(b *testing.B) {
+	for _, size := range []int{20 << 10, 10 << 20} {
+		for _, latency := range []time.Duration{0, 500 * time.Millisecond} {
+			b.Run(fmt.Sprintf("size=%d/latency=%s", size, latency), func(b *testing.B) {
+				st, pack := benchStore(b, localwalrus.Faults{Target: localwalrus.RoutePublisher, Latency: latency}, size)
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					for i := range pack[:64] {
+						pack[i] = byte(rand.N(256)) // a new blob each time
+					}
+					open := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(pack)), nil }
+					res, err := st.PutReader(b.Context(), open, int64(size), 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := st.Compare(b.Context(), res.BlobID, open, int64(size)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// benchStore is a store of a local server at the network's 1000 shards
+// with faults, and a random pack of size bytes.
+func benchStore(b *testing.B, faults localwalrus.Faults, size int) (*walrusStore, []byte) {
+	b.Helper()
+	s, err := localwalrus.New(localwalrus.Config{Dir: b.TempDir(), Faults: faults})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(""); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pack := make([]byte, size)
+	for i := range pack {
+		pack[i] = byte(rand.N(256))
+	}
+	return newStore(c), pack
 }

@@ -11,8 +11,11 @@ import (
 type BlobStore interface {
 	// Put uploads the file at path, stored for epochs epochs.
 	Put(ctx context.Context, path string, epochs int) (Stored, error)
-	// PutReader uploads the size bytes open returns (it is called once
-	// per attempt), stored for epochs epochs: a v3 pack held in memory.
+	// PutReader uploads the size bytes open returns (it may be called
+	// more than once, concurrently), stored for epochs epochs: a v3 pack
+	// held in memory. A store whose ids commit to the bytes (a Walrus
+	// blob id) fails the upload when the id the publisher answers is
+	// not theirs.
 	PutReader(ctx context.Context, open func() (io.ReadCloser, error), size int64, epochs int) (Stored, error)
 	// Compare reads blobID back and requires exactly the size bytes open
 	// returns: the read-back of a pack the pipeline still holds.

@@ -174,16 +174,37 @@ func (c *Client) readChecked(ctx context.Context, t target, s sink, opts []ReadO
 // the id a publisher answered before relying on it. A publisher's other
 // id fails with ErrMismatch.
 func (c *Client) CheckID(ctx context.Context, blobID string, r io.ReaderAt, size int64) error {
+	if _, err := redstuff.ParseID(blobID); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidBlobID, err)
+	}
+	got, err := c.ID(ctx, r, size)
+	if err != nil {
+		return err
+	}
+	return c.MatchID(blobID, got, size)
+}
+
+// ID is the Walrus blob id (over Config.Shards) of the size bytes r
+// holds: for an uploader to compute while its upload runs, and then to
+// match with the id the publisher answers (MatchID).
+func (c *Client) ID(ctx context.Context, r io.ReaderAt, size int64) (redstuff.ID, error) {
+	id, err := c.blobID(ctx, r, size)
+	if err != nil {
+		return redstuff.ID{}, fmt.Errorf("blob id of %d stored bytes: %w", size, err)
+	}
+	return id, nil
+}
+
+// MatchID checks that blobID, a publisher's answer for size bytes, is
+// their id as ID computed it: another fails with ErrMismatch, text that
+// is no blob id with ErrInvalidBlobID.
+func (c *Client) MatchID(blobID string, id redstuff.ID, size int64) error {
 	want, err := redstuff.ParseID(blobID)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidBlobID, err)
 	}
-	got, err := c.blobID(ctx, r, size)
-	if err != nil {
-		return fmt.Errorf("blob id of %d stored bytes: %w", size, err)
-	}
-	if got != want {
-		return fmt.Errorf("%w: the publisher named blob %s for %d bytes whose blob id over %d shards is %s", ErrMismatch, blobID, size, c.cfg.Shards, got)
+	if id != want {
+		return fmt.Errorf("%w: the publisher named blob %s for %d bytes whose blob id over %d shards is %s", ErrMismatch, blobID, size, c.cfg.Shards, id)
 	}
 	return nil
 }
