@@ -135,7 +135,9 @@ func (t *gfTables) fill(mt *mulTable, logM uint16) {
 }
 
 // mulAdd sets x ^= y·M for shards in the Leopard layout (64-byte blocks of
-// 32 low bytes then 32 high bytes of 32 elements).
+// 32 low bytes then 32 high bytes of 32 elements). (Loading and storing
+// eight elements' bytes as one word each is slower here: 2.4 GB/s
+// against 3.2, BenchmarkMulAdd.)
 func (mt *mulTable) mulAdd(x, y []byte) {
 	for len(y) >= 64 && len(x) >= 64 {
 		yb, xb := y[:64:64], x[:64:64]

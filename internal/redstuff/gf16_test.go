@@ -89,6 +89,51 @@ func TestGFTables(t *testing.T) {
 	}
 }
 
+// TestMulAdd: mulAdd adds to every element of a shard in the Leopard
+// layout its product with the table's constant, as mulLog computes it,
+// and leaves a trailing partial block alone.
+func TestMulAdd(t *testing.T) {
+	g := tables()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var mt mulTable
+	for _, logM := range []uint16{0, 1, 777, 12345, gfModulus - 1} {
+		g.fill(&mt, logM)
+		for _, blocks := range []int{1, 2, 7} {
+			y := make([]byte, 64*blocks+5)
+			x := make([]byte, len(y))
+			for i := range y {
+				y[i], x[i] = byte(rng.Uint32()), byte(rng.Uint32())
+			}
+			want := bytes.Clone(x)
+			for b := range blocks {
+				for e := range 32 {
+					lo, hi := 64*b+e, 64*b+32+e
+					p := g.mulLog(uint16(y[lo])|uint16(y[hi])<<8, logM)
+					want[lo] ^= byte(p)
+					want[hi] ^= byte(p >> 8)
+				}
+			}
+			mt.mulAdd(x, y)
+			if !bytes.Equal(x, want) {
+				t.Fatalf("logM %d, %d blocks: products differ", logM, blocks)
+			}
+		}
+	}
+}
+
+func BenchmarkMulAdd(b *testing.B) {
+	var mt mulTable
+	tables().fill(&mt, 12345)
+	x, y := make([]byte, 64<<10), make([]byte, 64<<10)
+	for i := range y {
+		y[i] = byte(i * 7)
+	}
+	b.SetBytes(int64(len(y)))
+	for b.Loop() {
+		mt.mulAdd(x, y)
+	}
+}
+
 // TestComputeOneAtATime: while a computation runs, another waits, and
 // gives up when its context ends.
 func TestComputeOneAtATime(t *testing.T) {
