@@ -29,20 +29,24 @@ const directBounce = 1 << 20
 // 0.4–0.5 s direct (0.1 s in the kernel). It also leaves the page cache to
 // the agent about to run, and the final syncfs little to flush.
 //
-// Direct I/O writes whole aligned blocks from aligned memory, and chunks
-// end anywhere: a chunk's aligned middle is copied to bounce buffers, its
-// ragged ends are kept in per-block buffers until the neighbouring chunks
-// fill the rest of their blocks (chunks arrive in any order). A file's
-// last block is written padded and the file cut to its size at the end.
+// Direct I/O writes whole aligned blocks from aligned memory. A file is
+// written in order, as the restore delivers its chunks to be hashed: the
+// bytes are copied into aligned bounce buffers, each written whole at the
+// next offset, one after another, as a sequential copy writes; the last
+// one zero-padded to a block, and the file cut to its size at the end.
+// (Writing each chunk where it belongs as it arrived, in any order, its
+// ragged ends as blocks once their neighbours had arrived, kept the disk
+// busy 1.4 s in a 1 GiB restore, small writes and out of order, against
+// 0.55 s for dd's 1 MiB writes; in order, 1.0 s, beside the hashing.)
 // Where the file system offers no direct I/O (statx reports no alignment:
 // tmpfs, FUSE, old kernels) or openat2 is unavailable, every file is
-// written buffered.
+// written buffered, where its chunks land.
 //
 // The writes themselves run on one goroutine of the writer's, from a few
-// bounce buffers, so that the restore's workers go on decrypting and
-// hashing while the disk takes a buffer; done waits for them.
+// bounce buffers, so that the restore goes on decrypting and hashing while
+// the disk takes a buffer; done waits for them.
 //
-// Not safe for concurrent use: the restore calls it under its write lock.
+// Not safe for concurrent use, except wants.
 type directWriter struct {
 	d     *restoreDir
 	off   bool  // direct I/O unavailable below the target
@@ -51,10 +55,9 @@ type directWriter struct {
 	files  map[int32]*directFile
 	direct int64 // bytes written direct (tests)
 
-	// Set up at the first direct file (start).
+	// Set up by probe.
 	jobs    chan directJob
 	bufs    chan []byte // free bounce buffers
-	blocks  chan []byte // spare block buffers
 	pending sync.WaitGroup
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -63,41 +66,65 @@ type directWriter struct {
 
 // directJob is one write for the writer's goroutine.
 type directJob struct {
-	df    *directFile
-	buf   []byte
-	off   int64
-	block bool // buf is a block buffer, not a bounce buffer
+	df  *directFile
+	buf []byte
+	off int64
 }
 
 // directBufs is how many bounce buffers are in flight at most.
 const directBufs = 4
 
 type directFile struct {
-	fd   int
+	fd   int // -1: written buffered (its direct open failed)
 	path string
 	size int64
-	part map[int64]*partBlock // ragged blocks by offset
-}
-
-// partBlock is a block whose bytes come from more than one chunk: filled
-// counts the bytes copied in so far.
-type partBlock struct {
-	buf    []byte
-	filled int64
+	next int64  // bytes appended so far
+	buf  []byte // the bounce buffer being filled, with the bytes from at
+	at   int64
 }
 
 func newDirectWriter(d *restoreDir) *directWriter {
 	return &directWriter{d: d, files: map[int32]*directFile{}}
 }
 
-// file returns the direct writer of the plan's multi-chunk file i, opening
-// it at its first chunk, or nil when the file is written buffered.
-func (w *directWriter) file(i int32, path string, size int64) (*directFile, error) {
-	if df := w.files[i]; df != nil {
-		return df, nil
+// probe finds out, before any chunk arrives, whether direct writes work
+// below the target, by opening path (a file the restore created, of at
+// least directMin bytes) direct once; wants says so from then on.
+func (w *directWriter) probe(path string) error {
+	if w.off || w.align != 0 {
+		return nil
 	}
-	if w.off || size < directMin || noOpenat2.Load() {
-		return nil, nil
+	fd, err := w.open(path)
+	switch {
+	case err != nil:
+		return err
+	case fd < 0:
+		w.off = true
+		return nil
+	}
+	w.align = dioAlign(fd)
+	unix.Close(fd)
+	if w.align == 0 {
+		w.off = true
+		return nil
+	}
+	w.start()
+	return nil
+}
+
+// wants reports whether a file of size bytes is written direct, in order
+// (append), rather than where its chunks land. It is fixed once probe
+// ran, and safe for concurrent use then.
+func (w *directWriter) wants(size int64) bool {
+	return !w.off && w.align != 0 && size >= directMin
+}
+
+// open opens path for direct writes beneath the target: -1 where the
+// file system or kernel takes none. (It never changes what wants says:
+// the chunks of a file wants named are appended, direct or not.)
+func (w *directWriter) open(path string) (int, error) {
+	if noOpenat2.Load() {
+		return -1, nil
 	}
 	how := unix.OpenHow{
 		Flags:   unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_DIRECT,
@@ -106,37 +133,26 @@ func (w *directWriter) file(i int32, path string, size int64) (*directFile, erro
 	fd, err := retry(func() (int, error) { return unix.Openat2(w.d.fd, path, &how) })
 	switch err {
 	case nil:
+		return fd, nil
 	case unix.EINVAL, unix.ENOSYS, unix.EPERM: // no O_DIRECT here, or no openat2
-		w.off = true
-		return nil, nil
-	default:
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return -1, nil
 	}
-	if w.align == 0 {
-		w.align = dioAlign(fd)
-		if w.align == 0 {
-			unix.Close(fd)
-			w.off = true
-			return nil, nil
-		}
-		w.start()
-	}
-	df := &directFile{fd: fd, path: path, size: size, part: map[int64]*partBlock{}}
-	w.files[i] = df
-	return df, nil
+	return -1, &fs.PathError{Op: "open", Path: path, Err: err}
 }
 
-// put writes data, the chunk at off of the plan's multi-chunk file i
-// (path, size bytes): direct when it can, buffered otherwise.
-func (w *directWriter) put(i int32, path string, size int64, data []byte, off int64) error {
-	df, err := w.file(i, path, size)
-	switch {
-	case err != nil:
-		return err
-	case df == nil:
-		return w.d.writeAt(path, false, data, off, nil)
+// file returns the plan's multi-chunk file i, opening it at its first
+// chunk.
+func (w *directWriter) file(i int32, path string, size int64) (*directFile, error) {
+	if df := w.files[i]; df != nil {
+		return df, nil
 	}
-	return w.write(df, data, off)
+	fd, err := w.open(path)
+	if err != nil {
+		return nil, err
+	}
+	df := &directFile{fd: fd, path: path, size: size}
+	w.files[i] = df
+	return df, nil
 }
 
 // dioAlign returns the alignment direct writes to fd need (at least a
@@ -164,9 +180,8 @@ func alignedBuf(n, align int64) []byte {
 }
 
 func (w *directWriter) start() {
-	w.jobs = make(chan directJob, 64)
+	w.jobs = make(chan directJob, directBufs)
 	w.bufs = make(chan []byte, directBufs)
-	w.blocks = make(chan []byte, 64)
 	for range directBufs {
 		w.bufs <- alignedBuf(max(directBounce, w.align), w.align)
 	}
@@ -186,14 +201,7 @@ func (w *directWriter) run() {
 				w.mu.Unlock()
 			}
 		}
-		if j.block {
-			select {
-			case w.blocks <- j.buf:
-			default:
-			}
-		} else {
-			w.bufs <- j.buf[:cap(j.buf)]
-		}
+		w.bufs <- j.buf[:cap(j.buf)]
 		w.pending.Done()
 	}
 }
@@ -209,63 +217,38 @@ func (w *directWriter) submit(j directJob) {
 	w.jobs <- j
 }
 
-// write writes data, the chunk at off of the file.
-func (w *directWriter) write(df *directFile, data []byte, off int64) error {
-	a := w.align
-	if off < 0 || int64(len(data)) > df.size-off {
-		return fmt.Errorf("%s: a chunk at %d of %d bytes past the size %d", df.path, off, len(data), df.size)
+// append writes data, the next bytes of the plan's multi-chunk file i
+// (path, size bytes), whose chunks come in order.
+func (w *directWriter) append(i int32, path string, size int64, data []byte) error {
+	df, err := w.file(i, path, size)
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) > df.size-df.next {
+		return fmt.Errorf("%s: %d bytes at %d, past the size %d", df.path, len(data), df.next, df.size)
+	}
+	if df.fd < 0 {
+		err := w.d.writeAt(path, false, data, df.next, nil)
+		df.next += int64(len(data))
+		return err
 	}
 	if err := w.failure(); err != nil {
 		return err
 	}
-	if head := off & (a - 1); head != 0 && len(data) > 0 { // the ragged start
-		n := min(int64(len(data)), a-head)
-		if err := w.fill(df, off-head, head, data[:n]); err != nil {
-			return err
+	for len(data) > 0 {
+		if df.buf == nil {
+			df.buf, df.at = (<-w.bufs)[:0], df.next
 		}
-		data, off = data[n:], off+n
-	}
-	for int64(len(data)) >= a { // the aligned middle
-		buf := <-w.bufs
-		n := min(int64(len(data))&^(a-1), int64(len(buf)))
-		copy(buf, data[:n])
-		w.submit(directJob{df: df, buf: buf[:n], off: off})
-		w.direct += n
-		data, off = data[n:], off+n
-	}
-	if len(data) > 0 { // the ragged end, at a block's start
-		return w.fill(df, off, 0, data)
-	}
-	return nil
-}
-
-// fill copies p to offset at of the block at blk and writes the block once
-// every byte of it that lies in the file is there.
-func (w *directWriter) fill(df *directFile, blk, at int64, p []byte) error {
-	b := df.part[blk]
-	if b == nil {
-		b = &partBlock{}
-		select {
-		case b.buf = <-w.blocks:
-			clear(b.buf)
-		default:
-			b.buf = alignedBuf(w.align, w.align)
+		n := copy(df.buf[len(df.buf):cap(df.buf)], data)
+		df.buf = df.buf[:len(df.buf)+n]
+		data = data[n:]
+		df.next += int64(n)
+		if len(df.buf) == cap(df.buf) {
+			w.submit(directJob{df: df, buf: df.buf, off: df.at})
+			w.direct += int64(len(df.buf))
+			df.buf = nil
 		}
-		df.part[blk] = b
 	}
-	copy(b.buf[at:], p)
-	b.filled += int64(len(p))
-	want := min(w.align, df.size-blk)
-	switch {
-	case b.filled < want:
-		return nil
-	case b.filled > want: // chunks overlap: the plan never makes them
-		return fmt.Errorf("%s: the block at %d filled twice", df.path, blk)
-	}
-	// The last block goes whole, zero-padded; done truncates the file.
-	w.submit(directJob{df: df, buf: b.buf, off: blk, block: true})
-	w.direct += want
-	delete(df.part, blk)
 	return nil
 }
 
@@ -283,33 +266,58 @@ func pwriteDirect(df *directFile, b []byte, off int64) error {
 	return nil
 }
 
-// done finishes file i once every chunk of it was written: its padded
-// last block is cut to its size and the direct descriptor closed.
+// done finishes file i once every byte of it was appended: its last
+// bounce buffer is written padded to a block, the file cut to its size
+// and the direct descriptor closed.
 func (w *directWriter) done(i int32) error {
 	df := w.files[i]
 	if df == nil {
 		return nil
 	}
 	delete(w.files, i)
-	w.pending.Wait() // its writes, and any queued after them
-	err := func() error {
-		if err := w.failure(); err != nil {
-			return err
-		}
-		if len(df.part) > 0 {
-			return fmt.Errorf("%s: %d blocks not filled", df.path, len(df.part))
-		}
-		if df.size&(w.align-1) != 0 {
-			if _, err := retry(func() (struct{}, error) { return struct{}{}, unix.Ftruncate(df.fd, df.size) }); err != nil {
-				return &fs.PathError{Op: "truncate", Path: df.path, Err: err}
-			}
-		}
+	var err error
+	switch n := int64(len(df.buf)); {
+	case df.next != df.size:
+		err = fmt.Errorf("%s: %d of %d bytes written", df.path, df.next, df.size)
+	case df.fd < 0:
 		return nil
-	}()
+	case n > 0:
+		padded := (n + w.align - 1) &^ (w.align - 1)
+		clear(df.buf[n:padded])
+		w.submit(directJob{df: df, buf: df.buf[:padded], off: df.at})
+		w.direct += n
+		df.buf = nil
+	}
+	if df.fd < 0 {
+		return err
+	}
+	// Its writes end before its descriptor closes, whatever happened: a
+	// write queued to a closed descriptor's number would land in whatever
+	// file took the number next.
+	w.pending.Wait()
+	if err == nil {
+		err = w.finish(df)
+	}
+	if df.buf != nil {
+		w.bufs <- df.buf[:cap(df.buf)]
+	}
 	if cerr := unix.Close(df.fd); err == nil && cerr != nil {
 		err = &fs.PathError{Op: "close", Path: df.path, Err: cerr}
 	}
 	return err
+}
+
+// finish checks that df's writes succeeded and cuts it to its size.
+func (w *directWriter) finish(df *directFile) error {
+	if err := w.failure(); err != nil {
+		return err
+	}
+	if df.size&(w.align-1) != 0 {
+		if _, err := retry(func() (struct{}, error) { return struct{}{}, unix.Ftruncate(df.fd, df.size) }); err != nil {
+			return &fs.PathError{Op: "truncate", Path: df.path, Err: err}
+		}
+	}
+	return nil
 }
 
 // close stops the writer's goroutine, once its queued writes are done,
@@ -321,7 +329,9 @@ func (w *directWriter) close() {
 		w.jobs = nil
 	}
 	for i, df := range w.files {
-		unix.Close(df.fd)
+		if df.fd >= 0 {
+			unix.Close(df.fd)
+		}
 		delete(w.files, i)
 	}
 }
