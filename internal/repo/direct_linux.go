@@ -49,8 +49,7 @@ const directBounce = 1 << 20
 // Not safe for concurrent use, except wants.
 type directWriter struct {
 	d     *restoreDir
-	off   bool  // direct I/O unavailable below the target
-	align int64 // offset, length and memory alignment of a direct write
+	align int64 // offset, length and memory alignment of a direct write (0: none below the target)
 
 	files  map[int32]*directFile
 	direct int64 // bytes written direct (tests)
@@ -91,24 +90,15 @@ func newDirectWriter(d *restoreDir) *directWriter {
 // below the target, by opening path (a file the restore created, of at
 // least directMin bytes) direct once; wants says so from then on.
 func (w *directWriter) probe(path string) error {
-	if w.off || w.align != 0 {
-		return nil
-	}
 	fd, err := w.open(path)
-	switch {
-	case err != nil:
+	if err != nil || fd < 0 {
 		return err
-	case fd < 0:
-		w.off = true
-		return nil
 	}
 	w.align = dioAlign(fd)
 	unix.Close(fd)
-	if w.align == 0 {
-		w.off = true
-		return nil
+	if w.align != 0 {
+		w.start()
 	}
-	w.start()
 	return nil
 }
 
@@ -116,7 +106,7 @@ func (w *directWriter) probe(path string) error {
 // (append), rather than where its chunks land. It is fixed once probe
 // ran, and safe for concurrent use then.
 func (w *directWriter) wants(size int64) bool {
-	return !w.off && w.align != 0 && size >= directMin
+	return w.align != 0 && size >= directMin
 }
 
 // open opens path for direct writes beneath the target: -1 where the

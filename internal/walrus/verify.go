@@ -169,24 +169,10 @@ func (c *Client) readChecked(ctx context.Context, t target, s sink, opts []ReadO
 	return ReadResult{}, fmt.Errorf("%w: blob %s (ids over %d shards): %s", ErrBlobID, t.id, c.cfg.Shards, strings.Join(lies, "; "))
 }
 
-// CheckID checks that blobID is the Walrus blob id (over Config.Shards)
-// of the size bytes r holds: for an uploader, who has the bytes, to check
-// the id a publisher answered before relying on it. A publisher's other
-// id fails with ErrMismatch.
-func (c *Client) CheckID(ctx context.Context, blobID string, r io.ReaderAt, size int64) error {
-	if _, err := redstuff.ParseID(blobID); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidBlobID, err)
-	}
-	got, err := c.ID(ctx, r, size)
-	if err != nil {
-		return err
-	}
-	return c.MatchID(blobID, got, size)
-}
-
 // ID is the Walrus blob id (over Config.Shards) of the size bytes r
-// holds: for an uploader to compute while its upload runs, and then to
-// match with the id the publisher answers (MatchID).
+// holds: for an uploader, who has the bytes, to compute while its upload
+// runs, and then to match with the id the publisher answers (MatchID)
+// before relying on it.
 func (c *Client) ID(ctx context.Context, r io.ReaderAt, size int64) (redstuff.ID, error) {
 	id, err := c.blobID(ctx, r, size)
 	if err != nil {

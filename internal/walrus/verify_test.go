@@ -127,8 +127,8 @@ func TestPatchReadsUnchecked(t *testing.T) {
 }
 
 // TestReadBackStreamsUnchecked: ReadBack hands the bytes served to a
-// caller that compares them with what it stored (whose id it checked with
-// CheckID), unchecked against the id: the caller's comparison is the
+// caller that compares them with what it stored (whose id it matched with
+// ID and MatchID), unchecked against the id: the caller's comparison is the
 // check.
 func TestReadBackStreamsUnchecked(t *testing.T) {
 	s := startServer(t, localwalrus.Config{Shards: testShards})
@@ -153,9 +153,10 @@ func TestReadBackStreamsUnchecked(t *testing.T) {
 	}
 }
 
-// TestCheckID: CheckID accepts the id of the bytes and refuses another
-// blob's id (a publisher naming the wrong blob) and text that is no id.
-func TestCheckID(t *testing.T) {
+// TestIDMatch: the id ID computes over the bytes matches the one the
+// publisher answered for them; MatchID refuses another blob's id (a
+// publisher naming the wrong blob) and text that is no id.
+func TestIDMatch(t *testing.T) {
 	s := startServer(t, localwalrus.Config{Shards: testShards})
 	c := newClient(t, s, walrus.Config{Shards: testShards})
 	a, b := bytes.Repeat([]byte("blob a "), 500), bytes.Repeat([]byte("blob b "), 500)
@@ -167,13 +168,17 @@ func TestCheckID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.CheckID(t.Context(), ra.BlobID, bytes.NewReader(a), int64(len(a))); err != nil {
+	id, err := c.ID(t.Context(), bytes.NewReader(a), int64(len(a)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MatchID(ra.BlobID, id, int64(len(a))); err != nil {
 		t.Fatalf("the id of the bytes: %v", err)
 	}
-	if err := c.CheckID(t.Context(), rb.BlobID, bytes.NewReader(a), int64(len(a))); !errors.Is(err, walrus.ErrMismatch) {
+	if err := c.MatchID(rb.BlobID, id, int64(len(a))); !errors.Is(err, walrus.ErrMismatch) {
 		t.Fatalf("another blob's id: %v, want ErrMismatch", err)
 	}
-	if err := c.CheckID(t.Context(), "not a blob id", bytes.NewReader(a), int64(len(a))); !errors.Is(err, walrus.ErrInvalidBlobID) {
+	if err := c.MatchID("not a blob id", id, int64(len(a))); !errors.Is(err, walrus.ErrInvalidBlobID) {
 		t.Fatalf("not an id: %v, want ErrInvalidBlobID", err)
 	}
 }
