@@ -129,11 +129,10 @@ func (c *Client) Read(ctx context.Context, blobID string, dst io.Writer, opts ..
 }
 
 // ReadBack streams the blob into dst as it arrives, unchecked against
-// its id: for a caller that has checked blobID against the bytes it
-// stored (ID, MatchID) and compares every byte read back with them (dst
-// refuses the first that differs). Read would check the id again over
-// the bytes served, holding them (up to 16 MiB in memory) while it
-// encodes them. Resumes, bounds and options are Read's; a quilt patch id
+// its id: for an uploader that compares every byte read back with the
+// bytes it stored (dst refuses the first that differs) and uses none of
+// them. Read would check the id over the bytes served, holding them (up
+// to 16 MiB in memory) while it encodes them. Resumes, bounds and options are Read's; a quilt patch id
 // is read as Read reads one.
 func (c *Client) ReadBack(ctx context.Context, blobID string, dst io.Writer, opts ...ReadOption) (ReadResult, error) {
 	t, err := readTarget(blobID)

@@ -169,32 +169,6 @@ func (c *Client) readChecked(ctx context.Context, t target, s sink, opts []ReadO
 	return ReadResult{}, fmt.Errorf("%w: blob %s (ids over %d shards): %s", ErrBlobID, t.id, c.cfg.Shards, strings.Join(lies, "; "))
 }
 
-// ID is the Walrus blob id (over Config.Shards) of the size bytes r
-// holds: for an uploader, who has the bytes, to compute while its upload
-// runs, and then to match with the id the publisher answers (MatchID)
-// before relying on it.
-func (c *Client) ID(ctx context.Context, r io.ReaderAt, size int64) (redstuff.ID, error) {
-	id, err := c.blobID(ctx, r, size)
-	if err != nil {
-		return redstuff.ID{}, fmt.Errorf("blob id of %d stored bytes: %w", size, err)
-	}
-	return id, nil
-}
-
-// MatchID checks that blobID, a publisher's answer for size bytes, is
-// their id as ID computed it: another fails with ErrMismatch, text that
-// is no blob id with ErrInvalidBlobID.
-func (c *Client) MatchID(blobID string, id redstuff.ID, size int64) error {
-	want, err := redstuff.ParseID(blobID)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidBlobID, err)
-	}
-	if id != want {
-		return fmt.Errorf("%w: the publisher named blob %s for %d bytes whose blob id over %d shards is %s", ErrMismatch, blobID, size, c.cfg.Shards, id)
-	}
-	return nil
-}
-
 // blobID is the Walrus blob id of the size bytes r holds.
 func (c *Client) blobID(ctx context.Context, r io.ReaderAt, size int64) (redstuff.ID, error) {
 	m, err := redstuff.ComputeWith(ctx, r, size, c.cfg.Shards, redstuff.Options{ScratchDir: c.cfg.ScratchDir})

@@ -127,9 +127,8 @@ func TestPatchReadsUnchecked(t *testing.T) {
 }
 
 // TestReadBackStreamsUnchecked: ReadBack hands the bytes served to a
-// caller that compares them with what it stored (whose id it matched with
-// ID and MatchID), unchecked against the id: the caller's comparison is the
-// check.
+// caller that compares them with what it stored, unchecked against the
+// id: the caller's comparison is the check.
 func TestReadBackStreamsUnchecked(t *testing.T) {
 	s := startServer(t, localwalrus.Config{Shards: testShards})
 	honest := newClient(t, s, walrus.Config{Shards: testShards})
@@ -150,35 +149,5 @@ func TestReadBackStreamsUnchecked(t *testing.T) {
 	}
 	if _, err := lying.ReadBack(t.Context(), "not a blob id", &buf); !errors.Is(err, walrus.ErrInvalidBlobID) {
 		t.Fatalf("ReadBack of a bad id: %v", err)
-	}
-}
-
-// TestIDMatch: the id ID computes over the bytes matches the one the
-// publisher answered for them; MatchID refuses another blob's id (a
-// publisher naming the wrong blob) and text that is no id.
-func TestIDMatch(t *testing.T) {
-	s := startServer(t, localwalrus.Config{Shards: testShards})
-	c := newClient(t, s, walrus.Config{Shards: testShards})
-	a, b := bytes.Repeat([]byte("blob a "), 500), bytes.Repeat([]byte("blob b "), 500)
-	ra, err := c.Store(t.Context(), walrus.BytesBody(a))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb, err := c.Store(t.Context(), walrus.BytesBody(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := c.ID(t.Context(), bytes.NewReader(a), int64(len(a)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.MatchID(ra.BlobID, id, int64(len(a))); err != nil {
-		t.Fatalf("the id of the bytes: %v", err)
-	}
-	if err := c.MatchID(rb.BlobID, id, int64(len(a))); !errors.Is(err, walrus.ErrMismatch) {
-		t.Fatalf("another blob's id: %v, want ErrMismatch", err)
-	}
-	if err := c.MatchID("not a blob id", id, int64(len(a))); !errors.Is(err, walrus.ErrInvalidBlobID) {
-		t.Fatalf("not an id: %v, want ErrInvalidBlobID", err)
 	}
 }

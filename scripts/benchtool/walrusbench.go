@@ -32,8 +32,8 @@ func benchConfig(url string) walrus.Config {
 }
 
 // snapClient is the client of a snapshot taken as the daemon takes it:
-// the blob-id check of a large pack keeps its recovery columns in the
-// spool directory, as the daemon's does (walrus.Config.ScratchDir).
+// configured with the spool directory, where the id check of a large
+// blob read whole keeps its recovery columns (walrus.Config.ScratchDir).
 func snapClient(url, spool string) (*walrus.Client, error) {
 	c := benchConfig(url)
 	c.ScratchDir = spool
