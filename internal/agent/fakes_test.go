@@ -102,14 +102,14 @@ func (p *fakePipeline) takeAsHash(ctx context.Context, in snapshot.Input) (snaps
 		return snapshot.Result{}, err
 	}
 	defer root.Close()
-	var reads []repo.FileRead
+	var reads repo.FileReads
 	for _, fl := range hr.Files {
 		st, err := root.Lstat(fl.Path)
 		if err != nil {
 			return snapshot.Result{}, err
 		}
 		// Read long after its last change: nothing racy.
-		reads = append(reads, repo.FileRead{Path: fl.Path, Stat: st, Start: time.Now().Add(time.Hour), Size: fl.Size, SHA256: fl.SHA256})
+		reads.Add(repo.FileRead{Path: fl.Path, Stat: st, Start: time.Now().Add(time.Hour), Size: fl.Size, SHA256: fl.SHA256})
 	}
 	r, err := p.store(hr.Digest)
 	r.Reads = reads

@@ -321,10 +321,9 @@ func (a *Agent) takeAsHash(ctx context.Context, ov *fsys.Overlay, t time.Time, i
 		a.mu.Unlock()
 		return SyncResult{}, err
 	}
-	for _, f := range r.Reads {
+	for f := range r.Reads.Drain() { // taken over; not kept with the result
 		learn.Add(f.Path, f.Stat, f.Start, f.Size, f.SHA256)
 	}
-	r.Reads = nil // taken over; not kept with the result
 	if res, err := learn.Adopt(r.BundleHash); err != nil {
 		// The snapshot stands; the next pass reads the brain again.
 		a.log.Warn("the hash cache did not take over the first snapshot's reads", "error", err)

@@ -173,7 +173,7 @@ type Result struct {
 	// Reads, in a snapshot without Want (which is the hash), are the files
 	// of the root tree it read, in no order: a hash cache takes them over
 	// (hash.Learner), so that its next pass need not read them again.
-	Reads []FileRead
+	Reads FileReads
 }
 
 // FileRead is one file a snapshot read (see hash.Learner.Add).
@@ -257,7 +257,7 @@ type build struct {
 	single bool
 	readMu sync.Mutex
 	racy   []racyFile // files to read again (checkRacy)
-	reads  []FileRead // Result.Reads
+	reads  FileReads  // Result.Reads
 
 	// usage is how much of each indexed pack the commit references; seen
 	// the objects counted (finishTrees, readHeadFile).

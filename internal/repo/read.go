@@ -163,7 +163,7 @@ func (bd *build) readDone(j fileJob, st fsys.Info) error {
 		if hash.Racy(st, j.start) && !st.Overlay {
 			bd.racy = append(bd.racy, racyFile{path: j.path, st: st, sum: e.SHA256})
 		}
-		bd.reads = append(bd.reads, FileRead{Path: j.path, Stat: st, Start: j.start, Size: e.Size, SHA256: e.SHA256})
+		bd.reads.add(j.dir, e.Name, st, j.start)
 		bd.readMu.Unlock()
 	}
 	if bd.b.afterRead != nil {

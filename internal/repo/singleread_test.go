@@ -42,13 +42,21 @@ func singleReadBrain(t *testing.T) string {
 func TestSingleReadLearns(t *testing.T) {
 	brain := singleReadBrain(t)
 	f := newFx(t, 10<<20)
+	// A second name of a file: its entry keeps no mode or time of its
+	// own (resolveLinks), its read keeps the stat read.
+	if err := os.Link(filepath.Join(brain, "skills/a.md"), filepath.Join(brain, "skills/deep/a-link.md")); err != nil {
+		t.Fatal(err)
+	}
 	f.b.now = func() time.Time { return time.Now().Add(time.Hour) } // nothing racy
 	cache := hash.NewCache(brain, hash.Options{})
 	learner := cache.Learner(nil)
 	res := f.snap(brain, func(in *SnapshotInput) { in.Want, in.Known = hash.Digest{}, nil })
+	if n := res.Reads.Len(); n != 8 {
+		t.Errorf("%d reads, want 8", n)
+	}
 	var paths []string
 	sums := map[string][32]byte{}
-	for _, r := range res.Reads {
+	for r := range res.Reads.All() {
 		paths = append(paths, r.Path)
 		sums[r.Path] = r.SHA256
 		learner.Add(r.Path, r.Stat, r.Start, r.Size, r.SHA256)

@@ -17,13 +17,16 @@ import (
 // makes its tree's entries in tree order with room for every listed name,
 // so a pointer to a file's entry stays valid while the walker appends: a
 // reader fills the entry in place. finishTrees fills the directories'
-// subtrees and drops what vanished. Nothing else is kept per file.
+// subtrees and drops what vanished. Nothing else is kept per file but,
+// in a snapshot that is the hash, its read (FileReads), which finds the
+// rest in the entry.
 //
 // A directory that is exactly as in the previous commit (same names,
 // modes and file contents, its subdirectories too) keeps the previous
 // commit's tree itself (same): a snapshot of a large, mostly unchanged
 // brain then holds one set of trees, not two.
 type dirNode struct {
+	path string // '/'-separated, relative to the brain ("" for the root)
 	tree *Tree
 	subs []*dirNode // one per EntryDir entry, in order
 	id   ID
@@ -35,6 +38,7 @@ type dirNode struct {
 const entryGone EntryType = 0
 
 type fileJob struct {
+	dir   *dirNode // the directory whose tree holds e
 	e     *Entry
 	f     fsys.File
 	path  string
@@ -67,7 +71,7 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 	}
 	slices.SortFunc(ents, func(a, b fsys.Entry) int { return strings.Compare(a.Name, b.Name) }) // bytewise: the tree order
 	// Never grown: readers hold pointers to its elements.
-	d := &dirNode{tree: &Tree{Entries: make([]Entry, 0, len(ents))}}
+	d := &dirNode{path: rel, tree: &Tree{Entries: make([]Entry, 0, len(ents))}}
 	// same: every entry so far is the one at its place in prev.
 	same := prev != nil
 	sameAs := func(e *Entry) bool {
@@ -148,13 +152,13 @@ func (bd *build) walkDir(ctx context.Context, rel string, prev *Tree, prevID ID,
 			continue
 		}
 		same = false
-		if err := bd.submit(ctx, p, e); err != nil {
+		if err := bd.submit(ctx, d, p, e); err != nil {
 			return nil, fsys.Info{}, err
 		}
 	}
 	if same && len(d.tree.Entries) == len(prev.Entries) {
 		// Nothing differs: keep prev (the fresh entries go now).
-		d = &dirNode{tree: prev, subs: d.subs, id: prevID, same: true}
+		d = &dirNode{path: rel, tree: prev, subs: d.subs, id: prevID, same: true}
 	}
 	return d, info, nil
 }
@@ -207,7 +211,7 @@ func (bd *build) reusable(path string, pe *Entry) (hash.File, bool) {
 	return k, true
 }
 
-func (bd *build) submit(ctx context.Context, path string, e *Entry) error {
+func (bd *build) submit(ctx context.Context, dir *dirNode, path string, e *Entry) error {
 	start := time.Now()
 	if bd.b.now != nil {
 		start = bd.b.now()
@@ -221,7 +225,7 @@ func (bd *build) submit(ctx context.Context, path string, e *Entry) error {
 		return fmt.Errorf("repo: open %s: %w", path, err)
 	}
 	select {
-	case bd.jobs <- fileJob{e: e, f: f, path: path, start: start}:
+	case bd.jobs <- fileJob{dir: dir, e: e, f: f, path: path, start: start}:
 		return nil
 	case <-ctx.Done():
 		f.Close()

@@ -125,7 +125,7 @@ type Result struct {
 	Rekey bool
 	// Reads (v3 with a zero Input.Want) are the files the snapshot read,
 	// for the hash cache to take over (hash.Learner.Add).
-	Reads []repo.FileRead
+	Reads repo.FileReads
 }
 
 // Take snapshots the brain, whose bundle hash the caller has just computed

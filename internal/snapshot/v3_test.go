@@ -637,7 +637,7 @@ func TestV3TakeAsHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	learned := map[string]bool{}
-	for _, rd := range r.Reads {
+	for rd := range r.Reads.All() {
 		learned[rd.Path] = true
 	}
 	hr, err := hash.Dir(t.Context(), f.brain, hash.Options{})

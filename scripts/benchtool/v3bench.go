@@ -153,7 +153,7 @@ func runV3Snap(ctx context.Context, args []string) (err error) {
 	}
 	snapS := time.Since(t).Seconds()
 	t = time.Now()
-	for _, r := range res.Reads {
+	for r := range res.Reads.Drain() {
 		learner.Add(r.Path, r.Stat, r.Start, r.Size, r.SHA256)
 	}
 	if _, err := learner.Adopt(res.Commit.BundleHash); err != nil {
