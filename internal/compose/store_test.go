@@ -41,7 +41,7 @@ func (w *windowBody) Window(off, n int64) ([]byte, error) {
 // localWalrus runs a local Walrus server for the test and returns it
 // with a client of it that retries fast. Its shard count is 100 unless
 // the test says otherwise: blob ids at a hundredth of mainnet's cost.
-func localWalrus(t *testing.T, cfg localwalrus.Config) (*localwalrus.Server, *walrus.Client) {
+func localWalrus(t testing.TB, cfg localwalrus.Config) (*localwalrus.Server, *walrus.Client) {
 	t.Helper()
 	cfg.Dir = t.TempDir()
 	if cfg.Shards == 0 {
@@ -238,18 +238,7 @@ func BenchmarkUploadChecked(b *testing.B) {
 // with faults, and a random pack of size bytes.
 func benchStore(b *testing.B, faults localwalrus.Faults, size int) (*walrusStore, []byte) {
 	b.Helper()
-	s, err := localwalrus.New(localwalrus.Config{Dir: b.TempDir(), Faults: faults})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(""); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	c, err := walrus.New(walrus.Config{Publishers: []string{s.URL()}, Aggregators: []string{s.URL()}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, c := localWalrus(b, localwalrus.Config{Shards: 1000, Faults: faults})
 	pack := make([]byte, size)
 	for i := range pack {
 		pack[i] = byte(rand.N(256))
